@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -130,9 +130,7 @@ class LabelSelector(Strict):
     """Kubernetes label selector. `{}` selects everything; a missing selector nothing."""
 
     match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    match_expressions: list[LabelSelectorRequirement] = Field(
-        default_factory=list, alias="matchExpressions"
-    )
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, alias="matchExpressions")
 
     @field_validator("match_labels")
     @classmethod
@@ -157,8 +155,7 @@ class GitVersion(Strict):
     def _no_branch(cls, data: Any) -> Any:
         if isinstance(data, dict) and "branch" in data:
             raise ValueError(
-                "a branch is not a version: a fleet's state must be reproducible, "
-                "use 'tag' or 'revision' (a commit)"
+                "a branch is not a version: a fleet's state must be reproducible, use 'tag' or 'revision' (a commit)"
             )
         return data
 
@@ -297,7 +294,7 @@ class Binding(Strict):
 
 # --- rollout strategy -----------------------------------------------------------------
 
-IntOrPercent = Union[int, str]
+IntOrPercent = int | str
 
 
 def _check_int_or_percent(value: IntOrPercent | None, field: str) -> IntOrPercent | None:
@@ -431,10 +428,8 @@ class ClusterManifest(Strict):
         return self.metadata.name
 
 
-AnyModule = Annotated[Union[ModuleManifest, BootstrapModuleManifest], Field(discriminator="kind")]
-Manifest = Annotated[
-    Union[ModuleManifest, BootstrapModuleManifest, ClusterManifest], Field(discriminator="kind")
-]
+AnyModule = Annotated[ModuleManifest | BootstrapModuleManifest, Field(discriminator="kind")]
+Manifest = Annotated[ModuleManifest | BootstrapModuleManifest | ClusterManifest, Field(discriminator="kind")]
 MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
 KINDS = ("Module", "BootstrapModule", "Cluster")
 

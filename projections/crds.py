@@ -1,0 +1,500 @@
+"""Validation of rendered Kubernetes objects against the real CRD schemas.
+
+What flows through here: an object as a plain dict (a GitRepository, OCIRepository or
+Kustomization the renderer produced, or anything a test API server receives) goes in;
+nothing comes out when it is valid, `SchemaError` naming kind, namespace/name and every
+offending field path when it is not.
+
+The schemas are the served versions' `openAPIV3Schema` of the upstream CRDs shipped in
+`projections/crds/` (see its README for the versions). They are turned into JSON Schema
+(Draft 2020-12) the way a Kubernetes API server reads a structural schema:
+
+- `x-kubernetes-int-or-string: true` means "an integer or a string";
+- `x-kubernetes-preserve-unknown-fields: true` keeps unknown fields;
+- anywhere else an object schema with `properties` and no `additionalProperties` would have
+  unknown fields *pruned* silently by the API server. A silently dropped field is almost
+  always a typo in a template (`healthcheck:` for `healthChecks:`), so here it is an error;
+- `format: int32|int64|date-time` are checked, as the API server does.
+
+`metadata` is checked like the API server's ObjectMeta validation: `name` a DNS-1123
+subdomain of at most 253 characters, `namespace` a DNS-1123 label (required for namespaced
+kinds), label keys/values and annotation keys well-formed. `apiVersion`/`kind` must name a
+version the CRD serves. CEL rules (`x-kubernetes-validations`) are not evaluated.
+
+Loaded CRDs and compiled validators are cached: `builtin_catalog()` is read once per process.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
+
+__all__ = [
+    "CRDCatalog",
+    "SchemaError",
+    "SchemaProblem",
+    "builtin_catalog",
+    "catalog_from_directory",
+    "format_field_path",
+    "validate",
+]
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_TOTAL_ANNOTATION_BYTES = 256 * 1024
+
+# ObjectMeta fields a client may send; anything else in metadata is dropped by the server.
+_OBJECT_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+        "selfLink",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """One reason an object is invalid: a field path such as `spec.interval` and why."""
+
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}" if self.field else self.reason
+
+
+class SchemaError(ValueError):
+    """An object does not satisfy its CRD: which object, and every problem with its field."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        namespace: str | None,
+        name: str | None,
+        problems: Sequence[SchemaProblem],
+        origin: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.problems = list(problems)
+        self.origin = origin
+        super().__init__(str(self))
+
+    @property
+    def fields(self) -> list[str]:
+        return [problem.field for problem in self.problems]
+
+    def with_origin(self, origin: str) -> SchemaError:
+        """The same error, saying where the object came from (e.g. a template file)."""
+        return SchemaError(
+            kind=self.kind, namespace=self.namespace, name=self.name, problems=self.problems, origin=origin
+        )
+
+    def __str__(self) -> str:
+        who = "/".join(part for part in (self.namespace, self.name) if part) or "<unnamed>"
+        origin = f" (rendered from {self.origin})" if self.origin else ""
+        lines = [f"{self.kind or '<no kind>'} {who} is invalid{origin}:"]
+        lines.extend(f"  - {problem}" for problem in self.problems)
+        return "\n".join(lines)
+
+
+def format_field_path(parts: Iterable[str | int]) -> str:
+    """`["spec", "healthChecks", 0, "name"]` -> `spec.healthChecks[0].name`.
+
+    Keys that are not identifiers (label keys like `rollout.dev/module`) are bracketed:
+    `metadata.labels["rollout.dev/module"]`.
+    """
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{json.dumps(part)}]"
+    return text
+
+
+# --- turning an openAPIV3Schema into a JSON Schema -------------------------------------
+
+
+def _structural(schema: Any) -> Any:
+    """A JSON Schema that accepts what the API server keeps, and rejects what it would prune."""
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: value for key, value in schema.items() if key not in ("default", "description")}
+    if "properties" in result:
+        result["properties"] = {name: _structural(sub) for name, sub in result["properties"].items()}
+    if isinstance(result.get("items"), dict):
+        result["items"] = _structural(result["items"])
+    if isinstance(result.get("additionalProperties"), dict):
+        result["additionalProperties"] = _structural(result["additionalProperties"])
+    for combinator in ("allOf", "anyOf", "oneOf"):
+        if combinator in result:
+            result[combinator] = [_structural(sub) for sub in result[combinator]]
+    if "not" in result:
+        result["not"] = _structural(result["not"])
+    if result.get("x-kubernetes-int-or-string") and "anyOf" not in result:
+        result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if result.get("nullable") and "type" in result:
+        result["type"] = [result["type"], "null"]
+    preserve = result.get("x-kubernetes-preserve-unknown-fields") is True
+    if "properties" in result and "additionalProperties" not in result and not preserve:
+        result["additionalProperties"] = False
+    return result
+
+
+def _format_checker() -> FormatChecker:
+    checker = FormatChecker(formats=())
+
+    @checker.checks("int32")
+    def _int32(instance: object) -> bool:
+        return not isinstance(instance, int) or -(2**31) <= instance < 2**31
+
+    @checker.checks("int64")
+    def _int64(instance: object) -> bool:
+        return not isinstance(instance, int) or -(2**63) <= instance < 2**63
+
+    @checker.checks("date-time")
+    def _date_time(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True
+        if not _RFC3339.match(instance):
+            return False
+        try:
+            datetime.fromisoformat(instance.replace("z", "Z").replace("t", "T"))
+        except ValueError:
+            return False
+        return True
+
+    return checker
+
+
+_FORMAT_CHECKER = _format_checker()
+
+
+# --- turning jsonschema errors into problems a user can act on ---------------------------
+
+
+def _json(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true/false)",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
+
+
+def _problems_of(error: ValidationError) -> Iterator[SchemaProblem]:
+    path = list(error.absolute_path)
+    instance = error.instance
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    validator = error.validator
+    if validator == "additionalProperties" and isinstance(instance, dict):
+        known = sorted(schema.get("properties", {}))
+        for extra in sorted(set(instance) - set(known)):
+            close = difflib.get_close_matches(str(extra), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+            yield SchemaProblem(
+                format_field_path([*path, extra]),
+                f"unknown field (the API server would silently drop it){hint}",
+            )
+        return
+    if validator == "required" and isinstance(instance, dict):
+        for missing in error.validator_value:
+            if missing not in instance:
+                yield SchemaProblem(format_field_path([*path, missing]), "required field is missing")
+        return
+    where = format_field_path(path)
+    if validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        reason = f"{_json(instance)} is not {' or '.join(_TYPE_NAMES.get(t, t) for t in wanted)}"
+    elif validator == "pattern":
+        reason = f"{_json(instance)} does not match the pattern {error.validator_value}"
+    elif validator == "enum":
+        reason = f"{_json(instance)} is not one of {', '.join(_json(v) for v in error.validator_value)}"
+    elif validator == "anyOf" and schema.get("x-kubernetes-int-or-string"):
+        reason = f"{_json(instance)} is not an integer or a string"
+    elif validator == "format":
+        reason = f"{_json(instance)} is not a valid {error.validator_value}"
+    elif validator in ("maxLength", "minLength"):
+        bound = "at most" if validator == "maxLength" else "at least"
+        reason = f"{_json(instance)} must be {bound} {error.validator_value} characters long"
+    else:
+        reason = error.message
+    yield SchemaProblem(where, reason)
+
+
+# --- metadata: what ObjectMeta validation of an API server checks ------------------------
+
+
+def _check_qualified_key(key: Any) -> str | None:
+    if not isinstance(key, str):
+        return "key must be a string"
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return f"key prefix {prefix!r} must be a DNS-1123 subdomain of at most 253 characters"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (
+            f"key name {name!r} must be 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        )
+    return None
+
+
+def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem]:
+    if not isinstance(metadata, dict):
+        return [SchemaProblem("metadata", f"{_json(metadata)} is not a mapping")]
+    problems: list[SchemaProblem] = []
+    for extra in sorted(set(metadata) - _OBJECT_META_FIELDS):
+        problems.append(SchemaProblem(format_field_path(["metadata", extra]), "unknown metadata field"))
+    name = metadata.get("name")
+    if name is None:
+        problems.append(SchemaProblem("metadata.name", "required field is missing"))
+    elif not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+        problems.append(
+            SchemaProblem(
+                "metadata.name",
+                f"{_json(name)} is not a DNS-1123 subdomain: lower-case alphanumerics, '-' and '.', "
+                "starting and ending with an alphanumeric, at most 253 characters",
+            )
+        )
+    namespace = metadata.get("namespace")
+    if namespace is None:
+        if namespaced:
+            problems.append(SchemaProblem("metadata.namespace", "required field is missing (namespaced kind)"))
+    elif not namespaced:
+        problems.append(SchemaProblem("metadata.namespace", "must not be set: the kind is cluster-scoped"))
+    elif not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
+        problems.append(
+            SchemaProblem(
+                "metadata.namespace",
+                f"{_json(namespace)} is not a DNS-1123 label: lower-case alphanumerics and '-', "
+                "starting and ending with an alphanumeric, at most 63 characters",
+            )
+        )
+    labels = metadata.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict):
+            problems.append(SchemaProblem("metadata.labels", f"{_json(labels)} is not a mapping"))
+        else:
+            for key, value in labels.items():
+                field = format_field_path(["metadata", "labels", str(key)])
+                key_problem = _check_qualified_key(key)
+                if key_problem:
+                    problems.append(SchemaProblem(field, key_problem))
+                if not isinstance(value, str):
+                    problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
+                elif len(value) > 63 or not _LABEL_VALUE.match(value):
+                    problems.append(
+                        SchemaProblem(
+                            field,
+                            f"{_json(value)} is not a label value: at most 63 alphanumerics, '-', '_' "
+                            "or '.', starting and ending with an alphanumeric",
+                        )
+                    )
+    annotations = metadata.get("annotations")
+    if annotations is not None:
+        if not isinstance(annotations, dict):
+            problems.append(SchemaProblem("metadata.annotations", f"{_json(annotations)} is not a mapping"))
+        else:
+            total = 0
+            for key, value in annotations.items():
+                field = format_field_path(["metadata", "annotations", str(key)])
+                key_problem = _check_qualified_key(key)
+                if key_problem:
+                    problems.append(SchemaProblem(field, key_problem))
+                if not isinstance(value, str):
+                    problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
+                else:
+                    total += len(str(key).encode()) + len(value.encode())
+            if total > _TOTAL_ANNOTATION_BYTES:
+                problems.append(SchemaProblem("metadata.annotations", f"{total} bytes, more than the 256 KiB allowed"))
+    return problems
+
+
+# --- the catalog ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ServedVersion:
+    group: str
+    version: str
+    kind: str
+    namespaced: bool
+    schema: Mapping[str, Any]
+
+
+class CRDCatalog:
+    """The served versions of a set of CRDs, and validation of objects against them."""
+
+    def __init__(self, definitions: Iterable[Mapping[str, Any]]) -> None:
+        self.definitions: list[Mapping[str, Any]] = []
+        self._served: dict[tuple[str, str], dict[str, _ServedVersion]] = {}
+        self._validators: dict[tuple[str, str, str], Draft202012Validator] = {}
+        for crd in definitions:
+            if not isinstance(crd, Mapping) or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            self.definitions.append(crd)
+            spec = crd["spec"]
+            group, kind = spec["group"], spec["names"]["kind"]
+            for version in spec.get("versions", []):
+                if not version.get("served"):
+                    continue
+                self._served.setdefault((group, kind), {})[version["name"]] = _ServedVersion(
+                    group=group,
+                    version=version["name"],
+                    kind=kind,
+                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                    schema=version["schema"]["openAPIV3Schema"],
+                )
+
+    @classmethod
+    def from_directory(cls, directory: Path) -> CRDCatalog:
+        """Every CRD in the `*.yaml` files of a directory (multi-document files are fine)."""
+        documents: list[Mapping[str, Any]] = []
+        for path in sorted(Path(directory).glob("*.yaml")):
+            documents.extend(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
+        return cls(documents)
+
+    @property
+    def kinds(self) -> list[tuple[str, str]]:
+        """(group, kind) of every CRD with at least one served version."""
+        return sorted(self._served)
+
+    def served_api_versions(self, kind: str) -> list[str]:
+        return sorted(
+            f"{group}/{version}"
+            for (group, crd_kind), versions in self._served.items()
+            if crd_kind == kind
+            for version in versions
+        )
+
+    def schema(self, api_version: str, kind: str) -> Mapping[str, Any]:
+        """The upstream `openAPIV3Schema` of a served version (not the structural rewrite)."""
+        served = self._lookup(api_version, kind)
+        if served is None:
+            raise KeyError(f"{api_version} {kind} is not a served version of any known CRD")
+        return served.schema
+
+    def _lookup(self, api_version: str, kind: str) -> _ServedVersion | None:
+        group, _, version = api_version.rpartition("/")
+        return self._served.get((group, kind), {}).get(version)
+
+    def _validator(self, served: _ServedVersion) -> Draft202012Validator:
+        key = (served.group, served.version, served.kind)
+        if key not in self._validators:
+            schema = _structural(copy.deepcopy(dict(served.schema)))
+            self._validators[key] = Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
+        return self._validators[key]
+
+    def problems(self, obj: Mapping[str, Any]) -> list[SchemaProblem]:
+        """Every reason the object would be rejected (or silently changed) by an API server."""
+        if not isinstance(obj, Mapping):
+            return [SchemaProblem("", f"{_json(obj)} is not a mapping")]
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            return [SchemaProblem("kind", "required field is missing")]
+        if not isinstance(api_version, str) or not api_version:
+            return [SchemaProblem("apiVersion", "required field is missing")]
+        served = self._lookup(api_version, kind)
+        if served is None:
+            known = self.served_api_versions(kind)
+            if known:
+                reason = f"{api_version!r} is not served for {kind}; use {' or '.join(known)}"
+            else:
+                reason = f"no known CRD defines kind {kind!r}; known kinds: " + ", ".join(k for _, k in self.kinds)
+            return [SchemaProblem("apiVersion" if known else "kind", reason)]
+        problems = _metadata_problems(obj.get("metadata"), namespaced=served.namespaced)
+        seen: set[SchemaProblem] = set(problems)
+        errors = sorted(self._validator(served).iter_errors(dict(obj)), key=lambda e: [str(p) for p in e.absolute_path])
+        for error in errors:
+            if list(error.absolute_path)[:1] == ["metadata"]:
+                continue  # ObjectMeta is checked above, field by field
+            for problem in _problems_of(error):
+                if problem not in seen:
+                    seen.add(problem)
+                    problems.append(problem)
+        return sorted(problems, key=lambda problem: problem.field)
+
+    def validate(self, obj: Mapping[str, Any], *, origin: str | None = None) -> None:
+        """Raise SchemaError naming kind, namespace/name and every invalid field."""
+        problems = self.problems(obj)
+        if problems:
+            metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+            metadata = metadata if isinstance(metadata, Mapping) else {}
+            raise SchemaError(
+                kind=str(obj.get("kind", "")) if isinstance(obj, Mapping) else "",
+                namespace=_str_or_none(metadata.get("namespace")),
+                name=_str_or_none(metadata.get("name")),
+                problems=problems,
+                origin=origin,
+            )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@functools.cache
+def builtin_catalog() -> CRDCatalog:
+    """The CRDs shipped in `projections/crds/`, loaded once per process."""
+    package = resources.files("projections") / "crds"
+    documents: list[Mapping[str, Any]] = []
+    for entry in sorted(package.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            documents.extend(doc for doc in yaml.safe_load_all(entry.read_text(encoding="utf-8")) if doc)
+    return CRDCatalog(documents)
+
+
+@functools.cache
+def _catalog_for(directory: str) -> CRDCatalog:
+    return CRDCatalog.from_directory(Path(directory))
+
+
+def catalog_from_directory(directory: Path) -> CRDCatalog:
+    """The CRDs of a directory (e.g. `shared/crds`), loaded once per process and path."""
+    return _catalog_for(str(Path(directory).resolve()))
+
+
+def validate(obj: Mapping[str, Any], *, origin: str | None = None) -> None:
+    """Validate against the shipped CRDs; raise SchemaError naming every invalid field."""
+    builtin_catalog().validate(obj, origin=origin)

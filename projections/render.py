@@ -1,0 +1,402 @@
+"""Rendering of Flux primitives from the sync records of an assemblage.
+
+What flows through here: one cluster's assemblage snapshot and one of its sync records go
+in; two plain dicts come out — the source (a `GitRepository` or `OCIRepository`) and the
+`Kustomization` that applies it — already validated against the real CRD schemas
+(`projections.crds`), ready for a sink to write to a directory or apply to a cluster.
+
+Where the objects go depends on the assemblage:
+
+- RemoteAssemblage (BootstrapModules): applied in the management cluster, in the cluster's
+  namespace, with `spec.kubeConfig.secretRef` -> `<cluster>-kubeconfig` (key `value`), the
+  secret Cluster API writes in that namespace.
+- ProxyAssemblage (Modules): applied inside the workload cluster, in `proxy_namespace`
+  (`flux-system`), reconciled by the cluster's own Flux; no kubeConfig.
+
+Templates. The objects are Jinja2 templates (`projections/templates/*.yaml.j2`) rendered in
+an `ImmutableSandboxedEnvironment` with `StrictUndefined`. The `finalize` hook emits every
+`{{ value }}` as one JSON-encoded scalar or flow collection — JSON is YAML — so a value with
+newlines, `{{ }}`, `: `, `#`, `&anchor`, `*alias` or `---` in it is always just a string and
+can never change the shape of the document. The rendered text is parsed with
+`yaml.safe_load` (duplicate keys are errors) and validated. A template directory given by the
+user is searched first, so any of the three templates can be replaced; the built-in ones
+stay reachable as `builtin/<name>` for `{% extends %}` and their `extra_labels`,
+`extra_annotations` and `extra_spec` blocks. Whatever a template does, it must keep the
+object's name, namespace and `rollout.dev/*` labels — sinks and appliers find and prune
+objects by them.
+
+Template variables:
+
+    name, namespace        the object's metadata.name / metadata.namespace
+    labels, annotations    mappings: rollout.dev/* labels, the rollout.dev/revision annotation
+    interval               reconcile interval of both objects (e.g. "10m")
+    prune                  true
+    module, module_namespace, cluster, cluster_namespace, revision
+    assemblage             "remote" or "proxy"
+    source                 {kind, name, url, ref}; ref is {tag} or {commit} (Git),
+                           {tag} or {digest} (OCI)
+    kustomize              {path, substitute} — substitute with bindings already expanded
+    kubeconfig             {secretRef: {name, key}} for remote, none for proxy
+
+Errors: a template that does not parse or fails while rendering raises `TemplateError`
+naming the template file and line; an object that does not satisfy its CRD raises
+`projections.crds.SchemaError` naming kind, namespace/name, field and template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, PrefixLoader, StrictUndefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from projections import crds
+from rollout.assemblages import Assemblage, AssignedSync
+from rollout.manifests import check_dns1123_label, parse_duration
+
+__all__ = [
+    "KUBECONFIG_SECRET_KEY",
+    "MANAGED_BY",
+    "TEMPLATE_NAMES",
+    "FluxRenderer",
+    "TemplateError",
+    "object_name",
+    "yaml_value",
+]
+
+MANAGED_BY = "rollout"
+KUBECONFIG_SECRET_KEY = "value"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_MODULE = "rollout.dev/module"
+LABEL_CLUSTER = "rollout.dev/cluster"
+LABEL_ASSEMBLAGE = "rollout.dev/assemblage"
+ANNOTATION_REVISION = "rollout.dev/revision"
+
+GIT_TEMPLATE = "gitrepository.yaml.j2"
+OCI_TEMPLATE = "ocirepository.yaml.j2"
+KUSTOMIZATION_TEMPLATE = "kustomization.yaml.j2"
+TEMPLATE_NAMES = (GIT_TEMPLATE, OCI_TEMPLATE, KUSTOMIZATION_TEMPLATE)
+BUILTIN_PREFIX = "builtin"
+
+_MAX_NAME = 63
+_HASH_CHARS = 10
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_COMMIT_PREFIX = re.compile(r"^(sha1|sha256):")
+
+
+# --- names --------------------------------------------------------------------------------
+
+
+def object_name(module: str, cluster: str) -> str:
+    """The stable name of a sync's Flux objects: `<module>-<cluster>`.
+
+    When that is not a DNS-1123 label of at most 63 characters (the limit of the label
+    value `kustomize.toolkit.fluxcd.io/name` Flux puts on everything it applies), it is
+    truncated (and lower-cased, other characters replaced by `-`) and suffixed with `-` and
+    the first 10 hex characters of the sha256 of the full name: still stable, still valid,
+    distinct for distinct inputs in practice.
+    """
+    full = f"{module}-{cluster}"
+    if len(full) <= _MAX_NAME and _DNS1123_LABEL.match(full):
+        return full
+    digest = hashlib.sha256(full.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", full.lower())
+    prefix = cleaned[: _MAX_NAME - _HASH_CHARS - 1].strip("-")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+# --- every value as one YAML flow node ------------------------------------------------------
+
+# Characters PyYAML does not accept raw in a stream, or reads as line breaks (\x85, \u2028,
+# \u2029) and would fold inside a quoted scalar: always escaped.
+_UNSAFE_IN_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
+def _quote(text: str) -> str:
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _UNSAFE_IN_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+def yaml_value(value: Any) -> str:
+    """One JSON-encoded scalar or flow collection: a single YAML node whatever the value is.
+
+    This is the environment's `finalize`: it runs on every `{{ expression }}` output.
+    """
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined: raises UndefinedError naming the variable
+        raise jinja2.UndefinedError("undefined value")  # pragma: no cover - other Undefineds
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} cannot be written to a Kubernetes object")
+        mantissa, e, exponent = repr(value).partition("e")  # repr: 1e+20, 1.5e-07, 0.25
+        if "." not in mantissa:
+            mantissa += ".0"  # PyYAML (YAML 1.1) reads `1e+20` as a string, `1.0e+20` as a float
+        return mantissa + e + exponent
+    if isinstance(value, str):
+        return _quote(str.__str__(value))
+    if isinstance(value, Mapping):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"mapping key {key!r} is not a string")
+            items.append(f"{_quote(str.__str__(key))}: {yaml_value(item)}")
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(yaml_value(item) for item in value) + "]"
+    raise TypeError(f"a {type(value).__name__} cannot be written as a YAML value; convert it first")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice is an error instead of the last one silently winning."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_unique_mapping,  # type: ignore[arg-type]
+)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class TemplateError(Exception):
+    """A template failed: which template file, which line (when known), and why."""
+
+    def __init__(self, *, template: str, filename: str | None, lineno: int | None, reason: str) -> None:
+        self.template = template
+        self.filename = filename
+        self.lineno = lineno
+        self.reason = reason
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.filename or self.template
+        if self.lineno is not None:
+            where += f", line {self.lineno}"
+        return f"template {where}: {self.reason}"
+
+
+def _template_frame(error: BaseException) -> tuple[str | None, int | None]:
+    """The innermost traceback frame inside a template (Jinja maps them to template lines)."""
+    found: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename.endswith(".j2"):
+            found = (frame.filename, frame.lineno)
+    return found
+
+
+# --- the renderer ------------------------------------------------------------------------------
+
+
+class FluxRenderer:
+    """Renders the Flux objects of one sync record; see the module docstring."""
+
+    def __init__(
+        self,
+        template_dir: Path | None = None,
+        *,
+        interval: str = "10m",
+        proxy_namespace: str = "flux-system",
+        catalog: crds.CRDCatalog | None = None,
+    ) -> None:
+        parse_duration(interval)  # ValueError with a readable message for "10 minutes"
+        check_dns1123_label(proxy_namespace)
+        if template_dir is not None and not Path(template_dir).is_dir():
+            raise ValueError(f"template directory {template_dir} does not exist or is not a directory")
+        self.template_dir = Path(template_dir) if template_dir is not None else None
+        self.interval = interval
+        self.proxy_namespace = proxy_namespace
+        self.catalog = catalog or crds.builtin_catalog()
+        builtin = PackageLoader("projections", "templates")
+        loaders: list[jinja2.BaseLoader] = [builtin, PrefixLoader({BUILTIN_PREFIX: builtin})]
+        if self.template_dir is not None:
+            loaders.insert(0, FileSystemLoader(str(self.template_dir)))
+        self.environment = ImmutableSandboxedEnvironment(
+            loader=ChoiceLoader(loaders),
+            undefined=StrictUndefined,
+            autoescape=False,
+            finalize=yaml_value,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+
+    def render(self, assemblage: Assemblage, sync: AssignedSync) -> list[dict[str, Any]]:
+        """[source object, Kustomization] for one sync of the assemblage, both validated."""
+        context = self.context(assemblage, sync)
+        source = sync.sync.source
+        source_template = GIT_TEMPLATE if source.git is not None else OCI_TEMPLATE
+        rendered = [
+            self._render_object(source_template, context, expected_kind=context["source"]["kind"]),
+            self._render_object(KUSTOMIZATION_TEMPLATE, context, expected_kind="Kustomization"),
+        ]
+        self._check_sourceref(rendered[1], context, filename=self._filename(KUSTOMIZATION_TEMPLATE))
+        return rendered
+
+    def context(self, assemblage: Assemblage, sync: AssignedSync) -> dict[str, Any]:
+        """The variables every template sees for this sync (documented in the module docstring)."""
+        remote = assemblage.kind == "RemoteAssemblage"
+        cluster = assemblage.metadata.name
+        name = object_name(sync.module, cluster)
+        source = sync.sync.source
+        if source.git is not None:
+            version = source.git.version
+            ref = (
+                {"tag": version.tag}
+                if version.tag is not None
+                else {"commit": _COMMIT_PREFIX.sub("", version.revision or "")}
+            )
+            source_context = {"kind": "GitRepository", "url": source.git.url, "ref": ref}
+        else:
+            assert source.oci is not None  # Source validates exactly one of git/oci
+            oci_version = source.oci.version
+            ref = {"tag": oci_version.tag} if oci_version.tag is not None else {"digest": oci_version.digest}
+            source_context = {"kind": "OCIRepository", "url": source.oci.url, "ref": ref}
+        kustomize = sync.sync.package.kustomize
+        return {
+            "name": name,
+            "namespace": assemblage.metadata.namespace if remote else self.proxy_namespace,
+            "labels": {
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_MODULE: sync.module,
+                LABEL_CLUSTER: cluster,
+                LABEL_ASSEMBLAGE: "remote" if remote else "proxy",
+            },
+            "annotations": {ANNOTATION_REVISION: sync.revision},
+            "interval": self.interval,
+            "prune": True,
+            "module": sync.module,
+            "module_namespace": sync.module_namespace,
+            "cluster": cluster,
+            "cluster_namespace": assemblage.metadata.namespace,
+            "revision": sync.revision,
+            "assemblage": "remote" if remote else "proxy",
+            "source": {**source_context, "name": name},
+            "kustomize": {"path": kustomize.path, "substitute": dict(kustomize.substitute)},
+            "kubeconfig": (
+                {"secretRef": {"name": f"{cluster}-kubeconfig", "key": KUBECONFIG_SECRET_KEY}} if remote else None
+            ),
+        }
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _render_object(self, template_name: str, context: dict[str, Any], *, expected_kind: str) -> dict[str, Any]:
+        try:
+            template = self.environment.get_template(template_name)
+        except jinja2.TemplateSyntaxError as error:
+            raise TemplateError(
+                template=error.name or template_name,
+                filename=error.filename,
+                lineno=error.lineno,
+                reason=f"syntax error: {error.message}",
+            ) from None
+        filename = template.filename or template_name
+        try:
+            text = template.render(context)
+        except jinja2.TemplateSyntaxError as error:  # e.g. a broken {% extends %} parent
+            raise TemplateError(
+                template=error.name or template_name,
+                filename=error.filename,
+                lineno=error.lineno,
+                reason=f"syntax error: {error.message}",
+            ) from None
+        except Exception as error:
+            frame_file, lineno = _template_frame(error)
+            raise TemplateError(
+                template=template_name,
+                filename=frame_file or filename,
+                lineno=lineno,
+                reason=f"{type(error).__name__}: {error}",
+            ) from None
+        try:
+            obj = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            line = ""
+            if mark is not None:
+                lines = text.splitlines()
+                if 0 <= mark.line < len(lines):
+                    line = f" (output line {mark.line + 1}: {lines[mark.line].strip()!r})"
+            raise TemplateError(
+                template=template_name,
+                filename=filename,
+                lineno=None,
+                reason=f"rendered output is not valid YAML{line}: {error}",
+            ) from None
+        if not isinstance(obj, dict):
+            raise TemplateError(
+                template=template_name,
+                filename=filename,
+                lineno=None,
+                reason=f"rendered output must be one YAML mapping, not {type(obj).__name__}",
+            )
+        self.catalog.validate(obj, origin=filename)
+        self._check_identity(obj, context, template_name=template_name, filename=filename, kind=expected_kind)
+        return obj
+
+    @staticmethod
+    def _check_identity(
+        obj: dict[str, Any], context: dict[str, Any], *, template_name: str, filename: str, kind: str
+    ) -> None:
+        """Sinks and appliers find, own and prune objects by kind, name, namespace and labels."""
+        metadata = obj.get("metadata", {})
+        wrong: list[str] = []
+        if obj.get("kind") != kind:
+            wrong.append(f"kind must be {kind}, not {obj.get('kind')!r}")
+        for field in ("name", "namespace"):
+            if metadata.get(field) != context[field]:
+                wrong.append(f"metadata.{field} must be {context[field]!r}, not {metadata.get(field)!r}")
+        labels = metadata.get("labels") or {}
+        for key, value in context["labels"].items():
+            if labels.get(key) != value:
+                wrong.append(f"label {key} must be {value!r}, not {labels.get(key)!r}")
+        if wrong:
+            raise TemplateError(
+                template=template_name,
+                filename=filename,
+                lineno=None,
+                reason="the object's identity was changed: " + "; ".join(wrong),
+            )
+
+    def _filename(self, template_name: str) -> str:
+        return self.environment.get_template(template_name).filename or template_name
+
+    @staticmethod
+    def _check_sourceref(kustomization: dict[str, Any], context: dict[str, Any], *, filename: str) -> None:
+        ref = kustomization["spec"]["sourceRef"]
+        expected = {"kind": context["source"]["kind"], "name": context["name"]}
+        actual = {"kind": ref.get("kind"), "name": ref.get("name")}
+        namespace = ref.get("namespace", context["namespace"])
+        if actual != expected or namespace != context["namespace"]:
+            raise TemplateError(
+                template=KUSTOMIZATION_TEMPLATE,
+                filename=filename,
+                lineno=None,
+                reason=f"spec.sourceRef must point at the rendered source {expected}, not {ref}",
+            )

@@ -1,0 +1,235 @@
+"""The directory sink: assemblage snapshots become YAML files of Flux objects.
+
+What flows through here: a RemoteAssemblage or ProxyAssemblage snapshot (or a tombstone)
+for one cluster goes in; one file per sync comes out, holding that sync's source object and
+Kustomization as a two-document YAML stream:
+
+    <root>/remote/<cluster namespace>/<cluster>/<module>.yaml   RemoteAssemblage
+    <root>/proxy/<cluster>/<module>.yaml                         ProxyAssemblage
+
+The directory is meant to be committed to a Git repository that Flux watches, diffed in a
+dry run, or read by tests. It is kept exactly equal to the latest snapshot:
+
+- every object is rendered and validated against its CRD before anything is written, so an
+  invalid snapshot changes nothing;
+- each file is written atomically (temporary file in the same directory, fsync,
+  `os.replace`), and a file whose content would not change is not rewritten;
+- files of syncs no longer in the snapshot are removed, and so are directories left empty;
+  a tombstone removes everything of that cluster and kind;
+- the highest snapshot version written per (kind, cluster) is remembered in
+  `<root>/.rollout-sink.json` (written atomically too, after the files). A snapshot older
+  than that is a redelivery and is ignored; the same version is applied again (harmless,
+  nothing changes). A tombstone always applies and forgets the version: if an older
+  snapshot is redelivered after it, the tombstone that followed it in the partition is
+  redelivered too, and a cluster that comes back may start its versions anew.
+
+One writer per root: the sink takes no locks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast, get_args
+
+import yaml
+
+from projections.render import FluxRenderer
+from projections.sinks import SinkResult
+from rollout.assemblages import Assemblage, AssemblageKind
+
+__all__ = ["STATE_FILE", "DirectorySink"]
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = ".rollout-sink.json"
+_STATE_FORMAT = 1
+_SUBDIR: dict[str, str] = {"RemoteAssemblage": "remote", "ProxyAssemblage": "proxy"}
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_TEMP_SUFFIX = ".tmp"
+
+
+def _path_segment(value: str, what: str) -> str:
+    """A name that is safe as one directory or file name (no '/', '..', or other surprises)."""
+    if not isinstance(value, str) or len(value) > 63 or not _DNS1123_LABEL.match(value):
+        raise ValueError(f"{what} {value!r} is not a DNS-1123 label; refusing to use it as a path")
+    return value
+
+
+def _fsync_directory(directory: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):
+        return  # e.g. Windows: directories cannot be opened for fsync
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Readers see the old content or the new one, never a partial file; durable on return."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _dump(objects: list[dict[str, Any]]) -> bytes:
+    text = yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
+    return text.encode("utf-8")
+
+
+class DirectorySink:
+    """Keeps `<root>` equal to the latest assemblage snapshots; see the module docstring."""
+
+    def __init__(self, root: Path, renderer: FluxRenderer) -> None:
+        self.root = Path(root)
+        self.renderer = renderer
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    def write(self, kind: AssemblageKind, cluster: str, assemblage: Assemblage | None) -> SinkResult:
+        """Make `<root>` hold exactly this snapshot's objects for (kind, cluster)."""
+        if kind not in get_args(AssemblageKind):
+            raise ValueError(f"kind {kind!r} is not one of {', '.join(get_args(AssemblageKind))}")
+        _path_segment(cluster, "cluster name")
+        state = self._load_state()
+        key = f"{kind}/{cluster}"
+
+        if assemblage is None:
+            pruned = sum(self._clear(directory) for directory in self._cluster_directories(kind, cluster))
+            if state["snapshots"].pop(key, None) is not None:
+                self._save_state(state)
+            return SinkResult(kind=kind, cluster=cluster, version=None, pruned=pruned)
+
+        if assemblage.kind != kind or assemblage.metadata.name != cluster:
+            raise ValueError(
+                f"snapshot {assemblage.kind} {assemblage.metadata.name!r} was delivered as "
+                f"{kind} {cluster!r}: key and value disagree"
+            )
+        applied = state["snapshots"].get(key, {}).get("version")
+        if applied is not None and assemblage.version < applied:
+            log.info(
+                "ignoring %s %s version %d: version %d already written", kind, cluster, assemblage.version, applied
+            )
+            return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, stale=True)
+
+        directory = self._directory(kind, cluster, assemblage)
+        files = self._render(assemblage)  # renders and validates everything before any write
+
+        written = unchanged = 0
+        for file_name, content in files.items():
+            path = directory / file_name
+            if path.is_file() and path.read_bytes() == content:
+                unchanged += 1
+                continue
+            _atomic_write(path, content)
+            written += 1
+        pruned = self._clear(directory, keep=set(files))
+        for other in self._cluster_directories(kind, cluster):
+            if other != directory:  # the cluster moved to another namespace
+                pruned += self._clear(other)
+
+        state["snapshots"][key] = {"version": assemblage.version, "namespace": assemblage.metadata.namespace}
+        self._save_state(state)
+        return SinkResult(
+            kind=kind,
+            cluster=cluster,
+            version=assemblage.version,
+            written=written,
+            unchanged=unchanged,
+            pruned=pruned,
+        )
+
+    # -- layout --------------------------------------------------------------------------------
+
+    def _directory(self, kind: AssemblageKind, cluster: str, assemblage: Assemblage) -> Path:
+        if kind == "RemoteAssemblage":
+            namespace = _path_segment(assemblage.metadata.namespace, "cluster namespace")
+            return self.root / _SUBDIR[kind] / namespace / cluster
+        return self.root / _SUBDIR[kind] / cluster
+
+    def _cluster_directories(self, kind: AssemblageKind, cluster: str) -> list[Path]:
+        if kind == "RemoteAssemblage":
+            return sorted(path for path in (self.root / _SUBDIR[kind]).glob(f"*/{cluster}") if path.is_dir())
+        directory = self.root / _SUBDIR[kind] / cluster
+        return [directory] if directory.is_dir() else []
+
+    def _render(self, assemblage: Assemblage) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        for sync in assemblage.spec.syncs:
+            file_name = f"{_path_segment(sync.module, 'module name')}.yaml"
+            if file_name in files:
+                raise ValueError(
+                    f"{assemblage.kind} {assemblage.metadata.name!r} version {assemblage.version} "
+                    f"has two syncs for module {sync.module!r}"
+                )
+            files[file_name] = _dump(self.renderer.render(assemblage, sync))
+        return files
+
+    def _clear(self, directory: Path, keep: set[str] | frozenset[str] = frozenset()) -> int:
+        """Remove sync files not in `keep` and leftover temporary files; then empty dirs."""
+        if not directory.is_dir():
+            return 0
+        pruned = 0
+        for path in directory.iterdir():
+            if not path.is_file():
+                continue
+            if path.name.startswith(".") and path.name.endswith(_TEMP_SUFFIX):
+                path.unlink(missing_ok=True)  # a write interrupted by a crash
+            elif path.suffix == ".yaml" and path.name not in keep:
+                path.unlink(missing_ok=True)
+                pruned += 1
+        if pruned:
+            _fsync_directory(directory)
+        self._remove_empty(directory)
+        return pruned
+
+    def _remove_empty(self, directory: Path) -> None:
+        """Remove `directory` and its parents while empty, stopping below `<root>/<kind>`."""
+        stop = {self.root / subdir for subdir in _SUBDIR.values()} | {self.root}
+        current = directory
+        while current not in stop and current.is_dir() and not any(current.iterdir()):
+            current.rmdir()
+            current = current.parent
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            state = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"format": _STATE_FORMAT, "snapshots": {}}
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"sink state {self.state_path} cannot be read ({error}); "
+                "remove it to re-apply the next snapshot of every cluster"
+            ) from None
+        if not isinstance(state, Mapping) or not isinstance(state.get("snapshots"), Mapping):
+            raise ValueError(f"sink state {self.state_path} is not a rollout sink state file")
+        return {"format": _STATE_FORMAT, "snapshots": dict(state["snapshots"])}
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        text = json.dumps(state, indent=2, sort_keys=True) + "\n"
+        _atomic_write(self.state_path, text.encode("utf-8"))
+
+    def written_versions(self) -> Iterator[tuple[AssemblageKind, str, int]]:
+        """(kind, cluster, version) of every snapshot this root holds, from the state file."""
+        for key, entry in sorted(self._load_state()["snapshots"].items()):
+            kind, _, cluster = key.partition("/")
+            yield cast(AssemblageKind, kind), cluster, int(entry["version"])

@@ -1,0 +1,147 @@
+"""``rollout kafka start|stop|status``: the project's local single-node Kafka broker.
+
+Thin wrapper over :mod:`streams.localkafka`. The broker is found through its state file
+(``$ROLLOUT_STATE_DIR/kafka.json``, default ``~/.local/state/rollout/kafka.json``); jars are
+cached under ``$ROLLOUT_CACHE_DIR`` (default ``~/.cache/rollout``). Errors are printed as
+``error: ...`` on stderr with exit code 2; ``status`` exits 1 when no broker is running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from streams.localkafka import DEFAULT_HEAP, BrokerInfo, KafkaError, LocalKafka
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _describe(info: BrokerInfo) -> str:
+    return (
+        f"bootstrap: {info.bootstrap}\n"
+        f"pid:       {info.pid}\n"
+        f"log:       {info.log_file}\n"
+        f"data dir:  {info.data_dir}\n"
+        f"started:   {info.started_at} (Kafka {info.kafka_version}, heap {info.heap})"
+    )
+
+
+def _state_option(f):
+    return click.option(
+        "--state-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Broker state file (default: $ROLLOUT_STATE_DIR/kafka.json).",
+    )(f)
+
+
+@click.group("kafka")
+def kafka() -> None:
+    """Run the local single-node Kafka broker (KRaft) the engine and the tests use."""
+
+
+@kafka.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Broker port (default: a free one).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where topics live (default: next to the state file). Kept across restarts.",
+)
+@click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="JVM max heap (-Xmx).")
+@click.option("--foreground", is_flag=True, help="Stay attached, follow the broker log, stop on Ctrl-C.")
+@_state_option
+def start(port: int | None, data_dir: Path | None, heap: str, foreground: bool, state_file: Path | None) -> None:
+    """Start the broker (downloads its jars on first use) and wait until it serves."""
+    broker = LocalKafka(state_file, progress=_progress)
+    try:
+        running = broker.status()
+        if running is not None:
+            if port is not None and port != running.port:
+                _fail(f"a broker is already running at {running.bootstrap} (pid {running.pid}); stop it first")
+            click.echo(f"already running\n{_describe(running)}")
+            if not foreground:
+                return
+            info = running
+        else:
+            started = time.monotonic()
+            info = broker.start(port, data_dir=data_dir, heap=heap)
+            click.echo(f"Kafka started in {time.monotonic() - started:.1f}s\n{_describe(info)}")
+    except (KafkaError, OSError) as e:
+        _fail(str(e))
+        return
+    if foreground:
+        _follow(broker, info)
+
+
+def _follow(broker: LocalKafka, info: BrokerInfo) -> None:
+    """Copy the broker log to stdout until the broker exits; Ctrl-C / SIGTERM stop it."""
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with info.log_file.open("rb") as log:
+            log.seek(0, 2)
+            while broker.status() is not None:
+                chunk = log.read()
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+                else:
+                    time.sleep(0.3)
+            sys.stdout.write(log.read().decode("utf-8", "replace"))
+        _fail(f"Kafka exited on its own; see {info.log_file}")
+    except KeyboardInterrupt:
+        click.echo("\nstopping Kafka ...", err=True)
+        try:
+            broker.stop()
+        except (KafkaError, OSError) as e:
+            _fail(str(e))
+        click.echo("stopped", err=True)
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+@kafka.command()
+@_state_option
+def stop(state_file: Path | None) -> None:
+    """Stop the broker (SIGTERM, SIGKILL after 20s)."""
+    try:
+        info = LocalKafka(state_file).stop()
+    except (KafkaError, OSError) as e:
+        _fail(str(e))
+        return
+    if info is None:
+        click.echo("not running")
+    else:
+        click.echo(f"stopped Kafka at {info.bootstrap} (pid {info.pid})")
+
+
+@kafka.command()
+@_state_option
+def status(state_file: Path | None) -> None:
+    """Show the running broker; exit code 1 when none is running."""
+    try:
+        info = LocalKafka(state_file).status()
+    except (KafkaError, OSError) as e:
+        _fail(str(e))
+        return
+    if info is None:
+        click.echo("not running")
+        sys.exit(1)
+    click.echo(_describe(info))

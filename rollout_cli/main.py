@@ -1,0 +1,442 @@
+"""`rollout`: the command line — kubectl-shaped verbs over the engine's Kafka topics.
+
+Users publish intents (`apply`, `delete`, `pause`, `approve`, ...), inspect projections
+(`get`, `status`, `history`), and run the processes (`worker`, `applier`, `up`, `kafka`).
+Every command that talks to Kafka takes `--bootstrap-servers` / ROLLOUT_BOOTSTRAP_SERVERS
+and `--topic-prefix` / ROLLOUT_TOPIC_PREFIX; without a bootstrap server it uses the local
+broker `rollout kafka start` (or `rollout up`) recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from rollout.events import (
+    ClusterObserved,
+    ClusterRemoved,
+    ModuleApplied,
+    ModuleDeleted,
+    RolloutCommanded,
+    SyncStatusReported,
+)
+from rollout.manifests import ManifestError, check_dns1123_label, load_manifest_files
+from rollout_cli import views
+from rollout_cli.kafka import kafka as kafka_group
+from streams import client
+from streams.settings import DEFAULT_PREFIX
+from streams.topics import TopicNames
+
+
+def fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def resolve_bootstrap(given: str | None) -> str:
+    if given:
+        return given
+    from streams.localkafka import discover_bootstrap
+
+    found = discover_bootstrap()
+    if found is None:
+        fail(
+            "no Kafka broker: pass --bootstrap-servers (or set ROLLOUT_BOOTSTRAP_SERVERS), "
+            "or start the local one with `rollout kafka start` / `rollout up`"
+        )
+    return found  # type: ignore[return-value]
+
+
+class Context:
+    def __init__(self, bootstrap: str | None, prefix: str) -> None:
+        self._bootstrap = bootstrap
+        self.prefix = prefix
+        self.topics = TopicNames(prefix)
+
+    @functools.cached_property
+    def bootstrap(self) -> str:
+        return resolve_bootstrap(self._bootstrap)
+
+    def publish(self, topic: str, messages: list[tuple[str, bytes | None]]) -> None:
+        try:
+            client.run(client.publish(self.bootstrap, topic, messages))
+        except Exception as error:
+            fail(f"cannot publish to {topic} at {self.bootstrap}: {error}")
+
+    def latest(self, topic: str) -> dict[str, Any]:
+        try:
+            return client.run(client.read_latest(self.bootstrap, topic))
+        except LookupError as error:
+            fail(str(error))
+        except Exception as error:
+            fail(f"cannot read {topic} at {self.bootstrap}: {error}")
+        return {}
+
+    def records(self, topic: str) -> list[client.Record]:
+        try:
+            return client.run(client.read_all(self.bootstrap, topic))
+        except LookupError as error:
+            fail(str(error))
+        except Exception as error:
+            fail(f"cannot read {topic} at {self.bootstrap}: {error}")
+        return []
+
+
+def kafka_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    @click.option(
+        "--bootstrap-servers",
+        envvar="ROLLOUT_BOOTSTRAP_SERVERS",
+        default=None,
+        help="Kafka bootstrap servers, host:port[,host:port] (env ROLLOUT_BOOTSTRAP_SERVERS; "
+        "default: the local broker).",
+    )
+    @click.option(
+        "--topic-prefix",
+        envvar="ROLLOUT_TOPIC_PREFIX",
+        default=DEFAULT_PREFIX,
+        show_default=True,
+        help="Prefix of every topic name (env ROLLOUT_TOPIC_PREFIX).",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, bootstrap_servers: str | None, topic_prefix: str, **kwargs: Any) -> Any:
+        return command(Context(bootstrap_servers, topic_prefix), *args, **kwargs)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Staged, explainable rollouts of Flux syncs across fleets of Kubernetes clusters."""
+
+
+cli.add_command(kafka_group)
+
+
+# --- intents -----------------------------------------------------------------------------
+
+
+def intents_for(manifests: list[Any]) -> list[tuple[str, str, bytes, str]]:
+    """(topic role, key, event, description) for manifests: clusters first, then modules."""
+    ordered = sorted(manifests, key=lambda m: {"Cluster": 0, "BootstrapModule": 1, "Module": 2}[m.kind])
+    out = []
+    for manifest in ordered:
+        name = manifest.metadata.name
+        if manifest.kind == "Cluster":
+            out.append(("clusters", name, ClusterObserved(cluster=manifest).to_bytes(), f"cluster/{name}"))
+        else:
+            out.append(("intents", name, ModuleApplied(module=manifest).to_bytes(), f"{manifest.kind.lower()}/{name}"))
+    return out
+
+
+@cli.command()
+@click.option("-f", "--filename", "files", multiple=True, required=True, type=click.Path(exists=True))
+@kafka_options
+def apply(ctx: Context, files: tuple[str, ...]) -> None:
+    """Publish Module, BootstrapModule and Cluster manifests (files or directories).
+
+    Every document is validated first; if any is invalid nothing is published and every
+    problem is listed with its file, document index and field.
+    """
+    try:
+        manifests = load_manifest_files(list(files))
+    except ManifestError as error:
+        fail(f"nothing was applied; {len(error.problems)} problem(s):\n{error}")
+    seen: dict[tuple[str, str], str] = {}
+    for manifest in manifests:
+        identity = ("Cluster" if manifest.kind == "Cluster" else "module", manifest.metadata.name)
+        if identity in seen and seen[identity] != manifest.kind:
+            fail(f"nothing was applied: {manifest.kind} {manifest.metadata.name} and {seen[identity]} share a name")
+        seen[identity] = manifest.kind
+    events = intents_for(manifests)
+    for role in ("clusters", "intents"):
+        batch = [(key, value) for r, key, value, _ in events if r == role]
+        if batch:
+            ctx.publish(ctx.topics.name(role), batch)
+    for _, _, _, description in events:
+        click.echo(f"{description} applied")
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(["module", "bootstrapmodule", "cluster"]))
+@click.argument("name")
+@kafka_options
+def delete(ctx: Context, kind: str, name: str) -> None:
+    """Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere)."""
+    check_name(name)
+    if kind == "cluster":
+        ctx.publish(ctx.topics.clusters, [(name, ClusterRemoved(name=name).to_bytes())])
+    else:
+        real_kind = "Module" if kind == "module" else "BootstrapModule"
+        ctx.publish(ctx.topics.intents, [(name, ModuleDeleted(kind=real_kind, name=name).to_bytes())])
+    click.echo(f"{kind}/{name} deleted")
+
+
+def check_name(name: str) -> None:
+    try:
+        check_dns1123_label(name)
+    except ValueError as error:
+        fail(str(error))
+
+
+def command_verb(verb: str, help_text: str) -> None:
+    @cli.command(name=verb, help=help_text)
+    @click.argument("module")
+    @kafka_options
+    def _command(ctx: Context, module: str) -> None:
+        check_name(module)
+        event = RolloutCommanded(module=module, command=verb, user=views.current_user())  # type: ignore[arg-type]
+        ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
+        click.echo(f"module/{module}: {verb} requested")
+
+
+command_verb("pause", "Stop making new moves in MODULE's rollout until `resume`.")
+command_verb("resume", "Resume a paused (or halted) rollout.")
+command_verb("abort", "Stop MODULE's rollout where it stands (phase Aborted) until a new revision.")
+command_verb("rollback", "Return every cluster on MODULE's target revision to its stable revision.")
+
+
+@cli.command()
+@click.argument("module")
+@click.option("--stage", required=True, help="The stage to approve.")
+@kafka_options
+def approve(ctx: Context, module: str, stage: str) -> None:
+    """Approve STAGE of MODULE's rollout to start."""
+    check_name(module)
+    event = RolloutCommanded(module=module, command="approve", stage=stage, user=views.current_user())
+    ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
+    click.echo(f"module/{module}: stage {stage} approved")
+
+
+def pin_verb(verb: str, help_text: str) -> None:
+    @cli.command(name=verb, help=help_text)
+    @click.argument("module")
+    @click.option("--cluster", required=True)
+    @kafka_options
+    def _command(ctx: Context, module: str, cluster: str) -> None:
+        check_name(module)
+        check_name(cluster)
+        event = RolloutCommanded(module=module, command=verb, cluster=cluster, user=views.current_user())  # type: ignore[arg-type]
+        ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
+        click.echo(f"module/{module}: {cluster} {verb}ned")
+
+
+pin_verb("pin", "Hold CLUSTER at its current revision of MODULE, whatever happens.")
+pin_verb("unpin", "Let CLUSTER follow MODULE's rollout again.")
+
+
+@cli.command(name="report-status")
+@click.option("--cluster", required=True)
+@click.option("--module", required=True)
+@click.option("--revision", required=True)
+@click.option("--state", required=True, type=click.Choice(["succeeded", "failed", "updating"]))
+@click.option("--message", default=None)
+@kafka_options
+def report_status(ctx: Context, cluster: str, module: str, revision: str, state: str, message: str | None) -> None:
+    """Publish a sync status, as an applier does (for simulators and tests)."""
+    check_name(cluster)
+    check_name(module)
+    event = SyncStatusReported(cluster=cluster, module=module, revision=revision, state=state, message=message)  # type: ignore[arg-type]
+    ctx.publish(ctx.topics.status, [(cluster, event.to_bytes())])
+    click.echo(f"{cluster}/{module}: {state} at {revision}")
+
+
+# --- reading projections -----------------------------------------------------------------
+
+GET_KINDS = {
+    "modules": "module_status",
+    "module": "module_status",
+    "clusters": "clusters",
+    "cluster": "clusters",
+    "remoteassemblages": "remote",
+    "remoteassemblage": "remote",
+    "proxyassemblages": "proxy",
+    "proxyassemblage": "proxy",
+}
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(sorted(GET_KINDS)))
+@click.argument("name", required=False)
+@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@kafka_options
+def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
+    """List modules, clusters, remoteassemblages or proxyassemblages (from the topics)."""
+    role = GET_KINDS[kind]
+    if role == "clusters":
+        documents = views.clusters_from_records(ctx.records(ctx.topics.clusters))
+    else:
+        documents = ctx.latest(ctx.topics.name(role))
+    if name is not None:
+        if name not in documents:
+            fail(f"{kind.rstrip('s')} {name} not found", code=1)
+        documents = {name: documents[name]}
+    if output == "json":
+        click.echo(json.dumps(list(documents.values()) if name is None else documents[name], indent=2))
+    elif output == "yaml":
+        payload = list(documents.values()) if name is None else documents[name]
+        click.echo(yaml.safe_dump(payload, sort_keys=False), nl=False)
+    else:
+        views.print_table(role, documents)
+
+
+@cli.command()
+@click.argument("module")
+@click.option("--watch", "-w", is_flag=True, help="Keep refreshing until Ctrl-C.")
+@click.option("--decisions", "decision_count", default=8, show_default=True, help="Latest decisions shown.")
+@kafka_options
+def status(ctx: Context, module: str, watch: bool, decision_count: int) -> None:
+    """Phase, target/stable revisions, per-stage progress and the latest decisions."""
+    views.show_status(ctx, module, watch=watch, decision_count=decision_count)
+
+
+@cli.command()
+@click.argument("module")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@kafka_options
+def history(ctx: Context, module: str, output: str) -> None:
+    """Every decision taken for MODULE, oldest first, from the decisions topic."""
+    decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
+    if output == "json":
+        click.echo(json.dumps(decisions, indent=2))
+    else:
+        views.print_decisions(decisions)
+
+
+# --- processes ---------------------------------------------------------------------------
+
+
+@cli.group()
+def topics() -> None:
+    """Manage the engine's topics."""
+
+
+@topics.command("create")
+@click.option("--partitions", envvar="ROLLOUT_PARTITIONS", default=4, show_default=True, type=int)
+@kafka_options
+def topics_create(ctx: Context, partitions: int) -> None:
+    """Create every topic with its retention/compaction settings (idempotent)."""
+    from streams.topics import ensure_topics_sync
+
+    try:
+        created = ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions)
+    except Exception as error:
+        fail(str(error))
+    for name in created:
+        click.echo(f"created {name}")
+    click.echo(f"{len(created)} topic(s) created")
+
+
+def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option(
+        "--partitions", envvar="ROLLOUT_PARTITIONS", default=4, show_default=True, type=int,
+        help="Partitions of the journal/assignments topics (env ROLLOUT_PARTITIONS).",
+    )(command)
+    command = click.option(
+        "--data-dir", envvar="ROLLOUT_DATA_DIR", default=".rollout/worker", show_default=True,
+        type=click.Path(file_okay=False, path_type=Path), help="Faust state directory (env ROLLOUT_DATA_DIR).",
+    )(command)
+    command = click.option(
+        "--store", envvar="ROLLOUT_STORE", default="memory://", show_default=True,
+        help="Faust table store: memory:// or rocksdb:// (env ROLLOUT_STORE).",
+    )(command)
+    command = click.option(
+        "--tick-interval", envvar="ROLLOUT_TICK_INTERVAL", default=10.0, show_default=True, type=float,
+        help="Seconds between Tick events (env ROLLOUT_TICK_INTERVAL).",
+    )(command)
+    return command
+
+
+@cli.command()
+@worker_options
+@click.option("--loglevel", envvar="ROLLOUT_LOGLEVEL", default="info", show_default=True)
+@kafka_options
+def worker(ctx: Context, partitions: int, data_dir: Path, store: str, tick_interval: float, loglevel: str) -> None:
+    """Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."""
+    from streams.app import run_worker
+    from streams.settings import Settings
+    from streams.topics import ensure_topics_sync
+
+    try:
+        ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions)
+    except Exception as error:
+        fail(str(error))
+    settings = Settings(
+        bootstrap_servers=ctx.bootstrap,
+        topic_prefix=ctx.prefix,
+        partitions=partitions,
+        data_dir=data_dir,
+        store=store,
+        tick_interval=tick_interval,
+    )
+    sys.argv = [sys.argv[0]]  # Faust's Worker parses argv; it must see none of ours
+    run_worker(settings, loglevel=loglevel)
+
+
+@cli.command()
+@click.option("--sink", "sink_spec", envvar="ROLLOUT_SINK", required=True, help="dir:PATH (env ROLLOUT_SINK).")
+@click.option(
+    "--template-dir", envvar="ROLLOUT_TEMPLATE_DIR", default=None, type=click.Path(file_okay=False, path_type=Path),
+    help="Directory of Jinja2 templates overriding the shipped ones (env ROLLOUT_TEMPLATE_DIR).",
+)
+@click.option("--interval", envvar="ROLLOUT_FLUX_INTERVAL", default="10m", show_default=True,
+              help="spec.interval of rendered Flux objects (env ROLLOUT_FLUX_INTERVAL).")
+@click.option("--group-id", envvar="ROLLOUT_APPLIER_GROUP", default=None,
+              help="Consumer group shared by applier replicas (default: <prefix>rollout-applier).")
+@click.option("--simulate-status", is_flag=True, envvar="ROLLOUT_SIMULATE_STATUS",
+              help="Report every sync written as succeeded (a simulator: the directory sink cannot see Flux).")
+@kafka_options
+def applier(
+    ctx: Context, sink_spec: str, template_dir: Path | None, interval: str, group_id: str | None,
+    simulate_status: bool,
+) -> None:
+    """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM."""
+    from rollout_cli.processes import run_applier_forever
+
+    run_applier_forever(
+        bootstrap=ctx.bootstrap, prefix=ctx.prefix, sink_spec=sink_spec, template_dir=template_dir,
+        interval=interval, group_id=group_id or f"{ctx.prefix}rollout-applier", report=simulate_status,
+    )
+
+
+@cli.command()
+@click.option("--example", is_flag=True, help="Apply the example fleet in examples/ once everything runs.")
+@click.option("--sink", "sink_spec", default="dir:./flux-out", show_default=True, help="Where the applier writes.")
+@click.option("--no-simulate-status", is_flag=True, help="Do not report written syncs as succeeded.")
+@worker_options
+@kafka_options
+def up(
+    ctx: Context, example: bool, sink_spec: str, no_simulate_status: bool, partitions: int, data_dir: Path,
+    store: str, tick_interval: float,
+) -> None:
+    """Everything on one machine: local broker (started if none), topics, worker, applier."""
+    from rollout_cli.processes import run_up
+
+    run_up(
+        bootstrap=ctx._bootstrap, prefix=ctx.prefix, example=example, sink_spec=sink_spec,
+        simulate=not no_simulate_status, partitions=partitions, data_dir=data_dir, store=store,
+        tick_interval=tick_interval,
+    )
+
+
+@cli.command()
+@click.option("--check", is_flag=True, help="Exit 1 unless the refold equals what is on the topics.")
+@kafka_options
+def replay(ctx: Context, check: bool) -> None:
+    """Refold the journal and the assignments log; compare with the live topics."""
+    from rollout_cli.replaying import replay_and_compare
+
+    report = replay_and_compare(ctx)
+    click.echo(report.summary())
+    if check and not report.identical:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli()

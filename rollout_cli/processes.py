@@ -1,0 +1,193 @@
+"""Long-running commands: `rollout applier` and `rollout up`.
+
+`up` is the embedded default: it finds or starts the local broker, creates the topics,
+starts the worker and the directory-sink applier as child processes (logs under the data
+directory), applies the example fleet when asked, and prints a live summary of the module
+status topic until Ctrl-C — then stops the children and, if it started it, the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from projections.applier import run_applier
+from projections.render import FluxRenderer
+from projections.sinks.directory import DirectorySink
+from streams import client
+from streams.topics import TopicNames, ensure_topics
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def make_sink(sink_spec: str, *, template_dir: Path | None, interval: str) -> DirectorySink:
+    kind, _, target = sink_spec.partition(":")
+    if kind == "dir" and target:
+        return DirectorySink(Path(target), FluxRenderer(template_dir, interval=interval))
+    if kind == "kubernetes":
+        raise click.ClickException("--sink kubernetes is not available yet (issue 4); use --sink dir:PATH")
+    raise click.ClickException(f"--sink {sink_spec!r}: expected dir:PATH")
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def run_applier_forever(
+    *, bootstrap: str, prefix: str, sink_spec: str, template_dir: Path | None, interval: str, group_id: str,
+    report: bool,
+) -> None:
+    try:
+        sink = make_sink(sink_spec, template_dir=template_dir, interval=interval)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        click.echo(f"applier: {TopicNames(prefix).remote}, {TopicNames(prefix).proxy} → {sink_spec}", err=True)
+        stats = await run_applier(
+            bootstrap=bootstrap, prefix=prefix, sink=sink, group_id=group_id, report=report, stop=stop,
+            on_result=lambda r: r.changed and click.echo(
+                f"applier: {r.kind} {r.cluster} v{r.version}: {r.written} written, {r.pruned} pruned", err=True
+            ),
+        )
+        click.echo(f"applier stopped: {stats.snapshots} snapshots, {stats.tombstones} tombstones, "
+                   f"{stats.errors} errors", err=True)
+
+    asyncio.run(main())
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    handle = log.open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "rollout_cli.main", *args], env=env, stdout=handle, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def run_up(
+    *, bootstrap: str | None, prefix: str, example: bool, sink_spec: str, simulate: bool, partitions: int,
+    data_dir: Path, store: str, tick_interval: float,
+) -> None:
+    from rollout_cli.main import fail, intents_for
+    from rollout.manifests import load_manifest_files
+    from streams.localkafka import KafkaError, LocalKafka, discover_bootstrap
+
+    started_broker: LocalKafka | None = None
+    if bootstrap is None:
+        bootstrap = discover_bootstrap()
+    if bootstrap is None:
+        click.echo("starting the local Kafka broker (first run downloads its jars from Maven Central)...")
+        broker = LocalKafka(progress=lambda m: click.echo(f"  {m}"))
+        try:
+            info = broker.start()
+        except KafkaError as error:
+            fail(str(error))
+        started_broker = broker
+        bootstrap = info.bootstrap
+    click.echo(f"kafka:   {bootstrap}")
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        created = asyncio.run(ensure_topics(bootstrap, prefix, partitions))
+        click.echo(f"topics:  prefix {prefix!r}, {partitions} partitions ({len(created)} created)")
+        env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
+        logs = data_dir / "logs"
+        children.append(_spawn(
+            ["worker", "--partitions", str(partitions), "--data-dir", str(data_dir), "--store", store,
+             "--tick-interval", str(tick_interval)], env, logs / "worker.log",
+        ))
+        children.append(_spawn(
+            ["applier", "--sink", sink_spec, *(["--simulate-status"] if simulate else [])], env, logs / "applier.log",
+        ))
+        click.echo(f"worker:  pid {children[0].pid}, log {logs / 'worker.log'}")
+        click.echo(f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
+                   + (" (reports written syncs as succeeded: simulated)" if simulate else ""))
+        click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
+        if example:
+            manifests = load_manifest_files([EXAMPLES])
+            events = intents_for(manifests)
+            for role in ("clusters", "intents"):
+                batch = [(key, value) for r, key, value, _ in events if r == role]
+                asyncio.run(client.publish(bootstrap, TopicNames(prefix).name(role), batch))
+            click.echo(f"example: applied {len(events)} manifests from {EXAMPLES}")
+        click.echo("running; Ctrl-C stops everything\n")
+        asyncio.run(_summarize(bootstrap, prefix, children, Path(sink_spec.partition(":")[2])))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo("\nstopping...")
+        for child in reversed(children):
+            _terminate(child)
+        if started_broker is not None:
+            started_broker.stop()
+            click.echo("kafka broker stopped")
+        click.echo("stopped")
+
+
+async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Popen[bytes]], out: Path) -> None:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    names = TopicNames(prefix)
+    shown: dict[str, tuple[Any, ...]] = {}
+
+    async def watch_status() -> None:
+        while not stop.is_set():
+            try:
+                async for record in client.follow(bootstrap, names.module_status):
+                    if record.key is None:
+                        continue
+                    doc = record.json()
+                    if doc is None:
+                        click.echo(f"{time.strftime('%H:%M:%S')} {record.key}: deleted")
+                        shown.pop(record.key, None)
+                        continue
+                    done = sum(s["counts"]["succeeded"] for s in doc["stages"])
+                    total = sum(s["counts"]["members"] for s in doc["stages"])
+                    line = (doc["phase"], doc["targetRevision"], doc["currentStage"], done, total)
+                    if shown.get(record.key) != line:
+                        shown[record.key] = line
+                        files = sum(1 for _ in out.rglob("*.yaml")) if out.exists() else 0
+                        click.echo(
+                            f"{time.strftime('%H:%M:%S')} {record.key:<14} {doc['phase']:<16} "
+                            f"target {doc['targetRevision']:<8} stage {doc['currentStage']:<8} "
+                            f"{done}/{total} succeeded  ({files} Flux files)"
+                        )
+            except LookupError:
+                await asyncio.sleep(1)
+
+    async def watch_children() -> None:
+        while not stop.is_set():
+            for child in children:
+                if child.poll() is not None:
+                    click.echo(f"error: child process {child.args[3]} exited with {child.returncode}; see its log")
+                    stop.set()
+            await asyncio.sleep(1)
+
+    tasks = [asyncio.create_task(watch_status()), asyncio.create_task(watch_children())]
+    await stop.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

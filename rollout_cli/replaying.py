@@ -1,0 +1,1 @@
+"""Refold the logs and compare with the live topics (`rollout replay`)."""

@@ -1,0 +1,179 @@
+"""How the CLI shows projections: tables, the status screen, decision lists (rich)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from streams import client
+
+console = Console()
+BAR_WIDTH = 24
+
+
+def current_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return None
+
+
+def clusters_from_records(records: list[client.Record]) -> dict[str, Any]:
+    """Latest facts per cluster from the cluster-observations topic (removals drop it)."""
+    clusters: dict[str, Any] = {}
+    for record in records:
+        try:
+            event = record.json()
+        except ValueError:
+            continue  # malformed events are the dead-letter topic's business
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "ClusterObserved":
+            clusters[event["cluster"]["metadata"]["name"]] = event["cluster"]
+        elif event.get("type") == "ClusterRemoved":
+            clusters.pop(event.get("name"), None)
+    return dict(sorted(clusters.items()))
+
+
+def print_table(role: str, documents: dict[str, Any]) -> None:
+    if role == "module_status":
+        table = Table("NAME", "KIND", "PHASE", "TARGET", "STABLE", "STAGE", "PROGRESS", box=None)
+        for name, doc in documents.items():
+            total = sum(s["counts"]["members"] for s in doc["stages"])
+            done = sum(s["counts"]["succeeded"] for s in doc["stages"])
+            table.add_row(
+                name, doc["kind"], doc["phase"], doc["targetRevision"], doc["stableRevision"] or "-",
+                doc["currentStage"], f"{done}/{total}",
+            )
+    elif role == "clusters":
+        table = Table("NAME", "NAMESPACE", "READY", "LABELS", box=None)
+        for name, doc in documents.items():
+            status = doc.get("status", {})
+            ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret")
+            labels = ",".join(f"{k}={v}" for k, v in sorted(doc["metadata"].get("labels", {}).items()))
+            table.add_row(name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", labels)
+    else:
+        table = Table("CLUSTER", "NAMESPACE", "VERSION", "SYNCS", box=None)
+        for name, doc in documents.items():
+            syncs = ", ".join(f"{s['module']}@{s['revision']}" for s in doc["spec"]["syncs"])
+            table.add_row(name, doc["metadata"]["namespace"], str(doc["version"]), syncs)
+    console.print(table)
+
+
+def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    decisions = []
+    for record in records:
+        if record.key != module or record.value is None:
+            continue
+        document = record.json()
+        if document.get("id") in seen:
+            continue  # at-least-once: a redelivered journal event re-emits the same decision ids
+        seen.add(document.get("id"))
+        decisions.append(document)
+    return decisions
+
+
+def print_decisions(decisions: list[dict[str, Any]]) -> None:
+    table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None)
+    for decision in decisions:
+        table.add_row(_time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"])
+    console.print(table)
+
+
+def _time(at: float | None) -> str:
+    if not at:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def _bar(counts: dict[str, int]) -> Text:
+    total = counts["members"] or 1
+    text = Text()
+    filled = 0
+    for category, style in (("succeeded", "green"), ("updating", "yellow"), ("failed", "red")):
+        width = round(BAR_WIDTH * counts[category] / total)
+        text.append("█" * width, style=style)
+        filled += width
+    text.append("░" * max(BAR_WIDTH - filled, 0), style="dim")
+    return text
+
+
+def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> Group:
+    header = Table.grid(padding=(0, 2))
+    header.add_row("Module", f"{status['module']} ({status['kind']})")
+    header.add_row("Phase", status["phase"] + (" (paused)" if status["paused"] and status["phase"] != "Paused" else ""))
+    header.add_row("Target", f"{status['targetRevision']} (generation {status['generation']})")
+    header.add_row("Stable", status["stableRevision"] or "-")
+    header.add_row("Stage", status["currentStage"])
+    stages = Table("STAGE", "STATE", "PROGRESS", "PENDING", "UPDATING", "SUCCEEDED", "FAILED", "NOT READY",
+                   "PINNED", "LIMITS", box=None)
+    for stage in status["stages"]:
+        c = stage["counts"]
+        limits = f"conc {stage['maxConcurrency']}, fail {stage['maxFailures']}"
+        if stage["minSuccessTime"]:
+            limits += f", soak {stage['minSuccessTime']}"
+        if stage["requireApproval"]:
+            limits += ", approval " + ("given" if stage["approved"] else "required")
+        stages.add_row(
+            stage["name"], stage["state"], _bar(c), str(c["pending"]), str(c["updating"]), str(c["succeeded"]),
+            str(c["failed"]), str(c["not_ready"]), str(c["pinned"]), limits,
+        )
+    parts: list[Any] = [header, Text(""), stages]
+    unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]
+    if unstaged:
+        parts.append(Text(f"\nMatching no stage (not rolled out): {', '.join(sorted(unstaged))}", style="yellow"))
+    if status.get("pinned"):
+        parts.append(Text(f"Pinned: {', '.join(status['pinned'])}"))
+    failed = [t for t in targets if t["state"] == "failed"]
+    if failed:
+        parts.append(Text("\nFailed clusters:", style="red"))
+        for target in failed:
+            parts.append(Text(f"  {target['cluster']} at {target['revision']}: {target['message']}"))
+    if decisions:
+        table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
+        for decision in decisions:
+            table.add_row(_time(decision.get("at")), decision["action"], decision.get("cluster") or "",
+                          decision["reason"])
+        parts += [Text(""), table]
+    return Group(*parts)
+
+
+def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str, Any] | None, Group | None]:
+    statuses = ctx.latest(ctx.topics.module_status)
+    status = statuses.get(module)
+    if status is None:
+        return None, None
+    targets = [t for key, t in ctx.latest(ctx.topics.targets).items() if key.startswith(f"{module}/")]
+    decisions = decisions_for(ctx.records(ctx.topics.decisions), module)[-decision_count:]
+    return status, status_renderable(status, targets, decisions)
+
+
+def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> None:
+    status, renderable = gather_status(ctx, module, decision_count)
+    if status is None and not watch:
+        console.print(f"[red]error:[/] module {module} not found (no status on {ctx.topics.module_status})")
+        raise SystemExit(1)
+    if not watch:
+        console.print(renderable)
+        return
+    with Live(renderable or Text(f"waiting for {module}..."), console=console, refresh_per_second=2) as live:
+        try:
+            while True:
+                time.sleep(2)
+                _, renderable = gather_status(ctx, module, decision_count)
+                if renderable is not None:
+                    live.update(renderable)
+        except KeyboardInterrupt:
+            return
+
+
+def dumps(document: Any) -> str:
+    return json.dumps(document, indent=2, sort_keys=True)

@@ -1,0 +1,240 @@
+"""The Faust worker: thin wiring between Kafka and the pure decision core.
+
+Three agents, each a fold over one log, each writing its outputs *before* its state so
+that state that reached the changelog implies outputs that reached their topics
+(at-least-once; duplicates are harmless because every consumer is idempotent):
+
+1. `route`   — inputs (intents, cluster observations, sync status, ticks) → `journal`.
+   Parses and validates every event (`rollout.events.parse_event`); what fails goes to
+   dead letters with the reason and the stream keeps going. Module-scoped events are keyed
+   by module; cluster observations and ticks are broadcast to every journal partition,
+   because every partition's modules need the fleet and the time.
+2. `decide`  — journal → `RolloutEngine.handle` per journal partition, state in the
+   `engine` table (changelogged). Outputs: assignments (keyed by cluster), decisions,
+   module status, rollout targets, dead letters for inapplicable events.
+3. `assemble` — assignments → `projections.assemble` per cluster, state in the
+   `assemblages` table. Outputs: RemoteAssemblage / ProxyAssemblage snapshots.
+
+A leader-only timer writes a `Tick` to the ticks topic every `tick_interval` seconds:
+the only way time reaches decisions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from typing import Any
+
+import faust
+
+from projections.assemble import AssemblageRecord, assemble
+from rollout.engine import Outcome, RolloutEngine
+from rollout.events import (
+    ClusterObserved,
+    ClusterRemoved,
+    EventRejected,
+    ModuleApplied,
+    ModuleDeleted,
+    RolloutCommanded,
+    SyncStatusReported,
+    Tick,
+    parse_event,
+)
+from rollout.state import ClusterFacts, ModuleRecord, Target
+from streams.settings import Settings
+from streams.tables import FloatView, ModelView
+from streams.topics import TopicNames
+
+log = logging.getLogger("rollout.worker")
+
+# Which input topic each event type belongs on; anything else is a dead letter.
+TOPIC_ROLE = {
+    ModuleApplied: "intents",
+    ModuleDeleted: "intents",
+    RolloutCommanded: "intents",
+    ClusterObserved: "clusters",
+    ClusterRemoved: "clusters",
+    SyncStatusReported: "status",
+    Tick: "ticks",
+}
+BROADCAST = (ClusterObserved, ClusterRemoved, Tick)
+
+
+def journal_key(event: Any) -> str:
+    if isinstance(event, ModuleApplied):
+        return event.module.metadata.name
+    if isinstance(event, ModuleDeleted):
+        return event.name
+    if isinstance(event, (RolloutCommanded, SyncStatusReported)):
+        return event.module
+    if isinstance(event, (ClusterObserved,)):
+        return event.cluster.metadata.name
+    if isinstance(event, ClusterRemoved):
+        return event.name
+    return "tick"
+
+
+def dead_letter(reason: str, message: Any, stage: str) -> bytes:
+    value = message.value
+    try:
+        text = value.decode() if isinstance(value, bytes) else value
+        encoded: dict[str, Any] = {"value": text}
+    except UnicodeDecodeError:
+        encoded = {"valueBase64": base64.b64encode(value).decode()}
+    key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else message.key
+    return json.dumps(
+        {
+            "reason": reason,
+            "stage": stage,
+            "topic": message.topic,
+            "partition": message.partition,
+            "offset": message.offset,
+            "key": key,
+            **encoded,
+        }
+    ).encode()
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip()]
+
+
+def create_app(settings: Settings) -> faust.App:
+    names = TopicNames(settings.topic_prefix)
+    partitions = settings.partitions
+    app = faust.App(
+        settings.group_id,
+        broker=broker_urls(settings.bootstrap_servers),
+        store=settings.store,
+        datadir=str(settings.data_dir),
+        web_enabled=False,
+        topic_partitions=partitions,
+        topic_replication_factor=1,
+        consumer_auto_offset_reset="earliest",
+        key_serializer="raw",
+        value_serializer="raw",
+        producer_acks=-1,
+        broker_commit_every=500,
+        broker_commit_interval=1.0,
+        stream_wait_empty=True,
+    )
+
+    def raw_topic(*topic_names: str, **kwargs: Any) -> Any:
+        return app.topic(*topic_names, key_serializer="raw", value_serializer="raw", **kwargs)
+
+    inputs = raw_topic(names.intents, names.clusters, names.status, names.ticks)
+    journal = raw_topic(names.journal, partitions=partitions)
+    assignments = raw_topic(names.assignments, partitions=partitions)
+    outputs = {
+        role: raw_topic(names.name(role))
+        for role in ("remote", "proxy", "module_status", "targets", "decisions", "dead_letters", "ticks")
+    }
+    role_of_topic = {names.name(role): role for role in ("intents", "clusters", "status", "ticks")}
+
+    engine_table = app.Table("engine", partitions=partitions, key_type=str, value_type=None)
+    assemblage_table = app.Table("assemblages", partitions=partitions, key_type=str, value_type=None)
+    engines: dict[int, RolloutEngine] = {}
+
+    def engine_for(partition: int) -> RolloutEngine:
+        engine = engines.get(partition)
+        if engine is None:
+            engine = RolloutEngine(
+                clusters=ModelView(engine_table, f"{partition}:cluster:", ClusterFacts),
+                modules=ModelView(engine_table, f"{partition}:module:", ModuleRecord),
+                targets=ModelView(engine_table, f"{partition}:target:", Target),
+                clock=FloatView(engine_table, f"{partition}:clock:"),
+                partition=partition,
+            )
+            engines[partition] = engine
+        return engine
+
+    @app.on_partitions_revoked.connect
+    async def forget_engines(sender: Any, *args: Any, **kwargs: Any) -> None:
+        engines.clear()  # derived indexes and caches are rebuilt from the tables
+
+    async def send_json(role: str, key: str, document: Any) -> None:
+        value = None if document is None else json.dumps(document, sort_keys=True).encode()
+        await outputs[role].send(key=key.encode(), value=value)
+
+    @app.agent(inputs)
+    async def route(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                parsed = parse_event(event.value)
+                expected = TOPIC_ROLE[type(parsed)]
+                if role_of_topic.get(message.topic) != expected:
+                    raise EventRejected(f"{parsed.type} events belong on {names.name(expected)}")
+            except EventRejected as rejected:
+                log.warning("dead letter from %s@%s: %s", message.topic, message.offset, rejected.reason)
+                await outputs["dead_letters"].send(
+                    key=message.key, value=dead_letter(rejected.reason, message, "router")
+                )
+                continue
+            key = journal_key(parsed).encode()
+            if isinstance(parsed, BROADCAST):
+                for partition in range(partitions):
+                    await journal.send(key=key, value=event.value, partition=partition)
+            else:
+                await journal.send(key=key, value=event.value)
+
+    @app.agent(journal)
+    async def decide(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                parsed = parse_event(event.value)
+            except EventRejected as rejected:  # only if someone writes to the journal by hand
+                await outputs["dead_letters"].send(
+                    key=message.key, value=dead_letter(rejected.reason, message, "decider")
+                )
+                continue
+            outcome = engine_for(message.partition).handle(parsed)
+            await publish(outcome, message)
+
+    async def publish(outcome: Outcome, message: Any) -> None:
+        for assignment in outcome.assignments:
+            await assignments.send(
+                key=assignment.cluster.encode(),
+                value=assignment.model_dump_json(by_alias=True).encode(),
+            )
+        for index, decision in enumerate(outcome.decisions):
+            document = {"id": f"{message.partition}-{message.offset}-{index}", **decision.model_dump()}
+            await send_json("decisions", decision.module, document)
+        for module, status in sorted(outcome.module_status.items()):
+            await send_json("module_status", module, status)
+        for key, status in sorted(outcome.target_status.items()):
+            await send_json("targets", key, status)
+        for reason in outcome.rejections:
+            await outputs["dead_letters"].send(key=message.key, value=dead_letter(reason, message, "decider"))
+
+    @app.agent(assignments)
+    async def assemble_agent(stream: Any) -> None:
+        from rollout.engine import Assignment
+
+        async for event in stream.events():
+            assignment = Assignment.model_validate_json(event.value)
+            raw = assemblage_table.get(assignment.cluster)
+            record = AssemblageRecord.model_validate(raw) if raw is not None else None
+            updated, publications = assemble(record, assignment)
+            for kind, cluster, snapshot in publications:
+                role = "remote" if kind == "RemoteAssemblage" else "proxy"
+                document = snapshot.model_dump(mode="json", by_alias=True) if snapshot is not None else None
+                await send_json(role, cluster, document)
+            if publications:
+                assemblage_table[assignment.cluster] = updated.model_dump(mode="json")
+
+    @app.timer(interval=settings.tick_interval, on_leader=True)
+    async def tick() -> None:
+        await outputs["ticks"].send(key=b"tick", value=Tick(now=time.time()).to_bytes())
+
+    return app
+
+
+def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
+    """Run the worker until SIGINT/SIGTERM (blocks; Faust owns the event loop)."""
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()

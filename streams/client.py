@@ -1,0 +1,120 @@
+"""What the CLI and the appliers do with Kafka directly (no Faust): publish input events,
+read compacted topics to their end, follow a topic.
+
+`read_latest` implements "the current state of a compacted topic": read every partition
+from the beginning to the end offset taken at the start, keep the last value per key and
+drop keys whose last value is a tombstone. Compaction only makes this cheaper; the result
+is the same before and after the log cleaner runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes | None
+
+    def json(self) -> Any:
+        return json.loads(self.value) if self.value is not None else None
+
+
+async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, bytes | None]]) -> int:
+    """Send (key, value) pairs in order and wait until the broker acknowledged them all."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    sent = 0
+    try:
+        futures = []
+        for key, value in messages:
+            futures.append(await producer.send(topic, key=key.encode(), value=value))
+            sent += 1
+        await producer.flush()
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+    return sent
+
+
+async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    partitions = consumer.partitions_for_topic(topic)
+    if partitions is None:
+        await consumer._client.force_metadata_update()  # noqa: SLF001 - first metadata fetch
+        partitions = consumer.partitions_for_topic(topic)
+    if not partitions:
+        await consumer.stop()
+        raise LookupError(f"topic {topic} does not exist (is the worker set up with the same --topic-prefix?)")
+    tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    return consumer, tps
+
+
+async def read_all(bootstrap: str, topic: str) -> list[Record]:
+    """Every record currently in the topic, partition by partition, in offset order."""
+    consumer, tps = await _consumer(bootstrap, topic)
+    try:
+        end = await consumer.end_offsets(tps)
+        records: list[Record] = []
+        remaining = {tp for tp in tps if end[tp] > 0}
+        for tp in tps:
+            if end[tp] > 0 and await consumer.position(tp) >= end[tp]:
+                remaining.discard(tp)
+        while remaining:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, messages in batch.items():
+                for message in messages:
+                    if message.offset < end[tp]:
+                        key = message.key.decode() if message.key is not None else None
+                        records.append(Record(topic, tp.partition, message.offset, key, message.value))
+                if await consumer.position(tp) >= end[tp]:
+                    remaining.discard(tp)
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def read_latest(bootstrap: str, topic: str) -> dict[str, Any]:
+    """The latest JSON document per key of a compacted topic; tombstoned keys are absent."""
+    latest: dict[str, Any] = {}
+    for record in await read_all(bootstrap, topic):
+        if record.key is None:
+            continue
+        if record.value is None:
+            latest.pop(record.key, None)
+        else:
+            latest[record.key] = record.json()
+    return dict(sorted(latest.items()))
+
+
+async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> AsyncIterator[Record]:
+    consumer, tps = await _consumer(bootstrap, topic)
+    try:
+        if not from_beginning:
+            await consumer.seek_to_end(*tps)
+        while True:
+            batch = await consumer.getmany(timeout_ms=500)
+            for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
+                for message in messages:
+                    key = message.key.decode() if message.key is not None else None
+                    yield Record(topic, tp.partition, message.offset, key, message.value)
+    finally:
+        await consumer.stop()
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)

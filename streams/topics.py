@@ -1,0 +1,159 @@
+"""The project's Kafka topics: names, retention and compaction, and their creation.
+
+    inputs ──► router ──► journal ──► decider ──► assignments ──► assembler ──► projections
+                 │                       ├──► decisions, module-status, rollout-targets
+                 └──► dead-letters ◄─────┘
+
+* Inputs keep everything (retention -1): they are the source of truth users write to.
+* The journal is the engine's own totally ordered log per partition: every decision is a
+  pure function of it (`rollout replay` refolds it). It keeps everything too.
+* Assignments are the decider's per-(cluster, module) output, the assembler's input.
+* Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
+  compacted: the latest document per key, tombstones when gone.
+* Decisions are append-only history; dead letters keep every rejected input with a reason.
+
+Every name carries a configurable prefix. All partitioned topics share one partition
+count: the journal, the assignments and the Faust changelogs are co-partitioned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+APPEND_ONLY = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    role: str
+    suffix: str
+    config: dict[str, str] = field(default_factory=dict)
+    single_partition: bool = False
+    description: str = ""
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec("intents", "intents", KEEP_FOREVER, description="Module/BootstrapModule applied/deleted, commands"),
+    TopicSpec("clusters", "cluster-observations", KEEP_FOREVER, description="cluster applied/removed, readiness"),
+    TopicSpec("status", "sync-status", KEEP_FOREVER, description="sync status reported by appliers"),
+    TopicSpec("ticks", "ticks", KEEP_FOREVER, single_partition=True, description="time, as events"),
+    TopicSpec("journal", "journal", KEEP_FOREVER, description="the engine's ordered input log"),
+    TopicSpec("assignments", "assignments", KEEP_FOREVER, description="per cluster+module sync assignments"),
+    TopicSpec("remote", "remote-assemblages", COMPACTED, description="RemoteAssemblage snapshots"),
+    TopicSpec("proxy", "proxy-assemblages", COMPACTED, description="ProxyAssemblage snapshots"),
+    TopicSpec("module_status", "module-status", COMPACTED, description="per-module rollout status"),
+    TopicSpec("targets", "rollout-targets", COMPACTED, description="per module+cluster rollout state"),
+    TopicSpec("decisions", "decisions", APPEND_ONLY, description="every decision with its reason"),
+    TopicSpec("dead_letters", "dead-letters", APPEND_ONLY, description="rejected inputs with the reason"),
+)
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    prefix: str
+
+    def name(self, role: str) -> str:
+        spec = next(t for t in TOPICS if t.role == role)
+        return f"{self.prefix}{spec.suffix}"
+
+    @property
+    def intents(self) -> str:
+        return self.name("intents")
+
+    @property
+    def clusters(self) -> str:
+        return self.name("clusters")
+
+    @property
+    def status(self) -> str:
+        return self.name("status")
+
+    @property
+    def ticks(self) -> str:
+        return self.name("ticks")
+
+    @property
+    def journal(self) -> str:
+        return self.name("journal")
+
+    @property
+    def assignments(self) -> str:
+        return self.name("assignments")
+
+    @property
+    def remote(self) -> str:
+        return self.name("remote")
+
+    @property
+    def proxy(self) -> str:
+        return self.name("proxy")
+
+    @property
+    def module_status(self) -> str:
+        return self.name("module_status")
+
+    @property
+    def targets(self) -> str:
+        return self.name("targets")
+
+    @property
+    def decisions(self) -> str:
+        return self.name("decisions")
+
+    @property
+    def dead_letters(self) -> str:
+        return self.name("dead_letters")
+
+
+class TopicMismatch(Exception):
+    pass
+
+
+async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replication: int = 1) -> list[str]:
+    """Create every topic that does not exist yet; return the names created.
+
+    An existing topic with a different partition count is an error: the journal, the
+    assignments and the changelogs must stay co-partitioned.
+    """
+    names = TopicNames(prefix)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-topics")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(
+                name=names.name(spec.role),
+                num_partitions=1 if spec.single_partition else partitions,
+                replication_factor=replication,
+                topic_configs=dict(spec.config),
+            )
+            for spec in TOPICS
+        ]
+        missing = [t for t in wanted if t.name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                pass  # another process created them in between
+        described = await admin.describe_topics([t.name for t in wanted])
+        for description in described:
+            want = next(t for t in wanted if t.name == description["topic"])
+            have = len(description.get("partitions", []))
+            if have and have != want.num_partitions:
+                raise TopicMismatch(
+                    f"topic {want.name} has {have} partitions, expected {want.num_partitions}; "
+                    "use the same --partitions as when the topics were created, or a new --topic-prefix"
+                )
+        return [t.name for t in missing]
+    finally:
+        await admin.close()
+
+
+def ensure_topics_sync(bootstrap: str, prefix: str, partitions: int) -> list[str]:
+    return asyncio.run(ensure_topics(bootstrap, prefix, partitions))

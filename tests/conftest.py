@@ -1,0 +1,45 @@
+"""Shared fixtures.
+
+``kafka_bootstrap``: one real Kafka broker per test session, started through
+``streams.localkafka`` (the code behind ``rollout kafka start``) with its own temp data dir
+and state file — a broker started by ``rollout kafka start`` is never touched — and the
+shared jar cache (``$ROLLOUT_CACHE_DIR``, default ``~/.cache/rollout``). Set
+``ROLLOUT_TEST_BOOTSTRAP=host:port`` to use an already running broker instead. A broker
+that cannot start fails the tests that need it; it never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from streams.localkafka import KafkaError, LocalKafka
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Only the marker (also listed in pyproject.toml, so `--strict-markers` holds either way).
+    config.addinivalue_line("markers", "integration: needs the real Kafka broker the test session starts")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("ROLLOUT_TEST_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    base = tmp_path_factory.mktemp("kafka-session")
+    broker = LocalKafka(base / "kafka.json")
+    try:
+        info = broker.start(data_dir=base / "data")
+    except KafkaError as e:
+        error = str(e)
+    else:
+        error = None
+    if error is not None:
+        pytest.fail(f"cannot start the test Kafka broker: {error}", pytrace=False)
+    try:
+        yield info.bootstrap
+    finally:
+        broker.stop()
