@@ -16,6 +16,7 @@ the directory sink cannot observe Flux, so this closes the loop by fiat, and say
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,7 +78,8 @@ async def run_applier(
                         assemblage = (
                             Assemblage.model_validate_json(message.value) if message.value is not None else None
                         )
-                        result = sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
+                        written = sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
+                        result = await written if inspect.isawaitable(written) else written
                     except Exception as error:  # one bad snapshot must not stall the others
                         stats.errors += 1
                         log.error("cannot apply %s %s (offset %d): %s", kind, cluster, message.offset, error)

@@ -37,7 +37,8 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _GIT_URL = re.compile(r"^(http|https|ssh)://")
 _OCI_URL = re.compile(r"^oci://")
-_COMMIT = re.compile(r"^(sha1:|sha256:)?[0-9a-f]{7,64}$")
+# Flux checks out `spec.ref.commit` by full hash: a short SHA never resolves.
+_COMMIT = re.compile(r"^((sha1:)?[0-9a-f]{40}|sha256:[0-9a-f]{64})$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$")
 _PERCENT = re.compile(r"^([0-9]{1,3})%$")
@@ -164,14 +165,20 @@ class GitVersion(Strict):
         if (self.tag is None) == (self.revision is None):
             raise ValueError("give exactly one of 'tag' or 'revision'")
         if self.revision is not None and not _COMMIT.match(self.revision):
-            raise ValueError(f"revision {self.revision!r} is not a commit hash")
+            raise ValueError(
+                f"revision {self.revision!r} is not a full commit hash (40 hex digits, optionally "
+                "prefixed sha1:, or sha256:<64 hex>); Flux cannot check out a short hash"
+            )
         if self.tag is not None and not self.tag.strip():
             raise ValueError("tag must not be empty")
         return self
 
     @property
     def label(self) -> str:
-        return self.tag if self.tag is not None else f"sha1:{self.revision.removeprefix('sha1:')}"  # type: ignore[union-attr]
+        if self.tag is not None:
+            return self.tag
+        revision = self.revision or ""
+        return revision if revision.startswith("sha256:") else f"sha1:{revision.removeprefix('sha1:')}"
 
 
 class GitSource(Strict):

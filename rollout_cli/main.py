@@ -335,19 +335,34 @@ def topics_create(ctx: Context, partitions: int) -> None:
 
 def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
-        "--partitions", envvar="ROLLOUT_PARTITIONS", default=4, show_default=True, type=int,
+        "--partitions",
+        envvar="ROLLOUT_PARTITIONS",
+        default=4,
+        show_default=True,
+        type=int,
         help="Partitions of the journal/assignments topics (env ROLLOUT_PARTITIONS).",
     )(command)
     command = click.option(
-        "--data-dir", envvar="ROLLOUT_DATA_DIR", default=".rollout/worker", show_default=True,
-        type=click.Path(file_okay=False, path_type=Path), help="Faust state directory (env ROLLOUT_DATA_DIR).",
+        "--data-dir",
+        envvar="ROLLOUT_DATA_DIR",
+        default=".rollout/worker",
+        show_default=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Faust state directory (env ROLLOUT_DATA_DIR).",
     )(command)
     command = click.option(
-        "--store", envvar="ROLLOUT_STORE", default="memory://", show_default=True,
+        "--store",
+        envvar="ROLLOUT_STORE",
+        default="memory://",
+        show_default=True,
         help="Faust table store: memory:// or rocksdb:// (env ROLLOUT_STORE).",
     )(command)
     command = click.option(
-        "--tick-interval", envvar="ROLLOUT_TICK_INTERVAL", default=10.0, show_default=True, type=float,
+        "--tick-interval",
+        envvar="ROLLOUT_TICK_INTERVAL",
+        default=10.0,
+        show_default=True,
+        type=float,
         help="Seconds between Tick events (env ROLLOUT_TICK_INTERVAL).",
     )(command)
     return command
@@ -382,26 +397,51 @@ def worker(ctx: Context, partitions: int, data_dir: Path, store: str, tick_inter
 @cli.command()
 @click.option("--sink", "sink_spec", envvar="ROLLOUT_SINK", required=True, help="dir:PATH (env ROLLOUT_SINK).")
 @click.option(
-    "--template-dir", envvar="ROLLOUT_TEMPLATE_DIR", default=None, type=click.Path(file_okay=False, path_type=Path),
+    "--template-dir",
+    envvar="ROLLOUT_TEMPLATE_DIR",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
     help="Directory of Jinja2 templates overriding the shipped ones (env ROLLOUT_TEMPLATE_DIR).",
 )
-@click.option("--interval", envvar="ROLLOUT_FLUX_INTERVAL", default="10m", show_default=True,
-              help="spec.interval of rendered Flux objects (env ROLLOUT_FLUX_INTERVAL).")
-@click.option("--group-id", envvar="ROLLOUT_APPLIER_GROUP", default=None,
-              help="Consumer group shared by applier replicas (default: <prefix>rollout-applier).")
-@click.option("--simulate-status", is_flag=True, envvar="ROLLOUT_SIMULATE_STATUS",
-              help="Report every sync written as succeeded (a simulator: the directory sink cannot see Flux).")
+@click.option(
+    "--interval",
+    envvar="ROLLOUT_FLUX_INTERVAL",
+    default="10m",
+    show_default=True,
+    help="spec.interval of rendered Flux objects (env ROLLOUT_FLUX_INTERVAL).",
+)
+@click.option(
+    "--group-id",
+    envvar="ROLLOUT_APPLIER_GROUP",
+    default=None,
+    help="Consumer group shared by applier replicas (default: <prefix>rollout-applier).",
+)
+@click.option(
+    "--simulate-status",
+    is_flag=True,
+    envvar="ROLLOUT_SIMULATE_STATUS",
+    help="Report every sync written as succeeded (a simulator: the directory sink cannot see Flux).",
+)
 @kafka_options
 def applier(
-    ctx: Context, sink_spec: str, template_dir: Path | None, interval: str, group_id: str | None,
+    ctx: Context,
+    sink_spec: str,
+    template_dir: Path | None,
+    interval: str,
+    group_id: str | None,
     simulate_status: bool,
 ) -> None:
     """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM."""
     from rollout_cli.processes import run_applier_forever
 
     run_applier_forever(
-        bootstrap=ctx.bootstrap, prefix=ctx.prefix, sink_spec=sink_spec, template_dir=template_dir,
-        interval=interval, group_id=group_id or f"{ctx.prefix}rollout-applier", report=simulate_status,
+        bootstrap=ctx.bootstrap,
+        prefix=ctx.prefix,
+        sink_spec=sink_spec,
+        template_dir=template_dir,
+        interval=interval,
+        group_id=group_id or f"{ctx.prefix}rollout-applier",
+        report=simulate_status,
     )
 
 
@@ -412,15 +452,27 @@ def applier(
 @worker_options
 @kafka_options
 def up(
-    ctx: Context, example: bool, sink_spec: str, no_simulate_status: bool, partitions: int, data_dir: Path,
-    store: str, tick_interval: float,
+    ctx: Context,
+    example: bool,
+    sink_spec: str,
+    no_simulate_status: bool,
+    partitions: int,
+    data_dir: Path,
+    store: str,
+    tick_interval: float,
 ) -> None:
     """Everything on one machine: local broker (started if none), topics, worker, applier."""
     from rollout_cli.processes import run_up
 
     run_up(
-        bootstrap=ctx._bootstrap, prefix=ctx.prefix, example=example, sink_spec=sink_spec,
-        simulate=not no_simulate_status, partitions=partitions, data_dir=data_dir, store=store,
+        bootstrap=ctx._bootstrap,
+        prefix=ctx.prefix,
+        example=example,
+        sink_spec=sink_spec,
+        simulate=not no_simulate_status,
+        partitions=partitions,
+        data_dir=data_dir,
+        store=store,
         tick_interval=tick_interval,
     )
 

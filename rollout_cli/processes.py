@@ -44,7 +44,13 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 
 def run_applier_forever(
-    *, bootstrap: str, prefix: str, sink_spec: str, template_dir: Path | None, interval: str, group_id: str,
+    *,
+    bootstrap: str,
+    prefix: str,
+    sink_spec: str,
+    template_dir: Path | None,
+    interval: str,
+    group_id: str,
     report: bool,
 ) -> None:
     try:
@@ -57,13 +63,23 @@ def run_applier_forever(
         _stop_on_signals(stop)
         click.echo(f"applier: {TopicNames(prefix).remote}, {TopicNames(prefix).proxy} → {sink_spec}", err=True)
         stats = await run_applier(
-            bootstrap=bootstrap, prefix=prefix, sink=sink, group_id=group_id, report=report, stop=stop,
-            on_result=lambda r: r.changed and click.echo(
-                f"applier: {r.kind} {r.cluster} v{r.version}: {r.written} written, {r.pruned} pruned", err=True
+            bootstrap=bootstrap,
+            prefix=prefix,
+            sink=sink,
+            group_id=group_id,
+            report=report,
+            stop=stop,
+            on_result=lambda r: (
+                r.changed
+                and click.echo(
+                    f"applier: {r.kind} {r.cluster} v{r.version}: {r.written} written, {r.pruned} pruned", err=True
+                )
             ),
         )
-        click.echo(f"applier stopped: {stats.snapshots} snapshots, {stats.tombstones} tombstones, "
-                   f"{stats.errors} errors", err=True)
+        click.echo(
+            f"applier stopped: {stats.snapshots} snapshots, {stats.tombstones} tombstones, {stats.errors} errors",
+            err=True,
+        )
 
     asyncio.run(main())
 
@@ -72,7 +88,10 @@ def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
     log.parent.mkdir(parents=True, exist_ok=True)
     handle = log.open("ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "rollout_cli.main", *args], env=env, stdout=handle, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "rollout_cli.main", *args],
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
@@ -89,11 +108,19 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
 
 
 def run_up(
-    *, bootstrap: str | None, prefix: str, example: bool, sink_spec: str, simulate: bool, partitions: int,
-    data_dir: Path, store: str, tick_interval: float,
+    *,
+    bootstrap: str | None,
+    prefix: str,
+    example: bool,
+    sink_spec: str,
+    simulate: bool,
+    partitions: int,
+    data_dir: Path,
+    store: str,
+    tick_interval: float,
 ) -> None:
-    from rollout_cli.main import fail, intents_for
     from rollout.manifests import load_manifest_files
+    from rollout_cli.main import fail, intents_for
     from streams.localkafka import KafkaError, LocalKafka, discover_bootstrap
 
     started_broker: LocalKafka | None = None
@@ -115,16 +142,35 @@ def run_up(
         click.echo(f"topics:  prefix {prefix!r}, {partitions} partitions ({len(created)} created)")
         env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
         logs = data_dir / "logs"
-        children.append(_spawn(
-            ["worker", "--partitions", str(partitions), "--data-dir", str(data_dir), "--store", store,
-             "--tick-interval", str(tick_interval)], env, logs / "worker.log",
-        ))
-        children.append(_spawn(
-            ["applier", "--sink", sink_spec, *(["--simulate-status"] if simulate else [])], env, logs / "applier.log",
-        ))
+        children.append(
+            _spawn(
+                [
+                    "worker",
+                    "--partitions",
+                    str(partitions),
+                    "--data-dir",
+                    str(data_dir),
+                    "--store",
+                    store,
+                    "--tick-interval",
+                    str(tick_interval),
+                ],
+                env,
+                logs / "worker.log",
+            )
+        )
+        children.append(
+            _spawn(
+                ["applier", "--sink", sink_spec, *(["--simulate-status"] if simulate else [])],
+                env,
+                logs / "applier.log",
+            )
+        )
         click.echo(f"worker:  pid {children[0].pid}, log {logs / 'worker.log'}")
-        click.echo(f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
-                   + (" (reports written syncs as succeeded: simulated)" if simulate else ""))
+        click.echo(
+            f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
+            + (" (reports written syncs as succeeded: simulated)" if simulate else "")
+        )
         click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
         if example:
             manifests = load_manifest_files([EXAMPLES])

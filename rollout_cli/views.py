@@ -49,8 +49,13 @@ def print_table(role: str, documents: dict[str, Any]) -> None:
             total = sum(s["counts"]["members"] for s in doc["stages"])
             done = sum(s["counts"]["succeeded"] for s in doc["stages"])
             table.add_row(
-                name, doc["kind"], doc["phase"], doc["targetRevision"], doc["stableRevision"] or "-",
-                doc["currentStage"], f"{done}/{total}",
+                name,
+                doc["kind"],
+                doc["phase"],
+                doc["targetRevision"],
+                doc["stableRevision"] or "-",
+                doc["currentStage"],
+                f"{done}/{total}",
             )
     elif role == "clusters":
         table = Table("NAME", "NAMESPACE", "READY", "LABELS", box=None)
@@ -113,8 +118,19 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
     header.add_row("Target", f"{status['targetRevision']} (generation {status['generation']})")
     header.add_row("Stable", status["stableRevision"] or "-")
     header.add_row("Stage", status["currentStage"])
-    stages = Table("STAGE", "STATE", "PROGRESS", "PENDING", "UPDATING", "SUCCEEDED", "FAILED", "NOT READY",
-                   "PINNED", "LIMITS", box=None)
+    stages = Table(
+        "STAGE",
+        "STATE",
+        "PROGRESS",
+        "PENDING",
+        "UPDATING",
+        "SUCCEEDED",
+        "FAILED",
+        "NOT READY",
+        "PINNED",
+        "LIMITS",
+        box=None,
+    )
     for stage in status["stages"]:
         c = stage["counts"]
         limits = f"conc {stage['maxConcurrency']}, fail {stage['maxFailures']}"
@@ -123,8 +139,16 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         if stage["requireApproval"]:
             limits += ", approval " + ("given" if stage["approved"] else "required")
         stages.add_row(
-            stage["name"], stage["state"], _bar(c), str(c["pending"]), str(c["updating"]), str(c["succeeded"]),
-            str(c["failed"]), str(c["not_ready"]), str(c["pinned"]), limits,
+            stage["name"],
+            stage["state"],
+            _bar(c),
+            str(c["pending"]),
+            str(c["updating"]),
+            str(c["succeeded"]),
+            str(c["failed"]),
+            str(c["not_ready"]),
+            str(c["pinned"]),
+            limits,
         )
     parts: list[Any] = [header, Text(""), stages]
     unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]
@@ -140,8 +164,9 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
     if decisions:
         table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
         for decision in decisions:
-            table.add_row(_time(decision.get("at")), decision["action"], decision.get("cluster") or "",
-                          decision["reason"])
+            table.add_row(
+                _time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"]
+            )
         parts += [Text(""), table]
     return Group(*parts)
 

@@ -53,7 +53,7 @@ async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[
     await consumer.start()
     partitions = consumer.partitions_for_topic(topic)
     if partitions is None:
-        await consumer._client.force_metadata_update()  # noqa: SLF001 - first metadata fetch
+        await consumer._client.force_metadata_update()
         partitions = consumer.partitions_for_topic(topic)
     if not partitions:
         await consumer.stop()

@@ -15,6 +15,7 @@ dry runs and tests); the Kubernetes applier implements the same protocol.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -49,4 +50,8 @@ class SinkResult:
 class Sink(Protocol):
     """Makes one cluster's Flux objects match an assemblage snapshot (None: a tombstone)."""
 
-    def write(self, kind: AssemblageKind, cluster: str, assemblage: Assemblage | None) -> SinkResult: ...
+    def write(
+        self, kind: AssemblageKind, cluster: str, assemblage: Assemblage | None
+    ) -> SinkResult | Awaitable[SinkResult]:
+        """Synchronous (directory) or `async def` (Kubernetes); the applier awaits either."""
+        ...

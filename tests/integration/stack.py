@@ -1,0 +1,144 @@
+"""A worker and a directory-sink applier as real processes against the session broker.
+
+Integration tests drive the system the way users do: manifests and events go onto the
+input topics, the `rollout worker` and `rollout applier` processes (started exactly as the
+CLI starts them) do their work, and the tests read the projection topics and the files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rollout.events import EventBase
+from rollout.manifests import load_manifest_files
+from rollout_cli.main import intents_for
+from streams import client
+from streams.topics import TopicNames, ensure_topics
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last probe: {last!r}")
+
+
+class Stack:
+    def __init__(self, bootstrap: str, workdir: Path, *, partitions: int = 2, tick_interval: float = 1.0) -> None:
+        self.bootstrap = bootstrap
+        self.workdir = workdir
+        self.prefix = f"it-{uuid.uuid4().hex[:8]}."
+        self.topics = TopicNames(self.prefix)
+        self.partitions = partitions
+        self.tick_interval = tick_interval
+        self.out = workdir / "flux-out"
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.applier: subprocess.Popen[bytes] | None = None
+        self.env = {
+            **os.environ,
+            "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap,
+            "ROLLOUT_TOPIC_PREFIX": self.prefix,
+        }
+        asyncio.run(ensure_topics(bootstrap, self.prefix, partitions))
+
+    # -- processes ----------------------------------------------------------------------
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "rollout_cli.main", *args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start_worker(self) -> None:
+        before = self.log("worker").count("[^Worker]: Ready")
+        self.worker = self._spawn(
+            "worker",
+            "worker",
+            "--partitions",
+            str(self.partitions),
+            "--data-dir",
+            str(self.workdir / "worker-data"),
+            "--tick-interval",
+            str(self.tick_interval),
+            "--loglevel",
+            "info",
+        )
+
+        def ready() -> bool:
+            if self.worker is not None and self.worker.poll() is not None:
+                raise AssertionError(f"worker exited with {self.worker.returncode}:\n{self.log('worker')[-3000:]}")
+            return self.log("worker").count("[^Worker]: Ready") > before
+
+        wait_for("the worker to be ready", ready, timeout=90)
+
+    def start_applier(self, *extra: str) -> None:
+        self.applier = self._spawn("applier", "applier", "--sink", f"dir:{self.out}", *extra)
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[bytes] | None) -> int | None:
+        if process is None or process.poll() is not None:
+            return None if process is None else process.returncode
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def stop_worker(self) -> int | None:
+        code = self._stop(self.worker)
+        self.worker = None
+        return code
+
+    def stop(self) -> None:
+        self._stop(self.applier)
+        self.stop_worker()
+
+    # -- publishing and reading ---------------------------------------------------------
+
+    def apply(self, *paths: Path) -> None:
+        events = intents_for(load_manifest_files(list(paths)))
+        for role in ("clusters", "intents"):
+            batch = [(key, value) for r, key, value, _ in events if r == role]
+            if batch:
+                asyncio.run(client.publish(self.bootstrap, self.topics.name(role), batch))
+
+    def send(self, role: str, key: str, event: EventBase | bytes | None) -> None:
+        value = event.to_bytes() if isinstance(event, EventBase) else event
+        asyncio.run(client.publish(self.bootstrap, self.topics.name(role), [(key, value)]))
+
+    def latest(self, role: str) -> dict[str, Any]:
+        return asyncio.run(client.read_latest(self.bootstrap, self.topics.name(role)))
+
+    def records(self, role: str) -> list[client.Record]:
+        return asyncio.run(client.read_all(self.bootstrap, self.topics.name(role)))
+
+    def files(self) -> set[str]:
+        if not self.out.exists():
+            return set()
+        return {str(p.relative_to(self.out)) for p in self.out.rglob("*.yaml")}
