@@ -1,0 +1,31 @@
+# The two commands of the README: `make run` and `make test`. Both set up everything
+# they need on a fresh machine (a virtualenv with the project and its test tools; the
+# Kafka jars are fetched from Maven Central and helm is built with `go install` on first
+# use, both cached under ~/.cache/rollout).
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: run test check lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/rollout up --example
+
+# pytest exits 5 when it collects no tests; make treats every non-zero exit as failure.
+test: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+check: lint test
+
+clean:
+	rm -rf $(VENV) .rollout flux-out
