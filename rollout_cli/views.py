@@ -14,7 +14,9 @@ from rich.text import Text
 
 from streams import client
 
-console = Console()
+# Piped output gets a wide console so tables are not squeezed to 80 columns.
+_probe = Console()
+console = _probe if _probe.is_terminal else Console(width=200)
 BAR_WIDTH = 24
 
 

@@ -1,0 +1,517 @@
+"""Terse builders for manifests and events, and the `Fleet` harness the rollout tests drive.
+
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", stage("canary", {"ring": "canary"})))
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "c1") == "v1"
+
+`Fleet` feeds events to a fresh `RolloutEngine` over plain dicts and keeps what a consumer of
+its outcomes would see: the assemblages (folded from `assignments`), the decisions, the
+module/target status views and rejections. After every event it checks that the engine's
+stored state is self-consistent (`check_consistency`): per-stage counters equal a recount
+of the targets, every stored category is the one the rules give, assemblages agree with
+the targets. `restart()` round-trips every stored model through JSON into a new engine
+instance with cold in-memory indexes, as a worker recovering from the changelog would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from typing import Any
+
+from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
+from rollout.engine import Decision, Outcome, RolloutEngine, stage_for, stages_of
+from rollout.events import (
+    ClusterObserved,
+    ClusterRemoved,
+    ModuleApplied,
+    ModuleDeleted,
+    RolloutCommanded,
+    SyncStatusReported,
+    Tick,
+)
+from rollout.manifests import (
+    BootstrapModuleManifest,
+    ClusterManifest,
+    ModuleManifest,
+)
+from rollout.selectors import selects
+from rollout.state import CATEGORIES, ClusterFacts, ModuleRecord, Target, target_key
+
+API = "rollout.dev/v1alpha1"
+GIT_URL = "https://github.com/example/app"
+AT = "2026-01-01T00:00:00+00:00"  # the informational `at` of every built event
+T0 = 1_000.0  # the time of the first tick `given` sends
+
+_ids = itertools.count(1)
+
+
+def next_id() -> str:
+    return f"ev-{next(_ids):06d}"
+
+
+# --- manifests --------------------------------------------------------------------------
+
+
+def selector(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`None` stays missing; a dict with matchLabels/matchExpressions is a full selector;
+    any other dict is the `matchLabels` shorthand (`{}` selects everything)."""
+    if value is None:
+        return None
+    if "matchLabels" in value or "matchExpressions" in value:
+        return value
+    return {"matchLabels": dict(value)}
+
+
+def cluster(
+    name: str,
+    labels: dict[str, str] | None = None,
+    *,
+    ready: bool = True,
+    namespace: str = "fleet",
+    annotations: dict[str, str] | None = None,
+) -> ClusterManifest:
+    return ClusterManifest.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "Cluster",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels or {},
+                "annotations": annotations or {},
+            },
+            "status": {"controlPlaneReady": ready, "kubeconfigSecret": ready},
+        }
+    )
+
+
+def stage(
+    name: str,
+    labels: dict[str, Any] | None = None,
+    *,
+    concurrency: int | str | None = None,
+    failures: int | str | None = None,
+    soak: str | None = None,
+    approval: bool = False,
+) -> dict[str, Any]:
+    """A stage; `labels` None means no selector (the stage takes every remaining member)."""
+    spec: dict[str, Any] = {"name": name}
+    if labels is not None:
+        spec["selector"] = selector(labels)
+    if concurrency is not None:
+        spec["maxConcurrency"] = concurrency
+    if failures is not None:
+        spec["maxFailures"] = failures
+    if soak is not None:
+        spec["minSuccessTime"] = soak
+    if approval:
+        spec["requireApproval"] = True
+    return spec
+
+
+def module(
+    name: str,
+    labels: dict[str, Any] | None = None,
+    tag: str = "v1",
+    *stages: dict[str, Any],
+    kind: str = "Module",
+    namespace: str = "fleet",
+    on_failure: str | None = None,
+    deadline: str | None = None,
+    sorting: str | None = None,
+    bindings: list[dict[str, str]] | None = None,
+    substitute: dict[str, str] | None = None,
+    path: str = "./deploy",
+    rollout: bool = True,
+) -> ModuleManifest | BootstrapModuleManifest:
+    """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
+    selector (shorthand for matchLabels; `{}` everything; None: no selector at all)."""
+    spec: dict[str, Any] = {
+        "sync": {
+            "source": {"git": {"url": GIT_URL, "version": {"tag": tag}}},
+            "package": {"kustomize": {"path": path, "substitute": substitute or {}}},
+        },
+        "bindings": bindings or [],
+    }
+    if labels is not None:
+        spec["selector"] = selector(labels)
+    strategy: dict[str, Any] = {}
+    if stages:
+        strategy["stages"] = list(stages)
+    if on_failure is not None:
+        strategy["onFailure"] = on_failure
+    if deadline is not None:
+        strategy["progressDeadline"] = deadline
+    if sorting is not None:
+        strategy["sortingLabelKey"] = sorting
+    if rollout and strategy:
+        spec["rollout"] = strategy
+    document = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    model = BootstrapModuleManifest if kind == "BootstrapModule" else ModuleManifest
+    return model.model_validate(document)
+
+
+# --- events -----------------------------------------------------------------------------
+
+
+def observed(manifest: ClusterManifest) -> ClusterObserved:
+    return ClusterObserved(id=next_id(), at=AT, cluster=manifest)
+
+
+def removed(name: str) -> ClusterRemoved:
+    return ClusterRemoved(id=next_id(), at=AT, name=name)
+
+
+def applied(manifest: ModuleManifest | BootstrapModuleManifest) -> ModuleApplied:
+    return ModuleApplied(id=next_id(), at=AT, module=manifest)
+
+
+def deleted(name: str, kind: str = "Module") -> ModuleDeleted:
+    return ModuleDeleted(id=next_id(), at=AT, name=name, kind=kind)  # type: ignore[arg-type]
+
+
+def reported(module_name: str, cluster_name: str, revision: str, state: str, message: str | None = None):
+    return SyncStatusReported(
+        id=next_id(),
+        at=AT,
+        module=module_name,
+        cluster=cluster_name,
+        revision=revision,
+        state=state,  # type: ignore[arg-type]
+        message=message,
+    )
+
+
+def tick(now: float) -> Tick:
+    return Tick(id=next_id(), at=AT, now=now)
+
+
+def command(module_name: str, name: str, *, stage: str | None = None, cluster: str | None = None) -> RolloutCommanded:
+    return RolloutCommanded(
+        id=next_id(),
+        at=AT,
+        module=module_name,
+        command=name,  # type: ignore[arg-type]
+        stage=stage,
+        cluster=cluster,
+    )
+
+
+def as_event(item: Any) -> Any:
+    if isinstance(item, ClusterManifest):
+        return observed(item)
+    if isinstance(item, ModuleManifest | BootstrapModuleManifest):
+        return applied(item)
+    return item
+
+
+def serialize(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as plain JSON data, for comparing two engines' outputs."""
+    return {
+        "assignments": [a.model_dump(mode="json", by_alias=True) for a in outcome.assignments],
+        "decisions": [d.model_dump(mode="json") for d in outcome.decisions],
+        "module_status": outcome.module_status,
+        "target_status": outcome.target_status,
+        "rejections": outcome.rejections,
+    }
+
+
+# --- the harness ------------------------------------------------------------------------
+
+
+class Fleet:
+    """A fresh engine over dicts, plus everything its outcomes told the world."""
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, ClusterFacts] = {}
+        self.modules: dict[str, ModuleRecord] = {}
+        self.targets: dict[str, Target] = {}
+        self.clock: dict[str, float] = {}
+        self.engine = self._new_engine()
+        self.journal: list[Any] = []
+        self.outcomes: list[Outcome] = []
+        self.decisions: list[Decision] = []
+        self.rejections: list[str] = []
+        self.last = Outcome()
+        # (cluster, module) -> the sync record in that cluster's assemblage, and its kind
+        self.assemblages: dict[tuple[str, str], AssignedSync] = {}
+        self.assemblage_kind: dict[tuple[str, str], str] = {}
+        self.module_status: dict[str, dict[str, Any] | None] = {}
+        self.target_status: dict[str, dict[str, Any] | None] = {}
+        self.check_each_event = True
+
+    def _new_engine(self) -> RolloutEngine:
+        return RolloutEngine(clusters=self.clusters, modules=self.modules, targets=self.targets, clock=self.clock)
+
+    # -- feeding events ------------------------------------------------------------------
+
+    def send(self, *items: Any) -> Outcome:
+        """Feed events (manifests become Applied/Observed events); returns their merged outcome."""
+        merged = Outcome()
+        for item in items:
+            event = as_event(item)
+            outcome = self.engine.handle(event)
+            self.journal.append(event)
+            self.outcomes.append(outcome)
+            self._absorb(outcome)
+            merged.merge(outcome)
+            if self.check_each_event:
+                check_consistency(self)
+        self.last = merged
+        return merged
+
+    def _absorb(self, outcome: Outcome) -> None:
+        for assignment in outcome.assignments:
+            key = (assignment.cluster, assignment.module)
+            if assignment.sync is None:
+                self.assemblages.pop(key, None)
+                self.assemblage_kind.pop(key, None)
+            else:
+                self.assemblages[key] = assignment.sync
+                self.assemblage_kind[key] = assignment.assemblage
+        self.decisions += outcome.decisions
+        self.rejections += outcome.rejections
+        self.module_status.update(outcome.module_status)
+        self.target_status.update(outcome.target_status)
+
+    def apply(self, *manifests: Any) -> Outcome:
+        return self.send(*manifests)
+
+    def remove(self, name: str) -> Outcome:
+        return self.send(removed(name))
+
+    def delete(self, name: str, kind: str = "Module") -> Outcome:
+        return self.send(deleted(name, kind))
+
+    def report(self, module_name: str, cluster_name: str, state: str = "succeeded", revision: str | None = None):
+        """A status report; by default about the revision the cluster is assigned."""
+        if revision is None:
+            revision = self.revision(module_name, cluster_name)
+            assert revision is not None, f"{cluster_name} has nothing of {module_name} to report about"
+        return self.send(reported(module_name, cluster_name, revision, state))
+
+    def succeed(self, module_name: str, *clusters: str) -> Outcome:
+        merged = Outcome()
+        for name in clusters:
+            merged.merge(self.report(module_name, name, "succeeded"))
+        self.last = merged
+        return merged
+
+    def fail(self, module_name: str, *clusters: str) -> Outcome:
+        merged = Outcome()
+        for name in clusters:
+            merged.merge(self.report(module_name, name, "failed"))
+        self.last = merged
+        return merged
+
+    def succeed_all(self, module_name: str, revision: str) -> Outcome:
+        """Every cluster assigned `revision` (and not already succeeded) reports success."""
+        merged = Outcome()
+        for name in self.on(module_name, revision):
+            if self.targets[target_key(module_name, name)].status != "succeeded":
+                merged.merge(self.report(module_name, name, "succeeded"))
+        self.last = merged
+        return merged
+
+    def tick(self, now: float) -> Outcome:
+        return self.send(tick(now))
+
+    def wait(self, seconds: float) -> Outcome:
+        return self.tick(self.now + seconds)
+
+    def command(self, module_name: str, name: str, **kwargs: Any) -> Outcome:
+        return self.send(command(module_name, name, **kwargs))
+
+    def pause(self, module_name: str) -> Outcome:
+        return self.command(module_name, "pause")
+
+    def resume(self, module_name: str) -> Outcome:
+        return self.command(module_name, "resume")
+
+    def abort(self, module_name: str) -> Outcome:
+        return self.command(module_name, "abort")
+
+    def rollback(self, module_name: str) -> Outcome:
+        return self.command(module_name, "rollback")
+
+    def approve(self, module_name: str, stage_name: str) -> Outcome:
+        return self.command(module_name, "approve", stage=stage_name)
+
+    def pin(self, module_name: str, cluster_name: str) -> Outcome:
+        return self.command(module_name, "pin", cluster=cluster_name)
+
+    def unpin(self, module_name: str, cluster_name: str) -> Outcome:
+        return self.command(module_name, "unpin", cluster=cluster_name)
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def restart(self) -> None:
+        """A new engine over the stored models after a JSON round trip (cold indexes)."""
+        self.clusters = _round_trip(self.clusters, ClusterFacts)
+        self.modules = _round_trip(self.modules, ModuleRecord)
+        self.targets = _round_trip(self.targets, Target)
+        self.clock = json.loads(json.dumps(self.clock))
+        self.engine = self._new_engine()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The engine's whole stored state as JSON data."""
+        return {
+            "clusters": {k: self.clusters[k].model_dump(mode="json") for k in sorted(self.clusters)},
+            "modules": {k: self.modules[k].model_dump(mode="json") for k in sorted(self.modules)},
+            "targets": {k: self.targets[k].model_dump(mode="json") for k in sorted(self.targets)},
+            "clock": dict(self.clock),
+        }
+
+    # -- what the world sees -------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self.clock.get("now", 0.0)
+
+    def revision(self, module_name: str, cluster_name: str) -> str | None:
+        """The revision label of `module_name` in `cluster_name`'s assemblage (None: nothing)."""
+        sync = self.assemblages.get((cluster_name, module_name))
+        return sync.revision if sync is not None else None
+
+    def assigned(self, module_name: str) -> dict[str, str | None]:
+        """Every member (and every cluster holding the module) → its revision label."""
+        names = {t.cluster for t in self.targets.values() if t.module == module_name}
+        names |= {c for (c, m) in self.assemblages if m == module_name}
+        return {name: self.revision(module_name, name) for name in sorted(names)}
+
+    def on(self, module_name: str, revision: str | None) -> list[str]:
+        return [name for name, label in self.assigned(module_name).items() if label == revision]
+
+    def phase(self, module_name: str) -> str:
+        return self.modules[module_name].phase
+
+    def record(self, module_name: str) -> ModuleRecord:
+        return self.modules[module_name]
+
+    def target(self, module_name: str, cluster_name: str) -> Target | None:
+        return self.targets.get(target_key(module_name, cluster_name))
+
+    def category(self, module_name: str, cluster_name: str) -> str | None:
+        found = self.target(module_name, cluster_name)
+        return found.category if found is not None else None
+
+    def status(self, module_name: str) -> dict[str, Any]:
+        view = self.module_status.get(module_name)
+        assert view is not None, f"no status published for {module_name}"
+        return view
+
+    def counts(self, module_name: str, stage_name: str) -> dict[str, int]:
+        """The published counts of one stage (`-`: the unstaged members)."""
+        view = self.status(module_name)
+        if stage_name == "-":
+            return view["unstaged"]
+        return next(s["counts"] for s in view["stages"] if s["name"] == stage_name)
+
+    def actions(self, module_name: str | None = None) -> list[str]:
+        return [d.action for d in self.decisions if module_name is None or d.module == module_name]
+
+    def last_actions(self) -> list[str]:
+        return [d.action for d in self.last.decisions]
+
+    def moved(self, outcome: Outcome | None = None) -> list[tuple[str, str | None]]:
+        """(cluster, revision) of every assignment in an outcome (default: the last)."""
+        outcome = outcome if outcome is not None else self.last
+        return [(a.cluster, a.sync.revision if a.sync else None) for a in outcome.assignments]
+
+
+def given(*items: Any, at: float | None = T0) -> Fleet:
+    """A fleet that saw a first tick at `at` (None: no tick), then the given manifests/events."""
+    fleet = Fleet()
+    if at is not None:
+        fleet.tick(at)
+    fleet.send(*items)
+    return fleet
+
+
+def _round_trip(mapping: dict[str, Any], model: Any) -> dict[str, Any]:
+    return {key: model.model_validate(json.loads(json.dumps(value.model_dump(mode="json")))) for key, value in mapping.items()}
+
+
+# --- consistency of the stored state ----------------------------------------------------
+
+
+def expected_category(record: ModuleRecord, target: Target) -> str:
+    """Where a member stands, in the words of docs/rollout-semantics.md."""
+    if target.pinned:
+        return "pinned"
+    goal = record.target if record.mode == "rollout" else record.stable
+    if target.assigned == goal:
+        if goal is None or target.status == "succeeded":
+            return "succeeded"
+        return "failed" if target.status == "failed" else "updating"
+    if not target.ready and record.mode == "rollout":
+        return "not_ready"
+    return "pending"
+
+
+def recount(fleet: Fleet, module_name: str) -> dict[str, Counter[str]]:
+    """Per stage name: members and categories, counted from the stored targets."""
+    counts: dict[str, Counter[str]] = {}
+    for found in fleet.targets.values():
+        if found.module == module_name:
+            bucket = counts.setdefault(found.stage, Counter())
+            bucket["members"] += 1
+            bucket[found.category] += 1
+    return counts
+
+
+def check_consistency(fleet: Fleet) -> None:
+    """Assert the stored state is consistent with itself and with the published assemblages."""
+    for key, found in fleet.targets.items():
+        assert key == target_key(found.module, found.cluster)
+        assert found.module in fleet.modules, f"target {key} of a deleted module"
+        assert found.cluster in fleet.clusters, f"target {key} of a removed cluster"
+    for name, record in fleet.modules.items():
+        counted = recount(fleet, name)
+        for stage_name in set(counted) | set(record.counts):
+            stored = record.counts.get(stage_name)
+            stored_counts = stored.model_dump() if stored is not None else {}
+            for field in ("members", *CATEGORIES):
+                assert stored_counts.get(field, 0) == counted.get(stage_name, Counter())[field], (
+                    f"{name} stage {stage_name}: counter {field}={stored_counts.get(field, 0)} "
+                    f"but the targets say {counted.get(stage_name, Counter())[field]}"
+                )
+        per_generation = Counter(
+            t.assigned for t in fleet.targets.values() if t.module == name and t.assigned is not None
+        )
+        for generation, count in per_generation.items():
+            assert generation in record.revisions, f"{name}: generation {generation} assigned but pruned"
+            assert record.revisions[generation].assigned == count, f"{name}: generation {generation} count"
+        assert record.target in record.revisions
+        if record.stable is not None:
+            assert record.stable in record.revisions
+        stages = stages_of(record)
+        assert 0 <= record.stage_index < len(stages)
+        for found in fleet.targets.values():
+            if found.module != name:
+                continue
+            facts = fleet.clusters[found.cluster]
+            assert selects(record.spec.selector, facts.labels), f"{found.cluster} is not a member of {name}"
+            assert (found.stage_index, found.stage) == stage_for(record, facts.labels)
+            assert found.ready == facts.ready
+            assert found.pinned == (found.cluster in record.pinned)
+            assert found.category == expected_category(record, found), (
+                f"{name}/{found.cluster}: stored category {found.category}, "
+                f"the rules say {expected_category(record, found)}"
+            )
+            key = (found.cluster, name)
+            if found.assigned is None:
+                assert key not in fleet.assemblages, f"{found.cluster} still holds {name}"
+            else:
+                assert key in fleet.assemblages, f"{found.cluster} was never sent {name}"
+                assert fleet.assemblages[key].revision == record.revisions[found.assigned].revision
+                assert fleet.assemblage_kind[key] == ASSEMBLAGE_FOR[record.kind]
+        for cluster_name, facts in fleet.clusters.items():
+            if selects(record.spec.selector, facts.labels):
+                assert target_key(name, cluster_name) in fleet.targets, f"{cluster_name} matches {name} but is no member"
+    for cluster_name, module_name in fleet.assemblages:
+        assert target_key(module_name, cluster_name) in fleet.targets, (
+            f"{cluster_name} holds {module_name} but is not a member of it"
+        )
