@@ -309,6 +309,52 @@ def history(ctx: Context, module: str, output: str) -> None:
         views.print_decisions(decisions)
 
 
+@cli.command()
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True),
+    help="Module/BootstrapModule manifests to plan (nothing is published).",
+)
+@click.option(
+    "--clusters",
+    "cluster_files",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Plan against these Cluster manifests instead of the fleet on the topics.",
+)
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@kafka_options
+def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
+    """Show which clusters each stage would move, in order and in batches, without publishing."""
+    from rollout.manifests import ClusterManifest
+    from rollout.plan import plan_rollout
+
+    try:
+        manifests = load_manifest_files(list(files))
+        if cluster_files:
+            fleet = [m for m in load_manifest_files(list(cluster_files)) if m.kind == "Cluster"]
+        else:
+            fleet = [
+                ClusterManifest.model_validate(doc)
+                for doc in views.clusters_from_records(ctx.records(ctx.topics.clusters)).values()
+            ]
+    except ManifestError as error:
+        fail(f"{len(error.problems)} problem(s):\n{error}")
+    modules = [m for m in manifests if m.kind != "Cluster"]
+    if not modules:
+        fail("no Module or BootstrapModule in the given files")
+    plans = [plan_rollout(m, fleet) for m in modules]
+    if output == "json":
+        click.echo(json.dumps([p.model_dump() for p in plans], indent=2))
+    else:
+        for rollout_plan in plans:
+            views.print_plan(rollout_plan)
+
+
 # --- processes ---------------------------------------------------------------------------
 
 

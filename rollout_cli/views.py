@@ -202,5 +202,27 @@ def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> N
             return
 
 
+def print_plan(plan: Any) -> None:
+    console.print(f"[bold]{plan.kind} {plan.module}[/] → {plan.revision}")
+    for index, stage in enumerate(plan.stages, start=1):
+        gates = []
+        if stage.require_approval:
+            gates.append("waits for approval")
+        if stage.min_success_time:
+            gates.append(f"soaks {stage.min_success_time} after success")
+        console.print(
+            f"  {index}. stage [bold]{stage.name}[/]: {sum(len(b) for b in stage.batches)} cluster(s), "
+            f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"
+            + (f"; {', '.join(gates)}" if gates else "")
+        )
+        for number, batch in enumerate(stage.batches, start=1):
+            console.print(f"       batch {number}: {', '.join(batch)}")
+        if stage.skipped_not_ready:
+            console.print(f"       skipped, not ready: {', '.join(stage.skipped_not_ready)}", style="yellow")
+    if plan.unstaged:
+        console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
+    console.print(f"  not selected: {plan.not_selected} cluster(s)")
+
+
 def dumps(document: Any) -> str:
     return json.dumps(document, indent=2, sort_keys=True)

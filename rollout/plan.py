@@ -1,0 +1,84 @@
+"""`rollout plan`: which clusters a module's rollout would move, in which stage and order.
+
+A pure function of a module manifest and the fleet as it is now. It uses the engine's own
+rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine will do if
+every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
+`maxConcurrency`. Not-ready clusters are listed as skipped; clusters that match the
+selector but no stage as not rolled out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from rollout.engine import resolve_count, sort_key, stage_for, stages_of
+from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
+from rollout.selectors import selects
+from rollout.state import ModuleRecord
+
+
+class StagePlan(BaseModel):
+    name: str
+    max_concurrency: int
+    max_failures: int
+    min_success_time: str | None
+    require_approval: bool
+    batches: list[list[str]]
+    skipped_not_ready: list[str]
+
+
+class RolloutPlan(BaseModel):
+    module: str
+    kind: str
+    revision: str
+    stages: list[StagePlan]
+    unstaged: list[str]
+    not_selected: int
+
+
+def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterable[ClusterManifest]) -> RolloutPlan:
+    record = ModuleRecord(
+        name=module.metadata.name, kind=module.kind, namespace=module.metadata.namespace, spec=module.spec
+    )
+    sorting = module.spec.rollout.sorting_label_key if module.spec.rollout else None
+    stages = stages_of(record)
+    members: dict[int, list[ClusterManifest]] = {i: [] for i in range(len(stages))}
+    unstaged: list[str] = []
+    not_selected = 0
+    for cluster in fleet:
+        labels = dict(cluster.metadata.labels)
+        if not selects(module.spec.selector, labels):
+            not_selected += 1
+            continue
+        index, _ = stage_for(record, labels)
+        if index is None:
+            unstaged.append(cluster.metadata.name)
+        else:
+            members[index].append(cluster)
+    plans = []
+    for index, stage in enumerate(stages):
+        ordered = sorted(members[index], key=lambda c: sort_key(c.metadata.name, dict(c.metadata.labels), sorting))
+        total = len(ordered)
+        concurrency = max(resolve_count(stage.max_concurrency, total=total, default=max(total, 1)), 1)
+        ready = [c.metadata.name for c in ordered if c.status.ready]
+        plans.append(
+            StagePlan(
+                name=stage.name,
+                max_concurrency=concurrency,
+                max_failures=resolve_count(stage.max_failures, total=total, default=0),
+                min_success_time=stage.min_success_time,
+                require_approval=stage.require_approval,
+                batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
+                skipped_not_ready=[c.metadata.name for c in ordered if not c.status.ready],
+            )
+        )
+    return RolloutPlan(
+        module=module.metadata.name,
+        kind=module.kind,
+        revision=module.spec.sync.revision,
+        stages=plans,
+        unstaged=sorted(unstaged),
+        not_selected=not_selected,
+    )
