@@ -446,6 +446,12 @@ class RolloutEngine:
             return  # the same manifest again: at-least-once delivery, nothing to do
         record.spec = manifest.spec
         record.namespace = manifest.metadata.namespace
+        if record.stage_index >= len(stages_of(record)):
+            # the strategy lost stages the rollout had reached: it passed every stage that is
+            # left but the last, which runs now
+            record.stage_index = len(stages_of(record)) - 1
+            record.stage_started = True
+            record.stage_completed_at = None
         if new_sync:
             previous = current.revision
             record.generation += 1
@@ -463,6 +469,7 @@ class RolloutEngine:
             record.stage_started = False
             record.stage_completed_at = None
             record.approvals = []
+
             note = f" (supersedes the rollout of {previous})" if superseded is not None else ""
             self._decide(
                 record,
@@ -543,7 +550,8 @@ class RolloutEngine:
                 target = self.targets.get(target_key(record.name, event.cluster))
                 if target is not None:
                     self._index(record.name)
-                    self._store_target(record, target, target.model_copy(update={"pinned": pinned}), out)
+                    new = self._join_at_stage_revision(record, target.model_copy(update={"pinned": pinned}), out)
+                    self._store_target(record, target, new, out)
         self._advance(record, out)
         self._save_module(record, out)
 
@@ -694,8 +702,10 @@ class RolloutEngine:
         if revision is None or revision.revision != event.revision:
             return  # a report about an older revision than the one assigned
         status = event.state
-        if target.status == "succeeded" and status == "updating":
-            return  # Flux flips Ready to Progressing on every reconcile; not a regression
+        if target.status in ("succeeded", "failed") and status == "updating":
+            # Flux flips Ready to Progressing on every reconcile (and retries a failure):
+            # only `succeeded` or `failed` change what is known about the revision
+            return
         if target.status == status and target.status_message == (event.message or ""):
             return
         record = stored.model_copy(deep=True)
@@ -726,6 +736,7 @@ class RolloutEngine:
     def _on_tick(self, event: Tick, out: Outcome) -> None:
         if event.now <= self.now:
             return  # time never goes back; a redelivered tick changes nothing
+        first = self.now == 0.0
         self.clock["now"] = event.now
         for name in sorted(self.modules.keys()):
             stored = self.modules[name]
@@ -733,6 +744,9 @@ class RolloutEngine:
                 continue
             record = stored.model_copy(deep=True)
             self._index(name)
+            if first and record.stage_completed_at is not None:
+                # a stage done before the engine saw any tick starts its soak at the first one
+                record.stage_completed_at = self.now
             deadline = record.spec.rollout.progress_deadline if record.spec.rollout else None
             if deadline is not None:
                 limit = parse_duration(deadline)
@@ -767,8 +781,13 @@ class RolloutEngine:
         failures = resolve_count(stage.max_failures, total=members, default=0)
         return max(concurrency, 1), failures
 
+    def _completed(self, record: ModuleRecord) -> bool:
+        """The target's rollout finished: it is the stable generation."""
+        return record.mode == "rollout" and record.stable == record.target
+
     def _advance(self, record: ModuleRecord, out: Outcome) -> None:
         """Make every move the strategy allows now, then settle the phase."""
+        self._index(record.name)  # the pending queues may be cold after a restart
         stages = stages_of(record)
         if record.mode == "rollback":
             self._move_rollback(record, out)
@@ -780,7 +799,7 @@ class RolloutEngine:
         if record.aborted:
             record.phase = "Aborted"
             return
-        if record.phase != "Complete" and self._over_budget(record, out):
+        if not self._completed(record) and self._over_budget(record, out):
             if record.mode == "rollback":
                 self._advance(record, out)
                 return
@@ -794,7 +813,8 @@ class RolloutEngine:
             for index in range(min(record.stage_index, len(stages) - 1) + 1):
                 if self._stage_open(record, index):
                     self._fill(record, index, out)
-            if record.phase == "Complete":
+            if self._completed(record):
+                record.phase = "Complete"
                 return  # late joiners and clusters back from not-ready still get moved above
             stage = stages[record.stage_index]
             if not record.stage_started:
@@ -818,8 +838,7 @@ class RolloutEngine:
             done = counts.pending == 0 and counts.updating == 0 and counts.failed <= max_failures
             if not done:
                 record.stage_completed_at = None
-                if record.phase != "Complete":
-                    record.phase = "Progressing"
+                record.phase = "Progressing"
                 return
             if record.stage_completed_at is None:
                 record.stage_completed_at = self.now
@@ -835,18 +854,17 @@ class RolloutEngine:
                 record.phase = "Soaking"
                 return
             if record.stage_index == len(stages) - 1:
-                if record.stable != record.target or record.phase != "Complete":
-                    record.stable = record.target
-                    record.phase = "Complete"
-                    self._decide(
-                        record,
-                        "complete",
-                        f"rollout of {record.revisions[record.target].revision} complete; it is the stable revision",
-                        out,
-                        generation=record.target,
-                        revision=record.revisions[record.target].revision,
-                    )
-                    self._prune_revisions(record)
+                record.stable = record.target
+                record.phase = "Complete"
+                self._decide(
+                    record,
+                    "complete",
+                    f"rollout of {record.revisions[record.target].revision} complete; it is the stable revision",
+                    out,
+                    generation=record.target,
+                    revision=record.revisions[record.target].revision,
+                )
+                self._prune_revisions(record)
                 return
             record.stage_index += 1
             record.stage_started = False

@@ -292,7 +292,8 @@ def parse_label_selector(text: str) -> Callable[[dict[str, str]], bool]:
             key, value = (s.strip() for s in part.replace("==", "=").split("=", 1))
             requirements.append(lambda labels, k=key, v=value: labels.get(k) == v)
         elif part.startswith("!"):
-            requirements.append(lambda labels, k=part[1:].strip(): k not in labels)
+            absent = part[1:].strip()
+            requirements.append(lambda labels, k=absent: k not in labels)
         else:
             requirements.append(lambda labels, k=part: k in labels)
     return lambda labels: all(requirement(labels) for requirement in requirements)
@@ -639,8 +640,8 @@ class KubeAPIServer:
                 except TimeoutError:
                     break
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away
         return response
 
     # -- writes ----------------------------------------------------------------------------
@@ -687,7 +688,8 @@ class KubeAPIServer:
         if not isinstance(meta, dict) or not meta.get("name"):
             raise APIError(422, "Invalid", "metadata.name: Required value")
         if name is not None and meta["name"] != name:
-            raise APIError(400, "BadRequest", f"the name of the object ({meta['name']}) does not match the URL ({name})")
+            message = f"the name of the object ({meta['name']}) does not match the name in the URL ({name})"
+            raise APIError(400, "BadRequest", message)
         if meta.setdefault("namespace", namespace) != namespace:
             raise APIError(400, "BadRequest", "the namespace of the object does not match the namespace in the URL")
         kind = body.get("kind")

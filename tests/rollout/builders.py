@@ -489,6 +489,12 @@ def check_consistency(fleet: Fleet) -> None:
             assert record.stable in record.revisions
         stages = stages_of(record)
         assert 0 <= record.stage_index < len(stages)
+        if record.phase == "Complete":
+            assert record.mode == "rollout" and record.stable == record.target, f"{name} Complete but not stable"
+        if record.phase in ("RollingBack", "RolledBack"):
+            assert record.mode == "rollback"
+        if record.mode == "rollout" and record.stable != record.target and not (record.paused or record.halted):
+            assert record.phase not in ("Complete", "RolledBack", "Paused", "Halted"), f"{name}: {record.phase}"
         for found in fleet.targets.values():
             if found.module != name:
                 continue

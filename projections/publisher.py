@@ -1,0 +1,65 @@
+"""Publishing events from long-running Kubernetes-side processes (watcher, status reporter).
+
+`KafkaPublisher` keeps one idempotent aiokafka producer open (`acks=all`) and sends one
+event at a time, waiting for the broker's acknowledgement, so that a caller can update its
+"last published" state only once the event is durable. The producer starts on first use —
+inside the running event loop — and transient send failures are retried with backoff.
+The `Publish` protocol is what the watcher and the reporter depend on; tests may pass any
+coroutine function with the same shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+__all__ = ["KafkaPublisher", "Publish"]
+
+log = logging.getLogger("rollout.publisher")
+
+
+class Publish(Protocol):
+    """Send one event (key: the cluster name) and return once it is acknowledged."""
+
+    async def __call__(self, key: str, value: bytes) -> None: ...
+
+
+class KafkaPublisher:
+    """Publish events to one topic; see the module docstring."""
+
+    def __init__(self, bootstrap: str, topic: str, *, attempts: int = 5) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.attempts = attempts
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def _started(self) -> AIOKafkaProducer:
+        async with self._lock:
+            if self._producer is None:
+                producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True)
+                await producer.start()
+                self._producer = producer
+            return self._producer
+
+    async def __call__(self, key: str, value: bytes) -> None:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                producer = await self._started()
+                await (await producer.send(self.topic, key=key.encode(), value=value))
+                return
+            except KafkaError as error:
+                if attempt == self.attempts:
+                    raise
+                log.warning("publishing to %s failed (%s); retrying", self.topic, error)
+                await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._producer is not None:
+                await self._producer.stop()
+                self._producer = None

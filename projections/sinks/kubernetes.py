@@ -1,0 +1,467 @@
+"""The Kubernetes sink: assemblage snapshots become Flux objects in clusters.
+
+What flows through here: a RemoteAssemblage or ProxyAssemblage snapshot (or a tombstone)
+for one cluster goes in (`await write(kind, cluster, snapshot)`); Flux sources and
+Kustomizations rendered by `projections.render.FluxRenderer` come out, server-side applied:
+
+- RemoteAssemblage → the management cluster, in the cluster's namespace; the
+  Kustomization's `spec.kubeConfig.secretRef` names `<cluster>-kubeconfig`, so the
+  management cluster's Flux applies into the workload cluster.
+- ProxyAssemblage → inside the workload cluster (namespace `flux-system` by default),
+  reached through the kubeconfig in the secret `<cluster>-kubeconfig` (key `value`) in the
+  cluster's namespace of the management cluster. The secret is read at every apply and
+  kept in memory only for as long as the client is built; it is never logged or
+  published.
+
+Level-triggered, per cluster. `write` renders and validates every object first (an invalid
+snapshot raises and changes nothing, as in the directory sink), records the snapshot as
+the cluster's desired state and wakes that cluster's worker task. Each worker converges
+its cluster to the desired state and then re-converges every `resync_interval` — objects
+deleted or edited behind the applier's back come back. Converging is:
+
+1. readiness gate: the kubeconfig secret must exist (for remote syncs too: without it
+   Flux would only fail and back off). A cluster that is not ready is skipped, not failed,
+   and retried every `not_ready_interval` until it is;
+2. list the objects the sink owns for that cluster and assemblage (labels
+   `app.kubernetes.io/managed-by=rollout`, `rollout.dev/cluster`, `rollout.dev/assemblage`);
+3. server-side apply every rendered object (field manager `rollout`, `force=true`,
+   sources before Kustomizations). Fields the sink no longer sets are removed by the API
+   server; fields other managers set on other paths are left alone;
+4. delete owned objects that are no longer rendered (Kustomizations first). A tombstone
+   deletes them all. Note that deleting a Kustomization with `prune: true` makes Flux
+   remove what it had applied — that is what removing a sync means.
+
+Failures. Each request retries transient errors (5xx, 429, 409, timeouts) with backoff
+(`projections.kube.call`); a converge that still fails is retried by the worker with
+capped exponential backoff. Workers run concurrently (at most `max_parallel` converging at
+once), so one failing or slow cluster never stalls the others, and `write` waits for its
+cluster's converge at most `write_timeout` seconds before returning (the worker keeps
+going). Stale snapshots (a version below the one already held) are ignored; a tombstone
+always applies and forgets the version.
+
+Ownership across replicas: the applier's consumer group gives each replica a disjoint set
+of clusters. `forget(kind, cluster)` drops a cluster without touching its objects (for a
+replica that lost the cluster's partition); `close()` stops every worker.
+
+Sync status: with a `StatusReporter`, the sink tells it which clusters it manages, and
+the reporter watches their Kustomizations (see `projections.status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from projections.kube import (
+    Resource,
+    RetryPolicy,
+    call,
+    describe,
+    kubeconfig_secret_name,
+    read_kubeconfig,
+    resource,
+    workload_client,
+)
+from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY, FluxRenderer
+from projections.sinks import SinkResult
+from projections.status import StatusReporter
+from rollout.assemblages import Assemblage, AssemblageKind
+from rollout.manifests import check_dns1123_label
+
+__all__ = ["FIELD_MANAGER", "MANAGED_RESOURCES", "KubernetesSink"]
+
+log = logging.getLogger("rollout.sink.kubernetes")
+
+FIELD_MANAGER = "rollout"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+# Everything the renderer produces, in deletion order (Kustomizations before their sources).
+MANAGED_RESOURCES: tuple[Resource, ...] = (
+    resource("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+    resource("source.toolkit.fluxcd.io/v1", "GitRepository"),
+    resource("source.toolkit.fluxcd.io/v1", "OCIRepository"),
+)
+_ASSEMBLAGE_LABEL = {"RemoteAssemblage": "remote", "ProxyAssemblage": "proxy"}
+
+ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+ManagementClient = Callable[[], Awaitable[ApiClient]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one converge of one cluster did."""
+
+    state: Literal["applied", "not-ready", "failed"]
+    written: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    reason: str = ""
+
+
+@dataclass
+class _Target:
+    kind: AssemblageKind
+    cluster: str
+    desired: Assemblage | None = None
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    namespace: str | None = None  # the cluster's namespace, known from a snapshot
+    seq: int = 0  # bumped by every write
+    done_seq: int = 0  # the write the last converge started from
+    outcome: Outcome | None = None
+    failures: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def version(self) -> int | None:
+        return self.desired.version if self.desired is not None else None
+
+
+class KubernetesSink:
+    """Server-side applies assemblage snapshots; see the module docstring."""
+
+    def __init__(
+        self,
+        renderer: FluxRenderer,
+        *,
+        management: ManagementClient,
+        reporter: StatusReporter | None = None,
+        field_manager: str = FIELD_MANAGER,
+        policy: RetryPolicy | None = None,
+        resync_interval: float = 300.0,
+        not_ready_interval: float = 15.0,
+        max_backoff: float = 300.0,
+        write_timeout: float = 5.0,
+        max_parallel: int = 16,
+    ) -> None:
+        self.renderer = renderer
+        self.reporter = reporter
+        self.field_manager = field_manager
+        self.policy = policy or RetryPolicy()
+        self.resync_interval = resync_interval
+        self.not_ready_interval = not_ready_interval
+        self.max_backoff = max_backoff
+        self.write_timeout = write_timeout
+        self._connect_management = management
+        self._management: ApiClient | None = None
+        self._management_lock = asyncio.Lock()
+        self._parallel = asyncio.Semaphore(max_parallel)
+        self._targets: dict[tuple[AssemblageKind, str], _Target] = {}
+
+    # -- the Sink protocol ---------------------------------------------------------------------
+
+    async def write(self, kind: AssemblageKind, cluster: str, assemblage: Assemblage | None) -> SinkResult:
+        """Make (kind, cluster) converge to this snapshot; wait for it up to `write_timeout`."""
+        if kind not in get_args(AssemblageKind):
+            raise ValueError(f"kind {kind!r} is not one of {', '.join(get_args(AssemblageKind))}")
+        check_dns1123_label(cluster)
+        target = self._targets.get((kind, cluster))
+        objects: list[dict[str, Any]] = []
+        if assemblage is not None:
+            if assemblage.kind != kind or assemblage.metadata.name != cluster:
+                raise ValueError(
+                    f"snapshot {assemblage.kind} {assemblage.metadata.name!r} was delivered as "
+                    f"{kind} {cluster!r}: key and value disagree"
+                )
+            if target is not None and target.version is not None and assemblage.version < target.version:
+                log.info("ignoring %s %s version %d: version %d is newer", kind, cluster, assemblage.version,
+                         target.version)
+                return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, stale=True)
+            objects = self._render(assemblage)  # raises before anything changes
+        if target is None:  # new, or a tombstone for a cluster not seen since the start: prune
+            target = self._targets[(kind, cluster)] = _Target(kind, cluster)
+        target.desired = assemblage
+        target.objects = objects
+        if assemblage is not None:
+            target.namespace = assemblage.metadata.namespace
+        target.seq += 1
+        seq = target.seq
+        target.wake.set()
+        if target.task is None or target.task.done():
+            target.task = asyncio.create_task(self._run(target), name=f"sink: {kind} {cluster}")
+        outcome = await self._wait(target, seq)
+        version = assemblage.version if assemblage is not None else None
+        if outcome is None or outcome.state != "applied":
+            return SinkResult(kind=kind, cluster=cluster, version=version)
+        return SinkResult(
+            kind=kind,
+            cluster=cluster,
+            version=version,
+            written=outcome.written,
+            unchanged=outcome.unchanged,
+            pruned=outcome.pruned,
+        )
+
+    def owns(self, kind: AssemblageKind, cluster: str) -> bool:
+        target = self._targets.get((kind, cluster))
+        return target is not None and target.desired is not None
+
+    def outcome(self, kind: AssemblageKind, cluster: str) -> Outcome | None:
+        """The last converge's outcome for (kind, cluster), None before the first."""
+        target = self._targets.get((kind, cluster))
+        return target.outcome if target is not None else None
+
+    def forget(self, kind: AssemblageKind, cluster: str) -> None:
+        """Stop managing (kind, cluster) without touching its objects (another replica owns it now)."""
+        target = self._targets.pop((kind, cluster), None)
+        if target is not None and target.task is not None:
+            target.task.cancel()
+        if self.reporter is not None:
+            self.reporter.release(_ASSEMBLAGE_LABEL[kind], cluster)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        tasks = [t.task for t in self._targets.values() if t.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._targets.clear()
+        if self.reporter is not None:
+            await self.reporter.close()
+        if self._management is not None:
+            await self._management.close()
+            self._management = None
+
+    # -- rendering -----------------------------------------------------------------------------
+
+    def _render(self, assemblage: Assemblage) -> list[dict[str, Any]]:
+        sources: list[dict[str, Any]] = []
+        kustomizations: list[dict[str, Any]] = []
+        modules: set[str] = set()
+        for sync in assemblage.spec.syncs:
+            if sync.module in modules:
+                raise ValueError(
+                    f"{assemblage.kind} {assemblage.metadata.name!r} version {assemblage.version} "
+                    f"has two syncs for module {sync.module!r}"
+                )
+            modules.add(sync.module)
+            source, kustomization = self.renderer.render(assemblage, sync)
+            sources.append(source)
+            kustomizations.append(kustomization)
+        return sources + kustomizations
+
+    # -- the per-cluster worker ----------------------------------------------------------------
+
+    async def _wait(self, target: _Target, seq: int) -> Outcome | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.write_timeout
+        while target.done_seq < seq:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.info("%s %s: still converging after %.1fs; continuing in the background",
+                         target.kind, target.cluster, self.write_timeout)
+                return None
+            progress = target.progress
+            try:
+                await asyncio.wait_for(progress.wait(), remaining)
+            except TimeoutError:
+                continue
+        return target.outcome
+
+    async def _run(self, target: _Target) -> None:
+        while True:
+            target.wake.clear()
+            seq, desired, objects = target.seq, target.desired, target.objects
+            try:
+                async with self._parallel:
+                    outcome = await self._converge(target, desired, objects)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                outcome = Outcome("failed", reason=describe(error))
+            self._log(target, outcome)
+            target.outcome = outcome
+            target.done_seq = seq
+            target.progress.set()
+            target.progress = asyncio.Event()
+            if outcome.state == "applied":
+                target.failures = 0
+                if desired is None and target.seq == seq:  # a tombstone, done: forget the cluster
+                    if self._targets.get((target.kind, target.cluster)) is target:
+                        del self._targets[(target.kind, target.cluster)]
+                    return
+                delay = self.resync_interval
+            elif outcome.state == "not-ready":
+                delay = self.not_ready_interval
+            else:
+                target.failures += 1
+                delay = min(self.max_backoff, self.policy.initial * 2 ** min(target.failures, 20))
+                delay *= random.uniform(0.5, 1.0)
+            try:
+                await asyncio.wait_for(target.wake.wait(), delay)
+            except TimeoutError:
+                pass
+
+    def _log(self, target: _Target, outcome: Outcome) -> None:
+        previous = target.outcome
+        what = f"{target.kind} {target.cluster}"
+        if outcome.state == "failed":
+            log.warning("%s: converge failed (attempt %d): %s", what, target.failures + 1, outcome.reason)
+        elif outcome.state == "not-ready":
+            if previous is None or previous.state != "not-ready":
+                log.info("%s: skipped, not ready: %s", what, outcome.reason)
+        elif outcome.written or outcome.pruned or (previous is not None and previous.state != "applied"):
+            log.info("%s v%s: %d written, %d unchanged, %d pruned", what, target.version, outcome.written,
+                     outcome.unchanged, outcome.pruned)
+
+    async def _management_api(self) -> ApiClient:
+        async with self._management_lock:
+            if self._management is None:
+                self._management = await self._connect_management()
+                if self.reporter is not None:
+                    self.reporter.watch_management(self._management)
+            return self._management
+
+    async def _converge(self, target: _Target, desired: Assemblage | None, objects: list[dict[str, Any]]) -> Outcome:
+        management = await self._management_api()
+        label = _ASSEMBLAGE_LABEL[target.kind]
+        if target.kind == "RemoteAssemblage":
+            return await self._apply_remote(management, target, desired, objects, label)
+        return await self._apply_proxy(management, target, desired, objects, label)
+
+    async def _apply_remote(
+        self,
+        management: ApiClient,
+        target: _Target,
+        desired: Assemblage | None,
+        objects: list[dict[str, Any]],
+        label: str,
+    ) -> Outcome:
+        if desired is not None:
+            present = await read_kubeconfig(
+                management, namespace=desired.metadata.namespace, cluster=target.cluster, policy=self.policy
+            )
+            if present is None:
+                return Outcome(
+                    "not-ready",
+                    reason=f"secret {desired.metadata.namespace}/{kubeconfig_secret_name(target.cluster)} is absent",
+                )
+        outcome = await self._sync_objects(management, target, objects, label)
+        if self.reporter is not None and desired is not None:
+            await self.reporter.claim_remote(target.cluster)
+        elif self.reporter is not None:
+            self.reporter.release("remote", target.cluster)
+        return outcome
+
+    async def _apply_proxy(
+        self,
+        management: ApiClient,
+        target: _Target,
+        desired: Assemblage | None,
+        objects: list[dict[str, Any]],
+        label: str,
+    ) -> Outcome:
+        namespace = target.namespace or await self._find_cluster_namespace(management, target.cluster)
+        secret = f"{namespace}/{kubeconfig_secret_name(target.cluster)}"
+        if namespace is None:
+            return Outcome("applied", reason="no kubeconfig secret: the cluster is gone, nothing to prune")
+        workload = await workload_client(management, namespace=namespace, cluster=target.cluster, policy=self.policy)
+        if workload is None:
+            if desired is None:
+                return Outcome("applied", reason=f"secret {secret} is absent: the cluster is gone, nothing to prune")
+            return Outcome("not-ready", reason=f"secret {secret} is absent")
+        async with workload:
+            outcome = await self._sync_objects(workload, target, objects, label)
+        if self.reporter is not None:
+            if desired is not None:
+                cluster = target.cluster
+
+                async def connect() -> ApiClient | None:
+                    api = await self._management_api()
+                    return await workload_client(api, namespace=namespace, cluster=cluster, policy=self.policy)
+
+                self.reporter.claim_proxy(target.cluster, connect)
+            else:
+                self.reporter.release("proxy", target.cluster)
+        return outcome
+
+    async def _find_cluster_namespace(self, management: ApiClient, cluster: str) -> str | None:
+        """The namespace of a cluster's kubeconfig secret (for a tombstone after a restart)."""
+        core = CoreV1Api(management)
+        listing = await call(
+            core.list_secret_for_all_namespaces,
+            field_selector=f"metadata.name={kubeconfig_secret_name(cluster)}",
+            policy=self.policy,
+            what=f"find the kubeconfig secret of {cluster}",
+        )
+        namespaces = sorted(item.metadata.namespace for item in listing.items)
+        return namespaces[0] if namespaces else None
+
+    async def _sync_objects(
+        self, api: ApiClient, target: _Target, objects: list[dict[str, Any]], label: str
+    ) -> Outcome:
+        """Apply `objects`, delete every other object owned for (cluster, assemblage)."""
+        custom = CustomObjectsApi(api)
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={target.cluster},{LABEL_ASSEMBLAGE}={label}"
+        existing: dict[ObjectKey, str] = {}
+        for kind in MANAGED_RESOURCES:
+            try:
+                listing = await call(
+                    custom.list_cluster_custom_object,
+                    kind.group,
+                    kind.version,
+                    kind.plural,
+                    label_selector=selector,
+                    policy=self.policy,
+                    what=f"list {kind.plural} of {target.cluster}",
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    continue  # the CRD is not installed: nothing of that kind to prune
+                raise
+            for item in listing.get("items") or []:
+                meta = item["metadata"]
+                existing[(kind.kind, meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
+
+        written = unchanged = 0
+        for obj in objects:
+            kind = resource(obj["apiVersion"], obj["kind"])
+            meta = obj["metadata"]
+            key = (kind.kind, meta["namespace"], meta["name"])
+            result = await call(
+                custom.patch_namespaced_custom_object,
+                kind.group,
+                kind.version,
+                meta["namespace"],
+                kind.plural,
+                meta["name"],
+                obj,
+                field_manager=self.field_manager,
+                force=True,
+                _content_type=APPLY_PATCH,
+                policy=self.policy,
+                what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
+            )
+            before = existing.pop(key, None)
+            if before is not None and before == (result.get("metadata") or {}).get("resourceVersion"):
+                unchanged += 1
+            else:
+                written += 1
+
+        pruned = 0
+        order = {kind.kind: index for index, kind in enumerate(MANAGED_RESOURCES)}
+        for kind_name, namespace, name in sorted(existing, key=lambda k: (order[k[0]], k[1], k[2])):
+            kind = next(k for k in MANAGED_RESOURCES if k.kind == kind_name)
+            try:
+                await call(
+                    custom.delete_namespaced_custom_object,
+                    kind.group,
+                    kind.version,
+                    namespace,
+                    kind.plural,
+                    name,
+                    policy=self.policy,
+                    what=f"delete {kind_name} {namespace}/{name}",
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            pruned += 1
+        return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned)
