@@ -20,12 +20,15 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 
 from projections.sinks import Sink, SinkResult
 from rollout.assemblages import Assemblage
 from rollout.events import SyncStatusReported
+from streams.observability import Health, Metrics
+from streams.settings import kafka_client_options
 from streams.topics import TopicNames
 
 log = logging.getLogger("rollout.applier")
@@ -51,17 +54,31 @@ async def run_applier(
     report: bool = False,
     stop: asyncio.Event | None = None,
     on_result: Callable[[SinkResult], None] | None = None,
+    metrics: Metrics | None = None,
+    health: Health | None = None,
 ) -> ApplierStats:
     names = TopicNames(prefix)
     kinds = {names.remote: "RemoteAssemblage", names.proxy: "ProxyAssemblage"}
+    metrics = metrics or Metrics()
+    health = health or Health()
+
+    class Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            health.assigned = False
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            health.assigned = True
+
+    security = kafka_client_options()
     consumer = AIOKafkaConsumer(
-        *kinds,
         bootstrap_servers=bootstrap,
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        **security,
     )
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all") if report else None
+    consumer.subscribe(list(kinds), listener=Assignment())
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **security) if report else None
     stats = ApplierStats()
     stop = stop or asyncio.Event()
     await consumer.start()
@@ -73,6 +90,7 @@ async def run_applier(
             for tp, messages in batch.items():
                 kind = kinds[tp.topic]
                 for message in messages:
+                    metrics.events_consumed.labels(tp.topic).inc()
                     cluster = message.key.decode() if message.key else ""
                     try:
                         assemblage = (
@@ -82,6 +100,8 @@ async def run_applier(
                         result = await written if inspect.isawaitable(written) else written
                     except Exception as error:  # one bad snapshot must not stall the others
                         stats.errors += 1
+                        metrics.apply_errors.labels(kind).inc()
+                        metrics.applies.labels(kind, "error").inc()
                         log.error("cannot apply %s %s (offset %d): %s", kind, cluster, message.offset, error)
                         continue
                     stats.snapshots += assemblage is not None
@@ -90,6 +110,8 @@ async def run_applier(
                     stats.pruned += result.pruned
                     stats.stale += result.stale
                     stats.clusters.add(cluster)
+                    outcome = "stale" if result.stale else ("changed" if result.changed else "unchanged")
+                    metrics.applies.labels(kind, outcome).inc()
                     if on_result is not None:
                         on_result(result)
                     if producer is not None and assemblage is not None and not result.stale:
@@ -106,6 +128,11 @@ async def run_applier(
                 if producer is not None:
                     await producer.flush()
                 await consumer.commit()
+            for tp in consumer.assignment():
+                highwater = consumer.highwater(tp)
+                if highwater is not None:
+                    lag = highwater - await consumer.position(tp)
+                    metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
     finally:
         await consumer.stop()
         if producer is not None:

@@ -414,11 +414,49 @@ def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def web_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--web-port",
+            envvar="ROLLOUT_WEB_PORT",
+            default=default_port,
+            show_default=True,
+            type=int,
+            help="Port of /metrics, /healthz, /readyz; 0 turns them off (env ROLLOUT_WEB_PORT).",
+        )(command)
+        command = click.option(
+            "--log-format",
+            envvar="ROLLOUT_LOG_FORMAT",
+            default="text",
+            show_default=True,
+            type=click.Choice(["text", "json"]),
+            help="Log lines for humans or for a log pipeline.",
+        )(command)
+        return click.option(
+            "--loglevel",
+            envvar="ROLLOUT_LOGLEVEL",
+            default="info",
+            show_default=True,
+            type=click.Choice(["debug", "info", "warning", "error"]),
+        )(command)
+
+    return decorate
+
+
 @cli.command()
 @worker_options
-@click.option("--loglevel", envvar="ROLLOUT_LOGLEVEL", default="info", show_default=True)
+@web_options(6066)
 @kafka_options
-def worker(ctx: Context, partitions: int, data_dir: Path, store: str, tick_interval: float, loglevel: str) -> None:
+def worker(
+    ctx: Context,
+    partitions: int,
+    data_dir: Path,
+    store: str,
+    tick_interval: float,
+    web_port: int,
+    log_format: str,
+    loglevel: str,
+) -> None:
     """Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."""
     from streams.app import run_worker
     from streams.settings import Settings
@@ -435,6 +473,8 @@ def worker(ctx: Context, partitions: int, data_dir: Path, store: str, tick_inter
         data_dir=data_dir,
         store=store,
         tick_interval=tick_interval,
+        web_port=web_port,
+        log_format=log_format,
     )
     sys.argv = [sys.argv[0]]  # Faust's Worker parses argv; it must see none of ours
     run_worker(settings, loglevel=loglevel)
@@ -468,6 +508,7 @@ def worker(ctx: Context, partitions: int, data_dir: Path, store: str, tick_inter
     envvar="ROLLOUT_SIMULATE_STATUS",
     help="Report every sync written as succeeded (a simulator: the directory sink cannot see Flux).",
 )
+@web_options(6067)
 @kafka_options
 def applier(
     ctx: Context,
@@ -476,6 +517,9 @@ def applier(
     interval: str,
     group_id: str | None,
     simulate_status: bool,
+    web_port: int,
+    log_format: str,
+    loglevel: str,
 ) -> None:
     """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM."""
     from rollout_cli.processes import run_applier_forever
@@ -488,6 +532,9 @@ def applier(
         interval=interval,
         group_id=group_id or f"{ctx.prefix}rollout-applier",
         report=simulate_status,
+        web_port=web_port,
+        log_format=log_format,
+        loglevel=loglevel,
     )
 
 

@@ -9,6 +9,7 @@ status topic until Ctrl-C — then stops the children and, if it started it, the
 from __future__ import annotations
 
 import asyncio
+import logging.config
 import os
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from projections.applier import run_applier
 from projections.render import FluxRenderer
 from projections.sinks.directory import DirectorySink
 from streams import client
+from streams.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
+from streams.settings import kafka_client_options
 from streams.topics import TopicNames, ensure_topics
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -52,7 +55,11 @@ def run_applier_forever(
     interval: str,
     group_id: str,
     report: bool,
+    web_port: int = 0,
+    log_format: str = "text",
+    loglevel: str = "info",
 ) -> None:
+    logging.config.dictConfig(logging_config(log_format, loglevel))
     try:
         sink = make_sink(sink_spec, template_dir=template_dir, interval=interval)
     except ValueError as error:
@@ -61,6 +68,12 @@ def run_applier_forever(
     async def main() -> None:
         stop = asyncio.Event()
         _stop_on_signals(stop)
+        metrics, health = Metrics(), Health()
+        server = ObservabilityServer(port=web_port, metrics=metrics, health=health)
+        probe = BrokerProbe(bootstrap, health, **kafka_client_options())
+        if web_port:
+            await server.start()
+        probe.start()
         click.echo(f"applier: {TopicNames(prefix).remote}, {TopicNames(prefix).proxy} → {sink_spec}", err=True)
         stats = await run_applier(
             bootstrap=bootstrap,
@@ -69,6 +82,8 @@ def run_applier_forever(
             group_id=group_id,
             report=report,
             stop=stop,
+            metrics=metrics,
+            health=health,
             on_result=lambda r: (
                 r.changed
                 and click.echo(
@@ -76,6 +91,8 @@ def run_applier_forever(
                 )
             ),
         )
+        await probe.stop()
+        await server.stop()
         click.echo(
             f"applier stopped: {stats.snapshots} snapshots, {stats.tombstones} tombstones, {stats.errors} errors",
             err=True,

@@ -21,6 +21,7 @@ the only way time reaches decisions.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -43,11 +44,12 @@ from rollout.events import (
     parse_event,
 )
 from rollout.state import ClusterFacts, ModuleRecord, Target
-from streams.settings import Settings
+from streams.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
+from streams.settings import Settings, faust_credentials, kafka_client_options
 from streams.tables import FloatView, ModelView
 from streams.topics import TopicNames
 
-log = logging.getLogger("rollout.worker")
+log = logging.getLogger(__name__)
 
 # Which input topic each event type belongs on; anything else is a dead letter.
 TOPIC_ROLE = {
@@ -101,10 +103,35 @@ def broker_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip()]
 
 
-def create_app(settings: Settings) -> faust.App:
+class RolloutApp(faust.App):
+    """faust.App that starts the health/metrics server first thing, before the consumer
+    joins its group and tables recover — so /readyz can say "not yet" meanwhile."""
+
+    observability: tuple[ObservabilityServer, BrokerProbe] | None = None
+
+    async def on_first_start(self) -> None:
+        await super().on_first_start()
+        if self.observability is not None:
+            server, probe = self.observability
+            if server.port:
+                await server.start()
+            probe.start()
+
+    async def on_shutdown(self) -> None:
+        if self.observability is not None:
+            server, probe = self.observability
+            await probe.stop()
+            await server.stop()
+        await super().on_shutdown()
+
+
+def create_app(settings: Settings, *, metrics: Metrics | None = None, health: Health | None = None) -> faust.App:
     names = TopicNames(settings.topic_prefix)
     partitions = settings.partitions
-    app = faust.App(
+    metrics = metrics or Metrics()
+    health = health or Health(requires_recovery=True)
+    credentials = faust_credentials()
+    app = RolloutApp(
         settings.group_id,
         broker=broker_urls(settings.bootstrap_servers),
         store=settings.store,
@@ -119,7 +146,9 @@ def create_app(settings: Settings) -> faust.App:
         broker_commit_every=500,
         broker_commit_interval=1.0,
         stream_wait_empty=True,
+        **({"broker_credentials": credentials} if credentials is not None else {}),
     )
+    processed: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset handled
 
     def raw_topic(*topic_names: str, **kwargs: Any) -> Any:
         return app.topic(*topic_names, key_serializer="raw", value_serializer="raw", **kwargs)
@@ -153,6 +182,15 @@ def create_app(settings: Settings) -> faust.App:
     @app.on_partitions_revoked.connect
     async def forget_engines(sender: Any, *args: Any, **kwargs: Any) -> None:
         engines.clear()  # derived indexes and caches are rebuilt from the tables
+        health.recovered = False
+
+    @app.on_partitions_assigned.connect
+    async def assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
+        health.assigned = True
+
+    def consumed(message: Any) -> None:
+        metrics.events_consumed.labels(message.topic).inc()
+        processed[(message.topic, message.partition)] = message.offset
 
     async def send_json(role: str, key: str, document: Any) -> None:
         value = None if document is None else json.dumps(document, sort_keys=True).encode()
@@ -162,6 +200,7 @@ def create_app(settings: Settings) -> faust.App:
     async def route(stream: Any) -> None:
         async for event in stream.events():
             message = event.message
+            consumed(message)
             try:
                 parsed = parse_event(event.value)
                 expected = TOPIC_ROLE[type(parsed)]
@@ -169,6 +208,7 @@ def create_app(settings: Settings) -> faust.App:
                     raise EventRejected(f"{parsed.type} events belong on {names.name(expected)}")
             except EventRejected as rejected:
                 log.warning("dead letter from %s@%s: %s", message.topic, message.offset, rejected.reason)
+                metrics.dead_letters.labels("router").inc()
                 await outputs["dead_letters"].send(
                     key=message.key, value=dead_letter(rejected.reason, message, "router")
                 )
@@ -184,9 +224,11 @@ def create_app(settings: Settings) -> faust.App:
     async def decide(stream: Any) -> None:
         async for event in stream.events():
             message = event.message
+            consumed(message)
             try:
                 parsed = parse_event(event.value)
             except EventRejected as rejected:  # only if someone writes to the journal by hand
+                metrics.dead_letters.labels("decider").inc()
                 await outputs["dead_letters"].send(
                     key=message.key, value=dead_letter(rejected.reason, message, "decider")
                 )
@@ -203,11 +245,14 @@ def create_app(settings: Settings) -> faust.App:
         for index, decision in enumerate(outcome.decisions):
             document = {"id": f"{message.partition}-{message.offset}-{index}", **decision.model_dump()}
             await send_json("decisions", decision.module, document)
+            metrics.decisions.labels(decision.action).inc()
         for module, status in sorted(outcome.module_status.items()):
             await send_json("module_status", module, status)
+            metrics.module_phase(module, status["phase"] if status is not None else None)
         for key, status in sorted(outcome.target_status.items()):
             await send_json("targets", key, status)
         for reason in outcome.rejections:
+            metrics.dead_letters.labels("decider").inc()
             await outputs["dead_letters"].send(key=message.key, value=dead_letter(reason, message, "decider"))
 
     @app.agent(assignments)
@@ -215,6 +260,7 @@ def create_app(settings: Settings) -> faust.App:
         from rollout.engine import Assignment
 
         async for event in stream.events():
+            consumed(event.message)
             assignment = Assignment.model_validate_json(event.value)
             raw = assemblage_table.get(assignment.cluster)
             record = AssemblageRecord.model_validate(raw) if raw is not None else None
@@ -223,8 +269,25 @@ def create_app(settings: Settings) -> faust.App:
                 role = "remote" if kind == "RemoteAssemblage" else "proxy"
                 document = snapshot.model_dump(mode="json", by_alias=True) if snapshot is not None else None
                 await send_json(role, cluster, document)
+                metrics.snapshots.labels(kind, "snapshot" if snapshot is not None else "tombstone").inc()
             if publications:
                 assemblage_table[assignment.cluster] = updated.model_dump(mode="json")
+
+    app.observability = (
+        ObservabilityServer(port=settings.web_port, metrics=metrics, health=health),
+        BrokerProbe(settings.bootstrap_servers, health, **kafka_client_options()),
+    )
+
+    @app.task
+    async def observe() -> None:
+        """Runs once tables recovered: keeps readiness and consumer lag current."""
+        while True:
+            health.recovered = app.tables.recovery.completed.is_set() and not app.in_recovery and not app.rebalancing
+            for tp in app.consumer.assignment():
+                if (tp.topic, tp.partition) in processed:
+                    lag = app.consumer.highwater(tp) - processed[(tp.topic, tp.partition)] - 1
+                    metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
+            await asyncio.sleep(1.0)
 
     @app.timer(interval=settings.tick_interval, on_leader=True)
     async def tick() -> None:
@@ -236,5 +299,7 @@ def create_app(settings: Settings) -> faust.App:
 def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
     """Run the worker until SIGINT/SIGTERM (blocks; Faust owns the event loop)."""
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = faust.Worker(
+        app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)
+    )
     worker.execute_from_commandline()

@@ -17,6 +17,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from streams.settings import kafka_client_options
+
 
 @dataclass(frozen=True)
 class Record:
@@ -32,7 +34,9 @@ class Record:
 
 async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, bytes | None]]) -> int:
     """Send (key, value) pairs in order and wait until the broker acknowledged them all."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **kafka_client_options()
+    )
     await producer.start()
     sent = 0
     try:
@@ -49,7 +53,9 @@ async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, byte
 
 
 async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **kafka_client_options()
+    )
     await consumer.start()
     partitions = consumer.partitions_for_topic(topic)
     if partitions is None:

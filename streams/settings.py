@@ -20,6 +20,8 @@ class Settings:
     store: str = "memory://"
     tick_interval: float = 10.0
     app_id: str = "rollout-worker"
+    web_port: int = 6066
+    log_format: str = "text"
 
     @property
     def group_id(self) -> str:
@@ -29,3 +31,53 @@ class Settings:
 
 def env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"ROLLOUT_{name}", default)
+
+
+# --- Kafka security: from the environment only (credentials come from Secrets) ------------
+
+SECURITY_ENV = (
+    "ROLLOUT_KAFKA_SECURITY_PROTOCOL",  # PLAINTEXT (default) | SSL | SASL_PLAINTEXT | SASL_SSL
+    "ROLLOUT_KAFKA_SASL_MECHANISM",  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    "ROLLOUT_KAFKA_SASL_USERNAME",
+    "ROLLOUT_KAFKA_SASL_PASSWORD",
+    "ROLLOUT_KAFKA_CA_FILE",  # PEM bundle to verify the brokers (SSL, SASL_SSL)
+)
+
+
+def kafka_client_options() -> dict[str, object]:
+    """aiokafka keyword arguments for the configured security protocol."""
+    import ssl
+
+    protocol = (env("KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError(
+            f"ROLLOUT_KAFKA_SECURITY_PROTOCOL={protocol!r}: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+        )
+    options: dict[str, object] = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = ssl.create_default_context(cafile=env("KAFKA_CA_FILE"))
+    if protocol.startswith("SASL"):
+        mechanism = (env("KAFKA_SASL_MECHANISM") or "PLAIN").upper()
+        username, password = env("KAFKA_SASL_USERNAME"), env("KAFKA_SASL_PASSWORD")
+        if not username or password is None:
+            raise ValueError(f"{protocol} needs ROLLOUT_KAFKA_SASL_USERNAME and ROLLOUT_KAFKA_SASL_PASSWORD")
+        options.update(sasl_mechanism=mechanism, sasl_plain_username=username, sasl_plain_password=password)
+    return options
+
+
+def faust_credentials() -> object | None:
+    """The same settings as Faust `broker_credentials` (None for PLAINTEXT)."""
+    import faust
+
+    options = kafka_client_options()
+    protocol = options["security_protocol"]
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol == "SSL":
+        return faust.SSLCredentials(options["ssl_context"])
+    return faust.SASLCredentials(
+        username=options["sasl_plain_username"],
+        password=options["sasl_plain_password"],
+        mechanism=options["sasl_mechanism"],
+        ssl_context=options.get("ssl_context"),
+    )

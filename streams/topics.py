@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from streams.settings import kafka_client_options
+
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 APPEND_ONLY = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -122,7 +124,7 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
     assignments and the changelogs must stay co-partitioned.
     """
     names = TopicNames(prefix)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-topics")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-topics", **kafka_client_options())
     await admin.start()
     try:
         existing = set(await admin.list_topics())

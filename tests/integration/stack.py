@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +43,23 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, in
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last probe: {last!r}")
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_get(port: int, path: str) -> tuple[int, str] | None:
+    """(status, body) from the process's web port, or None while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
 class Stack:
     def __init__(self, bootstrap: str, workdir: Path, *, partitions: int = 2, tick_interval: float = 1.0) -> None:
         self.bootstrap = bootstrap
@@ -49,6 +69,8 @@ class Stack:
         self.partitions = partitions
         self.tick_interval = tick_interval
         self.out = workdir / "flux-out"
+        self.worker_port = free_port()
+        self.applier_port = free_port()
         self.worker: subprocess.Popen[bytes] | None = None
         self.applier: subprocess.Popen[bytes] | None = None
         self.env = {
@@ -76,6 +98,16 @@ class Stack:
 
     def start_worker(self) -> None:
         before = self.log("worker").count("[^Worker]: Ready")
+        self.start_worker_process()
+
+        def ready() -> bool:
+            if self.worker is not None and self.worker.poll() is not None:
+                raise AssertionError(f"worker exited with {self.worker.returncode}:\n{self.log('worker')[-3000:]}")
+            return self.log("worker").count("[^Worker]: Ready") > before
+
+        wait_for("the worker to be ready", ready, timeout=90)
+
+    def start_worker_process(self) -> None:
         self.worker = self._spawn(
             "worker",
             "worker",
@@ -87,17 +119,14 @@ class Stack:
             str(self.tick_interval),
             "--loglevel",
             "info",
+            "--web-port",
+            str(self.worker_port),
         )
 
-        def ready() -> bool:
-            if self.worker is not None and self.worker.poll() is not None:
-                raise AssertionError(f"worker exited with {self.worker.returncode}:\n{self.log('worker')[-3000:]}")
-            return self.log("worker").count("[^Worker]: Ready") > before
-
-        wait_for("the worker to be ready", ready, timeout=90)
-
     def start_applier(self, *extra: str) -> None:
-        self.applier = self._spawn("applier", "applier", "--sink", f"dir:{self.out}", *extra)
+        self.applier = self._spawn(
+            "applier", "applier", "--sink", f"dir:{self.out}", "--web-port", str(self.applier_port), *extra
+        )
 
     @staticmethod
     def _stop(process: subprocess.Popen[bytes] | None) -> int | None:

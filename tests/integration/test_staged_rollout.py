@@ -119,7 +119,12 @@ def test_three_stage_rollout_over_sixty_clusters(stack: Stack) -> None:
         labels = {"app": "shop", "ring": ring.get(i, "wave-2"), "order": str(60 - i)}
         stack.send("clusters", f"shop-{i:02d}", cluster(f"shop-{i:02d}", labels=labels))
     stages = [
-        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}, "maxConcurrency": 1, "minSuccessTime": "2s"},
+        {
+            "name": "canary",
+            "selector": {"matchLabels": {"ring": "canary"}},
+            "maxConcurrency": 1,
+            "minSuccessTime": "2s",
+        },
         {"name": "wave-1", "selector": {"matchLabels": {"ring": "wave-1"}}, "maxConcurrency": "25%"},
         {"name": "wave-2", "maxConcurrency": "50%", "requireApproval": True},
     ]
@@ -130,8 +135,9 @@ def test_three_stage_rollout_over_sixty_clusters(stack: Stack) -> None:
     first = wait_for("the first canary move", lambda: on_target(driver.targets(), "2.0.0"))
     assert first == {"shop-01"}
     # mid-rollout: a wave-1 cluster goes not ready; a new cluster joins wave-2
-    stack.send("clusters", "shop-05", cluster("shop-05", labels={"app": "shop", "ring": "wave-1", "order": "55"},
-                                              ready=False))
+    stack.send(
+        "clusters", "shop-05", cluster("shop-05", labels={"app": "shop", "ring": "wave-1", "order": "55"}, ready=False)
+    )
     status = driver.until("AwaitingApproval")
     stack.send("clusters", "shop-60", cluster("shop-60", labels={"app": "shop", "ring": "wave-2", "order": "0"}))
     time.sleep(3)

@@ -1,0 +1,194 @@
+"""Metrics, health and log format for the long-running processes (worker, applier).
+
+Each process serves, on its `--web-port`:
+
+* `/metrics` — Prometheus text format from the process's own registry;
+* `/healthz` — liveness: 200 while the process's event loop answers and it has not
+  crashed; 503 with the reason otherwise;
+* `/readyz`  — readiness: 200 only when the broker answered a metadata request recently,
+  the consumer group assigned partitions (possibly none, when there are more replicas
+  than partitions) and — for the worker — table recovery finished. 503 with every unmet
+  condition named otherwise.
+
+`Health` is the state those endpoints read; the process updates it. `BrokerProbe` asks the
+broker for metadata every few seconds with its own small client (public aiokafka API), so
+"broker reachable" means what it says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiokafka import AIOKafkaClient
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
+DEFAULT_WORKER_PORT = 6066
+DEFAULT_APPLIER_PORT = 6067
+BROKER_STALE_AFTER = 30.0
+
+log = logging.getLogger("rollout.observability")
+
+
+class Metrics:
+    """Every metric the processes export (one registry per process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events_consumed = Counter("rollout_events_consumed", "Events consumed", ["topic"], registry=r)
+        self.consumer_lag = Gauge("rollout_consumer_lag", "Messages behind the end", ["topic", "partition"], registry=r)
+        self.decisions = Counter("rollout_decisions", "Decisions taken", ["action"], registry=r)
+        self.dead_letters = Counter("rollout_dead_letters", "Inputs sent to dead letters", ["stage"], registry=r)
+        self.snapshots = Counter("rollout_snapshots_published", "Assemblage snapshots", ["kind", "type"], registry=r)
+        self.modules_by_phase = Gauge("rollout_modules", "Modules by rollout phase", ["phase"], registry=r)
+        self.applies = Counter("rollout_applies", "Snapshots applied by outcome", ["kind", "outcome"], registry=r)
+        self.apply_errors = Counter("rollout_apply_errors", "Snapshots that could not be applied", ["kind"], registry=r)
+        self._phases: dict[str, str] = {}
+
+    def module_phase(self, module: str, phase: str | None) -> None:
+        """Keep `rollout_modules{phase}` equal to the count of modules in each phase."""
+        previous = self._phases.pop(module, None)
+        if previous is not None:
+            self.modules_by_phase.labels(previous).dec()
+        if phase is not None:
+            self._phases[module] = phase
+            self.modules_by_phase.labels(phase).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@dataclass
+class Health:
+    requires_recovery: bool = False
+    started: float = field(default_factory=time.monotonic)
+    broker_seen: float | None = None
+    broker_error: str = "not probed yet"
+    assigned: bool = False
+    recovered: bool = False
+    crashed: str | None = None
+
+    def live(self) -> tuple[bool, list[str]]:
+        return (self.crashed is None, [f"crashed: {self.crashed}"] if self.crashed else [])
+
+    def ready(self) -> tuple[bool, list[str]]:
+        problems = []
+        if self.crashed:
+            problems.append(f"crashed: {self.crashed}")
+        if self.broker_seen is None or time.monotonic() - self.broker_seen > BROKER_STALE_AFTER:
+            problems.append(f"broker not reachable: {self.broker_error}")
+        if not self.assigned:
+            problems.append("no partition assignment yet (joining the consumer group)")
+        if self.requires_recovery and not self.recovered:
+            problems.append("table recovery not finished")
+        return (not problems, problems)
+
+
+class BrokerProbe:
+    def __init__(self, bootstrap: str, health: Health, *, interval: float = 5.0, **client_options: Any) -> None:
+        self.bootstrap = bootstrap
+        self.health = health
+        self.interval = interval
+        self.client_options = client_options
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        client = AIOKafkaClient(bootstrap_servers=self.bootstrap, client_id="rollout-health", **self.client_options)
+        try:
+            while True:
+                try:
+                    if not client.cluster.brokers():
+                        await client.bootstrap()
+                    await client.fetch_all_metadata()
+                    self.health.broker_seen = time.monotonic()
+                    self.health.broker_error = ""
+                except Exception as error:  # any failure is "not reachable", with its reason
+                    self.health.broker_error = str(error) or type(error).__name__
+                await asyncio.sleep(self.interval)
+        finally:
+            await client.close()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class ObservabilityServer:
+    def __init__(self, *, port: int, metrics: Metrics, health: Health, host: str = "0.0.0.0") -> None:
+        self.port = port
+        self.host = host
+        self.metrics = metrics
+        self.health = health
+        self._runner: web.AppRunner | None = None
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        def answer(ok: bool, problems: list[str]) -> web.Response:
+            body = json.dumps({"ok": ok, "problems": problems})
+            return web.Response(status=200 if ok else 503, text=body, content_type="application/json")
+
+        async def healthz(_: web.Request) -> web.Response:
+            return answer(*self.health.live())
+
+        async def readyz(_: web.Request) -> web.Response:
+            return answer(*self.health.ready())
+
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        log.info("serving /metrics /healthz /readyz on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        document = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document)
+
+
+def logging_config(log_format: str, level: str = "info") -> dict[str, Any]:
+    """A dictConfig for `--log-format text|json` (text: human-readable, the default)."""
+    formatter: dict[str, Any] = (
+        {"()": f"{__name__}.JsonFormatter"}
+        if log_format == "json"
+        else {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s"}
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"default": formatter},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
+        "root": {"handlers": ["console"], "level": level.upper()},
+    }
