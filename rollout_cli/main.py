@@ -365,13 +365,21 @@ def topics() -> None:
 
 @topics.command("create")
 @click.option("--partitions", envvar="ROLLOUT_PARTITIONS", default=4, show_default=True, type=int)
+@click.option(
+    "--replication-factor",
+    envvar="ROLLOUT_REPLICATION_FACTOR",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Replication factor of created topics, Faust changelogs included (env ROLLOUT_REPLICATION_FACTOR).",
+)
 @kafka_options
-def topics_create(ctx: Context, partitions: int) -> None:
+def topics_create(ctx: Context, partitions: int, replication_factor: int) -> None:
     """Create every topic with its retention/compaction settings (idempotent)."""
     from streams.topics import ensure_topics_sync
 
     try:
-        created = ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions)
+        created = ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
     except Exception as error:
         fail(str(error))
     for name in created:
@@ -446,9 +454,18 @@ def web_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..
 @cli.command()
 @worker_options
 @web_options(6066)
+@click.option(
+    "--replication-factor",
+    envvar="ROLLOUT_REPLICATION_FACTOR",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Replication factor of created topics, Faust changelogs included (env ROLLOUT_REPLICATION_FACTOR).",
+)
 @kafka_options
 def worker(
     ctx: Context,
+    replication_factor: int,
     partitions: int,
     data_dir: Path,
     store: str,
@@ -463,13 +480,14 @@ def worker(
     from streams.topics import ensure_topics_sync
 
     try:
-        ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions)
+        ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
     except Exception as error:
         fail(str(error))
     settings = Settings(
         bootstrap_servers=ctx.bootstrap,
         topic_prefix=ctx.prefix,
         partitions=partitions,
+        replication_factor=replication_factor,
         data_dir=data_dir,
         store=store,
         tick_interval=tick_interval,

@@ -16,6 +16,7 @@ class Settings:
     bootstrap_servers: str
     topic_prefix: str = DEFAULT_PREFIX
     partitions: int = 4
+    replication_factor: int = 1
     data_dir: Path = Path(".rollout/worker")
     store: str = "memory://"
     tick_interval: float = 10.0

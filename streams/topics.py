@@ -157,5 +157,5 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
         await admin.close()
 
 
-def ensure_topics_sync(bootstrap: str, prefix: str, partitions: int) -> list[str]:
-    return asyncio.run(ensure_topics(bootstrap, prefix, partitions))
+def ensure_topics_sync(bootstrap: str, prefix: str, partitions: int, *, replication: int = 1) -> list[str]:
+    return asyncio.run(ensure_topics(bootstrap, prefix, partitions, replication=replication))

@@ -129,12 +129,14 @@ Credentials come from existing Secrets only; the CA bundle is a mounted file.
 {{- end }}
 {{- end -}}
 
-{{/* Flags every long-running component takes: its health/metrics port and log format. */}}
-{{- define "rollout.webArgs" -}}
-- --web-port
-- {{ .port | quote }}
+{{/* Flags every long-running component takes: log level and format, health/metrics port. */}}
+{{- define "rollout.processArgs" -}}
+- --loglevel
+- {{ .root.Values.logLevel | quote }}
 - --log-format
 - {{ .root.Values.logFormat | quote }}
+- --web-port
+- {{ .port | quote }}
 {{- end -}}
 
 {{- define "rollout.probes" -}}
