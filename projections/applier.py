@@ -62,12 +62,26 @@ async def run_applier(
     metrics = metrics or Metrics()
     health = health or Health()
 
+    handled: dict[Any, set[tuple[str, str]]] = {}  # TopicPartition -> (kind, cluster) seen there
+
     class Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
+        """Hands clusters over between replicas: a replica that loses a partition stops
+        managing its clusters; one that gains partitions replays them from the start when
+        the sink keeps live state per cluster (snapshots are full documents, older versions
+        are ignored, so the replay is harmless and closes the crash-after-commit gap)."""
+
         async def on_partitions_revoked(self, revoked: Any) -> None:
             health.assigned = False
+            forget = getattr(sink, "forget", None)
+            for tp in revoked:
+                for kind, cluster in sorted(handled.pop(tp, set())):
+                    if forget is not None:
+                        forget(kind, cluster)
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
             health.assigned = True
+            if assigned and getattr(sink, "replay_on_assignment", False):
+                await consumer.seek_to_beginning(*assigned)
 
     security = kafka_client_options()
     consumer = AIOKafkaConsumer(
@@ -110,6 +124,7 @@ async def run_applier(
                     stats.pruned += result.pruned
                     stats.stale += result.stale
                     stats.clusters.add(cluster)
+                    handled.setdefault(tp, set()).add((kind, cluster))
                     outcome = "stale" if result.stale else ("changed" if result.changed else "unchanged")
                     metrics.applies.labels(kind, outcome).inc()
                     if on_result is not None:

@@ -7,11 +7,12 @@ Everything here speaks to a real (or test) API server through kubernetes-asyncio
   account. `workload_client(...)` connects to a workload cluster through the kubeconfig
   Cluster API writes into the secret `<cluster>-kubeconfig` (key `value`) in the cluster's
   namespace; the secret is read when a client is made, so rotated credentials are picked
-  up. Secret contents never leave the process: they are not logged, not put in
-  exception messages (`KubeconfigError` names the secret, never its data) and not
-  published. kubernetes-asyncio writes certificate and key *data* of a kubeconfig to
-  temporary files (mode 0600, one per distinct content, removed at exit) because Python's
-  ssl module reads keys only from files; they go to a private 0700 directory.
+  up. Secret contents never leave the process: they are not logged (the client library's
+  DEBUG logging of response bodies is switched off here), not put in exception messages
+  (`KubeconfigError` names the secret, never its data) and not published.
+  kubernetes-asyncio writes certificate and key *data* of a kubeconfig to temporary
+  files (mode 0600, one per distinct content, removed at exit) because Python's ssl
+  module reads keys only from files; they go to a private 0700 directory.
 - Retries. `call(...)` runs one API request with a per-request timeout and retries what is
   transient — 5xx, 429 (honouring Retry-After), 409 conflicts, timeouts and connection
   errors — with capped exponential backoff and jitter. Anything else (400, 401, 403, 404,
@@ -67,6 +68,10 @@ __all__ = [
 
 log = logging.getLogger("rollout.kube")
 
+# kubernetes-asyncio logs every response body at DEBUG — kubeconfig secrets included.
+# Whatever the process's log level, that logger never goes below INFO.
+logging.getLogger("kubernetes_asyncio.client.rest").setLevel(logging.INFO)
+
 T = TypeVar("T")
 
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -114,7 +119,7 @@ async def management_client(kubeconfig: str | Path | None = None, context: str |
             raise KubeconfigError(f"kubeconfig {where} cannot be used: {type(error).__name__}: {error}") from None
     else:
         try:
-            incluster_config.load_incluster_config(client_configuration=configuration)
+            incluster_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except ConfigException as error:
             raise KubeconfigError(
                 "no kubeconfig: pass --kubeconfig (or set KUBECONFIG), or run inside a pod "
@@ -249,7 +254,7 @@ def describe(error: BaseException) -> str:
     """A one-line reason for logs: status and the API's message, never request bodies."""
     if isinstance(error, ApiException):
         message = error.reason or ""
-        body = error.body
+        body: object = error.body
         if isinstance(body, bytes):
             body = body.decode("utf-8", "replace")
         if isinstance(body, str) and body.startswith("{"):
@@ -343,4 +348,3 @@ async def list_and_watch(
             else:
                 log.warning("%s: %s; listing again in %.1fs", what, describe(error), delay)
             await asyncio.sleep(delay)
-

@@ -5,7 +5,8 @@ event at a time, waiting for the broker's acknowledgement, so that a caller can 
 "last published" state only once the event is durable. The producer starts on first use —
 inside the running event loop — and transient send failures are retried with backoff.
 The `Publish` protocol is what the watcher and the reporter depend on; tests may pass any
-coroutine function with the same shape.
+coroutine function with the same shape. Security (TLS, SASL) comes from the same
+ROLLOUT_KAFKA_* settings as every other client (`streams.settings.kafka_client_options`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Protocol
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+
+from streams.settings import kafka_client_options
 
 __all__ = ["KafkaPublisher", "Publish"]
 
@@ -41,7 +44,9 @@ class KafkaPublisher:
     async def _started(self) -> AIOKafkaProducer:
         async with self._lock:
             if self._producer is None:
-                producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True)
+                producer = AIOKafkaProducer(
+                    bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True, **kafka_client_options()
+                )
                 await producer.start()
                 self._producer = producer
             return self._producer

@@ -22,6 +22,12 @@ The rules (`sync_state`), from what Flux's kustomize-controller writes:
 - `updating`: anything else — including `Ready=Unknown`/`Progressing`, which every
   reconcile passes through.
 
+Publishing. An event goes out when (revision, state) of a (cluster, module) changes —
+except `updating` after `succeeded` or `failed` at the same revision: Flux passes through
+`Progressing` on every reconcile interval, and what is known about the revision does not
+change until it succeeds or fails again (the engine reads it the same way). Without this,
+every sync of the fleet would report twice per interval.
+
 Revisions. The assigned revision is the `rollout.dev/revision` annotation the renderer puts
 on the Kustomization (`6.7.0`, `sha1:<hash>`, an OCI `<tag>` or `sha256:<digest>`). Flux
 reports `6.7.0@sha1:<hash>`, `sha1:<hash>` (a bare commit), `<tag>@sha256:<digest>` or
@@ -221,6 +227,9 @@ class StatusReporter:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._proxy_watches.clear()
         self._management_watch = None
+        close = getattr(self.publish, "close", None)
+        if close is not None:
+            await close()
 
     # -- deciding and publishing ---------------------------------------------------------------
 
@@ -231,8 +240,11 @@ class StatusReporter:
         key = (assemblage, event.cluster, event.module)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # one decision per key at a time: exactly one event per change
-            if self._published.get(key) == (event.revision, event.state):
+            last = self._published.get(key)
+            if last == (event.revision, event.state):
                 return
+            if last is not None and last[0] == event.revision and last[1] != "updating" and event.state == "updating":
+                return  # a periodic reconcile of a revision already known to succeed or fail
             try:
                 await self.publish(event.cluster, event.to_bytes())
             except Exception as error:

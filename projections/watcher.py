@@ -195,8 +195,12 @@ class ClusterWatcher:
     async def run(self) -> None:
         """Watch until cancelled."""
         version = self.api_version or await self._served_version()
-        log.info("watching %s/%s Clusters in %s", CAPI_GROUP, version,
-                 ", ".join(n or "all namespaces" for n in self.namespaces))
+        log.info(
+            "watching %s/%s Clusters in %s",
+            CAPI_GROUP,
+            version,
+            ", ".join(n or "all namespaces" for n in self.namespaces),
+        )
         custom = CustomObjectsApi(self.api)
         tasks = []
         for scope in self.namespaces:
@@ -210,23 +214,25 @@ class ClusterWatcher:
         await asyncio.gather(*tasks)
 
     async def _served_version(self) -> str:
+        """The preferred Cluster API version the API serves, by discovery (allowed to everyone)."""
         custom = CustomObjectsApi(self.api)
         for version in CAPI_VERSIONS:
             try:
                 await call(
-                    custom.list_cluster_custom_object,
+                    custom.get_api_resources,
                     CAPI_GROUP,
                     version,
-                    "clusters",
-                    limit=1,
                     policy=self.policy,
-                    what=f"probe {CAPI_GROUP}/{version}",
+                    what=f"discover {CAPI_GROUP}/{version}",
                 )
                 return version
             except ApiException as error:
-                if status_code(error) not in (403, 404):  # 403: no cluster-wide list; try the next anyway
+                if status_code(error) != 404:
                     raise
-        return CAPI_VERSIONS[-1]
+        raise LookupError(
+            f"the management cluster serves no {CAPI_GROUP} version this watcher reads "
+            f"({', '.join(CAPI_VERSIONS)}): is Cluster API installed?"
+        )
 
     def _informer(self, scope: str | None, what: str, list_fn: Callable[..., Awaitable[Any]]) -> Awaitable[None]:
         async def on_list(items: list[dict[str, Any]]) -> None:
@@ -295,8 +301,13 @@ class ClusterWatcher:
         if previous is not None and previous.metadata.namespace != namespace and self._exists(previous):
             if (namespace, name) not in self._skipped:
                 self._skipped.add((namespace, name))
-                log.error("cluster %s/%s: the name is taken by %s/%s; cluster names must be unique across namespaces",
-                          namespace, name, previous.metadata.namespace, name)
+                log.error(
+                    "cluster %s/%s: the name is taken by %s/%s; cluster names must be unique across namespaces",
+                    namespace,
+                    name,
+                    previous.metadata.namespace,
+                    name,
+                )
             return
         try:
             manifest = observe(obj, (namespace, f"{name}{_SECRET_SUFFIX}") in self.secrets)
@@ -308,8 +319,14 @@ class ClusterWatcher:
         if manifest != previous:
             await self.publish(name, ClusterObserved(cluster=manifest).to_bytes())
             self.published[name] = manifest
-            log.info("cluster %s/%s: ready=%s (control plane %s, kubeconfig secret %s)", namespace, name,
-                     manifest.status.ready, manifest.status.control_plane_ready, manifest.status.kubeconfig_secret)
+            log.info(
+                "cluster %s/%s: ready=%s (control plane %s, kubeconfig secret %s)",
+                namespace,
+                name,
+                manifest.status.ready,
+                manifest.status.control_plane_ready,
+                manifest.status.kubeconfig_secret,
+            )
 
     def _exists(self, manifest: ClusterManifest) -> bool:
         return (manifest.metadata.namespace, manifest.name) in self.clusters

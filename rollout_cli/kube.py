@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import logging.config
 import signal
-import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from kubernetes_asyncio.client import ApiClient
+from prometheus_client import Counter
 
 from projections.kube import KubeconfigError, RetryPolicy, management_client
 from projections.publisher import KafkaPublisher
@@ -35,8 +38,18 @@ from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
-from streams.settings import DEFAULT_PREFIX
+from streams.observability import (
+    BROKER_STALE_AFTER,
+    BrokerProbe,
+    Health,
+    Metrics,
+    ObservabilityServer,
+    logging_config,
+)
+from streams.settings import DEFAULT_PREFIX, kafka_client_options
 from streams.topics import TopicNames
+
+DEFAULT_WATCHER_PORT = 6068
 
 __all__ = ["last_observations", "make_kubernetes_sink", "run_watch_clusters", "watch_clusters"]
 
@@ -51,11 +64,14 @@ def make_kubernetes_sink(
     resync_interval: float = 300.0,
     not_ready_interval: float = 15.0,
     request_timeout: float = 10.0,
+    namespaces: Sequence[str] = (),
 ) -> KubernetesSink:
     """The sink for `rollout applier --sink kubernetes`.
 
     With `bootstrap`, sync status is reported on `<prefix>sync-status`; the applier must
-    then not simulate status itself. Call `await sink.close()` when the applier stops.
+    then not simulate status itself. `namespaces`: the fleet namespaces, where kubeconfig
+    secrets are looked up by name when a cluster's namespace is unknown (otherwise secrets
+    are listed cluster-wide for that). Call `await sink.close()` when the applier stops.
     """
     reporter = None
     if bootstrap is not None:
@@ -75,6 +91,7 @@ def make_kubernetes_sink(
         policy=RetryPolicy(request_timeout=request_timeout),
         resync_interval=resync_interval,
         not_ready_interval=not_ready_interval,
+        fleet_namespaces=namespaces,
     )
 
 
@@ -93,6 +110,23 @@ def last_observations(records: list[bytes | None]) -> list[ClusterManifest]:
     return list(latest.values())
 
 
+@dataclass
+class WatcherHealth(Health):
+    """Ready once the broker answers and Clusters and secrets have been listed."""
+
+    watcher: ClusterWatcher | None = None
+
+    def ready(self) -> tuple[bool, list[str]]:
+        problems = []
+        if self.crashed:
+            problems.append(f"crashed: {self.crashed}")
+        if self.broker_seen is None or time.monotonic() - self.broker_seen > BROKER_STALE_AFTER:
+            problems.append(f"broker not reachable: {self.broker_error}")
+        if self.watcher is None or not self.watcher.synced:
+            problems.append("Clusters and kubeconfig secrets not listed yet")
+        return (not problems, problems)
+
+
 async def run_watch_clusters(
     *,
     kubeconfig: str | Path | None,
@@ -101,8 +135,12 @@ async def run_watch_clusters(
     bootstrap: str,
     prefix: str,
     stop: asyncio.Event,
+    web_port: int = 0,
 ) -> None:
-    """Seed from the cluster-observations topic, then watch until `stop` is set."""
+    """Seed from the cluster-observations topic, then watch until `stop` is set.
+
+    With `web_port`, serves /metrics, /healthz and /readyz (`streams.observability`).
+    """
     from streams import client
 
     topic = TopicNames(prefix).clusters
@@ -114,8 +152,23 @@ async def run_watch_clusters(
         api = await management_client(kubeconfig, context)
     except KubeconfigError as error:
         raise click.ClickException(str(error)) from None
-    publisher = KafkaPublisher(bootstrap, topic)
-    watcher = ClusterWatcher(api, publisher, namespaces=namespaces, seed=seed)
+    metrics = Metrics()
+    published = Counter(
+        "rollout_cluster_events_published", "Cluster events published", ["type"], registry=metrics.registry
+    )
+    kafka = KafkaPublisher(bootstrap, topic)
+
+    async def publish(key: str, value: bytes) -> None:
+        await kafka(key, value)
+        published.labels("ClusterRemoved" if b'"ClusterRemoved"' in value else "ClusterObserved").inc()
+
+    watcher = ClusterWatcher(api, publish, namespaces=namespaces, seed=seed)
+    health = WatcherHealth(watcher=watcher)
+    probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
+    server = ObservabilityServer(port=web_port, metrics=metrics, health=health) if web_port else None
+    probe.start()
+    if server is not None:
+        await server.start()
     click.echo(f"watch-clusters: Cluster API clusters → {topic} ({len(seed)} known)", err=True)
     task = asyncio.create_task(watcher.run())
     stopped = asyncio.create_task(stop.wait())
@@ -126,7 +179,10 @@ async def run_watch_clusters(
             pending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pending
-        await publisher.close()
+        await probe.stop()
+        if server is not None:
+            await server.stop()
+        await kafka.close()
         await api.close()
     if not task.cancelled() and task.exception() is not None:
         raise click.ClickException(f"watch-clusters stopped: {task.exception()}")
@@ -154,23 +210,43 @@ async def run_watch_clusters(
     show_default=True,
     help="Prefix of every topic name (env ROLLOUT_TOPIC_PREFIX).",
 )
-@click.option("-v", "--verbose", is_flag=True, help="Log every publication.")
+@click.option(
+    "--web-port",
+    envvar="ROLLOUT_WEB_PORT",
+    default=DEFAULT_WATCHER_PORT,
+    show_default=True,
+    type=int,
+    help="Port of /metrics, /healthz, /readyz; 0 turns them off (env ROLLOUT_WEB_PORT).",
+)
+@click.option(
+    "--log-format",
+    envvar="ROLLOUT_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="Log lines for humans or for a log pipeline.",
+)
+@click.option(
+    "--loglevel",
+    envvar="ROLLOUT_LOGLEVEL",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
 def watch_clusters(
     kubeconfig: str | None,
     context: str | None,
     namespaces: tuple[str, ...],
     bootstrap_servers: str | None,
     topic_prefix: str,
-    verbose: bool,
+    web_port: int,
+    log_format: str,
+    loglevel: str,
 ) -> None:
     """Publish Cluster API clusters of the management cluster as fleet clusters, until stopped."""
     from rollout_cli.main import resolve_bootstrap
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    logging.config.dictConfig(logging_config(log_format, loglevel))
     bootstrap = resolve_bootstrap(bootstrap_servers)
 
     async def main() -> None:
@@ -185,6 +261,7 @@ def watch_clusters(
             bootstrap=bootstrap,
             prefix=topic_prefix,
             stop=stop,
+            web_port=web_port,
         )
 
     asyncio.run(main())

@@ -30,6 +30,7 @@ from rollout.events import (
 from rollout.manifests import ManifestError, check_dns1123_label, load_manifest_files
 from rollout_cli import views
 from rollout_cli.kafka import kafka as kafka_group
+from rollout_cli.kube import watch_clusters
 from streams import client
 from streams.settings import DEFAULT_PREFIX
 from streams.topics import TopicNames
@@ -117,6 +118,7 @@ def cli() -> None:
 
 
 cli.add_command(kafka_group)
+cli.add_command(watch_clusters)
 
 
 # --- intents -----------------------------------------------------------------------------
@@ -499,7 +501,9 @@ def worker(
 
 
 @cli.command()
-@click.option("--sink", "sink_spec", envvar="ROLLOUT_SINK", required=True, help="dir:PATH (env ROLLOUT_SINK).")
+@click.option(
+    "--sink", "sink_spec", envvar="ROLLOUT_SINK", required=True, help="dir:PATH or kubernetes (env ROLLOUT_SINK)."
+)
 @click.option(
     "--template-dir",
     envvar="ROLLOUT_TEMPLATE_DIR",
@@ -526,6 +530,19 @@ def worker(
     envvar="ROLLOUT_SIMULATE_STATUS",
     help="Report every sync written as succeeded (a simulator: the directory sink cannot see Flux).",
 )
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Management cluster kubeconfig (--sink kubernetes; default: in-cluster).",
+)
+@click.option("--context", default=None, help="Context of --kubeconfig.")
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Fleet namespaces where kubeconfig secrets live (repeatable; --sink kubernetes).",
+)
 @web_options(6067)
 @kafka_options
 def applier(
@@ -538,8 +555,16 @@ def applier(
     web_port: int,
     log_format: str,
     loglevel: str,
+    kubeconfig: str | None,
+    context: str | None,
+    namespaces: tuple[str, ...],
 ) -> None:
-    """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM."""
+    """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM.
+
+    --sink dir:PATH writes YAML files; --sink kubernetes applies them (server-side apply)
+    in the management cluster (RemoteAssemblage) and inside each workload cluster through
+    its kubeconfig secret (ProxyAssemblage), and reports sync status from the Kustomizations.
+    """
     from rollout_cli.processes import run_applier_forever
 
     run_applier_forever(
@@ -553,6 +578,9 @@ def applier(
         web_port=web_port,
         log_format=log_format,
         loglevel=loglevel,
+        kubeconfig=kubeconfig,
+        context=context,
+        namespaces=namespaces,
     )
 
 

@@ -22,6 +22,7 @@ import click
 
 from projections.applier import run_applier
 from projections.render import FluxRenderer
+from projections.sinks import Sink
 from projections.sinks.directory import DirectorySink
 from streams import client
 from streams.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
@@ -31,13 +32,28 @@ from streams.topics import TopicNames, ensure_topics
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def make_sink(sink_spec: str, *, template_dir: Path | None, interval: str) -> DirectorySink:
+def make_sink(
+    sink_spec: str,
+    *,
+    template_dir: Path | None,
+    interval: str,
+    bootstrap: str | None = None,
+    prefix: str = "rollout.",
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespaces: tuple[str, ...] = (),
+) -> Sink:
     kind, _, target = sink_spec.partition(":")
+    renderer = FluxRenderer(template_dir, interval=interval)
     if kind == "dir" and target:
-        return DirectorySink(Path(target), FluxRenderer(template_dir, interval=interval))
-    if kind == "kubernetes":
-        raise click.ClickException("--sink kubernetes is not available yet (issue 4); use --sink dir:PATH")
-    raise click.ClickException(f"--sink {sink_spec!r}: expected dir:PATH")
+        return DirectorySink(Path(target), renderer)
+    if kind == "kubernetes" and not target:
+        from rollout_cli.kube import make_kubernetes_sink
+
+        return make_kubernetes_sink(
+            kubeconfig, context, renderer, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces
+        )
+    raise click.ClickException(f"--sink {sink_spec!r}: expected dir:PATH or kubernetes")
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -58,10 +74,26 @@ def run_applier_forever(
     web_port: int = 0,
     log_format: str = "text",
     loglevel: str = "info",
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespaces: tuple[str, ...] = (),
 ) -> None:
     logging.config.dictConfig(logging_config(log_format, loglevel))
+    if sink_spec == "kubernetes" and report:
+        raise click.ClickException(
+            "--simulate-status is for the directory sink; the Kubernetes sink reports real status"
+        )
     try:
-        sink = make_sink(sink_spec, template_dir=template_dir, interval=interval)
+        sink = make_sink(
+            sink_spec,
+            template_dir=template_dir,
+            interval=interval,
+            bootstrap=bootstrap,
+            prefix=prefix,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=namespaces,
+        )
     except ValueError as error:
         raise click.ClickException(str(error)) from None
 
@@ -91,6 +123,9 @@ def run_applier_forever(
                 )
             ),
         )
+        close = getattr(sink, "close", None)
+        if close is not None:
+            await close()
         await probe.stop()
         await server.stop()
         click.echo(

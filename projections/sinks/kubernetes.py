@@ -52,9 +52,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -128,6 +128,11 @@ class _Target:
 class KubernetesSink:
     """Server-side applies assemblage snapshots; see the module docstring."""
 
+    #: Level-triggered: the applier may (and, to survive rebalances and crashes between a
+    #: commit and a converge, should) replay the compacted topics from the beginning on
+    #: every partition assignment. Older versions are ignored; re-applying is a no-op.
+    replay_on_assignment: ClassVar[bool] = True
+
     def __init__(
         self,
         renderer: FluxRenderer,
@@ -141,8 +146,10 @@ class KubernetesSink:
         max_backoff: float = 300.0,
         write_timeout: float = 5.0,
         max_parallel: int = 16,
+        fleet_namespaces: Sequence[str] = (),
     ) -> None:
         self.renderer = renderer
+        self.fleet_namespaces = list(fleet_namespaces)
         self.reporter = reporter
         self.field_manager = field_manager
         self.policy = policy or RetryPolicy()
@@ -172,8 +179,9 @@ class KubernetesSink:
                     f"{kind} {cluster!r}: key and value disagree"
                 )
             if target is not None and target.version is not None and assemblage.version < target.version:
-                log.info("ignoring %s %s version %d: version %d is newer", kind, cluster, assemblage.version,
-                         target.version)
+                log.info(
+                    "ignoring %s %s version %d: version %d is newer", kind, cluster, assemblage.version, target.version
+                )
                 return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, stale=True)
             objects = self._render(assemblage)  # raises before anything changes
         if target is None:  # new, or a tombstone for a cluster not seen since the start: prune
@@ -255,8 +263,12 @@ class KubernetesSink:
         while target.done_seq < seq:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                log.info("%s %s: still converging after %.1fs; continuing in the background",
-                         target.kind, target.cluster, self.write_timeout)
+                log.info(
+                    "%s %s: still converging after %.1fs; continuing in the background",
+                    target.kind,
+                    target.cluster,
+                    self.write_timeout,
+                )
                 return None
             progress = target.progress
             try:
@@ -308,8 +320,14 @@ class KubernetesSink:
             if previous is None or previous.state != "not-ready":
                 log.info("%s: skipped, not ready: %s", what, outcome.reason)
         elif outcome.written or outcome.pruned or (previous is not None and previous.state != "applied"):
-            log.info("%s v%s: %d written, %d unchanged, %d pruned", what, target.version, outcome.written,
-                     outcome.unchanged, outcome.pruned)
+            log.info(
+                "%s v%s: %d written, %d unchanged, %d pruned",
+                what,
+                target.version,
+                outcome.written,
+                outcome.unchanged,
+                outcome.pruned,
+            )
 
     async def _management_api(self) -> ApiClient:
         async with self._management_lock:
@@ -383,16 +401,69 @@ class KubernetesSink:
         return outcome
 
     async def _find_cluster_namespace(self, management: ApiClient, cluster: str) -> str | None:
-        """The namespace of a cluster's kubeconfig secret (for a tombstone after a restart)."""
-        core = CoreV1Api(management)
-        listing = await call(
-            core.list_secret_for_all_namespaces,
-            field_selector=f"metadata.name={kubeconfig_secret_name(cluster)}",
-            policy=self.policy,
-            what=f"find the kubeconfig secret of {cluster}",
-        )
-        namespaces = sorted(item.metadata.namespace for item in listing.items)
-        return namespaces[0] if namespaces else None
+        """The namespace of a cluster's kubeconfig secret, for a tombstone after a restart.
+
+        Tried in order, each skipped when RBAC forbids it (403): the secret by name in each
+        of `fleet_namespaces` (get); the Cluster API Cluster of that name, cluster-wide
+        (list clusters); the secret by name, cluster-wide (list secrets).
+        """
+        name = kubeconfig_secret_name(cluster)
+        for namespace in self.fleet_namespaces:
+            if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=self.policy):
+                return namespace
+        if self.fleet_namespaces:
+            return None
+        custom, core = CustomObjectsApi(management), CoreV1Api(management)
+        lookups: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = []
+        for version in ("v1beta2", "v1beta1"):
+
+            async def clusters(version: str = version) -> list[str]:
+                listing = await call(
+                    custom.list_cluster_custom_object,
+                    "cluster.x-k8s.io",
+                    version,
+                    "clusters",
+                    field_selector=f"metadata.name={cluster}",
+                    policy=self.policy,
+                    what=f"find the Cluster {cluster}",
+                )
+                return [item["metadata"]["namespace"] for item in listing.get("items") or []]
+
+            lookups.append((f"cluster.x-k8s.io/{version} Clusters", clusters))
+
+        async def secrets() -> list[str]:
+            listing = await call(
+                core.list_secret_for_all_namespaces,
+                field_selector=f"metadata.name={name}",
+                policy=self.policy,
+                what=f"find the kubeconfig secret of {cluster}",
+            )
+            return [item.metadata.namespace for item in listing.items]
+
+        lookups.append(("secrets", secrets))
+        forbidden = []
+        for what, lookup in lookups:
+            try:
+                namespaces = await lookup()
+            except ApiException as error:
+                if error.status not in (403, 404):
+                    raise
+                if error.status == 403:
+                    forbidden.append(what)
+                continue
+            for namespace in sorted(namespaces):
+                if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=self.policy):
+                    return namespace
+        if forbidden:
+            log.warning(
+                "ProxyAssemblage %s: removed, but the namespace of %s is unknown since the applier started "
+                "and listing %s is forbidden; its objects in the workload cluster stay. Give the applier the "
+                "fleet namespaces to find the secret by name.",
+                cluster,
+                name,
+                " and ".join(forbidden),
+            )
+        return None
 
     async def _sync_objects(
         self, api: ApiClient, target: _Target, objects: list[dict[str, Any]], label: str
@@ -439,8 +510,10 @@ class KubernetesSink:
                 policy=self.policy,
                 what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
             )
+            # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
+            after = ((result or {}).get("metadata") or {}).get("resourceVersion")
             before = existing.pop(key, None)
-            if before is not None and before == (result.get("metadata") or {}).get("resourceVersion"):
+            if before is not None and before == after:
                 unchanged += 1
             else:
                 written += 1

@@ -11,6 +11,7 @@ on it:
   `projections/crds` (Flux sources and Kustomizations, Cluster API Clusters v1beta1 and
   v1beta2). All versions of a CRD share one store; an object is returned in the version it
   was written in (no conversion — the watcher reads both shapes anyway).
+- discovery of a group version (`GET /apis/<group>/<version>`: its APIResourceList).
 - create (POST), get, list (all namespaces or one, `labelSelector`, `fieldSelector` on
   `metadata.name`/`metadata.namespace`), replace (PUT), JSON merge patch, delete.
 - server-side apply (`application/apply-patch+yaml`, `fieldManager` required, `force`):
@@ -470,7 +471,44 @@ class KubeAPIServer:
             raise APIError(404, "NotFound", "the server could not find the requested resource")
         return resource, version, namespace, name, subresource
 
+    def _discovery(self, path: str) -> web.Response | None:
+        """`GET /apis/<group>/<version>` (or `/api/v1`): the APIResourceList of a served version."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["apis"] and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        elif parts == ["api", "v1"]:
+            group, version = "", "v1"
+        else:
+            return None
+        served = [r for r in self.resources.values() if r.group == group and version in r.versions]
+        if not served:
+            raise APIError(404, "NotFound", "the server could not find the requested resource")
+        resources = []
+        for r in served:
+            verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+            singular = r.kind.lower()
+            resources.append(
+                {"name": r.plural, "singularName": singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs}
+            )
+            if r.status_subresource:
+                resources.append(
+                    {
+                        "name": f"{r.plural}/status",
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": r.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+        return web.json_response(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "/".join(parts[1:]), "resources": resources}
+        )
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            discovery = self._discovery(request.path)
+            if discovery is not None:
+                return discovery
         resource, version, namespace, name, subresource = self._route(request.path)
         query = request.query
         method = request.method
@@ -526,6 +564,20 @@ class KubeAPIServer:
                 raise APIError(400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
             raise APIError(415, "UnsupportedMediaType", f"the test server does not implement {content_type}")
         raise APIError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def unserve(self, group: str, version: str) -> None:
+        """Stop serving one version of a group (e.g. an older Cluster API without v1beta2)."""
+        for key, r in list(self.resources.items()):
+            if r.group == group and version in r.versions:
+                self.resources[key] = ResourceType(
+                    r.group,
+                    tuple(v for v in r.versions if v != version),
+                    r.plural,
+                    r.kind,
+                    r.namespaced,
+                    r.status_subresource,
+                    r.custom,
+                )
 
     @staticmethod
     async def _body(request: web.Request) -> dict[str, Any]:
@@ -820,9 +872,7 @@ class KubeAPIServer:
         result, _ = self._commit(resource, stored, obj, owners, operations)
         return web.json_response(result.render())
 
-    def _write_status(
-        self, resource: ResourceType, key: tuple[str, str], body: Any, *, replace: bool
-    ) -> web.Response:
+    def _write_status(self, resource: ResourceType, key: tuple[str, str], body: Any, *, replace: bool) -> web.Response:
         stored = self._existing(resource, key)
         if not isinstance(body, dict):
             raise APIError(400, "BadRequest", "the body must be an object")

@@ -53,18 +53,7 @@ class Pending:
     command: bool = False  # the subcommand itself is not registered yet
 
 
-PENDING: dict[tuple[str, ...], Pending] = {
-    ("watch-clusters",): Pending(
-        command=True,
-        options={
-            "--namespace": True,
-            "--loglevel": True,
-            "--log-format": True,
-            "--web-port": True,
-        },
-        env=frozenset({"ROLLOUT_BOOTSTRAP_SERVERS", "ROLLOUT_TOPIC_PREFIX"}) | KAFKA_SECURITY_ENV,
-    ),
-}
+PENDING: dict[tuple[str, ...], Pending] = {}
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:

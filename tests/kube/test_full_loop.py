@@ -1,0 +1,141 @@
+"""The whole loop on the real broker and over real HTTP: a two-stage Module, a real
+`rollout worker`, a real `rollout applier --sink kubernetes` (with its status reporter)
+against Kubernetes API test servers — one management cluster holding the kubeconfig
+secrets, one server per workload cluster. The test plays Flux: it flips Kustomization
+statuses in the workload clusters, and checks that the second stage reaches the clusters
+only after the first stage's cluster reported success, and that the rollout completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollout.events import ClusterObserved, ModuleApplied
+from rollout.manifests import MANIFEST_ADAPTER
+from streams import client
+from tests.integration.stack import Stack, free_port
+from tests.kube.apiserver import KubeAPIServer
+from tests.kube.conftest import eventually, put_kubeconfig_secret
+from tests.kube.test_status import SHA1, flux_status, set_status
+
+pytestmark = pytest.mark.integration
+CLUSTERS = ("c1", "c2", "c3", "c4")
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[tuple[KubeAPIServer, dict[str, KubeAPIServer]]]:
+    management = await KubeAPIServer("management").start()
+    workloads = {name: await KubeAPIServer(name).start() for name in CLUSTERS}
+    for name, server in workloads.items():
+        await put_kubeconfig_secret(management, name, server.kubeconfig_yaml())
+    yield management, workloads
+    for server in (management, *workloads.values()):
+        await server.stop()
+
+
+def manifest(document: dict[str, Any]) -> Any:
+    return MANIFEST_ADAPTER.validate_python({"apiVersion": "rollout.dev/v1alpha1", **document})
+
+
+async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
+    fleet: tuple[KubeAPIServer, dict[str, KubeAPIServer]], kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    management, workloads = fleet
+    stack = await asyncio.to_thread(Stack, kafka_bootstrap, tmp_path)
+    kubeconfig = tmp_path / "management.kubeconfig"
+    kubeconfig.write_text(management.kubeconfig_yaml())
+    try:
+        await asyncio.to_thread(stack.start_worker)
+        stack.applier = stack._spawn(
+            "applier",
+            "applier",
+            "--sink",
+            "kubernetes",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            "fleet",
+            "--web-port",
+            str(free_port()),
+        )
+        clusters = [
+            ClusterObserved(
+                cluster=manifest(
+                    {
+                        "kind": "Cluster",
+                        "metadata": {
+                            "name": name,
+                            "namespace": "fleet",
+                            "labels": {"ring": "canary" if i == 0 else "wave"},
+                        },
+                        "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+                    }
+                )
+            )
+            for i, name in enumerate(CLUSTERS)
+        ]
+        await client.publish(kafka_bootstrap, stack.topics.clusters, [(c.cluster.name, c.to_bytes()) for c in clusters])
+        module = ModuleApplied(
+            module=manifest(
+                {
+                    "kind": "Module",
+                    "metadata": {"name": "podinfo", "namespace": "fleet"},
+                    "spec": {
+                        "selector": {},
+                        "sync": {
+                            "source": {
+                                "git": {"url": "https://github.com/stefanprodan/podinfo", "version": {"tag": "6.7.0"}}
+                            },
+                            "package": {
+                                "kustomize": {"path": "./kustomize", "substitute": {"CLUSTER": "$(CLUSTER_NAME)"}}
+                            },
+                        },
+                        "rollout": {
+                            "stages": [
+                                {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+                                {"name": "wave", "maxConcurrency": 2},
+                            ]
+                        },
+                    },
+                }
+            )
+        )
+        await client.publish(kafka_bootstrap, stack.topics.intents, [("podinfo", module.to_bytes())])
+
+        def kustomization(name: str) -> dict[str, Any] | None:
+            return workloads[name].object("kustomizations", "flux-system", f"podinfo-{name}")
+
+        canary = await eventually(lambda: kustomization("c1"), timeout=90, interval=0.2)
+        assert canary["spec"]["postBuild"]["substitute"] == {"CLUSTER": "c1"}
+        assert workloads["c1"].object("gitrepositories", "flux-system", "podinfo-c1")["spec"]["ref"] == {"tag": "6.7.0"}
+        await asyncio.sleep(3)
+        assert [kustomization(n) for n in ("c2", "c3", "c4")] == [None, None, None], "wave started before the canary"
+
+        await set_status(workloads["c1"], "flux-system", "podinfo-c1", flux_status(f"6.7.0@sha1:{SHA1}"))
+        # the wave moves two at a time (maxConcurrency 2): c4 waits for one of c2, c3
+        await eventually(lambda: kustomization("c2") and kustomization("c3"), timeout=90, interval=0.2)
+        await asyncio.sleep(2)
+        assert kustomization("c4") is None, "more than maxConcurrency clusters updating"
+        await set_status(workloads["c2"], "flux-system", "podinfo-c2", flux_status(f"6.7.0@sha1:{SHA1}"))
+        await eventually(lambda: kustomization("c4"), timeout=90, interval=0.2)
+
+        for name in ("c3", "c4"):
+            await set_status(workloads[name], "flux-system", f"podinfo-{name}", flux_status(f"6.7.0@sha1:{SHA1}"))
+
+        async def phase() -> str | None:
+            status = (await client.read_latest(kafka_bootstrap, stack.topics.module_status)).get("podinfo")
+            return status["phase"] if status and status["phase"] == "Complete" else None
+
+        assert await eventually(phase, timeout=90, interval=0.5) == "Complete"
+        decisions = [r.json() for r in await client.read_all(kafka_bootstrap, stack.topics.decisions)]
+        order = [(d["action"], d.get("cluster")) for d in decisions if d["action"] in ("assign", "succeeded")]
+        assert order[:2] == [("assign", "c1"), ("succeeded", "c1")]
+        # nothing reached the management cluster: proxy syncs live inside the workload clusters
+        assert management.objects("kustomizations") == []
+    finally:
+        await asyncio.to_thread(stack.stop)
