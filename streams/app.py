@@ -146,6 +146,10 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
         broker_commit_every=500,
         broker_commit_interval=1.0,
         stream_wait_empty=True,
+        # A killed worker's partitions move after 15 s rather than Faust's 60 s; heartbeats
+        # run on the consumer thread, so slow events do not make a live worker look dead.
+        broker_session_timeout=15.0,
+        broker_heartbeat_interval=3.0,
         **({"broker_credentials": credentials} if credentials is not None else {}),
     )
     processed: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset handled
