@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from projections.sinks import Sink, SinkResult
 from rollout.assemblages import Assemblage
@@ -89,6 +90,10 @@ async def run_applier(
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        # Range assignment gives partition p of both projection topics to the same replica:
+        # a cluster's RemoteAssemblage and ProxyAssemblage share a key, hence a partition,
+        # so each cluster is handled by exactly one replica.
+        partition_assignment_strategy=(RangePartitionAssignor,),
         **security,
     )
     consumer.subscribe(list(kinds), listener=Assignment())
