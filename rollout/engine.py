@@ -273,6 +273,8 @@ class RolloutEngine:
             if goal is None or target.status == "succeeded":
                 return "succeeded"
             return "failed" if target.status == "failed" else "updating"
+        if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
+            return "succeeded"  # unstaged and never given anything: a rollback has nothing to undo
         if not target.ready and record.mode == "rollout":
             return "not_ready"
         return "pending"
@@ -446,9 +448,9 @@ class RolloutEngine:
             return  # the same manifest again: at-least-once delivery, nothing to do
         record.spec = manifest.spec
         record.namespace = manifest.metadata.namespace
-        if record.stage_index >= len(stages_of(record)):
-            # the strategy lost stages the rollout had reached: it passed every stage that is
-            # left but the last, which runs now
+        if record.stage_index >= len(stages_of(record)) or (not new_sync and self._completed(record)):
+            # the strategy lost stages the rollout had reached, or the rollout is complete:
+            # every stage but the last is passed, and the last runs (for late joiners)
             record.stage_index = len(stages_of(record)) - 1
             record.stage_started = True
             record.stage_completed_at = None
@@ -469,7 +471,7 @@ class RolloutEngine:
             record.stage_started = False
             record.stage_completed_at = None
             record.approvals = []
-
+            record.phase = "Progressing"  # not Complete/RolledBack any more: _advance settles it
             note = f" (supersedes the rollout of {previous})" if superseded is not None else ""
             self._decide(
                 record,
@@ -593,6 +595,7 @@ class RolloutEngine:
     def _on_cluster_changed(
         self, cluster: str, previous: ClusterFacts | None, facts: ClusterFacts | None, out: Outcome
     ) -> None:
+        moved_namespace = previous is not None and facts is not None and previous.namespace != facts.namespace
         bindings_changed = (
             previous is not None
             and facts is not None
@@ -605,8 +608,10 @@ class RolloutEngine:
             record = stored.model_copy(deep=True)
             self._refresh_membership(record, {cluster}, out)
             target = self.targets.get(target_key(name, cluster))
-            if bindings_changed and target is not None and target.assigned is not None and record.spec.bindings:
-                # the cluster's labels feed its bindings: re-send its expanded sync
+            resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
+            if resend and target is not None and target.assigned is not None:
+                # the cluster's labels feed its bindings, its namespace CLUSTER_NAMESPACE and
+                # its assemblage's place: re-send its expanded sync
                 out.assignments.append(
                     Assignment(
                         cluster=cluster,
@@ -614,7 +619,9 @@ class RolloutEngine:
                         module=name,
                         assemblage=ASSEMBLAGE_FOR[record.kind],
                         sync=self._assigned_sync(record, target.assigned, facts),
-                        reason="cluster labels changed: bindings re-expanded",
+                        reason="cluster namespace changed: sync re-sent"
+                        if moved_namespace
+                        else "cluster labels changed: bindings re-expanded",
                     )
                 )
             self._advance(record, out)
@@ -950,7 +957,7 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
     for index, stage in enumerate(stages):
         counts = record.counts.get(stage.name, StageCounts())
         members = counts.members
-        if index < record.stage_index or (record.phase == "Complete"):
+        if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
             state = "Succeeded"
         elif index == record.stage_index:
             state = {"Soaking": "Soaking", "AwaitingApproval": "AwaitingApproval"}.get(

@@ -238,6 +238,7 @@ class Fleet:
         # (cluster, module) -> the sync record in that cluster's assemblage, and its kind
         self.assemblages: dict[tuple[str, str], AssignedSync] = {}
         self.assemblage_kind: dict[tuple[str, str], str] = {}
+        self.assemblage_namespace: dict[tuple[str, str], str] = {}
         self.module_status: dict[str, dict[str, Any] | None] = {}
         self.target_status: dict[str, dict[str, Any] | None] = {}
         self.check_each_event = True
@@ -268,9 +269,11 @@ class Fleet:
             if assignment.sync is None:
                 self.assemblages.pop(key, None)
                 self.assemblage_kind.pop(key, None)
+                self.assemblage_namespace.pop(key, None)
             else:
                 self.assemblages[key] = assignment.sync
                 self.assemblage_kind[key] = assignment.assemblage
+                self.assemblage_namespace[key] = assignment.cluster_namespace
         self.decisions += outcome.decisions
         self.rejections += outcome.rejections
         self.module_status.update(outcome.module_status)
@@ -431,7 +434,10 @@ def given(*items: Any, at: float | None = T0) -> Fleet:
 
 
 def _round_trip(mapping: dict[str, Any], model: Any) -> dict[str, Any]:
-    return {key: model.model_validate(json.loads(json.dumps(value.model_dump(mode="json")))) for key, value in mapping.items()}
+    return {
+        key: model.model_validate(json.loads(json.dumps(value.model_dump(mode="json"))))
+        for key, value in mapping.items()
+    }
 
 
 # --- consistency of the stored state ----------------------------------------------------
@@ -446,6 +452,8 @@ def expected_category(record: ModuleRecord, target: Target) -> str:
         if goal is None or target.status == "succeeded":
             return "succeeded"
         return "failed" if target.status == "failed" else "updating"
+    if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
+        return "succeeded"  # unstaged, never given anything: nothing for a rollback to undo
     if not target.ready and record.mode == "rollout":
         return "not_ready"
     return "pending"
@@ -514,9 +522,12 @@ def check_consistency(fleet: Fleet) -> None:
                 assert key in fleet.assemblages, f"{found.cluster} was never sent {name}"
                 assert fleet.assemblages[key].revision == record.revisions[found.assigned].revision
                 assert fleet.assemblage_kind[key] == ASSEMBLAGE_FOR[record.kind]
+                assert fleet.assemblage_namespace[key] == facts.namespace, f"{found.cluster}: stale namespace"
         for cluster_name, facts in fleet.clusters.items():
             if selects(record.spec.selector, facts.labels):
-                assert target_key(name, cluster_name) in fleet.targets, f"{cluster_name} matches {name} but is no member"
+                assert target_key(name, cluster_name) in fleet.targets, (
+                    f"{cluster_name} matches {name} but is no member"
+                )
     for cluster_name, module_name in fleet.assemblages:
         assert target_key(module_name, cluster_name) in fleet.targets, (
             f"{cluster_name} holds {module_name} but is not a member of it"

@@ -23,7 +23,6 @@ from tests.rollout.builders import (
     tick,
 )
 
-
 # --- membership ---------------------------------------------------------------------------
 
 
@@ -207,6 +206,18 @@ def test_pinned_cluster_is_not_rolled_back() -> None:
     assert fleet.assigned("app") == {"a": "v2", "b": "v1"}
 
 
+def test_unpinned_cluster_follows_its_stage_revision_at_once() -> None:
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", stage("canary", {"ring": "canary"})))
+    fleet.succeed("app", "c1")
+    fleet.pin("app", "w1")
+    fleet.apply(cluster("w1", {"ring": "wave"}))
+    fleet.apply(module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave")))
+    fleet.apply(module("app", {}, "v2", stage("canary", {"ring": "canary"}), stage("wave")))
+    assert fleet.revision("app", "w1") is None
+    fleet.unpin("app", "w1")
+    assert fleet.revision("app", "w1") == "v1"  # its stage has not started: it runs stable
+
+
 def test_cluster_pinned_before_it_joins_gets_nothing() -> None:
     fleet = given(module("app", {}, "v1"))
     fleet.pin("app", "late")
@@ -295,8 +306,17 @@ def test_label_change_re_expands_bindings_of_the_assigned_revision() -> None:
     assert fleet.revision("app", "a") == "v1"
 
 
+def test_cluster_namespace_change_re_sends_its_syncs() -> None:
+    fleet = given(cluster("a", namespace="fleet"), module("app", {}, "v1", substitute={"NS": "$(CLUSTER_NAMESPACE)"}))
+    fleet.apply(cluster("a", namespace="moved"))
+    assert fleet.assemblage_namespace[("a", "app")] == "moved"
+    assert fleet.assemblages[("a", "app")].sync.package.kustomize.substitute == {"NS": "moved"}
+
+
 def test_changing_bindings_is_a_new_generation() -> None:
-    fleet = given(cluster("a"), module("app", {}, "v1", bindings=[{"name": "X", "value": "1"}], substitute={"X": "$(X)"}))
+    fleet = given(
+        cluster("a"), module("app", {}, "v1", bindings=[{"name": "X", "value": "1"}], substitute={"X": "$(X)"})
+    )
     fleet.succeed("app", "a")
     fleet.apply(module("app", {}, "v1", bindings=[{"name": "X", "value": "2"}], substitute={"X": "$(X)"}))
     assert fleet.record("app").target == 2

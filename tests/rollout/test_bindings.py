@@ -60,7 +60,9 @@ def test_unknown_references_and_flux_syntax_pass_through() -> None:
 
 
 def test_expansion_is_a_single_pass() -> None:
-    bound = values({"name": "OWNER", "fromAnnotation": "injected"}, {"name": "A", "value": "$(B)"}, {"name": "B", "value": "b"})
+    bound = values(
+        {"name": "OWNER", "fromAnnotation": "injected"}, {"name": "A", "value": "$(B)"}, {"name": "B", "value": "b"}
+    )
     assert bound["OWNER"] == "$(CLUSTER_NAME)"
     assert expand("$(OWNER)", bound) == "$(CLUSTER_NAME)"
     assert expand("$(A)", bound) == "$(B)"
@@ -70,7 +72,9 @@ def test_expand_sync_touches_only_substitute_values() -> None:
     sync = Sync.model_validate(
         {
             "source": {"git": {"url": "https://github.com/example/app", "version": {"tag": "v1"}}},
-            "package": {"kustomize": {"path": "./$(CLUSTER_NAME)", "substitute": {"NAME": "$(CLUSTER_NAME)", "X": "$$"}}},
+            "package": {
+                "kustomize": {"path": "./$(CLUSTER_NAME)", "substitute": {"NAME": "$(CLUSTER_NAME)", "X": "$$"}}
+            },
         }
     )
     expanded = expand_sync(sync, values())

@@ -261,6 +261,17 @@ def test_rollback_reaches_not_ready_and_unstaged_members() -> None:
     assert fleet.revision("app", "wave-1") == "v1"
 
 
+def test_rollback_leaves_unstaged_members_that_had_nothing_alone() -> None:
+    fleet = completed("v1")
+    fleet.apply(cluster("stray", {"ring": "none"}))
+    assert fleet.revision("app", "stray") is None  # unstaged: never rolled out
+    fleet.apply(app("v2"))
+    fleet.rollback("app")
+    assert fleet.revision("app", "stray") is None  # nothing to undo: still not rolled out
+    fleet.succeed_all("app", "v1")
+    assert fleet.phase("app") == "RolledBack"
+
+
 def test_progress_deadline_turns_updating_into_failed() -> None:
     fleet = given(*ring_clusters(), app(deadline="10m"))
     fleet.succeed("app", "canary-1")
@@ -389,9 +400,8 @@ def test_new_revision_supersedes_and_restarts_from_first_stage() -> None:
     assert fleet.on("app", "v2") == [*CANARIES, "wave-1", "wave-2"]
     fleet.pause("app")
     fleet.apply(app("v3", wave={"concurrency": 2}))
-    assert "supersedes the rollout of v2" in fleet.record("app").last_reason or any(
-        "supersedes the rollout of v2" in d.reason for d in fleet.decisions
-    )
+    [superseding] = [d for d in fleet.last.decisions if d.action == "new-revision"]
+    assert "supersedes the rollout of v2" in superseding.reason
     assert fleet.phase("app") == "Paused"  # a pause stays
     assert fleet.assigned("app") == {  # nobody is rolled back
         "canary-1": "v2",
@@ -445,6 +455,16 @@ def test_strategy_change_to_fewer_stages_continues_from_the_last_one() -> None:
     fleet.apply(module("app", {}, "v1", stage("canary", CANARY)))
     assert fleet.phase("app") == "Complete"
     assert fleet.counts("app", "-")["members"] == 4
+
+
+def test_stage_added_after_complete_gets_the_stable_revision() -> None:
+    fleet = given(*ring_clusters(), module("app", {}, "v1", stage("canary", CANARY)))
+    fleet.succeed("app", *CANARIES)
+    assert fleet.phase("app") == "Complete"
+    assert all(fleet.revision("app", w) is None for w in WAVES)  # unstaged
+    fleet.apply(app("v1"))
+    assert fleet.phase("app") == "Complete"
+    assert fleet.on("app", "v1") == CANARIES + WAVES
 
 
 def test_restart_mid_rollout_continues_with_cold_indexes() -> None:
