@@ -169,23 +169,41 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
     engine_table = app.Table("engine", partitions=partitions, key_type=str, value_type=None)
     assemblage_table = app.Table("assemblages", partitions=partitions, key_type=str, value_type=None)
     engines: dict[int, RolloutEngine] = {}
+    views: dict[int, tuple[Any, ...]] = {}
 
     def engine_for(partition: int) -> RolloutEngine:
         engine = engines.get(partition)
         if engine is None:
+            # commit order: targets, modules, clusters, clock — derived state before the facts
+            # it derives from, so that a crash mid-commit leaves the facts to be re-applied
+            targets = ModelView(engine_table, f"{partition}:target:", Target)
+            modules = ModelView(engine_table, f"{partition}:module:", ModuleRecord)
+            clusters = ModelView(engine_table, f"{partition}:cluster:", ClusterFacts)
+            clock = FloatView(engine_table, f"{partition}:clock:")
             engine = RolloutEngine(
-                clusters=ModelView(engine_table, f"{partition}:cluster:", ClusterFacts),
-                modules=ModelView(engine_table, f"{partition}:module:", ModuleRecord),
-                targets=ModelView(engine_table, f"{partition}:target:", Target),
-                clock=FloatView(engine_table, f"{partition}:clock:"),
-                partition=partition,
+                clusters=clusters, modules=modules, targets=targets, clock=clock, partition=partition
             )
             engines[partition] = engine
+            views[partition] = (targets, modules, clusters, clock)
         return engine
+
+    async def settle() -> None:
+        """Wait until everything produced so far is acknowledged by the broker.
+
+        Faust's own flush gives up on its buffer after 0.1 s, and it commits offsets right
+        after — so without this, a SIGKILL can lose messages of events whose offsets were
+        committed. Settling before taking the next event means no committed event has
+        unacknowledged outputs or state.
+        """
+        buffer = app.producer.buffer
+        while buffer.size:
+            await buffer.flush()
+        await app.producer.flush()
 
     @app.on_partitions_revoked.connect
     async def forget_engines(sender: Any, *args: Any, **kwargs: Any) -> None:
         engines.clear()  # derived indexes and caches are rebuilt from the tables
+        views.clear()
         health.recovered = False
 
     @app.on_partitions_assigned.connect
@@ -216,6 +234,7 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
                 await outputs["dead_letters"].send(
                     key=message.key, value=dead_letter(rejected.reason, message, "router")
                 )
+                await settle()
                 continue
             key = journal_key(parsed).encode()
             if isinstance(parsed, BROADCAST):
@@ -223,6 +242,7 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
                     await journal.send(key=key, value=event.value, partition=partition)
             else:
                 await journal.send(key=key, value=event.value)
+            await settle()
 
     @app.agent(journal)
     async def decide(stream: Any) -> None:
@@ -236,9 +256,14 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
                 await outputs["dead_letters"].send(
                     key=message.key, value=dead_letter(rejected.reason, message, "decider")
                 )
+                await settle()
                 continue
             outcome = engine_for(message.partition).handle(parsed)
             await publish(outcome, message)
+            await settle()  # outputs acknowledged first ...
+            for view in views[message.partition]:
+                view.commit()  # ... then the state that implies them
+            await settle()
 
     async def publish(outcome: Outcome, message: Any) -> None:
         for assignment in outcome.assignments:
@@ -275,7 +300,9 @@ def create_app(settings: Settings, *, metrics: Metrics | None = None, health: He
                 await send_json(role, cluster, document)
                 metrics.snapshots.labels(kind, "snapshot" if snapshot is not None else "tombstone").inc()
             if publications:
+                await settle()
                 assemblage_table[assignment.cluster] = updated.model_dump(mode="json")
+                await settle()
 
     app.observability = (
         ObservabilityServer(port=settings.web_port, metrics=metrics, health=health),

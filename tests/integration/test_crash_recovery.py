@@ -7,6 +7,7 @@ the same projections."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 import time
@@ -54,7 +55,7 @@ def module(name: str, tag: str) -> ModuleApplied:
     )
 
 
-@pytest.mark.parametrize("round_", [1, 2, 3])
+@pytest.mark.parametrize("round_", range(1, int(os.environ.get("ROLLOUT_CRASH_ROUNDS", "3")) + 1))
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, tmp_path: Path, round_: int) -> None:
     stack = Stack(kafka_bootstrap, tmp_path, partitions=2, tick_interval=0.5)
     try:
@@ -83,7 +84,13 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(kafka_bootstrap: str, t
             remote = stack.latest("remote")
             return len(remote) == FLEET and all(s["spec"]["syncs"][0]["revision"] == "1.1.0" for s in remote.values())
 
-        wait_for("every cluster on 1.1.0", converged, timeout=120)
+        try:
+            wait_for("every cluster on 1.1.0", converged, timeout=120)
+        except AssertionError:
+            remote = stack.latest("remote")
+            stale = sorted(c for c, s in remote.items() if s["spec"]["syncs"][0]["revision"] != "1.1.0")
+            missing = sorted({f"k-{i:03d}" for i in range(FLEET)} - set(remote))
+            raise AssertionError(f"prefix {stack.prefix}: missing {missing}, not on 1.1.0: {stale}") from None
         seen: dict[tuple[str, int], str] = {}
         for record in stack.records("remote"):
             if record.value is None:
