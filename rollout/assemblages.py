@@ -65,6 +65,3 @@ class Assemblage(BaseModel):
     @property
     def cluster(self) -> str:
         return self.metadata.name
-
-    def sync_for(self, module: str) -> AssignedSync | None:
-        return next((s for s in self.spec.syncs if s.module == module), None)

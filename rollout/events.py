@@ -123,8 +123,6 @@ class Tick(EventBase):
     now: float  # seconds since the epoch
 
 
-IntentEvent = Annotated[ModuleApplied | ModuleDeleted | RolloutCommanded, Field(discriminator="type")]
-ClusterEvent = Annotated[ClusterObserved | ClusterRemoved, Field(discriminator="type")]
 InputEvent = Annotated[
     ModuleApplied | ModuleDeleted | RolloutCommanded | ClusterObserved | ClusterRemoved | SyncStatusReported | Tick,
     Field(discriminator="type"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import json
 import time
 from typing import Any
 
@@ -222,7 +221,3 @@ def print_plan(plan: Any) -> None:
     if plan.unstaged:
         console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
     console.print(f"  not selected: {plan.not_selected} cluster(s)")
-
-
-def dumps(document: Any) -> str:
-    return json.dumps(document, indent=2, sort_keys=True)
