@@ -95,6 +95,11 @@ def _dump(objects: list[dict[str, Any]]) -> bytes:
 class DirectorySink:
     """Keeps `<root>` equal to the latest assemblage snapshots; see the module docstring."""
 
+    # The directory is a projection of the compacted topics, not a consumer with memory:
+    # whatever the group's committed offsets, every assigned partition is read from the
+    # start, so a new or emptied directory is filled again (unchanged files are not rewritten).
+    replay_on_assignment = True
+
     def __init__(self, root: Path, renderer: FluxRenderer) -> None:
         self.root = Path(root)
         self.renderer = renderer

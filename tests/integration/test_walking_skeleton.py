@@ -184,3 +184,21 @@ def test_status_shows_stages_and_latest_decisions(stack: Stack) -> None:
 def test_files_survive_as_written_by_an_atomic_sink(stack: Stack) -> None:
     leftovers = [p for p in Path(stack.out).rglob("*") if p.name.startswith(".") and p.suffix == ".tmp"]
     assert leftovers == []
+
+
+def test_a_new_applier_on_an_empty_directory_writes_the_whole_fleet_again(stack: Stack, tmp_path: Path) -> None:
+    """Same consumer group, committed offsets at the end: the directory still gets filled."""
+    expected = stack.files()
+    assert stack.applier is not None
+    stack.applier.terminate()
+    assert stack.applier.wait(timeout=60) == 0
+    other = tmp_path / "fresh-out"
+    applier = stack._spawn("applier-2", "applier", "--sink", f"dir:{other}", "--web-port", "0")
+    try:
+        wait_for(
+            "the fresh directory to hold the whole fleet",
+            lambda: other.exists() and {str(p.relative_to(other)) for p in other.rglob("*.yaml")} == expected,
+        )
+    finally:
+        applier.terminate()
+        applier.wait(timeout=60)
