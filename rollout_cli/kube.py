@@ -38,6 +38,7 @@ from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
+from rollout_cli.options import Context, kafka_options, web_options
 from streams.observability import (
     BROKER_STALE_AFTER,
     BrokerProbe,
@@ -197,57 +198,21 @@ async def run_watch_clusters(
     multiple=True,
     help="Namespace of Cluster API clusters to watch (repeatable; default: all namespaces).",
 )
-@click.option(
-    "--bootstrap-servers",
-    envvar="ROLLOUT_BOOTSTRAP_SERVERS",
-    default=None,
-    help="Kafka bootstrap servers (env ROLLOUT_BOOTSTRAP_SERVERS; default: the local broker).",
-)
-@click.option(
-    "--topic-prefix",
-    envvar="ROLLOUT_TOPIC_PREFIX",
-    default=DEFAULT_PREFIX,
-    show_default=True,
-    help="Prefix of every topic name (env ROLLOUT_TOPIC_PREFIX).",
-)
-@click.option(
-    "--web-port",
-    envvar="ROLLOUT_WEB_PORT",
-    default=DEFAULT_WATCHER_PORT,
-    show_default=True,
-    type=int,
-    help="Port of /metrics, /healthz, /readyz; 0 turns them off (env ROLLOUT_WEB_PORT).",
-)
-@click.option(
-    "--log-format",
-    envvar="ROLLOUT_LOG_FORMAT",
-    default="text",
-    show_default=True,
-    type=click.Choice(["text", "json"]),
-    help="Log lines for humans or for a log pipeline.",
-)
-@click.option(
-    "--loglevel",
-    envvar="ROLLOUT_LOGLEVEL",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
-)
+@web_options(DEFAULT_WATCHER_PORT)
+@kafka_options
 def watch_clusters(
+    ctx: Context,
     kubeconfig: str | None,
     context: str | None,
     namespaces: tuple[str, ...],
-    bootstrap_servers: str | None,
-    topic_prefix: str,
     web_port: int,
     log_format: str,
     loglevel: str,
 ) -> None:
     """Publish Cluster API clusters of the management cluster as fleet clusters, until stopped."""
-    from rollout_cli.main import resolve_bootstrap
-
     logging.config.dictConfig(logging_config(log_format, loglevel))
-    bootstrap = resolve_bootstrap(bootstrap_servers)
+    bootstrap = ctx.bootstrap
+    topic_prefix = ctx.prefix
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -9,7 +9,6 @@ broker `rollout kafka start` (or `rollout up`) recorded.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable
@@ -31,85 +30,14 @@ from rollout.manifests import ManifestError, check_dns1123_label, load_manifest_
 from rollout_cli import views
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.kube import watch_clusters
-from streams import client
-from streams.settings import DEFAULT_PREFIX
-from streams.topics import TopicNames
-
-
-def fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def resolve_bootstrap(given: str | None) -> str:
-    if given:
-        return given
-    from streams.localkafka import discover_bootstrap
-
-    found = discover_bootstrap()
-    if found is None:
-        fail(
-            "no Kafka broker: pass --bootstrap-servers (or set ROLLOUT_BOOTSTRAP_SERVERS), "
-            "or start the local one with `rollout kafka start` / `rollout up`"
-        )
-    return found  # type: ignore[return-value]
-
-
-class Context:
-    def __init__(self, bootstrap: str | None, prefix: str) -> None:
-        self._bootstrap = bootstrap
-        self.prefix = prefix
-        self.topics = TopicNames(prefix)
-
-    @functools.cached_property
-    def bootstrap(self) -> str:
-        return resolve_bootstrap(self._bootstrap)
-
-    def publish(self, topic: str, messages: list[tuple[str, bytes | None]]) -> None:
-        try:
-            client.run(client.publish(self.bootstrap, topic, messages))
-        except Exception as error:
-            fail(f"cannot publish to {topic} at {self.bootstrap}: {error}")
-
-    def latest(self, topic: str) -> dict[str, Any]:
-        try:
-            return client.run(client.read_latest(self.bootstrap, topic))
-        except LookupError as error:
-            fail(str(error))
-        except Exception as error:
-            fail(f"cannot read {topic} at {self.bootstrap}: {error}")
-        return {}
-
-    def records(self, topic: str) -> list[client.Record]:
-        try:
-            return client.run(client.read_all(self.bootstrap, topic))
-        except LookupError as error:
-            fail(str(error))
-        except Exception as error:
-            fail(f"cannot read {topic} at {self.bootstrap}: {error}")
-        return []
-
-
-def kafka_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    @click.option(
-        "--bootstrap-servers",
-        envvar="ROLLOUT_BOOTSTRAP_SERVERS",
-        default=None,
-        help="Kafka bootstrap servers, host:port[,host:port] (env ROLLOUT_BOOTSTRAP_SERVERS; "
-        "default: the local broker).",
-    )
-    @click.option(
-        "--topic-prefix",
-        envvar="ROLLOUT_TOPIC_PREFIX",
-        default=DEFAULT_PREFIX,
-        show_default=True,
-        help="Prefix of every topic name (env ROLLOUT_TOPIC_PREFIX).",
-    )
-    @functools.wraps(command)
-    def wrapper(*args: Any, bootstrap_servers: str | None, topic_prefix: str, **kwargs: Any) -> Any:
-        return command(Context(bootstrap_servers, topic_prefix), *args, **kwargs)
-
-    return wrapper
+from rollout_cli.options import (
+    Context,
+    fail,
+    kafka_options,
+    partitions_option,
+    replication_option,
+    web_options,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -366,15 +294,8 @@ def topics() -> None:
 
 
 @topics.command("create")
-@click.option("--partitions", envvar="ROLLOUT_PARTITIONS", default=4, show_default=True, type=int)
-@click.option(
-    "--replication-factor",
-    envvar="ROLLOUT_REPLICATION_FACTOR",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Replication factor of created topics, Faust changelogs included (env ROLLOUT_REPLICATION_FACTOR).",
-)
+@partitions_option
+@replication_option
 @kafka_options
 def topics_create(ctx: Context, partitions: int, replication_factor: int) -> None:
     """Create every topic with its retention/compaction settings (idempotent)."""
@@ -390,14 +311,7 @@ def topics_create(ctx: Context, partitions: int, replication_factor: int) -> Non
 
 
 def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    command = click.option(
-        "--partitions",
-        envvar="ROLLOUT_PARTITIONS",
-        default=4,
-        show_default=True,
-        type=int,
-        help="Partitions of the journal/assignments topics (env ROLLOUT_PARTITIONS).",
-    )(command)
+    command = partitions_option(command)
     command = click.option(
         "--data-dir",
         envvar="ROLLOUT_DATA_DIR",
@@ -424,46 +338,10 @@ def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def web_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        command = click.option(
-            "--web-port",
-            envvar="ROLLOUT_WEB_PORT",
-            default=default_port,
-            show_default=True,
-            type=int,
-            help="Port of /metrics, /healthz, /readyz; 0 turns them off (env ROLLOUT_WEB_PORT).",
-        )(command)
-        command = click.option(
-            "--log-format",
-            envvar="ROLLOUT_LOG_FORMAT",
-            default="text",
-            show_default=True,
-            type=click.Choice(["text", "json"]),
-            help="Log lines for humans or for a log pipeline.",
-        )(command)
-        return click.option(
-            "--loglevel",
-            envvar="ROLLOUT_LOGLEVEL",
-            default="info",
-            show_default=True,
-            type=click.Choice(["debug", "info", "warning", "error"]),
-        )(command)
-
-    return decorate
-
-
 @cli.command()
 @worker_options
 @web_options(6066)
-@click.option(
-    "--replication-factor",
-    envvar="ROLLOUT_REPLICATION_FACTOR",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Replication factor of created topics, Faust changelogs included (env ROLLOUT_REPLICATION_FACTOR).",
-)
+@replication_option
 @kafka_options
 def worker(
     ctx: Context,
