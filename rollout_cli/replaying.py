@@ -116,8 +116,12 @@ def compare(
             )
     for module in sorted(set(module_status) | set(live_status)):
         replayed, live = module_status.get(module), live_status.get(module)
-        if replayed is None or live is None or _strip_time(replayed) != _strip_time(live):
-            report.differences.append(f"module status {module}: replayed {replayed is not None}, differs from live")
+        if replayed is None or live is None:
+            report.differences.append(f"module status {module}: only {'live' if replayed is None else 'replayed'}")
+        elif _strip_time(replayed) != _strip_time(live):
+            fields = sorted(k for k in replayed if k != "observedAt" and replayed.get(k) != live.get(k))
+            detail = "; ".join(f"{k}: replayed {replayed.get(k)!r}, live {live.get(k)!r}" for k in fields)
+            report.differences.append(f"module status {module} differs: {detail}")
     snapshots = refold_assignments(assignments)
     report.snapshots = sum(1 for v in snapshots.values() if v is not None)
     for (kind, cluster), snapshot in sorted(snapshots.items()):
