@@ -42,6 +42,8 @@ import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from rollout.manifests import DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE
+
 __all__ = [
     "CRDCatalog",
     "SchemaError",
@@ -52,10 +54,6 @@ __all__ = [
     "validate",
 ]
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _TOTAL_ANNOTATION_BYTES = 256 * 1024
@@ -271,9 +269,9 @@ def _check_qualified_key(key: Any) -> str | None:
     if not isinstance(key, str):
         return "key must be a string"
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         return f"key prefix {prefix!r} must be a DNS-1123 subdomain of at most 253 characters"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not LABEL_NAME.match(name):
         return (
             f"key name {name!r} must be 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
         )
@@ -289,7 +287,7 @@ def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem
     name = metadata.get("name")
     if name is None:
         problems.append(SchemaProblem("metadata.name", "required field is missing"))
-    elif not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+    elif not isinstance(name, str) or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
         problems.append(
             SchemaProblem(
                 "metadata.name",
@@ -303,7 +301,7 @@ def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem
             problems.append(SchemaProblem("metadata.namespace", "required field is missing (namespaced kind)"))
     elif not namespaced:
         problems.append(SchemaProblem("metadata.namespace", "must not be set: the kind is cluster-scoped"))
-    elif not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
+    elif not isinstance(namespace, str) or len(namespace) > 63 or not DNS1123_LABEL.match(namespace):
         problems.append(
             SchemaProblem(
                 "metadata.namespace",
@@ -323,7 +321,7 @@ def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem
                     problems.append(SchemaProblem(field, key_problem))
                 if not isinstance(value, str):
                     problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
-                elif len(value) > 63 or not _LABEL_VALUE.match(value):
+                elif len(value) > 63 or not LABEL_VALUE.match(value):
                     problems.append(
                         SchemaProblem(
                             field,

@@ -61,7 +61,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from projections import crds
 from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import check_dns1123_label, parse_duration
+from rollout.manifests import DNS1123_LABEL, check_dns1123_label, parse_duration
 
 __all__ = [
     "KUBECONFIG_SECRET_KEY",
@@ -89,7 +89,6 @@ BUILTIN_PREFIX = "builtin"
 
 _MAX_NAME = 63
 _HASH_CHARS = 10
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _COMMIT_PREFIX = re.compile(r"^(sha1|sha256):")
 
 
@@ -106,7 +105,7 @@ def object_name(module: str, cluster: str) -> str:
     distinct for distinct inputs in practice.
     """
     full = f"{module}-{cluster}"
-    if len(full) <= _MAX_NAME and _DNS1123_LABEL.match(full):
+    if len(full) <= _MAX_NAME and DNS1123_LABEL.match(full):
         return full
     digest = hashlib.sha256(full.encode("utf-8")).hexdigest()[:_HASH_CHARS]
     cleaned = re.sub(r"[^a-z0-9-]+", "-", full.lower())

@@ -31,10 +31,11 @@ from pydantic import (
 
 API_VERSION = "rollout.dev/v1alpha1"
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Kubernetes name patterns, shared with projections/ (CRD validation, object names, paths).
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _GIT_URL = re.compile(r"^(http|https|ssh)://")
 _OCI_URL = re.compile(r"^oci://")
 # Flux checks out `spec.ref.commit` by full hash: a short SHA never resolves.
@@ -52,7 +53,7 @@ class Strict(BaseModel):
 
 
 def check_dns1123_label(value: str) -> str:
-    if len(value) > 63 or not _DNS1123_LABEL.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.match(value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label: lower-case alphanumerics and '-', "
             "starting and ending with an alphanumeric, at most 63 characters"
@@ -62,15 +63,15 @@ def check_dns1123_label(value: str) -> str:
 
 def check_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if len(name) > 63 or not LABEL_NAME.match(name):
         raise ValueError(f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'")
     return key
 
 
 def check_label_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not LABEL_VALUE.match(value):
         raise ValueError(f"label value {value!r}: at most 63 alphanumerics, '-', '_' or '.'")
     return value
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,6 +41,7 @@ import yaml
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
 from rollout.assemblages import Assemblage, AssemblageKind
+from rollout.manifests import DNS1123_LABEL
 
 __all__ = ["STATE_FILE", "DirectorySink"]
 
@@ -50,13 +50,12 @@ log = logging.getLogger(__name__)
 STATE_FILE = ".rollout-sink.json"
 _STATE_FORMAT = 1
 _SUBDIR: dict[str, str] = {"RemoteAssemblage": "remote", "ProxyAssemblage": "proxy"}
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TEMP_SUFFIX = ".tmp"
 
 
 def _path_segment(value: str, what: str) -> str:
     """A name that is safe as one directory or file name (no '/', '..', or other surprises)."""
-    if not isinstance(value, str) or len(value) > 63 or not _DNS1123_LABEL.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL.match(value):
         raise ValueError(f"{what} {value!r} is not a DNS-1123 label; refusing to use it as a path")
     return value
 
