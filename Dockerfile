@@ -38,6 +38,7 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 COPY pyproject.toml ./
 COPY rollout ./rollout
+COPY infra ./infra
 COPY streams ./streams
 COPY projections ./projections
 COPY rollout_cli ./rollout_cli

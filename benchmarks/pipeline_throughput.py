@@ -23,11 +23,11 @@ import time
 import uuid
 from typing import Any
 
+from infra import client
+from infra.localkafka import discover_bootstrap
+from infra.topics import TopicNames, ensure_topics
 from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout.manifests import MANIFEST_ADAPTER
-from streams import client
-from streams.localkafka import discover_bootstrap
-from streams.topics import TopicNames, ensure_topics
 
 
 def cluster(i: int) -> bytes:

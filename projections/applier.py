@@ -25,12 +25,12 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from infra.observability import Health, Metrics
+from infra.settings import kafka_client_options
+from infra.topics import TopicNames
 from projections.sinks import Sink, SinkResult
 from rollout.assemblages import Assemblage
 from rollout.events import SyncStatusReported
-from streams.observability import Health, Metrics
-from streams.settings import kafka_client_options
-from streams.topics import TopicNames
 
 log = logging.getLogger("rollout.applier")
 

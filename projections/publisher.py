@@ -6,7 +6,7 @@ event at a time, waiting for the broker's acknowledgement, so that a caller can 
 inside the running event loop — and transient send failures are retried with backoff.
 The `Publish` protocol is what the watcher and the reporter depend on; tests may pass any
 coroutine function with the same shape. Security (TLS, SASL) comes from the same
-ROLLOUT_KAFKA_* settings as every other client (`streams.settings.kafka_client_options`).
+ROLLOUT_KAFKA_* settings as every other client (`infra.settings.kafka_client_options`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from streams.settings import kafka_client_options
+from infra.settings import kafka_client_options
 
 __all__ = ["KafkaPublisher", "Publish"]
 

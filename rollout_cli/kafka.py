@@ -1,6 +1,6 @@
 """``rollout kafka start|stop|status``: the project's local single-node Kafka broker.
 
-Thin wrapper over :mod:`streams.localkafka`. The broker is found through its state file
+Thin wrapper over :mod:`infra.localkafka`. The broker is found through its state file
 (``$ROLLOUT_STATE_DIR/kafka.json``, default ``~/.local/state/rollout/kafka.json``); jars are
 cached under ``$ROLLOUT_CACHE_DIR`` (default ``~/.cache/rollout``). Errors are printed as
 ``error: ...`` on stderr with exit code 2; ``status`` exits 1 when no broker is running.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from streams.localkafka import DEFAULT_HEAP, BrokerInfo, KafkaError, LocalKafka
+from infra.localkafka import DEFAULT_HEAP, BrokerInfo, KafkaError, LocalKafka
 
 
 def _fail(message: str) -> None:

@@ -30,6 +30,16 @@ import click
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
+from infra.observability import (
+    BROKER_STALE_AFTER,
+    BrokerProbe,
+    Health,
+    Metrics,
+    ObservabilityServer,
+    logging_config,
+)
+from infra.settings import DEFAULT_PREFIX, kafka_client_options
+from infra.topics import TopicNames
 from projections.kube import KubeconfigError, RetryPolicy, management_client
 from projections.publisher import KafkaPublisher
 from projections.render import FluxRenderer
@@ -39,16 +49,6 @@ from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
 from rollout_cli.options import Context, kafka_options, web_options
-from streams.observability import (
-    BROKER_STALE_AFTER,
-    BrokerProbe,
-    Health,
-    Metrics,
-    ObservabilityServer,
-    logging_config,
-)
-from streams.settings import DEFAULT_PREFIX, kafka_client_options
-from streams.topics import TopicNames
 
 DEFAULT_WATCHER_PORT = 6068
 
@@ -140,9 +140,9 @@ async def run_watch_clusters(
 ) -> None:
     """Seed from the cluster-observations topic, then watch until `stop` is set.
 
-    With `web_port`, serves /metrics, /healthz and /readyz (`streams.observability`).
+    With `web_port`, serves /metrics, /healthz and /readyz (`infra.observability`).
     """
-    from streams import client
+    from infra import client
 
     topic = TopicNames(prefix).clusters
     try:

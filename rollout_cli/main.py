@@ -299,7 +299,7 @@ def topics() -> None:
 @kafka_options
 def topics_create(ctx: Context, partitions: int, replication_factor: int) -> None:
     """Create every topic with its retention/compaction settings (idempotent)."""
-    from streams.topics import ensure_topics_sync
+    from infra.topics import ensure_topics_sync
 
     try:
         created = ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
@@ -355,9 +355,9 @@ def worker(
     loglevel: str,
 ) -> None:
     """Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."""
+    from infra.settings import Settings
+    from infra.topics import ensure_topics_sync
     from streams.app import run_worker
-    from streams.settings import Settings
-    from streams.topics import ensure_topics_sync
 
     try:
         ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)

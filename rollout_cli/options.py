@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from streams import client
-from streams.settings import DEFAULT_PREFIX
-from streams.topics import TopicNames
+from infra import client
+from infra.settings import DEFAULT_PREFIX
+from infra.topics import TopicNames
 
 partitions_option = click.option(
     "--partitions",
@@ -43,7 +43,7 @@ def fail(message: str, code: int = 2) -> None:
 def resolve_bootstrap(given: str | None) -> str:
     if given:
         return given
-    from streams.localkafka import discover_bootstrap
+    from infra.localkafka import discover_bootstrap
 
     found = discover_bootstrap()
     if found is None:

@@ -20,14 +20,14 @@ from typing import Any
 
 import click
 
+from infra import client
+from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
+from infra.settings import kafka_client_options
+from infra.topics import TopicNames, ensure_topics
 from projections.applier import run_applier
 from projections.render import FluxRenderer
 from projections.sinks import Sink
 from projections.sinks.directory import DirectorySink
-from streams import client
-from streams.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
-from streams.settings import kafka_client_options
-from streams.topics import TopicNames, ensure_topics
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -171,9 +171,9 @@ def run_up(
     store: str,
     tick_interval: float,
 ) -> None:
+    from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
     from rollout.manifests import load_manifest_files
     from rollout_cli.main import fail, intents_for
-    from streams.localkafka import KafkaError, LocalKafka, discover_bootstrap
 
     started_broker: LocalKafka | None = None
     if bootstrap is None:

@@ -4,7 +4,7 @@ Two folds, each over a log that fixes its own order:
 
 1. the journal, partition by partition, through a fresh `RolloutEngine` per partition
    (state in plain dicts) → the assignments, decisions and module status it emits;
-2. the assignments topic, partition by partition, through `projections.assemble`
+2. the assignments topic, partition by partition, through `rollout.assembly`
    → the RemoteAssemblage/ProxyAssemblage snapshots.
 
 Fold 1 is compared with what the worker wrote to the assignments topic from each journal
@@ -21,10 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from projections.assemble import AssemblageRecord, assemble
+from infra import client
+from rollout.assembly import AssemblageRecord, assemble
 from rollout.engine import Assignment, RolloutEngine
 from rollout.events import parse_event
-from streams import client
 
 
 @dataclass

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from streams import client
+from infra import client
 
 # Piped output gets a wide console so tables are not squeezed to 80 columns.
 _probe = Console()

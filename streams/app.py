@@ -12,7 +12,7 @@ that state that reached the changelog implies outputs that reached their topics
 2. `decide`  — journal → `RolloutEngine.handle` per journal partition, state in the
    `engine` table (changelogged). Outputs: assignments (keyed by cluster), decisions,
    module status, rollout targets, dead letters for inapplicable events.
-3. `assemble` — assignments → `projections.assemble` per cluster, state in the
+3. `assemble` — assignments → `rollout.assembly` per cluster, state in the
    `assemblages` table. Outputs: RemoteAssemblage / ProxyAssemblage snapshots.
 
 A leader-only timer writes a `Tick` to the ticks topic every `tick_interval` seconds:
@@ -30,7 +30,10 @@ from typing import Any
 
 import faust
 
-from projections.assemble import AssemblageRecord, assemble
+from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
+from infra.settings import Settings, faust_credentials, kafka_client_options
+from infra.topics import TopicNames
+from rollout.assembly import AssemblageRecord, assemble
 from rollout.engine import Outcome, RolloutEngine
 from rollout.events import (
     ClusterObserved,
@@ -44,10 +47,7 @@ from rollout.events import (
     parse_event,
 )
 from rollout.state import ClusterFacts, ModuleRecord, Target
-from streams.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
-from streams.settings import Settings, faust_credentials, kafka_client_options
 from streams.tables import FloatView, ModelView
-from streams.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Shared fixtures.
 
 ``kafka_bootstrap``: one real Kafka broker per test session, started through
-``streams.localkafka`` (the code behind ``rollout kafka start``) with its own temp data dir
+``infra.localkafka`` (the code behind ``rollout kafka start``) with its own temp data dir
 and state file — a broker started by ``rollout kafka start`` is never touched — and the
 shared jar cache (``$ROLLOUT_CACHE_DIR``, default ``~/.cache/rollout``). Set
 ``ROLLOUT_TEST_BOOTSTRAP=host:port`` to use an already running broker instead. A broker
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.localkafka import KafkaError, LocalKafka
+from infra.localkafka import KafkaError, LocalKafka
 
 
 def pytest_configure(config: pytest.Config) -> None:

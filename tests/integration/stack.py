@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from infra import client
+from infra.topics import TopicNames, ensure_topics
 from rollout.events import EventBase
 from rollout.manifests import load_manifest_files
 from rollout_cli.main import intents_for
-from streams import client
-from streams.topics import TopicNames, ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

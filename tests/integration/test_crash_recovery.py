@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from infra import client
 from rollout.events import ClusterObserved, ModuleApplied
 from rollout.manifests import MANIFEST_ADAPTER
 from rollout_cli.main import cli
-from streams import client
 from tests.integration.stack import Stack, wait_for
 
 pytestmark = pytest.mark.integration

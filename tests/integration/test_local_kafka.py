@@ -16,9 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from click.testing import CliRunner
 
-from rollout_cli.kafka import kafka as kafka_cli
-from streams import localkafka
-from streams.localkafka import (
+from infra.localkafka import (
     JarVerificationError,
     JavaNotFoundError,
     LocalKafka,
@@ -29,6 +27,8 @@ from streams.localkafka import (
     pid_alive,
     read_lock,
 )
+from rollout_cli.kafka import kafka as kafka_cli
+from streams import localkafka
 
 pytestmark = pytest.mark.integration
 

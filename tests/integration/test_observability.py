@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.observability import HEALTH_PATHS
+from infra.observability import HEALTH_PATHS
 from tests.integration.stack import EXAMPLES, Stack, http_get, wait_for
 
 pytestmark = pytest.mark.integration

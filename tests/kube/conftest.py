@@ -19,12 +19,12 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, V1
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
+from infra.topics import ensure_topics
 from projections.kube import RetryPolicy
 from projections.render import FluxRenderer
 from projections.sinks.kubernetes import KubernetesSink
 from rollout.assemblages import Assemblage, AssignedSync
 from rollout.manifests import Sync
-from streams.topics import ensure_topics
 from tests.kube.apiserver import KubeAPIServer
 
 NAMESPACE = "fleet"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from infra import client
 from rollout.events import ClusterObserved, ModuleApplied
 from rollout.manifests import MANIFEST_ADAPTER
-from streams import client
 from tests.integration.stack import Stack, free_port
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.conftest import eventually, put_kubeconfig_secret

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 
+from infra import client
+from infra.topics import TopicNames
 from projections.publisher import KafkaPublisher
 from projections.status import StatusReporter, revision_matches, sync_state
 from rollout.events import SyncStatusReported, parse_event
-from streams import client
-from streams.topics import TopicNames
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.conftest import FAST, NAMESPACE, Workloads, eventually, make_sink, snapshot, sync
 

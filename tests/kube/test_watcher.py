@@ -13,12 +13,12 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi, V1ObjectMeta, V1Secret
 
+from infra import client
+from infra.topics import TopicNames
 from projections.watcher import ClusterWatcher, control_plane_ready, observe
 from rollout.events import ClusterObserved, ClusterRemoved, parse_event
 from rollout.manifests import ClusterManifest
 from rollout_cli.kube import last_observations, run_watch_clusters
-from streams import client
-from streams.topics import TopicNames
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.conftest import FAST, NAMESPACE, eventually, put_kubeconfig_secret
 

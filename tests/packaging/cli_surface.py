@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE_PATHS = {"/app/examples": REPO / "examples"}
 
 # The Kafka security settings every Kafka-speaking command reads from the environment
-# directly (not through click options): the list the issue names. `streams.settings`
+# directly (not through click options): the list the issue names. `infra.settings`
 # exports the program's own list as SECURITY_ENV; the tests compare the two.
 KAFKA_SECURITY_ENV = frozenset(
     {
@@ -161,7 +161,7 @@ def invocation_problems(args: Sequence[str], env: Mapping[str, str] | None = Non
     return []
 
 
-PROGRAM_PACKAGES = ("rollout", "streams", "projections", "rollout_cli")
+PROGRAM_PACKAGES = ("rollout", "infra", "streams", "projections", "rollout_cli")
 
 
 def kafka_security_env_in_source() -> set[str]:

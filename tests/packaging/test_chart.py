@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
+from infra import settings
 from projections.render import LABEL_MANAGED_BY, MANAGED_BY
-from streams import settings
 from tests.packaging.cli_surface import (
     KAFKA_SECURITY_ENV,
     invocation_problems,
@@ -51,7 +51,7 @@ from tests.packaging.objects import (
 )
 
 try:
-    from streams.observability import HEALTH_PATHS
+    from infra.observability import HEALTH_PATHS
 except ImportError:  # before streams/observability.py existed; the lead exports the same tuple
     HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
 
@@ -231,7 +231,7 @@ def test_every_environment_variable_is_one_the_program_reads(render: Render, val
 def test_kafka_security_variables_are_the_programs_own_list() -> None:
     program = getattr(settings, "SECURITY_ENV", None)
     if program is None:
-        pytest.skip("streams.settings.SECURITY_ENV is not there yet")  # the list stands in
+        pytest.skip("infra.settings.SECURITY_ENV is not there yet")  # the list stands in
     assert set(program) == KAFKA_SECURITY_ENV
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.settings import kafka_client_options
+from infra.settings import kafka_client_options
 
 
 @dataclass(frozen=True)

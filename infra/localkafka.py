@@ -6,7 +6,7 @@ prerequisite.
 
 Flow
 ----
-1. **Jars.** ``streams/kafka-jars.lock`` pins the broker's runtime classpath — the runtime
+1. **Jars.** ``infra/kafka-jars.lock`` pins the broker's runtime classpath — the runtime
    dependencies of ``org.apache.kafka:kafka_2.13:<KAFKA_VERSION>`` plus the logging binding
    ``org.slf4j:slf4j-reload4j`` — one ``group:artifact:version sha1`` line per jar. The lock
    is produced with Maven by ``scripts/lock-kafka-jars.sh`` (strict checksum checking against
@@ -571,7 +571,7 @@ class BrokerInfo:
 
 
 LOG4J_PROPERTIES = """\
-# written by streams/localkafka.py -- everything goes to stdout (the broker log file)
+# written by infra/localkafka.py -- everything goes to stdout (the broker log file)
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
@@ -584,7 +584,7 @@ log4j.logger.kafka.log.LogCleaner=WARN
 
 def server_properties(port: int, controller_port: int, log_dirs: Path) -> str:
     return f"""\
-# written by streams/localkafka.py on every start -- edits are overwritten
+# written by infra/localkafka.py on every start -- edits are overwritten
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@{HOST}:{controller_port}
