@@ -20,9 +20,12 @@ Flow
    serialises concurrent runs (e.g. a test session next to ``rollout kafka start``). Jars
    not in the lock are removed so ``-cp '<lib>/*'`` is exactly the locked classpath.
    ``ROLLOUT_MAVEN_REPO`` can point at a Maven Central mirror; the pinned SHA-1s still apply.
-2. **Config.** :meth:`LocalKafka.start` picks two free ports on 127.0.0.1 (PLAINTEXT and
-   CONTROLLER) unless a port is given — a given port that is taken is an error naming it —
-   and writes ``server.properties`` and ``log4j.properties`` into the data dir. Topic
+2. **Config.** :meth:`LocalKafka.start` uses two ports on 127.0.0.1 (PLAINTEXT and
+   CONTROLLER): a given port (one that is taken is an error naming it), else the ports the
+   broker of the same data dir listened on last time (recorded in ``<data dir>/ports.json``,
+   which outlives ``stop``) so clients reconnect after a restart, else — first start, or the
+   recorded port is taken now, which is reported through ``progress`` — free ones. It
+   writes ``server.properties`` and ``log4j.properties`` into the data dir. Topic
    auto-creation is left **on** (Kafka's default): Faust creates its internal topics itself
    and the engine's code creates its topics explicitly, so auto-create only helps ad-hoc
    tooling (console producers, quick scripts) and never hides a missing topic in tests that
@@ -710,20 +713,13 @@ class LocalKafka:
             raise AlreadyRunningError(running, self.state_file)
         if not re.fullmatch(r"\d+[kKmMgG]?", heap):
             raise KafkaError(f"invalid heap size {heap!r} (expected e.g. 512m or 1g)")
+        data_dir = Path(data_dir or self.default_data_dir).expanduser().resolve()
         # cheap checks first: no download when the port is taken or Java is missing
-        if port is not None:
-            if not 0 < port < 65536:
-                raise KafkaError(f"invalid port {port}")
-            if not port_is_free(port):
-                raise PortInUseError(port)
-            (controller_port,) = _free_ports(1, exclude={port})
-        else:
-            port, controller_port = _free_ports(2)
+        port, controller_port = self._choose_ports(port, data_dir)
         java = find_java()
         _check_java_version(java)
         lib_dir = ensure_jars(self.lib_dir, progress=self.progress)
 
-        data_dir = Path(data_dir or self.default_data_dir).expanduser().resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
         log_dirs = data_dir / "kraft-logs"
         props = data_dir / "server.properties"
@@ -782,6 +778,7 @@ class LocalKafka:
             str(props),
         ]
         pid = _spawn_detached(cmd, log_file)
+        _write_ports(data_dir, port, controller_port)
         info = BrokerInfo(
             bootstrap=f"{HOST}:{port}",
             pid=pid,
@@ -800,6 +797,36 @@ class LocalKafka:
             self._clear_state(pid)
             raise
         return info
+
+    def _choose_ports(self, port: int | None, data_dir: Path) -> tuple[int, int]:
+        """(port, controller port): the given port, else the one this data dir's broker used
+        last time (``ports.json`` in the data dir) when it is free, else a free one."""
+        recorded = _read_ports(data_dir)
+        if port is not None:
+            if not 0 < port < 65536:
+                raise KafkaError(f"invalid port {port}")
+            if not port_is_free(port):
+                raise PortInUseError(port)
+        elif recorded is not None and port_is_free(recorded[0]):
+            port = recorded[0]
+        else:
+            (port,) = _free_ports(1)
+            if recorded is not None:
+                self._say(
+                    f"port {recorded[0]} (the broker's port last time) is taken now; using port {port} instead: "
+                    f"clients configured with {HOST}:{recorded[0]} must be pointed at {HOST}:{port}"
+                )
+        if recorded is not None and recorded[1] != port and port_is_free(recorded[1]):
+            controller_port = recorded[1]
+        else:
+            (controller_port,) = _free_ports(1, exclude={port})
+        return port, controller_port
+
+    def _say(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+        else:
+            log.warning("%s", message)
 
     def _wait_ready(self, info: BrokerInfo, timeout: float, offset: int) -> None:
         deadline = time.monotonic() + timeout
@@ -865,6 +892,30 @@ class LocalKafka:
         info = self.status()
         while info is not None and pid_alive(info.pid):
             time.sleep(0.5)
+
+
+PORTS_FILE = "ports.json"
+"""In the data dir: the ports its broker last listened on, reused by the next start when free."""
+
+
+def _read_ports(data_dir: Path) -> tuple[int, int] | None:
+    try:
+        d = json.loads((data_dir / PORTS_FILE).read_text())
+        port, controller_port = int(d["port"]), int(d["controller_port"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("ignoring unreadable %s in %s: %s", PORTS_FILE, data_dir, e)
+        return None
+    if not (0 < port < 65536 and 0 < controller_port < 65536):
+        return None
+    return port, controller_port
+
+
+def _write_ports(data_dir: Path, port: int, controller_port: int) -> None:
+    tmp = data_dir / f".{PORTS_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"port": port, "controller_port": controller_port}) + "\n")
+    os.replace(tmp, data_dir / PORTS_FILE)
 
 
 def _now() -> str:

@@ -1,4 +1,4 @@
-"""The local Kafka broker (streams/localkafka.py, `rollout kafka ...`) against real JVMs."""
+"""The local Kafka broker (infra/localkafka.py, `rollout kafka ...`) against real JVMs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from click.testing import CliRunner
 
+from infra import localkafka
 from infra.localkafka import (
     JarVerificationError,
     JavaNotFoundError,
@@ -28,7 +29,6 @@ from infra.localkafka import (
     read_lock,
 )
 from rollout_cli.kafka import kafka as kafka_cli
-from streams import localkafka
 
 pytestmark = pytest.mark.integration
 
@@ -177,11 +177,34 @@ async def test_restart_keeps_data_and_refuses_a_second_start(tmp_path: Path) -> 
 
         second = broker.start(data_dir=data, heap="256m")
         assert second.pid != first.pid
+        assert second.bootstrap == first.bootstrap  # same port: clients reconnect by themselves
+        assert second.controller_port == first.controller_port
         assert (data / "kraft-logs" / "meta.properties").read_text() == meta  # not re-formatted
         assert topic in await _list_topics(second.bootstrap)
     finally:
         broker.stop()
     assert broker.status() is None
+
+
+def test_start_after_stop_moves_off_a_port_taken_meanwhile(tmp_path: Path) -> None:
+    said: list[str] = []
+    broker = LocalKafka(tmp_path / "kafka.json", progress=said.append)
+    data = tmp_path / "data"
+    try:
+        first = broker.start(data_dir=data, heap="256m")
+        broker.stop()
+        assert json.loads((data / "ports.json").read_text())["port"] == first.port  # outlives stop
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", first.port))
+            squatter.listen()
+            second = broker.start(data_dir=data, heap="256m")
+            assert second.port != first.port
+            assert any(f"port {first.port}" in m and "taken" in m and str(second.port) in m for m in said), said
+        broker.stop()
+        third = broker.start(data_dir=data, heap="256m")  # the latest port is the one reused
+        assert third.port == second.port
+    finally:
+        broker.stop()
 
 
 def test_stale_state_file_is_cleaned_up(tmp_path: Path) -> None:
