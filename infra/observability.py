@@ -11,8 +11,16 @@ Each process serves, on its `--web-port`:
   condition named otherwise.
 
 `Health` is the state those endpoints read; the process updates it. `BrokerProbe` asks the
-broker for metadata every few seconds with its own small client (public aiokafka API), so
-"broker reachable" means what it says.
+broker for metadata every second with its own small client (public aiokafka API), each
+request bounded by `PROBE_TIMEOUT` (after a broker dies aiokafka may wait out its reconnect
+backoff instead of failing), so "broker reachable" means what it says: readiness turns 503
+at most `BROKER_STALE_AFTER` seconds after the last answer, and 200 again with the next one.
+
+`RateLimitFilter` (installed on the console handler by `logging_config`) keeps a broker
+outage from flooding the logs: WARNING/ERROR records of the noisy Kafka/asyncio libraries,
+and of our own retry loops (they log with `extra=RATE_LIMITED`), pass at most once per
+(logger, message template, exception type) per interval; the next one that passes says how
+many similar ones were suppressed.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +42,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
 DEFAULT_WORKER_PORT = 6066
 DEFAULT_APPLIER_PORT = 6067
-BROKER_STALE_AFTER = 30.0
+BROKER_STALE_AFTER = 3.0
+"""Readiness needs a broker answer at most this old (seconds)."""
+PROBE_INTERVAL = 1.0
+PROBE_TIMEOUT = 2.0
 
 log = logging.getLogger("rollout.observability")
 
@@ -93,28 +106,62 @@ class Health:
 
 
 class BrokerProbe:
-    def __init__(self, bootstrap: str, health: Health, *, interval: float = 5.0, **client_options: Any) -> None:
+    """Ask the broker for metadata every `interval` seconds, each round trip bounded by
+    `timeout`; record the last answer (or the failure) in `health`. A client that failed is
+    closed and a fresh one bootstraps next time, so a restarted broker is found again."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        health: Health,
+        *,
+        interval: float = PROBE_INTERVAL,
+        timeout: float = PROBE_TIMEOUT,
+        **client_options: Any,
+    ) -> None:
         self.bootstrap = bootstrap
         self.health = health
         self.interval = interval
+        self.timeout = timeout
         self.client_options = client_options
         self._task: asyncio.Task[None] | None = None
 
+    async def _probe(self, client: AIOKafkaClient) -> None:
+        if not client.cluster.brokers():
+            await client.bootstrap()
+        await client.fetch_all_metadata()
+
     async def _run(self) -> None:
-        client = AIOKafkaClient(bootstrap_servers=self.bootstrap, client_id="rollout-health", **self.client_options)
+        client: AIOKafkaClient | None = None
         try:
             while True:
+                if client is None:
+                    client = AIOKafkaClient(
+                        bootstrap_servers=self.bootstrap,
+                        client_id="rollout-health",
+                        request_timeout_ms=int(self.timeout * 1000),
+                        **self.client_options,
+                    )
                 try:
-                    if not client.cluster.brokers():
-                        await client.bootstrap()
-                    await client.fetch_all_metadata()
+                    await asyncio.wait_for(self._probe(client), self.timeout)
+                    if self.health.broker_seen is not None and self.health.broker_error:
+                        log.info("broker %s reachable again", self.bootstrap)
                     self.health.broker_seen = time.monotonic()
                     self.health.broker_error = ""
                 except Exception as error:  # any failure is "not reachable", with its reason
-                    self.health.broker_error = str(error) or type(error).__name__
+                    if isinstance(error, asyncio.TimeoutError):
+                        error_text = f"no metadata answer within {self.timeout:g}s"
+                    else:
+                        error_text = str(error) or type(error).__name__
+                    if not self.health.broker_error:  # the transition only; the filter limits the rest
+                        log.warning("broker %s not reachable: %s", self.bootstrap, error_text)
+                    self.health.broker_error = error_text
+                    await _close_quietly(client)
+                    client = None
                 await asyncio.sleep(self.interval)
         finally:
-            await client.close()
+            if client is not None:
+                await _close_quietly(client)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -123,6 +170,13 @@ class BrokerProbe:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def _close_quietly(client: AIOKafkaClient) -> None:
+    try:
+        await asyncio.wait_for(client.close(), PROBE_TIMEOUT)
+    except Exception as error:  # closing a broken client: nothing to do about it
+        log.debug("closing the probe client: %s", error)
 
 
 class ObservabilityServer:
@@ -178,8 +232,69 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document)
 
 
-def logging_config(log_format: str, level: str = "info") -> dict[str, Any]:
-    """A dictConfig for `--log-format text|json` (text: human-readable, the default)."""
+RATE_LIMITED = {"rate_limited": True}
+"""`extra=` for our own retry loops' warnings: rate-limited like the noisy libraries'."""
+NOISY_LOGGERS = ("aiokafka", "kafka", "asyncio")
+RATE_LIMIT_INTERVAL = 10.0
+
+
+class RateLimitFilter(logging.Filter):
+    """Let through at most one WARNING+ record per (logger, message template, exception type)
+    per `interval` seconds from the `NOISY_LOGGERS` (and their children) and from records
+    logged with `extra=RATE_LIMITED`; other records always pass. The first record of a kind
+    after its interval passes with "(N similar suppressed)" appended when N > 0."""
+
+    def __init__(
+        self,
+        interval: float = RATE_LIMIT_INTERVAL,
+        loggers: tuple[str, ...] = NOISY_LOGGERS,
+        *,
+        max_kinds: int = 1000,
+        clock: Any = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.interval = interval
+        self.loggers = tuple(loggers)
+        self.max_kinds = max_kinds
+        self.clock = clock
+        self._kinds: OrderedDict[tuple[str, str, str], list[float | int]] = OrderedDict()  # -> [passed at, suppressed]
+        self._lock = threading.Lock()
+
+    def _limited(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False
+        if getattr(record, "rate_limited", False):
+            return True
+        name = record.name
+        return any(name == prefix or name.startswith(prefix + ".") for prefix in self.loggers)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._limited(record):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        key = (record.name, str(record.msg), type(error).__name__ if error is not None else "")
+        now = self.clock()
+        with self._lock:
+            seen = self._kinds.get(key)
+            if seen is not None and now - seen[0] < self.interval:
+                seen[1] += 1
+                return False
+            suppressed = int(seen[1]) if seen is not None else 0
+            self._kinds[key] = [now, 0]
+            self._kinds.move_to_end(key)
+            while len(self._kinds) > self.max_kinds:
+                self._kinds.popitem(last=False)
+        if suppressed:
+            record.msg = f"{record.getMessage()} ({suppressed} similar suppressed)"
+            record.args = ()
+        return True
+
+
+def logging_config(
+    log_format: str, level: str = "info", *, rate_limit_interval: float = RATE_LIMIT_INTERVAL
+) -> dict[str, Any]:
+    """A dictConfig for `--log-format text|json` (text: human-readable, the default), with a
+    `RateLimitFilter` on the console handler."""
     formatter: dict[str, Any] = (
         {"()": f"{__name__}.JsonFormatter"}
         if log_format == "json"
@@ -189,6 +304,7 @@ def logging_config(log_format: str, level: str = "info") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": formatter},
-        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
+        "filters": {"rate_limit": {"()": f"{__name__}.RateLimitFilter", "interval": rate_limit_interval}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["rate_limit"]}},
         "root": {"handlers": ["console"], "level": level.upper()},
     }
