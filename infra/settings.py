@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 DEFAULT_PREFIX = "rollout."
 
@@ -17,8 +16,6 @@ class Settings:
     topic_prefix: str = DEFAULT_PREFIX
     partitions: int = 4
     replication_factor: int = 1
-    data_dir: Path = Path(".rollout/worker")
-    store: str = "memory://"
     tick_interval: float = 10.0
     app_id: str = "rollout-worker"
     web_port: int = 6066
@@ -26,7 +23,7 @@ class Settings:
 
     @property
     def group_id(self) -> str:
-        """Faust's app id: the consumer group and the changelog topics' prefix."""
+        """The consumer groups' prefix: `<group_id>.route`, `.decide`, `.assemble`."""
         return f"{self.topic_prefix}{self.app_id}"
 
 
@@ -64,21 +61,3 @@ def kafka_client_options() -> dict[str, object]:
             raise ValueError(f"{protocol} needs ROLLOUT_KAFKA_SASL_USERNAME and ROLLOUT_KAFKA_SASL_PASSWORD")
         options.update(sasl_mechanism=mechanism, sasl_plain_username=username, sasl_plain_password=password)
     return options
-
-
-def faust_credentials() -> object | None:
-    """The same settings as Faust `broker_credentials` (None for PLAINTEXT)."""
-    import faust
-
-    options = kafka_client_options()
-    protocol = options["security_protocol"]
-    if protocol == "PLAINTEXT":
-        return None
-    if protocol == "SSL":
-        return faust.SSLCredentials(options["ssl_context"])
-    return faust.SASLCredentials(
-        username=options["sasl_plain_username"],
-        password=options["sasl_plain_password"],
-        mechanism=options["sasl_mechanism"],
-        ssl_context=options.get("ssl_context"),
-    )

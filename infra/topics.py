@@ -11,9 +11,12 @@
 * Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
   compacted: the latest document per key, tombstones when gone.
 * Decisions are append-only history; dead letters keep every rejected input with a reason.
+* The stages' state topics (`decide-state`, `assemble-state`) are compacted changelogs,
+  written in the same transactions as the stages' outputs; partition p holds the state of
+  input partition p.
 
 Every name carries a configurable prefix. All partitioned topics share one partition
-count: the journal, the assignments and the Faust changelogs are co-partitioned.
+count: the journal, the assignments and the state topics are co-partitioned.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("proxy", "proxy-assemblages", COMPACTED, description="ProxyAssemblage snapshots"),
     TopicSpec("module_status", "module-status", COMPACTED, description="per-module rollout status"),
     TopicSpec("targets", "rollout-targets", COMPACTED, description="per module+cluster rollout state"),
+    TopicSpec("decide_state", "decide-state", COMPACTED, description="the decider's state, per journal partition"),
+    TopicSpec("assemble_state", "assemble-state", COMPACTED, description="the assembler's state, per partition"),
     TopicSpec("decisions", "decisions", APPEND_ONLY, description="every decision with its reason"),
     TopicSpec("dead_letters", "dead-letters", APPEND_ONLY, description="rejected inputs with the reason"),
 )

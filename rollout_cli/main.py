@@ -313,21 +313,6 @@ def topics_create(ctx: Context, partitions: int, replication_factor: int) -> Non
 def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = partitions_option(command)
     command = click.option(
-        "--data-dir",
-        envvar="ROLLOUT_DATA_DIR",
-        default=".rollout/worker",
-        show_default=True,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Faust state directory (env ROLLOUT_DATA_DIR).",
-    )(command)
-    command = click.option(
-        "--store",
-        envvar="ROLLOUT_STORE",
-        default="memory://",
-        show_default=True,
-        help="Faust table store: memory:// or rocksdb:// (env ROLLOUT_STORE).",
-    )(command)
-    command = click.option(
         "--tick-interval",
         envvar="ROLLOUT_TICK_INTERVAL",
         default=10.0,
@@ -347,8 +332,6 @@ def worker(
     ctx: Context,
     replication_factor: int,
     partitions: int,
-    data_dir: Path,
-    store: str,
     tick_interval: float,
     web_port: int,
     log_format: str,
@@ -368,13 +351,10 @@ def worker(
         topic_prefix=ctx.prefix,
         partitions=partitions,
         replication_factor=replication_factor,
-        data_dir=data_dir,
-        store=store,
         tick_interval=tick_interval,
         web_port=web_port,
         log_format=log_format,
     )
-    sys.argv = [sys.argv[0]]  # Faust's Worker parses argv; it must see none of ours
     run_worker(settings, loglevel=loglevel)
 
 
@@ -474,8 +454,6 @@ def up(
     sink_spec: str,
     no_simulate_status: bool,
     partitions: int,
-    data_dir: Path,
-    store: str,
     tick_interval: float,
 ) -> None:
     """Everything on one machine: local broker (started if none), topics, worker, applier."""
@@ -488,8 +466,6 @@ def up(
         sink_spec=sink_spec,
         simulate=not no_simulate_status,
         partitions=partitions,
-        data_dir=data_dir,
-        store=store,
         tick_interval=tick_interval,
     )
 

@@ -167,9 +167,8 @@ def run_up(
     sink_spec: str,
     simulate: bool,
     partitions: int,
-    data_dir: Path,
-    store: str,
     tick_interval: float,
+    log_dir: Path = Path(".rollout/logs"),
 ) -> None:
     from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
     from rollout.manifests import load_manifest_files
@@ -193,17 +192,13 @@ def run_up(
         created = asyncio.run(ensure_topics(bootstrap, prefix, partitions))
         click.echo(f"topics:  prefix {prefix!r}, {partitions} partitions ({len(created)} created)")
         env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
-        logs = data_dir / "logs"
+        logs = log_dir
         children.append(
             _spawn(
                 [
                     "worker",
                     "--partitions",
                     str(partitions),
-                    "--data-dir",
-                    str(data_dir),
-                    "--store",
-                    store,
                     "--tick-interval",
                     str(tick_interval),
                 ],

@@ -30,6 +30,7 @@ from rollout_cli.main import intents_for
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 T = TypeVar("T")
+WORKER_READY = "worker ready:"
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
@@ -97,13 +98,13 @@ class Stack:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def start_worker(self) -> None:
-        before = self.log("worker").count("[^Worker]: Ready")
+        before = self.log("worker").count(WORKER_READY)
         self.start_worker_process()
 
         def ready() -> bool:
             if self.worker is not None and self.worker.poll() is not None:
                 raise AssertionError(f"worker exited with {self.worker.returncode}:\n{self.log('worker')[-3000:]}")
-            return self.log("worker").count("[^Worker]: Ready") > before
+            return self.log("worker").count(WORKER_READY) > before
 
         wait_for("the worker to be ready", ready, timeout=90)
 
@@ -113,8 +114,6 @@ class Stack:
             "worker",
             "--partitions",
             str(self.partitions),
-            "--data-dir",
-            str(self.workdir / "worker-data"),
             "--tick-interval",
             str(self.tick_interval),
             "--loglevel",

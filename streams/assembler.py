@@ -1,0 +1,59 @@
+"""The assembler stage: assignments → RemoteAssemblage / ProxyAssemblage snapshots.
+
+    assignments (key: cluster) ──► assemble ──► remote-assemblages, proxy-assemblages
+
+Each assignment is folded into its cluster's `AssemblageRecord` with the pure
+`rollout.assembly.assemble`; state per cluster, changelogged to `assemble-state` in the
+same transaction as the snapshots. Snapshots go to compacted topics, so per batch only
+the last snapshot per (kind, cluster) is sent: its version is the record's version, and
+no version is ever published with two different contents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
+
+from infra.observability import Metrics
+from infra.topics import TopicNames
+from rollout.assembly import AssemblageRecord, assemble
+from rollout.engine import Assignment
+from streams.delivery import Outputs
+from streams.state import PartitionState
+
+STAGE = "assemble"
+
+
+class AssemblePartition:
+    def __init__(self, tp: TopicPartition, topics: TopicNames, metrics: Metrics) -> None:
+        self.topics = topics
+        self.metrics = metrics
+        self.state = PartitionState({"assemblages": AssemblageRecord})
+        self.records = self.state.mappings["assemblages"]
+
+    def reset(self) -> None:
+        pass  # no derived state
+
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+        for record in records:
+            try:
+                assignment = Assignment.model_validate_json(record.value or b"")
+            except (ValidationError, ValueError) as error:
+                out.reject(f"not an assignment: {str(error)[:500]}", record, STAGE)
+                continue
+            updated, publications = assemble(self.records.get(assignment.cluster), assignment)
+            if not publications:
+                continue
+            self.records[assignment.cluster] = updated
+            self.state.keep_event()
+            for kind, cluster, snapshot in publications:
+                topic = self.topics.remote if kind == "RemoteAssemblage" else self.topics.proxy
+                value = None
+                if snapshot is not None:
+                    value = json.dumps(snapshot.model_dump(mode="json", by_alias=True), sort_keys=True).encode()
+                out.send_latest(topic, cluster.encode(), value)
+                self.metrics.snapshots.labels(kind, "snapshot" if snapshot is not None else "tombstone").inc()

@@ -1,0 +1,469 @@
+"""The delivery policy, in one place: consume a batch, process it, and commit the outputs,
+the state changes and the input position in one Kafka transaction.
+
+    getmany ─► per owned input partition: process(records) ─► Outputs + state changes
+                   └─► begin ─ send outputs ─ send state records ─ send offsets ─ commit
+
+Why not Faust's agents: Faust commits offsets on a timer, independently of the state it
+writes and of the outputs it sends, and during table recovery it can let a stream fetch
+before seeking it to the committed offset and then treat the offset jump as processed —
+inputs were lost after SIGKILL (docs/architecture.md has the measurements). Here
+the three advance together or not at all (Kafka Streams' exactly-once, with the
+transactional producer of aiokafka):
+
+* **One transactional producer per owned input partition**, `transactional.id` =
+  `<group>.<topic>.<partition>`. Whoever takes a partition over initialises a producer
+  with that id first, which fences the previous owner (a zombie after a rebalance or a
+  network partition can no longer commit) and aborts its open transaction.
+* **State is in memory and changelogged** (`streams/state.py`) to a compacted state topic,
+  partition = input partition, written inside the same transaction. A new owner rebuilds
+  it by reading the state topic with `read_committed`; a returning owner reads only what
+  was written since it last committed.
+* **The position is tracked in the state** (`Tracking`) and the consumer is sought to it
+  explicitly on every assignment — never left to a library's idea of "committed"; the group
+  offsets are committed in the transaction too (for lag monitoring, and as the position of
+  stateless stages). Records below the tracked position are duplicates and dropped.
+* **Batches, not round trips.** One transaction per partition per `getmany`, partitions
+  committed concurrently; outputs of compacted topics are coalesced per batch (only the
+  last value per key is sent). Nobody waits for a broker acknowledgement per event.
+* **Failure.** Any error around a transaction drops the batch's state changes, marks the
+  partition broken and repairs it (new producer, state caught up from the state topic,
+  seek to the tracked position) with backoff until the broker answers. A batch that fails
+  for a reason that will not go away (an output over the broker's message size) is retried
+  one record at a time, and the record that still fails becomes a dead letter — a stream
+  never stops on one input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
+from aiokafka.structs import ConsumerRecord
+from prometheus_client import Counter
+
+from infra.observability import Metrics
+from streams.deadletters import dead_letter
+from streams.state import PartitionState, Tracking
+
+log = logging.getLogger("rollout.delivery")
+
+PERMANENT_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
+MAX_REPAIR_BACKOFF = 5.0
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+
+
+class Outputs:
+    """What one batch produces: records in order, and compacted-topic records coalesced
+    to the last value per key (sent after the ordered ones)."""
+
+    def __init__(self, dead_letter_topic: str) -> None:
+        self.dead_letter_topic = dead_letter_topic
+        self.records: list[OutRecord] = []
+        self.latest: dict[tuple[str, bytes], OutRecord] = {}
+        self.dead_letters = 0
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None) -> None:
+        self.records.append(OutRecord(topic, key, value, partition))
+
+    def send_latest(self, topic: str, key: bytes, value: bytes | None) -> None:
+        self.latest.pop((topic, key), None)  # keep the order of last writes
+        self.latest[(topic, key)] = OutRecord(topic, key, value)
+
+    def reject(self, reason: str, record: ConsumerRecord, stage: str) -> None:
+        self.dead_letters += 1
+        self.records.append(OutRecord(self.dead_letter_topic, record.key, dead_letter(reason, record, stage)))
+
+    def all(self) -> list[OutRecord]:
+        return [*self.records, *self.latest.values()]
+
+
+class PartitionProcessor(Protocol):
+    """A stage's logic for one input partition. `process` must not do I/O; it evolves
+    `state` (None for a stateless stage) and fills `out`."""
+
+    state: PartitionState | None
+
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None: ...
+
+    def reset(self) -> None:
+        """Forget derived caches: the state was dropped back to its committed values."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str  # route | decide | assemble
+    topics: tuple[str, ...]
+    group_id: str
+    dead_letter_topic: str
+    new_processor: Callable[[TopicPartition], PartitionProcessor]
+    state_topic: str | None = None  # compacted; its partition p holds input partition p's state
+    process_idle: bool = False  # also called (no records) when only the position moved
+
+
+@dataclass
+class Slot:
+    tp: TopicPartition
+    processor: PartitionProcessor
+    producer: AIOKafkaProducer | None = None
+    position: int = 0  # next input offset to process
+    state_position: int = 0  # next state-topic offset not yet folded into the state
+    broken: str | None = None
+    retry_at: float = 0.0
+    backoff: float = 0.2
+    single_step_until: int = -1  # retry one record at a time up to this offset
+    poison: set[int] = field(default_factory=set)  # offsets whose outputs can never be sent
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, runner: StageRunner) -> None:
+        self.runner = runner
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self.runner.revoke(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self.runner.assign(assigned)
+
+
+class StageRunner:
+    """Runs one stage (its own consumer group) over the partitions the group gives it."""
+
+    def __init__(
+        self,
+        spec: StageSpec,
+        *,
+        bootstrap: str,
+        client_options: dict[str, Any],
+        metrics: Metrics,
+        duplicates: Counter,
+        max_records: int = 2000,
+        session_timeout: float = 10.0,
+    ) -> None:
+        self.spec = spec
+        self.bootstrap = bootstrap
+        self.client_options = client_options
+        self.metrics = metrics
+        self.duplicates = duplicates
+        self.max_records = max_records
+        self.session_timeout = session_timeout
+        self.slots: dict[TopicPartition, Slot] = {}
+        self.suspended: dict[TopicPartition, Slot] = {}
+        self.lock = asyncio.Lock()
+        self.joined = asyncio.Event()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.reader: AIOKafkaConsumer | None = None
+        self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.spec.group_id,
+            client_id=f"{self.spec.group_id}-consumer",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            session_timeout_ms=int(self.session_timeout * 1000),
+            heartbeat_interval_ms=int(self.session_timeout * 1000 / 4),
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+            **self.client_options,
+        )
+        if self.spec.state_topic is not None:
+            self.reader = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id=None,
+                client_id=f"{self.spec.group_id}-state-reader",
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                max_partition_fetch_bytes=4 * 1024 * 1024,
+                **self.client_options,
+            )
+            await self.reader.start()
+        await self.consumer.start()
+        self.consumer.subscribe(list(self.spec.topics), listener=_Rebalance(self))
+
+    async def stop(self) -> None:
+        async with self.lock:
+            for slot in [*self.slots.values(), *self.suspended.values()]:
+                await self._close_producer(slot)
+            self.slots.clear()
+        for client in (self.consumer, self.reader):
+            if client is not None:
+                try:
+                    await client.stop()
+                except Exception as error:  # stopping during a broker outage must not hang the exit
+                    log.warning("%s: stopping a client failed: %s", self.spec.name, error)
+
+    async def run(self) -> None:
+        assert self.consumer is not None
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+            async with self.lock:
+                await self._repair_broken()
+                work: list[tuple[Slot, list[ConsumerRecord]]] = []
+                for tp, records in batch.items():
+                    slot = self.slots.get(tp)
+                    if slot is not None and slot.broken is None:
+                        work.append((slot, records))
+                if self.spec.process_idle:
+                    busy = {slot.tp for slot, _ in work}
+                    for tp, slot in self.slots.items():
+                        if tp not in busy and slot.broken is None and await self._position(tp) > slot.position:
+                            work.append((slot, []))
+                if work:
+                    await asyncio.gather(*(self._deliver(slot, records) for slot, records in work))
+
+    # -- assignment ----------------------------------------------------------------------
+
+    async def revoke(self, revoked: list[TopicPartition]) -> None:
+        async with self.lock:  # waits for the batch in flight: its transaction ends first
+            for tp in revoked:
+                slot = self.slots.pop(tp, None)
+                if slot is None:
+                    continue
+                await self._close_producer(slot)
+                slot.broken = None
+                self.suspended[tp] = slot
+            if revoked:
+                log.info("%s: revoked %s", self.spec.name, _names(revoked))
+
+    async def assign(self, assigned: list[TopicPartition]) -> None:
+        async with self.lock:
+            for tp in sorted(assigned):
+                slot = self.suspended.pop(tp, None) or Slot(tp, self.spec.new_processor(tp))
+                self.slots[tp] = slot
+                try:
+                    await self._take_over(slot)
+                except Exception as error:
+                    self._break(slot, error)
+            for tp in [tp for tp in self.suspended if tp not in self.slots]:
+                # another worker owns it now: what we hold may go stale; rebuilt if it returns
+                del self.suspended[tp]
+            self.joined.set()
+            if self.on_assignment is not None:
+                self.on_assignment(set(self.slots))
+            log.info("%s: assigned %s", self.spec.name, _names(assigned))
+
+    async def _take_over(self, slot: Slot) -> None:
+        """Fence the previous owner, fold the state it committed, seek to its position."""
+        assert self.consumer is not None
+        await self._close_producer(slot)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=f"{self.spec.group_id}.{slot.tp.topic}.{slot.tp.partition}",
+            transactional_id=f"{self.spec.group_id}.{slot.tp.topic}.{slot.tp.partition}",
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=2,
+            max_batch_size=256 * 1024,
+            request_timeout_ms=15000,
+            **self.client_options,
+        )
+        await producer.start()
+        slot.producer = producer
+        # An empty transaction waits for the producer id: from here on the previous owner of
+        # this transactional id is fenced and its open transaction aborted.
+        await producer.begin_transaction()
+        await producer.abort_transaction()
+        processor = slot.processor
+        if processor.state is not None:
+            folded = await self._catch_up(slot)
+            processor.reset()
+            tracking = processor.state.tracking
+            committed = await self.consumer.committed(slot.tp)
+            if processor.state.restored:
+                slot.position = tracking.offset
+                if committed is not None and committed != tracking.offset:
+                    log.warning(
+                        "%s %s: group offset %s differs from the tracked position %s; using the tracked one",
+                        self.spec.name,
+                        _name(slot.tp),
+                        committed,
+                        tracking.offset,
+                    )
+            else:
+                slot.position = committed or 0
+            log.info(
+                "%s %s: state restored (%d records), resuming at offset %d",
+                self.spec.name,
+                _name(slot.tp),
+                folded,
+                slot.position,
+            )
+        else:
+            slot.position = (await self.consumer.committed(slot.tp)) or 0
+        self.consumer.seek(slot.tp, slot.position)
+        slot.broken = None
+        slot.backoff = 0.2
+
+    async def _catch_up(self, slot: Slot) -> int:
+        """Fold the state topic's records written since `slot.state_position`."""
+        assert self.reader is not None and self.spec.state_topic is not None
+        state = slot.processor.state
+        assert state is not None
+        tp = TopicPartition(self.spec.state_topic, slot.tp.partition)
+        self.reader.assign([tp])
+        end = (await self.reader.end_offsets([tp]))[tp]
+        if end <= slot.state_position:
+            return 0
+        self.reader.seek(tp, slot.state_position)
+        folded = 0
+        while await self.reader.position(tp) < end:
+            batch = await self.reader.getmany(tp, timeout_ms=1000, max_records=20000)
+            records = [(r.key, r.value) for r in batch.get(tp, []) if r.offset < end]
+            folded += state.restore(records)
+        slot.state_position = end
+        return folded
+
+    # -- one batch -----------------------------------------------------------------------
+
+    async def _position(self, tp: TopicPartition) -> int:
+        """The consumer's position for `tp` (past transaction markers too), or -1."""
+        assert self.consumer is not None
+        try:
+            return int(await asyncio.wait_for(self.consumer.position(tp), timeout=1.0))
+        except Exception:  # not assigned any more, or no valid position yet
+            return -1
+
+    async def _deliver(self, slot: Slot, records: list[ConsumerRecord]) -> None:
+        fresh = [r for r in records if r.offset >= slot.position]
+        if len(fresh) < len(records):
+            self.duplicates.labels(self.spec.name).inc(len(records) - len(fresh))
+        if records and not fresh:
+            return
+        end = max(fresh[-1].offset + 1 if fresh else slot.position, await self._position(slot.tp))
+        if fresh and fresh[-1].offset <= slot.single_step_until:
+            for index, record in enumerate(fresh):
+                last = index == len(fresh) - 1
+                step_end = end if last else fresh[index + 1].offset
+                if not await self._transact(slot, [record], step_end) or slot.broken:
+                    return
+            return
+        await self._transact(slot, fresh, end)
+
+    async def _transact(self, slot: Slot, records: list[ConsumerRecord], end: int) -> bool:
+        processor, producer, state = slot.processor, slot.producer, slot.processor.state
+        assert producer is not None
+        out = Outputs(self.spec.dead_letter_topic)
+        try:
+            poisoned = [r for r in records if r.offset in slot.poison]
+            for record in poisoned:
+                out.reject(
+                    "its outputs cannot be written (larger than the broker accepts); input skipped",
+                    record,
+                    self.spec.name,
+                )
+            processor.process([r for r in records if r.offset not in slot.poison], end, out)
+            if state is not None:
+                before = state.tracking
+                state.tracking = Tracking(offset=end, events=before.events + len(records))
+                state.keep_event()
+            changes = state.changelog() if state is not None else []
+        except Exception as error:  # a bug in a stage must not stop the stream: isolate the record
+            log.exception("%s %s: processing failed", self.spec.name, _name(slot.tp))
+            self._drop(slot)
+            self._isolate(slot, records, error)
+            return False
+        try:
+            await producer.begin_transaction()
+            futures = []
+            for item in out.all():
+                futures.append(
+                    await producer.send(item.topic, key=item.key, value=item.value, partition=item.partition)
+                )
+            last_state = None
+            if changes:
+                assert self.spec.state_topic is not None
+                for key, value in changes:
+                    last_state = await producer.send(
+                        self.spec.state_topic, key=key, value=value, partition=slot.tp.partition
+                    )
+            await producer.send_offsets_to_transaction({slot.tp: end}, self.spec.group_id)
+            await producer.commit_transaction()
+        except Exception as error:
+            self._drop(slot)
+            if isinstance(error, PERMANENT_ERRORS):
+                self._isolate(slot, records, error)
+            self._break(slot, error)
+            return False
+        if state is not None:
+            state.commit_batch()
+            if last_state is not None:
+                slot.state_position = (await last_state).offset + 1
+        slot.position = end
+        self.metrics.events_consumed.labels(slot.tp.topic).inc(len(records))
+        if out.dead_letters:
+            self.metrics.dead_letters.labels(self.spec.name).inc(out.dead_letters)
+        return True
+
+    def _drop(self, slot: Slot) -> None:
+        if slot.processor.state is not None:
+            slot.processor.state.drop_batch()
+        slot.processor.reset()
+
+    def _isolate(self, slot: Slot, records: list[ConsumerRecord], error: BaseException) -> None:
+        """Retry one record at a time; a single record that fails again is poison."""
+        if len(records) == 1:
+            slot.poison.add(records[0].offset)
+            log.error("%s %s: offset %d is poison: %s", self.spec.name, _name(slot.tp), records[0].offset, error)
+        elif records:
+            slot.single_step_until = records[-1].offset
+        if slot.broken is None:
+            self._break(slot, error)  # rewind to the tracked position and start over from there
+
+    def _break(self, slot: Slot, error: BaseException) -> None:
+        reason = f"{type(error).__name__}: {error}"
+        if slot.broken is None:
+            log.warning("%s %s: %s; repairing", self.spec.name, _name(slot.tp), reason)
+        slot.broken = reason
+        slot.retry_at = time.monotonic() + slot.backoff
+        slot.backoff = min(slot.backoff * 2, MAX_REPAIR_BACKOFF)
+
+    async def _repair_broken(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots.values():
+            if slot.broken is not None and now >= slot.retry_at:
+                try:
+                    await self._take_over(slot)
+                    log.info("%s %s: repaired, resuming at %d", self.spec.name, _name(slot.tp), slot.position)
+                except Exception as error:
+                    self._break(slot, error)
+
+    @property
+    def healthy(self) -> bool:
+        """Joined its group, and every owned partition is caught up and unbroken."""
+        return self.joined.is_set() and all(s.broken is None for s in self.slots.values())
+
+    def broken(self) -> list[str]:
+        return [f"{_name(s.tp)}: {s.broken}" for s in self.slots.values() if s.broken is not None]
+
+    async def _close_producer(self, slot: Slot) -> None:
+        producer, slot.producer = slot.producer, None
+        if producer is not None:
+            try:
+                await asyncio.wait_for(producer.stop(), timeout=5)
+            except Exception as error:
+                log.debug("closing the producer of %s: %s", _name(slot.tp), error)
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def _names(tps: list[TopicPartition]) -> str:
+    return ", ".join(_name(tp) for tp in sorted(tps)) or "nothing"

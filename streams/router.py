@@ -1,0 +1,111 @@
+"""The router stage: inputs → the journal, the engine's one ordered log per partition.
+
+    intents, cluster-observations, sync-status, ticks ──► route ──► journal (+ dead letters)
+
+Every input is parsed and validated once, here (`rollout.events.parse_event`); what fails —
+or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
+goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
+journal partition. Cluster observations and ticks are broadcast to every journal
+partition, because every partition's modules need the fleet and the time.
+
+After each batch of a cluster-observations partition, the router also writes a
+`FleetSeen(partition, position)` into every journal partition: "everything of that input
+partition below `position` is in the journal before this". A `ModuleApplied` carries the
+cluster-observation positions its publisher had published up to, and the engine stages it
+only once its journal partition has seen the fleet that far — so a module can never be
+staged against a fleet view older than its publisher's (no canary bypass by arrival
+order). The router is stateless: its position is the group offset committed in each
+transaction (`streams/delivery.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from infra.topics import TopicNames
+from rollout.events import (
+    ClusterObserved,
+    ClusterRemoved,
+    EventRejected,
+    FleetSeen,
+    ModuleApplied,
+    ModuleDeleted,
+    RolloutCommanded,
+    SyncStatusReported,
+    Tick,
+    parse_event,
+)
+from streams.delivery import Outputs
+
+STAGE = "route"
+# Which input topic each event type belongs on; anything else is a dead letter.
+TOPIC_ROLE: dict[type, str] = {
+    ModuleApplied: "intents",
+    ModuleDeleted: "intents",
+    RolloutCommanded: "intents",
+    ClusterObserved: "clusters",
+    ClusterRemoved: "clusters",
+    SyncStatusReported: "status",
+    Tick: "ticks",
+}
+BROADCAST = (ClusterObserved, ClusterRemoved, Tick)
+
+
+def journal_key(event: Any) -> str:
+    if isinstance(event, ModuleApplied):
+        return str(event.module.metadata.name)
+    if isinstance(event, ModuleDeleted):
+        return event.name
+    if isinstance(event, (RolloutCommanded, SyncStatusReported)):
+        return event.module
+    if isinstance(event, ClusterObserved):
+        return str(event.cluster.metadata.name)
+    if isinstance(event, ClusterRemoved):
+        return event.name
+    return "tick"
+
+
+class RoutePartition:
+    """Routes one input partition."""
+
+    state = None
+
+    def __init__(self, tp: TopicPartition, topics: TopicNames, partitions: int) -> None:
+        self.tp = tp
+        self.topics = topics
+        self.partitions = partitions
+        self.role = {topics.name(r): r for r in ("intents", "clusters", "status", "ticks")}[tp.topic]
+        self.fleet_seen = -1  # the last FleetSeen position written (re-written after a restart)
+
+    def reset(self) -> None:
+        self.fleet_seen = -1
+
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+        journal = self.topics.journal
+        for record in records:
+            try:
+                event = parse_event(record.value)
+                expected = TOPIC_ROLE.get(type(event))
+                if expected is None:
+                    raise EventRejected(f"{event.type} events are written by the engine, not accepted as input")
+                if expected != self.role:
+                    raise EventRejected(f"{event.type} events belong on {self.topics.name(expected)}")
+                key = journal_key(event).encode()
+            except EventRejected as rejected:
+                out.reject(rejected.reason, record, STAGE)
+                continue
+            if isinstance(event, BROADCAST):
+                for partition in range(self.partitions):
+                    out.send(journal, key, record.value, partition=partition)
+            else:
+                out.send(journal, key, record.value)
+        if self.role == "clusters" and position > self.fleet_seen:
+            mark = FleetSeen(id=f"fleet-{self.tp.partition}-{position}", partition=self.tp.partition, position=position)
+            value = mark.to_bytes()
+            for partition in range(self.partitions):
+                out.send(journal, b"fleet", value, partition=partition)
+            self.fleet_seen = position

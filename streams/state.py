@@ -1,0 +1,195 @@
+"""Changelogged, per-partition state: what a stateful stage remembers between batches.
+
+Each input partition a stage owns has one `PartitionState`: named mappings (for the
+decider, the engine's clusters/modules/targets/…; for the assembler, one record per
+cluster) held in memory as decoded values, plus the `Tracking` record — the input
+position processed so far and how many events that was.
+
+Writes go through two layers of pending changes before they reach the committed values:
+
+    event layer ──(event handled)──► batch layer ──(transaction committed)──► committed
+         └──(event failed: dropped)        └──(transaction failed: dropped)
+
+so that one poison event is undone without touching the rest of its batch, and a batch
+whose transaction did not commit leaves nothing behind. `changelog()` turns the batch
+layer into the records written to the stage's compacted state topic *inside the same
+transaction* as the stage's outputs and its consumer offsets: state, outputs and input
+position advance together or not at all (eventsourcing's `Tracking`, Kafka Streams'
+exactly-once). A restart or a new owner rebuilds the state by `restore`-ing that topic.
+
+Keys on the state topic are `"<mapping>:<key>"`; values are JSON (pydantic models
+dumped in JSON mode, floats as JSON numbers); a tombstone (None) deletes the key.
+Reads cost one or three dict lookups, whatever the number of keys: nothing here scans.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+_DELETED: Any = object()
+
+
+class Tracking(BaseModel):
+    """The input position a partition's state corresponds to: `offset` is the next offset
+    to read; `events` counts every input record processed (duplicates excluded)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    offset: int = 0
+    events: int = 0
+
+
+class LayeredMapping(MutableMapping[str, Any]):
+    """Committed values under a batch layer under an event layer (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.committed: dict[str, Any] = {}
+        self._batch: dict[str, Any] = {}
+        self._event: dict[str, Any] = {}
+
+    # -- layers ---------------------------------------------------------------------------
+
+    def keep_event(self) -> None:
+        self._batch.update(self._event)
+        self._event.clear()
+
+    def drop_event(self) -> None:
+        self._event.clear()
+
+    def drop_batch(self) -> None:
+        self._event.clear()
+        self._batch.clear()
+
+    def batch_writes(self) -> Iterator[tuple[str, Any]]:
+        """(key, value or _DELETED) for every key written in the batch, last write wins."""
+        return iter(self._batch.items())
+
+    def commit_batch(self) -> None:
+        for key, value in self._batch.items():
+            if value is _DELETED:
+                self.committed.pop(key, None)
+            else:
+                self.committed[key] = value
+        self._batch.clear()
+
+    # -- mapping --------------------------------------------------------------------------
+
+    def _lookup(self, key: str) -> Any:
+        for layer in (self._event, self._batch):
+            if key in layer:
+                return layer[key]
+        return self.committed.get(key, _DELETED)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._lookup(key)
+        if value is _DELETED:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._lookup(key)
+        return default if value is _DELETED else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._lookup(key) is not _DELETED
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._event[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._event[key] = _DELETED
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._batch and not self._event:
+            return iter(list(self.committed))
+        keys = dict.fromkeys(self.committed)
+        for layer in (self._batch, self._event):
+            keys.update(dict.fromkeys(layer))
+        return iter([k for k in keys if self._lookup(k) is not _DELETED])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class PartitionState:
+    """The named mappings of one partition and their changelog encoding."""
+
+    TRACKING = "tracking"
+
+    def __init__(self, schema: Mapping[str, type]) -> None:
+        self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
+        self.mappings: dict[str, LayeredMapping] = {name: LayeredMapping() for name in self.schema}
+
+    @property
+    def tracking(self) -> Tracking:
+        value = self.mappings[self.TRACKING].get("position")
+        return value if value is not None else Tracking()
+
+    @tracking.setter
+    def tracking(self, value: Tracking) -> None:
+        self.mappings[self.TRACKING]["position"] = value
+
+    @property
+    def restored(self) -> bool:
+        """Whether this partition ever committed anything (then `tracking` is authoritative)."""
+        return "position" in self.mappings[self.TRACKING]
+
+    def keep_event(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.keep_event()
+
+    def drop_event(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.drop_event()
+
+    def drop_batch(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.drop_batch()
+
+    def commit_batch(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.commit_batch()
+
+    def changelog(self) -> list[tuple[bytes, bytes | None]]:
+        """The batch layer as state-topic records (key, JSON value or tombstone)."""
+        records: list[tuple[bytes, bytes | None]] = []
+        for name, mapping in self.mappings.items():
+            for key, value in mapping.batch_writes():
+                records.append((f"{name}:{key}".encode(), None if value is _DELETED else _encode(value)))
+        return records
+
+    def restore(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+        """Apply state-topic records (in offset order) to the committed values."""
+        applied = 0
+        for raw_key, raw_value in records:
+            if raw_key is None:
+                continue
+            name, _, key = raw_key.decode().partition(":")
+            kind = self.schema.get(name)
+            if kind is None:
+                continue
+            committed = self.mappings[name].committed
+            if raw_value is None:
+                committed.pop(key, None)
+            else:
+                committed[key] = _decode(kind, raw_value)
+            applied += 1
+        return applied
+
+
+def _encode(value: Any) -> bytes:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json().encode()
+    return json.dumps(value).encode()
+
+
+def _decode(kind: type, raw: bytes) -> Any:
+    if issubclass(kind, BaseModel):
+        return kind.model_validate_json(raw)
+    return kind(json.loads(raw))
