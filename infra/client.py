@@ -5,6 +5,10 @@ read compacted topics to their end, follow a topic.
 from the beginning to the end offset taken at the start, keep the last value per key and
 drop keys whose last value is a tombstone. Compaction only makes this cheaper; the result
 is the same before and after the log cleaner runs.
+
+Every consumer reads with `isolation_level="read_committed"`: the worker writes projections
+in Kafka transactions, so records of aborted (or still open) transactions are never seen,
+and the end offsets are the last stable offsets.
 """
 
 from __future__ import annotations
@@ -54,7 +58,11 @@ async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, byte
 
 async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **kafka_client_options()
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        isolation_level="read_committed",
+        **kafka_client_options(),
     )
     await consumer.start()
     partitions = consumer.partitions_for_topic(topic)

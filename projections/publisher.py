@@ -3,7 +3,9 @@
 `KafkaPublisher` keeps one idempotent aiokafka producer open (`acks=all`) and sends one
 event at a time, waiting for the broker's acknowledgement, so that a caller can update its
 "last published" state only once the event is durable. The producer starts on first use —
-inside the running event loop — and transient send failures are retried with backoff.
+inside the running event loop — and failed sends are retried with backoff; after a failure
+the producer is closed (bounded) and a new one is started for the next attempt, so a producer
+that broke during a broker outage never lingers. Retry warnings are rate-limited.
 The `Publish` protocol is what the watcher and the reporter depend on; tests may pass any
 coroutine function with the same shape. Security (TLS, SASL) comes from the same
 ROLLOUT_KAFKA_* settings as every other client (`infra.settings.kafka_client_options`).
@@ -18,11 +20,14 @@ from typing import Protocol
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from infra.observability import RATE_LIMITED
 from infra.settings import kafka_client_options
 
 __all__ = ["KafkaPublisher", "Publish"]
 
 log = logging.getLogger("rollout.publisher")
+
+CLOSE_TIMEOUT = 10.0
 
 
 class Publish(Protocol):
@@ -57,11 +62,22 @@ class KafkaPublisher:
                 producer = await self._started()
                 await (await producer.send(self.topic, key=key.encode(), value=value))
                 return
-            except KafkaError as error:
+            except (TimeoutError, KafkaError, OSError) as error:
+                await self._discard()
                 if attempt == self.attempts:
                     raise
-                log.warning("publishing to %s failed (%s); retrying", self.topic, error)
+                log.warning("publishing to %s failed (%s); retrying", self.topic, error, extra=RATE_LIMITED)
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
+
+    async def _discard(self) -> None:
+        """Close the producer after a failure; the next attempt starts a new one."""
+        async with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                await asyncio.wait_for(producer.stop(), CLOSE_TIMEOUT)
+            except Exception as error:  # a broken producer: nothing more to do about it
+                log.warning("closing the producer for %s: %s", self.topic, error, extra=RATE_LIMITED)
 
     async def close(self) -> None:
         async with self._lock:
