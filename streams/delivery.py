@@ -245,11 +245,16 @@ class StageRunner:
     async def assign(self, assigned: list[TopicPartition]) -> None:
         async with self.lock:
             for tp in sorted(assigned):
-                slot = self.suspended.pop(tp, None) or Slot(tp, self.spec.new_processor(tp))
-                self.slots[tp] = slot
+                slot = self.suspended.pop(tp, None)
                 try:
+                    if slot is None:
+                        slot = Slot(tp, self.spec.new_processor(tp))
+                    self.slots[tp] = slot
                     await self._take_over(slot)
                 except Exception as error:
+                    if slot is None:  # cannot even hold the partition: a bug, and loud
+                        log.exception("%s %s: cannot set up the partition", self.spec.name, _name(tp))
+                        raise
                     self._break(slot, error)
             for tp in [tp for tp in self.suspended if tp not in self.slots]:
                 # another worker owns it now: what we hold may go stale; rebuilt if it returns

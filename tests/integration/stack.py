@@ -73,6 +73,7 @@ class Stack:
         self.worker_port = free_port()
         self.applier_port = free_port()
         self.worker: subprocess.Popen[bytes] | None = None
+        self._ready_counts: dict[str, int] = {}
         self.applier: subprocess.Popen[bytes] | None = None
         self.env = {
             **os.environ,
@@ -98,19 +99,26 @@ class Stack:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def start_worker(self) -> None:
-        before = self.log("worker").count(WORKER_READY)
-        self.start_worker_process()
+        self.worker = self.start_worker_process()
+        self.wait_ready(self.worker)
+
+    def wait_ready(self, process: subprocess.Popen[bytes], *, name: str = "worker", timeout: float = 90) -> None:
+        """Wait until `process` announces it has joined its groups (since it started)."""
+        before = self._ready_counts.get(name, 0)
 
         def ready() -> bool:
-            if self.worker is not None and self.worker.poll() is not None:
-                raise AssertionError(f"worker exited with {self.worker.returncode}:\n{self.log('worker')[-3000:]}")
-            return self.log("worker").count(WORKER_READY) > before
+            if process.poll() is not None:
+                raise AssertionError(f"{name} exited with {process.returncode}:\n{self.log(name)[-3000:]}")
+            return self.log(name).count(WORKER_READY) > before
 
-        wait_for("the worker to be ready", ready, timeout=90)
+        wait_for(f"{name} to be ready", ready, timeout=timeout, interval=0.1)
+        self._ready_counts[name] = before + 1
 
-    def start_worker_process(self) -> None:
-        self.worker = self._spawn(
-            "worker",
+    def start_worker_process(self, name: str = "worker") -> subprocess.Popen[bytes]:
+        """Start a worker; `name` names its log (several workers share the groups)."""
+        self._ready_counts[name] = self.log(name).count(WORKER_READY)
+        return self._spawn(
+            name,
             "worker",
             "--partitions",
             str(self.partitions),
@@ -119,7 +127,7 @@ class Stack:
             "--loglevel",
             "info",
             "--web-port",
-            str(self.worker_port),
+            str(self.worker_port if name == "worker" else free_port()),
         )
 
     def start_applier(self, *extra: str) -> None:

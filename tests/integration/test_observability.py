@@ -37,7 +37,7 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 def test_worker_is_not_ready_until_it_joined_and_recovered_then_ready(stack: Stack) -> None:
-    stack.start_worker_process()
+    stack.worker = stack.start_worker_process()
     first = wait_for("the worker's web port", lambda: http_get(stack.worker_port, "/readyz"), timeout=60, interval=0.1)
     assert first[0] == 503, first
     assert json.loads(first[1])["problems"], first
@@ -53,7 +53,7 @@ def test_a_scrape_after_processing_events_shows_the_counters_moved(stack: Stack)
 
     def scraped() -> str | None:
         text = http_get(stack.worker_port, "/metrics")[1]  # type: ignore[index]
-        moved = metric(text, "rollout_dead_letters_total", stage="router") >= 1
+        moved = metric(text, "rollout_dead_letters_total", stage="route") >= 1
         return text if moved and metric(text, "rollout_modules", phase="Complete") == 2 else None
 
     worker = wait_for("the dead letter and two complete modules to be counted", scraped)
