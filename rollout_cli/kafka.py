@@ -2,8 +2,10 @@
 
 Thin wrapper over :mod:`infra.localkafka`. The broker is found through its state file
 (``$ROLLOUT_STATE_DIR/kafka.json``, default ``~/.local/state/rollout/kafka.json``); jars are
-cached under ``$ROLLOUT_CACHE_DIR`` (default ``~/.cache/rollout``). Errors are printed as
-``error: ...`` on stderr with exit code 2; ``status`` exits 1 when no broker is running.
+cached under ``$ROLLOUT_CACHE_DIR`` (default ``~/.cache/rollout``). A restarted broker
+listens on the port it used last time (recorded in its data dir) unless that port is taken
+now. Errors are printed as ``error: ...`` on stderr with exit code 2; ``status`` exits 1
+when no broker is running.
 """
 
 from __future__ import annotations
@@ -53,7 +55,12 @@ def kafka() -> None:
 
 
 @kafka.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Broker port (default: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Broker port (default: the one it used last time with this data dir, if free; else a free one).",
+)
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
