@@ -1,0 +1,480 @@
+"""Throughput of the stream core on one broker, in one run (prints figures; asserts nothing).
+
+    .venv/bin/python benchmarks/throughput.py 3000            # N = 3000 (the default)
+    .venv/bin/python benchmarks/throughput.py 3000 --sizes 1000,10000,50000 --profile
+    options: --skip-pipe / --skip-table (run one half only), --sizes (table-layer fleet sizes)
+
+Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Every run uses
+fresh topics (a random prefix) and deletes them at the end.
+
+1. **Raw pipe** — the floor any Kafka stream processor in Python pays: one aiokafka consumer
+   (batched `getmany`) → `json.loads` → `json.dumps` → one producer (acks=all, no flush per
+   message) over N status-like JSON messages on 4 partitions; messages/s from the first
+   record fetched to the last acknowledgement.
+2. **The real worker** — `rollout worker` (4 partitions) as a subprocess, waited for until it
+   logs "worker ready:". N ready clusters are published and folded (the decide-state
+   changelog holds every cluster in every journal partition), then a Module without a
+   rollout block (one stage, everyone at once):
+   * fan-out: from publishing the module to N assemblage snapshots on the projection topics;
+   * status: N `succeeded` SyncStatusReported, from publishing the first to phase Complete on
+     module-status → events/s, and its ratio to the raw pipe (target ≥ 20 % at N = 3000;
+     fan-out target ≤ 5 s at N = 3000).
+3. **Table layer** — per-event cost of a `streams.decider.DecidePartition` (the real engine
+   over the changelogged `PartitionState`), without Kafka, at each fleet size: N
+   ClusterObserved and 3 modules (selector: all clusters, stages canary 1 % / wave-1 25 % /
+   wave-2 rest, maxConcurrency 50 — 3·N targets) are folded in batches as the runtime does
+   (`process` → `changelog()` → `commit_batch()`); then timed (process CPU time): batches of 100 label changes
+   of existing clusters, and batches of 100 `succeeded` reports of clusters being updated
+   (each report lets the next cluster in). µs/event per kind, and cost(largest)/cost(smallest)
+   (target ≤ 1.3). `--profile` adds a cProfile of the timed events at the smallest and the
+   largest size (top functions by own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import gc
+import json
+import os
+import pstats
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import ConsumerRecord
+
+from infra import client
+from infra.localkafka import discover_bootstrap
+from infra.observability import Metrics
+from infra.settings import kafka_client_options
+from infra.topics import TopicNames, ensure_topics
+from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.manifests import MANIFEST_ADAPTER
+from streams.decider import DecidePartition
+from streams.delivery import Outputs
+
+PARTITIONS = 4
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def cluster_name(i: int) -> str:
+    return f"b-{i:06d}"
+
+
+def cluster_event(i: int, labels: dict[str, str]) -> ClusterObserved:
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": cluster_name(i), "labels": labels},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+    )
+    return ClusterObserved(cluster=manifest)
+
+
+def module_event(name: str, rollout: dict[str, Any] | None = None, fleet: dict[int, int] | None = None) -> bytes:
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": {"env": "bench"}},
+        "sync": {"source": {"git": {"url": "https://example.com/r", "version": {"tag": "1.0.0"}}}},
+    }
+    if rollout is not None:
+        spec["rollout"] = rollout
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {"apiVersion": "rollout.dev/v1alpha1", "kind": "Module", "metadata": {"name": name}, "spec": spec}
+    )
+    return ModuleApplied(module=manifest, fleet=fleet or {}).to_bytes()
+
+
+def report(cluster: str, module: str, generation: int | None = 1) -> bytes:
+    return SyncStatusReported(
+        cluster=cluster, module=module, revision="1.0.0", state="succeeded", generation=generation
+    ).to_bytes()
+
+
+# -- 1. raw pipe ----------------------------------------------------------------------------
+
+
+async def create_topics(bootstrap: str, names: Sequence[str]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_client_options())
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, num_partitions=PARTITIONS, replication_factor=1) for n in names])
+    finally:
+        await admin.close()
+
+
+async def delete_topics(bootstrap: str, prefix: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_client_options())
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        if names:
+            await admin.delete_topics(names)
+    finally:
+        await admin.close()
+
+
+async def raw_pipe(bootstrap: str, prefix: str, n: int) -> float:
+    source, sink = f"{prefix}raw-in", f"{prefix}raw-out"
+    await create_topics(bootstrap, [source, sink])
+    await client.publish(bootstrap, source, [(cluster_name(i), report(cluster_name(i), "bench")) for i in range(n)])
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+        **kafka_client_options(),
+    )
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=2, max_batch_size=256 * 1024, **kafka_client_options()
+    )
+    await consumer.start()
+    await producer.start()
+    try:
+        tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        futures = []
+        started: float | None = None
+        while len(futures) < n:
+            batch = await consumer.getmany(timeout_ms=100, max_records=2000)
+            if batch and started is None:
+                started = time.perf_counter()
+            for records in batch.values():
+                for record in records:
+                    value = json.dumps(json.loads(record.value)).encode()
+                    futures.append(await producer.send(sink, key=record.key, value=value))
+        await asyncio.gather(*futures)
+        assert started is not None
+        return n / (time.perf_counter() - started)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+# -- 2. the real worker ---------------------------------------------------------------------
+
+
+class Follower:
+    """Reads projection, module-status and decide-state topics (read_committed) as they grow,
+    noting when conditions first hold."""
+
+    def __init__(self, bootstrap: str, names: TopicNames) -> None:
+        self.bootstrap = bootstrap
+        self.names = names
+        self.snapshots: set[bytes] = set()
+        self.folded: set[tuple[int, bytes]] = set()
+        self.status: dict[str, Any] | None = None
+        self.waiters: list[tuple[Callable[[], bool], asyncio.Future[float]]] = []
+
+    async def run(self) -> None:
+        names = self.names
+        topics = [names.remote, names.proxy, names.module_status, names.name("decide_state")]
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+            **kafka_client_options(),
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while True:
+                batch = await consumer.getmany(timeout_ms=50, max_records=10000)
+                now = time.monotonic()
+                for tp, records in batch.items():
+                    for r in records:
+                        if tp.topic == names.module_status:
+                            if r.key == b"bench" and r.value is not None:
+                                self.status = json.loads(r.value)
+                        elif tp.topic in (names.remote, names.proxy):
+                            if r.value is None:
+                                self.snapshots.discard(r.key)
+                            else:
+                                self.snapshots.add(r.key)
+                        elif r.key is not None and r.key.startswith(b"clusters:"):
+                            self.folded.add((tp.partition, r.key))
+                for condition, future in list(self.waiters):
+                    if not future.done() and condition():
+                        future.set_result(now)
+                        self.waiters.remove((condition, future))
+        finally:
+            await consumer.stop()
+
+    async def until(self, condition: Callable[[], bool], what: str, timeout: float = 300) -> float:
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiters.append((condition, future))
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (status: {self.status})") from None
+
+
+async def wait_ready(log: Path, worker: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "worker ready:" in log.read_text(errors="replace"):
+            return
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker exited with {worker.returncode}; log: {log.read_text()[-3000:]}")
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the worker was not ready after {timeout:.0f} s")
+
+
+async def real_worker(bootstrap: str, prefix: str, n: int) -> tuple[float, float, float]:
+    """(seconds to fold the fleet, fan-out seconds, status events/s)"""
+    names = TopicNames(prefix)
+    await ensure_topics(bootstrap, prefix, PARTITIONS)
+    env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
+    follower = Follower(bootstrap, names)
+    following: asyncio.Task[None] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "worker.log"
+        with log.open("wb") as sink:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "rollout_cli.main", "worker", "--web-port", "0",
+                 "--partitions", str(PARTITIONS), "--loglevel", "info"],
+                env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            await wait_ready(log, worker)
+            following = asyncio.create_task(follower.run())
+            started = time.monotonic()
+            labels = {"env": "bench"}
+            await client.publish(
+                bootstrap, names.clusters, [(cluster_name(i), cluster_event(i, labels).to_bytes()) for i in range(n)]
+            )
+            ends = await end_offsets(bootstrap, names.clusters)
+            folded = await follower.until(lambda: len(follower.folded) >= PARTITIONS * n, "the fleet to be folded")
+            fold_s = folded - started
+
+            published = time.monotonic()
+            await client.publish(bootstrap, names.intents, [("bench", module_event("bench", fleet=ends))])
+            fanned = await follower.until(lambda: len(follower.snapshots) >= n, f"{n} snapshots")
+
+            reports = [(cluster_name(i), report(cluster_name(i), "bench")) for i in range(n)]
+            first = time.monotonic()
+            await client.publish(bootstrap, names.status, reports)
+            complete = await follower.until(
+                lambda: follower.status is not None and follower.status.get("phase") == "Complete", "phase Complete"
+            )
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            if following is not None:
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+    return fold_s, fanned - published, n / (complete - first)
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **kafka_client_options())
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def pipe_and_worker(n: int) -> None:
+    bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
+    if not bootstrap:
+        sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
+    prefix = f"bench-{uuid.uuid4().hex[:6]}."
+    print(f"broker {bootstrap}, N = {n}, {PARTITIONS} partitions, topic prefix {prefix}", flush=True)
+    try:
+        raw = await raw_pipe(bootstrap, prefix, n)
+        print(f"raw pipe   consume → json → produce (acks=all):       {raw:9.0f} msg/s", flush=True)
+        fold_s, fan_s, status = await real_worker(bootstrap, prefix, n)
+    finally:
+        with contextlib.suppress(Exception):
+            await delete_topics(bootstrap, prefix)
+    ratio = status / raw * 100
+    print(f"worker     fleet of {n} folded into {PARTITIONS} journal partitions: {fold_s:7.2f} s")
+    print(f"worker     fan-out: module → {n} snapshots:             {fan_s:7.2f} s   "
+          f"(target ≤ 5 s at 3000: {'met' if fan_s <= 5 else 'NOT met'})")  # fmt: skip
+    print(f"worker     status: {n} reports → Complete:             {status:9.0f} events/s")
+    print(f"ratio      status events/s ÷ raw pipe msg/s:            {ratio:8.1f} %   "
+          f"(target ≥ 20 %: {'met' if ratio >= 20 else 'NOT met'})", flush=True)  # fmt: skip
+
+
+# -- 3. table layer -------------------------------------------------------------------------
+
+TABLE_MODULES = ("app-a", "app-b", "app-c")
+STAGED = {
+    "sortingLabelKey": "order",
+    "stages": [
+        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}, "maxConcurrency": 50},
+        {"name": "wave-1", "selector": {"matchLabels": {"ring": "wave-1"}}, "maxConcurrency": 50},
+        {"name": "wave-2", "maxConcurrency": 50},
+    ],
+}
+
+
+class Journal:
+    """ConsumerRecords of journal partition 0, as the decider receives them."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.offset = 0
+
+    def record(self, value: bytes, key: bytes | None = None) -> ConsumerRecord:  # type: ignore[type-arg]
+        r = ConsumerRecord(self.topic, 0, self.offset, 0, 0, key, value, None, 0, len(value), ())
+        self.offset += 1
+        return r
+
+
+class Table:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        names = TopicNames("bench.")
+        self.names = names
+        self.journal = Journal(names.journal)
+        self.decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
+        self.updating: dict[str, list[str]] = {m: [] for m in TABLE_MODULES}
+        self.changelog_records = 0
+
+    def labels(self, i: int, version: int = 0) -> dict[str, str]:
+        ring = "canary" if i < max(self.size // 100, 1) else ("wave-1" if i < self.size // 4 else "wave-2")
+        labels = {"env": "bench", "ring": ring, "order": str(i)}
+        if version:
+            labels["version"] = str(version)
+        return labels
+
+    def batch(self, records: list[ConsumerRecord]) -> Outputs:  # type: ignore[type-arg]
+        """One batch as the runtime runs it: process, changelog, (commit), commit_batch."""
+        out = Outputs(self.names.dead_letters)
+        self.decider.process(records, self.journal.offset, out)
+        self.changelog_records += len(self.decider.state.changelog())
+        self.decider.state.commit_batch()
+        return out
+
+    def note(self, out: Outputs) -> None:
+        """Track which clusters are being updated (outside the timed part)."""
+        if out.dead_letters:
+            raise RuntimeError(f"{out.dead_letters} dead letters: {[r.value for r in out.records][-1]!r}")
+        for r in out.records:
+            if r.topic == self.names.assignments:
+                a = json.loads(r.value)
+                if a.get("sync") is not None:
+                    self.updating[a["module"]].append(a["cluster"])
+
+    def setup(self) -> float:
+        started = time.perf_counter()
+        for first in range(0, self.size, 2000):
+            events = [cluster_event(i, self.labels(i)).to_bytes() for i in range(first, min(first + 2000, self.size))]
+            self.note(self.batch([self.journal.record(e) for e in events]))
+        for module in TABLE_MODULES:
+            self.note(self.batch([self.journal.record(module_event(module, STAGED))]))
+        return time.perf_counter() - started
+
+    def timed(self, batches: int, per_batch: int = 100) -> dict[str, float]:
+        """Alternating batches of label changes and of reports; seconds per event of each kind."""
+        rng = random.Random(7)
+        spent = {"label change": 0.0, "status report": 0.0}
+        count = {"label change": 0, "status report": 0}
+        version = 0
+        for b in range(batches):
+            if b % 2 == 0:
+                version += 1
+                kind = "label change"
+                chosen = rng.sample(range(self.size), per_batch)
+                values = [cluster_event(i, self.labels(i, version)).to_bytes() for i in chosen]
+            else:
+                kind = "status report"
+                values = []  # up to per_batch of the clusters being updated, modules in turn
+                while len(values) < per_batch and any(self.updating.values()):
+                    for module in TABLE_MODULES:
+                        if self.updating[module] and len(values) < per_batch:
+                            values.append(report(self.updating[module].pop(0), module))
+                if not values:
+                    raise RuntimeError("nothing is being updated (every rollout done?)")
+            records = [self.journal.record(v) for v in values]
+            gc.collect()
+            started = time.process_time()  # CPU time: other processes on the machine do not count
+            out = self.batch(records)
+            spent[kind] += time.process_time() - started
+            count[kind] += len(records)
+            self.note(out)
+        return {kind: spent[kind] / count[kind] for kind in spent}
+
+
+def profile(table: Table, batches: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    table.timed(batches)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(12)
+
+
+def table_layer(sizes: list[int], with_profile: bool) -> None:
+    print(f"table layer: DecidePartition, {len(TABLE_MODULES)} modules x all clusters (3 stages, maxConcurrency 50), "
+          "batches of 100 events, process + changelog + commit_batch; CPU µs per event", flush=True)  # fmt: skip
+    print(f"{'clusters':>9} {'targets':>8} {'setup s':>8} {'µs/label change':>16} {'µs/status report':>17} "
+          f"{'µs/event':>9}", flush=True)  # fmt: skip
+    results: dict[int, float] = {}
+    for size in sizes:
+        table = Table(size)
+        setup_s = table.setup()
+        targets = len(table.decider.state.mappings["targets"].committed)
+        table.timed(4)  # warm-up
+        cost = table.timed(40)  # 2000 label changes, 2000 reports
+        mean = sum(cost.values()) / len(cost)
+        results[size] = mean
+        print(f"{size:>9} {targets:>8} {setup_s:>8.1f} {cost['label change'] * 1e6:>16.1f} "
+              f"{cost['status report'] * 1e6:>17.1f} {mean * 1e6:>9.1f}", flush=True)  # fmt: skip
+        if with_profile and size in (sizes[0], sizes[-1]):
+            print(f"--- cProfile, {size} clusters, 10 batches of 100 events (top by own time):")
+            profile(table, 10)
+        del table
+        gc.collect()
+    small, large = sizes[0], sizes[-1]
+    ratio = results[large] / results[small]
+    print(f"cost({large}) / cost({small}) = {ratio:.2f}   (target ≤ 1.3: {'met' if ratio <= 1.3 else 'NOT met'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=3000, help="clusters and reports for parts 1-2")
+    parser.add_argument("--sizes", default="1000,10000,50000", help="fleet sizes of the table-layer part")
+    parser.add_argument("--skip-pipe", action="store_true", help="skip the raw pipe and the real worker")
+    parser.add_argument("--skip-table", action="store_true", help="skip the table-layer part")
+    parser.add_argument("--profile", action="store_true", help="cProfile the table layer at both ends")
+    args = parser.parse_args()
+    print("load average before the run (2 cores: above 2 means others compete): "
+          + " ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)  # fmt: skip
+    if not args.skip_pipe:
+        asyncio.run(pipe_and_worker(args.n))
+    if not args.skip_table:
+        table_layer([int(s) for s in args.sizes.split(",")], args.profile)
+
+
+if __name__ == "__main__":
+    main()
