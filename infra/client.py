@@ -132,3 +132,14 @@ async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> 
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → end offset of `topic` as a `read_committed` reader sees it (the last
+    stable offset): everything committed so far lies below it."""
+    consumer, tps = await _consumer(bootstrap, topic)
+    try:
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()

@@ -18,16 +18,16 @@ from typing import Any
 import click
 import yaml
 
+from infra import client
 from rollout.events import (
-    ClusterObserved,
     ClusterRemoved,
-    ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
     SyncStatusReported,
 )
 from rollout.manifests import ManifestError, check_dns1123_label, load_manifest_files
 from rollout_cli import views
+from rollout_cli.intents import intents_for, publish_intents
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.kube import watch_clusters
 from rollout_cli.options import (
@@ -52,19 +52,6 @@ cli.add_command(watch_clusters)
 # --- intents -----------------------------------------------------------------------------
 
 
-def intents_for(manifests: list[Any]) -> list[tuple[str, str, bytes, str]]:
-    """(topic role, key, event, description) for manifests: clusters first, then modules."""
-    ordered = sorted(manifests, key=lambda m: {"Cluster": 0, "BootstrapModule": 1, "Module": 2}[m.kind])
-    out = []
-    for manifest in ordered:
-        name = manifest.metadata.name
-        if manifest.kind == "Cluster":
-            out.append(("clusters", name, ClusterObserved(cluster=manifest).to_bytes(), f"cluster/{name}"))
-        else:
-            out.append(("intents", name, ModuleApplied(module=manifest).to_bytes(), f"{manifest.kind.lower()}/{name}"))
-    return out
-
-
 @cli.command()
 @click.option("-f", "--filename", "files", multiple=True, required=True, type=click.Path(exists=True))
 @kafka_options
@@ -84,13 +71,13 @@ def apply(ctx: Context, files: tuple[str, ...]) -> None:
         if identity in seen and seen[identity] != manifest.kind:
             fail(f"nothing was applied: {manifest.kind} {manifest.metadata.name} and {seen[identity]} share a name")
         seen[identity] = manifest.kind
-    events = intents_for(manifests)
-    for role in ("clusters", "intents"):
-        batch = [(key, value) for r, key, value, _ in events if r == role]
-        if batch:
-            ctx.publish(ctx.topics.name(role), batch)
-    for _, _, _, description in events:
-        click.echo(f"{description} applied")
+    intents = intents_for(manifests)
+    try:
+        client.run(publish_intents(ctx.bootstrap, ctx.topics, intents))
+    except Exception as error:
+        fail(f"cannot publish at {ctx.bootstrap}: {error}")
+    for intent in intents:
+        click.echo(f"{intent.description} applied")
 
 
 @cli.command()

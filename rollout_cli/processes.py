@@ -172,7 +172,8 @@ def run_up(
 ) -> None:
     from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
     from rollout.manifests import load_manifest_files
-    from rollout_cli.main import fail, intents_for
+    from rollout_cli.intents import intents_for, publish_intents
+    from rollout_cli.options import fail
 
     started_broker: LocalKafka | None = None
     if bootstrap is None:
@@ -221,11 +222,9 @@ def run_up(
         click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
         if example:
             manifests = load_manifest_files([EXAMPLES])
-            events = intents_for(manifests)
-            for role in ("clusters", "intents"):
-                batch = [(key, value) for r, key, value, _ in events if r == role]
-                asyncio.run(client.publish(bootstrap, TopicNames(prefix).name(role), batch))
-            click.echo(f"example: applied {len(events)} manifests from {EXAMPLES}")
+            intents = intents_for(manifests)
+            asyncio.run(publish_intents(bootstrap, TopicNames(prefix), intents))
+            click.echo(f"example: applied {len(intents)} manifests from {EXAMPLES}")
         click.echo("running; Ctrl-C stops everything\n")
         asyncio.run(_summarize(bootstrap, prefix, children, Path(sink_spec.partition(":")[2])))
     except KeyboardInterrupt:

@@ -25,7 +25,7 @@ from infra import client
 from infra.topics import TopicNames, ensure_topics
 from rollout.events import EventBase
 from rollout.manifests import load_manifest_files
-from rollout_cli.main import intents_for
+from rollout_cli.intents import intents_for, publish_intents
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -158,11 +158,8 @@ class Stack:
     # -- publishing and reading ---------------------------------------------------------
 
     def apply(self, *paths: Path) -> None:
-        events = intents_for(load_manifest_files(list(paths)))
-        for role in ("clusters", "intents"):
-            batch = [(key, value) for r, key, value, _ in events if r == role]
-            if batch:
-                asyncio.run(client.publish(self.bootstrap, self.topics.name(role), batch))
+        """What `rollout apply -f` publishes: clusters, then modules stamped with the fleet."""
+        asyncio.run(publish_intents(self.bootstrap, self.topics, intents_for(load_manifest_files(list(paths)))))
 
     def send(self, role: str, key: str, event: EventBase | bytes | None) -> None:
         value = event.to_bytes() if isinstance(event, EventBase) else event
