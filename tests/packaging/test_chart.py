@@ -1,7 +1,7 @@
 """The Helm chart (charts/rollout): lint, render, and check what it would run.
 
 Rendered with the default values and with every charts/rollout/ci/*-values.yaml (SASL/TLS,
-RocksDB, several replicas, ServiceMonitor, minimal, directory sink), the chart must produce
+several replicas, ServiceMonitor, minimal, directory sink), the chart must produce
 valid Kubernetes objects whose containers run real `rollout` command lines with variables
 the program reads, probe paths the program serves, and exactly the intended RBAC.
 """
@@ -23,8 +23,11 @@ from infra import settings
 from projections.render import LABEL_MANAGED_BY, MANAGED_BY
 from tests.packaging.cli_surface import (
     KAFKA_SECURITY_ENV,
+    commands,
+    envvars_of,
     invocation_problems,
     kafka_security_env_in_source,
+    options_of,
     pending_entries_now_in_cli,
     readable_env,
     split_command,
@@ -65,7 +68,7 @@ KUBECONFIG_SECRETS = ("prod-eu-1-kubeconfig", "prod-us-2-kubeconfig")  # ci/repl
 
 
 def test_ci_values_files_cover_the_issue() -> None:
-    assert {"sasl", "rocksdb", "replicas", "servicemonitor"} <= set(CI)
+    assert {"sasl", "replicas", "servicemonitor"} <= set(CI)
 
 
 # --- lint and schema ----------------------------------------------------------------------
@@ -100,7 +103,9 @@ def test_values_files_have_no_duplicate_keys(values_file: Path) -> None:
 REJECTED = {
     "negative-worker-replicas": ({"worker": {"replicas": -1}}, "worker.replicas"),
     "negative-applier-replicas": ({"applier": {"replicas": -1}}, "applier.replicas"),
-    "unknown-store": ({"worker": {"store": "redis://"}}, "worker.store"),
+    # The worker's state is in Kafka now (streams/state.py): the Faust-era values are gone.
+    "removed-worker-store": ({"worker": {"store": "rocksdb://"}}, "store"),
+    "removed-worker-persistence": ({"worker": {"persistence": {"enabled": True}}}, "persistence"),
     "missing-bootstrap": ({"kafka": {"bootstrapServers": None}}, "bootstrapServers is required"),
     "empty-bootstrap": ({"kafka": {"bootstrapServers": ""}}, "kafka.bootstrapServers"),
     "bootstrap-without-port": ({"kafka": {"bootstrapServers": "kafka-0,kafka-1"}}, "kafka.bootstrapServers"),
@@ -282,7 +287,7 @@ def test_plaintext_sets_no_credentials(render: Render) -> None:
 def test_default_install_runs_the_three_components_and_the_topics_job(render: Render) -> None:
     objects = render(None)
     kinds = {c.component: c.workload["kind"] for c in containers(objects)}
-    assert kinds == {"worker": "StatefulSet", "applier": "Deployment", "watcher": "Deployment", "topics": "Job"}
+    assert kinds == {"worker": "Deployment", "applier": "Deployment", "watcher": "Deployment", "topics": "Job"}
     assert component(objects, "worker").args[0] == "worker"
     assert component(objects, "applier").args[:3] == ["applier", "--sink", "kubernetes"]
     assert component(objects, "watcher").args[0] == "watch-clusters"
@@ -299,39 +304,81 @@ def test_topics_are_created_before_install_and_upgrade_with_the_workers_partitio
         assert job.flag("--partitions") == str(merged_values(values_file)["kafka"]["partitions"])
 
 
-def test_memory_store_keeps_worker_state_in_an_empty_dir(render: Render) -> None:
-    objects = render(None)
+WORKER_STATE_FLAGS = ("--store", "--data-dir")  # Faust's table store; the worker has neither now
+
+
+def test_the_worker_cli_has_no_local_state_flags() -> None:
+    worker = commands()[("worker",)]
+    assert not set(WORKER_STATE_FLAGS) & set(options_of(worker)), "the worker's state lives in Kafka topics"
+    assert not {"ROLLOUT_STORE", "ROLLOUT_DATA_DIR"} & envvars_of(worker)
+
+
+@by_values
+def test_the_worker_keeps_no_local_state(render: Render, values_file: Path | None) -> None:
+    objects = render(values_file)
     worker = component(objects, "worker")
-    assert worker.flag("--store") == "memory://"
-    data_dir = worker.flag("--data-dir")
-    assert data_dir is not None
-    mount = worker.mount(data_dir)
-    assert mount is not None
-    assert worker.volume(mount["name"]) == {"name": mount["name"], "emptyDir": {}}
+    assert worker.workload["kind"] == "Deployment"
+    assert not set(WORKER_STATE_FLAGS) & set(worker.args)
+    assert not {"ROLLOUT_STORE", "ROLLOUT_DATA_DIR"} & set(worker.env)
+    assert not of_kind(objects, "PersistentVolumeClaim") and not of_kind(objects, "StatefulSet")
     assert "volumeClaimTemplates" not in worker.workload["spec"]
+    for volume in worker.pod.get("volumes", []):
+        assert set(volume) & {"emptyDir", "secret"}, f"worker volume {volume['name']} is not scratch or a Secret"
+    mounted = {m["mountPath"] for m in worker.spec.get("volumeMounts", [])}
+    assert mounted <= {"/tmp", "/etc/rollout/kafka-ca"}, mounted
 
 
-def test_rocksdb_store_keeps_worker_state_on_a_volume_claim_per_replica(render: Render) -> None:
-    worker = component(render(CI["rocksdb"]), "worker")
-    assert worker.workload["kind"] == "StatefulSet"
-    assert worker.flag("--store") == "rocksdb://"
-    data_dir = worker.flag("--data-dir")
-    assert data_dir is not None
-    mount = worker.mount(data_dir)
-    assert mount is not None
-    assert worker.volume(mount["name"]) is None, "the claim template, not a pod volume, must back the state"
-    (claim,) = worker.workload["spec"]["volumeClaimTemplates"]
-    assert claim["metadata"]["name"] == mount["name"]
-    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
-    assert claim["spec"]["storageClassName"] == "fast-ssd"
+@by_values
+def test_every_rendered_worker_flag_is_one_the_worker_accepts(render: Render, values_file: Path | None) -> None:
+    worker = component(render(values_file), "worker")
+    path, rest = split_command(worker.args)
+    assert path == ("worker",)
+    accepted = options_of(commands()[path])
+    flags = [arg.split("=")[0] for arg in rest if arg.startswith("-")]
+    assert flags and set(flags) <= set(accepted), sorted(set(flags) - set(accepted))
+    values = merged_values(values_file)
+    assert worker.flag("--partitions") == str(values["kafka"]["partitions"])
+    assert worker.flag("--replication-factor") == str(values["kafka"]["replicationFactor"])
+    assert float(worker.flag("--tick-interval") or "nan") == values["worker"]["tickInterval"]
 
 
-def test_rocksdb_without_persistence_falls_back_to_an_empty_dir(render: Render) -> None:
-    worker = component(render(CI["replicas"]), "worker")
-    assert worker.flag("--store") == "rocksdb://"
-    assert "volumeClaimTemplates" not in worker.workload["spec"]
-    mount = worker.mount(worker.flag("--data-dir") or "")
-    assert mount is not None and worker.volume(mount["name"]) == {"name": mount["name"], "emptyDir": {}}
+def test_worker_extra_args_reach_the_command_line(helm: Helm, tmp_path: Path) -> None:
+    values_file = tmp_path / "extra-args.yaml"
+    values_file.write_text(yaml.safe_dump({"worker": {"extraArgs": ["--topic-prefix", "blue."]}}))
+    worker = component(parse_manifests(helm.template("--values", str(values_file)).stdout), "worker")
+    assert worker.args[-2:] == ["--topic-prefix", "blue."]
+    assert invocation_problems(worker.args, worker.plain_env()) == []
+
+
+def test_worker_rolls_over_without_a_gap(render: Render) -> None:
+    strategy = component(render(None), "worker").workload["spec"]["strategy"]
+    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+def worker_budgets(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        pdb
+        for pdb in of_kind(objects, "PodDisruptionBudget")
+        if pdb["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
+    ]
+
+
+def test_several_workers_get_a_disruption_budget_one_does_not(render: Render, helm: Helm, tmp_path: Path) -> None:
+    assert worker_budgets(render(None)) == [], "one worker alone must not block a node drain"
+    for replicas in (2, 3):
+        values_file = tmp_path / f"workers-{replicas}.yaml"
+        values_file.write_text(yaml.safe_dump({"worker": {"replicas": replicas}}))
+        objects = parse_manifests(helm.template("--values", str(values_file)).stdout)
+        (budget,) = worker_budgets(objects)
+        assert budget["apiVersion"] == "policy/v1"
+        assert budget["spec"]["maxUnavailable"] == 1
+        selector = budget["spec"]["selector"]["matchLabels"]
+        selected = [
+            w for w in workloads(objects) if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert [w["metadata"]["name"] for w in selected] == [component(objects, "worker").workload["metadata"]["name"]]
+    (budget,) = worker_budgets(render(CI["replicas"]))
+    assert budget["metadata"]["namespace"] == NAMESPACE
 
 
 def test_replicas_come_from_the_values(render: Render) -> None:
@@ -340,14 +387,6 @@ def test_replicas_come_from_the_values(render: Render) -> None:
     assert component(objects, "applier").workload["spec"]["replicas"] == 4
     assert component(objects, "watcher").workload["spec"]["replicas"] == 1
     assert component(objects, "applier").flag("--group-id") == "rollout-applier-eu"
-
-
-def test_worker_statefulset_is_governed_by_a_headless_service(render: Render) -> None:
-    objects = render(None)
-    worker = component(objects, "worker").workload
-    service = next(s for s in of_kind(objects, "Service") if s["metadata"]["name"] == worker["spec"]["serviceName"])
-    assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"].items() <= worker["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_applier_templates_are_mounted_and_passed_as_template_dir(render: Render) -> None:
