@@ -2,20 +2,20 @@
 #
 # The rollout engine image: one `rollout` entrypoint, any subcommand as arguments —
 #
-#     docker run --rm rollout-engine:dev worker --store rocksdb:// --data-dir /var/lib/rollout/worker
+#     docker run --rm rollout-engine:dev worker --bootstrap-servers kafka:9092
 #     docker run --rm rollout-engine:dev applier --sink kubernetes
 #     docker run --rm -v "$PWD/fleet:/fleet:ro" rollout-engine:dev apply -f /fleet
 #
 # Two stages: `build` makes a virtualenv in /opt/venv (compilers available there, in case a
 # dependency has no wheel for this platform); `runtime` copies only that virtualenv onto a
 # fresh slim Python of the same version and path, and runs as an unprivileged user.
-# The RocksDB table store (`--store rocksdb://`) is included: EXTRAS=rocksdb by default.
+# The worker keeps no local files: its state is in memory, changelogged to Kafka (the
+# `decide-state` and `assemble-state` topics), so the image needs no data directory.
 #
 # Build:  docker build -t rollout-engine:dev .
 #
 # Layout the chart and docker-compose.yml rely on:
-#   /var/lib/rollout/worker   worker state (--data-dir), owned by the runtime user
-#   /flux-out                 directory-sink target in docker-compose.yml
+#   /flux-out                 directory-sink target in docker-compose.yml, owned by the runtime user
 #   /app/examples             the example fleet (`rollout apply -f /app/examples`)
 
 ARG PYTHON_VERSION=3.11
@@ -23,7 +23,6 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS build
 
-ARG EXTRAS=rocksdb
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -44,7 +43,7 @@ COPY projections ./projections
 COPY rollout_cli ./rollout_cli
 # A regular (non-editable) install: the runtime stage has no /src.
 RUN pip install --upgrade pip setuptools wheel \
-    && pip install ".${EXTRAS:+[$EXTRAS]}" \
+    && pip install . \
     && python -m compileall -q /opt/venv \
     && rollout --help > /dev/null
 
@@ -58,8 +57,8 @@ LABEL org.opencontainers.image.title="rollout-engine" \
 RUN groupadd --system --gid 10001 rollout \
     && useradd --system --uid 10001 --gid rollout --home-dir /home/rollout --create-home \
        --shell /usr/sbin/nologin rollout \
-    && mkdir -p /var/lib/rollout/worker /flux-out \
-    && chown -R 10001:10001 /var/lib/rollout /flux-out
+    && mkdir -p /flux-out \
+    && chown -R 10001:10001 /flux-out
 
 COPY --from=build /opt/venv /opt/venv
 COPY examples /app/examples

@@ -31,7 +31,7 @@ replication_option = click.option(
     default=1,
     show_default=True,
     type=click.IntRange(1),
-    help="Replication factor of created topics, Faust changelogs included (env ROLLOUT_REPLICATION_FACTOR).",
+    help="Replication factor of created topics, the worker's state topics included (env ROLLOUT_REPLICATION_FACTOR).",
 )
 
 

@@ -84,7 +84,6 @@ def test_settings_match_rollout_up_defaults(services: dict[str, dict[str, Any]])
     worker = environment(services["worker"])
     assert worker["ROLLOUT_PARTITIONS"] == str(up["partitions"])
     assert environment(services["topics"])["ROLLOUT_PARTITIONS"] == str(up["partitions"])
-    assert worker["ROLLOUT_STORE"] == up["store"]
     assert float(worker["ROLLOUT_TICK_INTERVAL"]) == up["tick-interval"]
     assert str(up["sink"]).startswith("dir:")
     assert str(flag(services["applier"]["command"], "--sink")).startswith("dir:")
@@ -131,10 +130,15 @@ def test_applier_writes_into_the_bind_mounted_flux_out_folder(services: dict[str
     assert mounts(services["applier"]).get(sink.removeprefix("dir:")) == "./flux-out"
 
 
-def test_worker_state_directory_is_a_named_volume(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
-    data_dir = environment(services["worker"])["ROLLOUT_DATA_DIR"]
-    volume = mounts(services["worker"]).get(data_dir)
-    assert volume is not None and volume in compose["volumes"]
+def test_the_worker_keeps_no_state_on_a_volume(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
+    # Its state is changelogged to the decide-state/assemble-state topics, rebuilt on assignment.
+    worker = services["worker"]
+    assert not worker.get("volumes"), "the worker keeps no local files"
+    assert not {"ROLLOUT_STORE", "ROLLOUT_DATA_DIR"} & set(environment(worker))
+    assert set(compose["volumes"]) == {mounts(services["kafka"])["/var/lib/kafka/data"]}, "only Kafka keeps data"
+
+
+def test_kafka_keeps_its_log_on_a_named_volume(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
     assert mounts(services["kafka"])["/var/lib/kafka/data"] in compose["volumes"]
     assert environment(services["kafka"])["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
 
