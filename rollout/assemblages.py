@@ -35,6 +35,9 @@ class AssignedSync(BaseModel):
     module: str
     module_namespace: str = Field(alias="moduleNamespace")
     revision: str
+    # the module generation assigned (appliers annotate it; status reports echo it back);
+    # None in records written before generations were carried
+    generation: int | None = None
     sync: Sync
 
 

@@ -21,10 +21,21 @@ pending or updating and its failures are within `maxFailures`; the next stage st
 the soak (`minSuccessTime`) and, if it asks for one, an approval. Over the failure budget
 the rollout halts or rolls back to the *stable* generation.
 
-Cost: a status report touches one Target and one ModuleRecord, and moving the next cluster
-pops from an in-memory ordered index of pending clusters per stage (derived from the
-Targets, rebuilt lazily after a restart) — no scan of the fleet per event. Module events
-(apply, delete, supersede) and readiness changes pay for the clusters they concern.
+Around that core, three guards (docs/rollout-semantics.md, "Delivery"):
+
+* redelivery — every input is remembered by id in the record it touches (state.py); an
+  event seen before changes nothing and emits nothing;
+* causal order — a ModuleApplied whose `fleet` positions the engine has not yet seen
+  (FleetSeen) is *held*, with every later intent of that module behind it, and released in
+  order once the cluster observations its publisher knew have been folded;
+* time — a Tick moves the clock at most MAX_TICK_STEP ahead, so one bogus far-future tick
+  (or the first after a long outage) does not fire every deadline at once.
+
+Cost: a status report touches one Target, one ClusterFacts and one ModuleRecord, and moving
+the next cluster pops from an in-memory ordered index of pending clusters per stage
+(derived from the Targets, rebuilt lazily after a restart, dropped by `reset_indexes`) — no
+scan of the fleet per event. Module events (apply, delete, supersede) and readiness changes
+pay for the clusters they concern; a FleetSeen pays for the modules with held intents.
 """
 
 from __future__ import annotations
@@ -41,30 +52,48 @@ from pydantic import BaseModel, ConfigDict, Field
 from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.bindings import binding_values, expand_sync
 from rollout.events import (
+    INPUT_ADAPTER,
     ClusterObserved,
     ClusterRemoved,
+    FleetSeen,
     ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
     SyncStatusReported,
     Tick,
+    bounded,
 )
 from rollout.manifests import Stage, parse_duration
 from rollout.selectors import selects
 from rollout.state import (
+    CAPPED_TICK_IDS_KEPT,
     CATEGORIES,
+    ENGINE_MAPPINGS,
+    HELD_INTENTS_PER_MODULE,
+    INTENT_IDS_KEPT,
+    OBSERVATION_IDS_KEPT,
+    REPORT_IDS_KEPT,
     UNSTAGED,
     Category,
     ClusterFacts,
+    DeletedModule,
+    FleetPosition,
+    HeldIntent,
+    HeldQueue,
     ModuleRecord,
+    RemovedCluster,
     Revision,
     StageCounts,
     Target,
+    TickLog,
+    held_key,
+    remember,
     target_key,
 )
 
 IMPLICIT_STAGE = Stage(name="all")
-HANDLED_COMMANDS_KEPT = 256
+MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
+Intent = ModuleApplied | ModuleDeleted | RolloutCommanded
 
 
 # --- outcome ----------------------------------------------------------------------------
@@ -160,6 +189,19 @@ def stage_for(record: ModuleRecord, labels: dict[str, str]) -> tuple[int | None,
     return None, UNSTAGED
 
 
+def intent_module(event: Intent) -> str:
+    """The module an intent is about (the intents topic's key)."""
+    if isinstance(event, ModuleApplied):
+        return event.module.metadata.name
+    if isinstance(event, ModuleDeleted):
+        return event.name
+    return event.module
+
+
+def format_positions(fleet: dict[int, int]) -> str:
+    return ", ".join(f"partition {p} offset {o}" for p, o in sorted(fleet.items())) or "nothing"
+
+
 # --- the engine -------------------------------------------------------------------------
 
 
@@ -173,17 +215,39 @@ class RolloutEngine:
         modules: MutableMapping[str, ModuleRecord],
         targets: MutableMapping[str, Target],
         clock: MutableMapping[str, float],
+        removed_clusters: MutableMapping[str, RemovedCluster] | None = None,
+        deleted_modules: MutableMapping[str, DeletedModule] | None = None,
+        fleet_positions: MutableMapping[str, FleetPosition] | None = None,
+        held_queues: MutableMapping[str, HeldQueue] | None = None,
+        held_intents: MutableMapping[str, HeldIntent] | None = None,
+        capped_ticks: MutableMapping[str, TickLog] | None = None,
         partition: int = 0,
     ) -> None:
+        """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
+        plain dicts only so that older callers keep working; a durable runtime passes them
+        all (state kept only in a dict is lost on restart)."""
         self.clusters = clusters
         self.modules = modules
         self.targets = targets
         self.clock = clock
+        self.removed_clusters = removed_clusters if removed_clusters is not None else {}
+        self.deleted_modules = deleted_modules if deleted_modules is not None else {}
+        self.fleet_positions = fleet_positions if fleet_positions is not None else {}
+        self.held_queues = held_queues if held_queues is not None else {}
+        self.held_intents = held_intents if held_intents is not None else {}
+        self.capped_ticks = capped_ticks if capped_ticks is not None else {}
         self.partition = partition
         # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
         self._members: dict[str, set[str]] = {}
         self._pending: dict[tuple[str, int], list[tuple[tuple[int, int, str], str]]] = {}
         self._updating: dict[str, set[str]] = {}
+
+    def reset_indexes(self) -> None:
+        """Drop every derived in-memory index; they are rebuilt lazily from the mappings.
+        The runtime calls this when it discards uncommitted writes after an error."""
+        self._members = {}
+        self._pending = {}
+        self._updating = {}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -195,12 +259,10 @@ class RolloutEngine:
         out = Outcome()
         if isinstance(event, Tick):
             self._on_tick(event, out)
-        elif isinstance(event, ModuleApplied):
-            self._on_module_applied(event, out)
-        elif isinstance(event, ModuleDeleted):
-            self._on_module_deleted(event, out)
-        elif isinstance(event, RolloutCommanded):
-            self._on_command(event, out)
+        elif isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded):
+            self._on_intent(event, out)
+        elif isinstance(event, FleetSeen):
+            self._on_fleet_seen(event, out)
         elif isinstance(event, ClusterObserved):
             self._on_cluster_observed(event, out)
         elif isinstance(event, ClusterRemoved):
@@ -373,6 +435,7 @@ class RolloutEngine:
             module=record.name,
             moduleNamespace=record.namespace,
             revision=revision.revision,
+            generation=generation,
             sync=expand_sync(revision.sync, values),
         )
 
@@ -405,7 +468,140 @@ class RolloutEngine:
         )
         record.last_reason = reason
 
-    # -- module intents -------------------------------------------------------------------
+    # -- module intents: redelivery and causal order ------------------------------------
+
+    def _on_intent(self, event: Intent, out: Outcome) -> None:
+        name = intent_module(event)
+        if self._intent_seen(name, event.id):
+            return  # redelivered: handled (or held) already
+        queue = self.held_queues.get(name)
+        if queue is not None or (isinstance(event, ModuleApplied) and not self._fleet_covers(event.fleet)):
+            self._hold(name, queue, event, out)
+            return
+        self._apply_intent(event, out)
+
+    def _apply_intent(self, event: Intent, out: Outcome) -> None:
+        if isinstance(event, ModuleApplied):
+            self._on_module_applied(event, out)
+        elif isinstance(event, ModuleDeleted):
+            self._on_module_deleted(event, out)
+        else:
+            self._on_command(event, out)
+
+    def _intent_seen(self, name: str, event_id: str) -> bool:
+        record = self.modules.get(name)
+        if record is not None and event_id in record.handled_intents:
+            return True
+        tombstone = self.deleted_modules.get(name)
+        if tombstone is not None and event_id in tombstone.handled_intents:
+            return True
+        queue = self.held_queues.get(name)
+        return queue is not None and event_id in queue.ids
+
+    def _remember_intent(self, name: str, event_id: str) -> None:
+        """Note an intent that changed nothing else: on the module, or its tombstone."""
+        record = self.modules.get(name)
+        if record is not None:
+            ids = remember(record.handled_intents, event_id, INTENT_IDS_KEPT)
+            self.modules[name] = record.model_copy(update={"handled_intents": ids})
+            return
+        tombstone = self.deleted_modules.get(name) or DeletedModule(name=name)
+        ids = remember(tombstone.handled_intents, event_id, INTENT_IDS_KEPT)
+        self.deleted_modules[name] = tombstone.model_copy(update={"handled_intents": ids})
+
+    def _fleet_covers(self, fleet: dict[int, int]) -> bool:
+        """Every cluster observation below `fleet`'s positions has been folded."""
+        for partition, offset in fleet.items():
+            seen = self.fleet_positions.get(str(partition))
+            if offset > (seen.position if seen is not None else 0):
+                return False
+        return True
+
+    def _hold(self, name: str, queue: HeldQueue | None, event: Intent, out: Outcome) -> None:
+        """Queue `event` behind the module's waiting intents (or as the first of them)."""
+        queue = queue or HeldQueue(module=name)
+        if len(queue.ids) >= HELD_INTENTS_PER_MODULE:
+            out.rejections.append(
+                bounded(
+                    f"{event.type} {name} ({event.id}): {len(queue.ids)} intents of the module already wait "
+                    f"for cluster observations (at most {HELD_INTENTS_PER_MODULE}); dropped"
+                )
+            )
+            return
+        fleet = dict(event.fleet) if isinstance(event, ModuleApplied) else {}
+        self.held_intents[held_key(name, queue.next)] = HeldIntent(
+            module=name,
+            seq=queue.next,
+            id=event.id,
+            type=event.type,
+            fleet=fleet,
+            event=event.to_bytes().decode(),
+        )
+        queue = queue.model_copy(update={"next": queue.next + 1, "ids": [*queue.ids, event.id]})
+        self.held_queues[name] = queue
+        waiting = self._waiting_for(queue)
+        reason = (
+            f"{event.type} held: waiting for cluster observations up to {format_positions(waiting)}"
+            if event.type == "ModuleApplied" and len(queue.ids) == 1
+            else f"{event.type} held behind {len(queue.ids) - 1} earlier intent(s) of {name}"
+        )
+        out.decisions.append(Decision(module=name, action="held", reason=reason, at=self.now))
+        out.module_status[name] = self._status_of(name)
+
+    def _waiting_for(self, queue: HeldQueue) -> dict[int, int]:
+        head = self.held_intents.get(held_key(queue.module, queue.first))
+        return dict(head.fleet) if head is not None else {}
+
+    def _on_fleet_seen(self, event: FleetSeen, out: Outcome) -> None:
+        key = str(event.partition)
+        seen = self.fleet_positions.get(key)
+        if seen is not None and seen.position >= event.position:
+            return  # positions only grow: an old or redelivered FleetSeen says nothing new
+        self.fleet_positions[key] = FleetPosition(partition=event.partition, position=event.position)
+        for name in sorted(self.held_queues.keys()):
+            self._release(name, out)
+
+    def _release(self, name: str, out: Outcome) -> None:
+        """Apply the module's held intents, in order, while the first one's fleet is covered."""
+        queue: HeldQueue | None = self.held_queues.get(name)
+        released = False
+        while queue is not None:
+            key = held_key(name, queue.first)
+            held = self.held_intents.get(key)
+            if held is not None and not self._fleet_covers(held.fleet):
+                break
+            if held is not None:
+                del self.held_intents[key]
+            if queue.first + 1 >= queue.next:
+                del self.held_queues[name]
+                queue = None
+            else:
+                queue = queue.model_copy(update={"first": queue.first + 1, "ids": queue.ids[1:]})
+                self.held_queues[name] = queue
+            if held is not None:
+                released = True
+                self._apply_intent(INPUT_ADAPTER.validate_json(held.event), out)
+        if released and queue is not None:
+            out.module_status[name] = self._status_of(name)
+
+    def _status_of(self, name: str) -> dict[str, Any] | None:
+        """The module-status document of `name`, with what it holds."""
+        record = self.modules.get(name)
+        view = module_view(record, self.now) if record is not None else None
+        queue = self.held_queues.get(name)
+        if queue is None:
+            return view
+        waiting = self._waiting_for(queue)
+        held = {
+            "intents": len(queue.ids),
+            "waitingFor": {str(p): o for p, o in sorted(waiting.items())},
+            "reason": f"waiting for cluster observations up to {format_positions(waiting)}",
+        }
+        if view is None:
+            return {"module": name, "phase": "Pending", "reason": held["reason"], "held": held, "observedAt": self.now}
+        return {**view, "held": held}
+
+    # -- module intents: what they do ----------------------------------------------------
 
     def _on_module_applied(self, event: ModuleApplied, out: Outcome) -> None:
         manifest = event.module
@@ -416,25 +612,32 @@ class RolloutEngine:
                 f"{manifest.kind} {name}: the name is already used by {existing.kind} {name}; "
                 "delete it first or choose another name"
             )
+            self._remember_intent(name, event.id)
             return
         digest = bindings_digest(manifest.spec.bindings)
         if existing is None:
+            tombstone = self.deleted_modules.pop(name, None)
+            # a module created again continues the generations of the one deleted before
+            generation = tombstone.generation + 1 if tombstone is not None else 1
             record = ModuleRecord(
                 name=name,
                 kind=manifest.kind,
                 namespace=manifest.metadata.namespace,
                 spec=manifest.spec,
                 partition=self.partition,
-                generation=1,
-                target=1,
+                generation=generation,
+                target=generation,
                 revisions={
-                    1: Revision(
-                        generation=1,
+                    generation: Revision(
+                        generation=generation,
                         revision=manifest.spec.sync.revision,
                         sync=manifest.spec.sync,
                         bindings_digest=digest,
                     )
                 },
+                handled_intents=remember(
+                    tombstone.handled_intents if tombstone is not None else [], event.id, INTENT_IDS_KEPT
+                ),
             )
             self._decide(record, "created", f"{manifest.kind} {name} created at {manifest.spec.sync.revision}", out)
             self._refresh_membership(record, self._all_clusters(), out)
@@ -442,10 +645,12 @@ class RolloutEngine:
             self._save_module(record, out)
             return
         record = existing.model_copy(deep=True)
+        record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
         current = record.revisions[record.target]
         new_sync = manifest.spec.sync != current.sync or digest != current.bindings_digest
         if not new_sync and manifest.spec == record.spec and manifest.metadata.namespace == record.namespace:
-            return  # the same manifest again: at-least-once delivery, nothing to do
+            self.modules[name] = record  # the same manifest again: only its id is new
+            return
         record.spec = manifest.spec
         record.namespace = manifest.metadata.namespace
         if record.stage_index >= len(stages_of(record)) or (not new_sync and self._completed(record)):
@@ -490,7 +695,8 @@ class RolloutEngine:
     def _on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
         record = self.modules.get(event.name)
         if record is None or record.kind != event.kind:
-            return  # already gone (a duplicate delete) or never existed
+            self._remember_intent(event.name, event.id)
+            return  # already gone, never existed, or another kind: nothing to delete
         record = record.model_copy(deep=True)
         for cluster in sorted(self._index(record.name)):
             target = self.targets[target_key(record.name, cluster)]
@@ -498,6 +704,12 @@ class RolloutEngine:
                 self._assign(record, target, None, f"{record.kind} {record.name} deleted", out)
             self._store_target(record, target, None, out)
         self._decide(record, "deleted", f"{record.kind} {record.name} deleted", out)
+        self.deleted_modules[record.name] = DeletedModule(
+            name=record.name,
+            kind=record.kind,
+            generation=record.generation,
+            handled_intents=remember(record.handled_intents, event.id, INTENT_IDS_KEPT),
+        )
         self.modules.pop(record.name, None)
         self._forget_module_indexes(record.name)
         out.module_status[record.name] = None
@@ -506,11 +718,10 @@ class RolloutEngine:
         stored = self.modules.get(event.module)
         if stored is None:
             out.rejections.append(f"{event.command} {event.module}: no such module")
+            self._remember_intent(event.module, event.id)
             return
-        if event.id in stored.handled_commands:
-            return  # redelivered command
         record = stored.model_copy(deep=True)
-        record.handled_commands = [*record.handled_commands, event.id][-HANDLED_COMMANDS_KEPT:]
+        record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
         by = f" by {event.user}" if event.user else ""
         command = event.command
         if command == "pause":
@@ -531,6 +742,7 @@ class RolloutEngine:
             names = [s.name for s in stages_of(record)]
             if event.stage not in names:
                 out.rejections.append(f"approve {record.name}: no stage {event.stage!r}; stages are {', '.join(names)}")
+                self.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             if event.stage not in record.approvals:
                 record.approvals.append(event.stage)  # type: ignore[arg-type]
@@ -538,6 +750,7 @@ class RolloutEngine:
         elif command in ("pin", "unpin"):
             if event.cluster is None:
                 out.rejections.append(f"{command} {record.name}: a cluster is required")
+                self.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             pinned = command == "pin"
             if (event.cluster in record.pinned) != pinned:
@@ -572,23 +785,39 @@ class RolloutEngine:
 
     def _on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
         manifest = event.cluster
+        name = manifest.metadata.name
+        previous = self.clusters.get(name)
+        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(name)
+        if known is not None and event.id in known.observation_ids:
+            return  # redelivered — perhaps after the cluster was removed: it stays removed
         facts = ClusterFacts(
-            name=manifest.metadata.name,
+            name=name,
             namespace=manifest.metadata.namespace,
             labels=dict(manifest.metadata.labels),
             annotations=dict(manifest.metadata.annotations),
             ready=manifest.status.ready,
+            observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
+            report_ids=list(known.report_ids) if known else [],
         )
-        previous = self.clusters.get(facts.name)
-        if previous == facts:
-            return  # nothing new (a duplicate, or a heartbeat-only observation)
-        self.clusters[facts.name] = facts
-        self._on_cluster_changed(facts.name, previous, facts, out)
+        if previous is None:
+            self.removed_clusters.pop(name, None)
+        self.clusters[name] = facts
+        if previous is not None and previous.same_facts(facts):
+            return  # nothing new but the id (a heartbeat-only observation)
+        self._on_cluster_changed(name, previous, facts, out)
 
     def _on_cluster_removed(self, event: ClusterRemoved, out: Outcome) -> None:
         previous = self.clusters.get(event.name)
+        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(event.name)
+        if known is not None and event.id in known.observation_ids:
+            return  # redelivered
+        self.removed_clusters[event.name] = RemovedCluster(
+            name=event.name,
+            observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
+            report_ids=list(known.report_ids) if known else [],
+        )
         if previous is None:
-            return
+            return  # not a member of the fleet: only its id is remembered
         del self.clusters[event.name]
         self._on_cluster_changed(event.name, previous, None, out)
 
@@ -701,10 +930,14 @@ class RolloutEngine:
     # -- sync status and time -------------------------------------------------------------
 
     def _on_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
+        if not self._remember_report(event):
+            return  # redelivered, or about a cluster the engine never saw
         stored = self.modules.get(event.module)
         target = self.targets.get(target_key(event.module, event.cluster))
         if stored is None or target is None or target.assigned is None:
             return  # about a module/cluster the engine no longer drives: nothing to decide
+        if event.generation is not None and event.generation != target.assigned:
+            return  # about another assignment than the current one (say, same tag, other path)
         revision = stored.revisions.get(target.assigned)
         if revision is None or revision.revision != event.revision:
             return  # a report about an older revision than the one assigned
@@ -740,11 +973,35 @@ class RolloutEngine:
         self._advance(record, out)
         self._save_module(record, out)
 
+    def _remember_report(self, event: SyncStatusReported) -> bool:
+        """Note the report's id on its cluster; False if it was seen before (or the
+        cluster never was)."""
+        facts = self.clusters.get(event.cluster)
+        if facts is not None:
+            if event.id in facts.report_ids:
+                return False
+            ids = remember(facts.report_ids, event.id, REPORT_IDS_KEPT)
+            self.clusters[event.cluster] = facts.model_copy(update={"report_ids": ids})
+            return True
+        removed = self.removed_clusters.get(event.cluster)
+        if removed is not None and event.id not in removed.report_ids:
+            ids = remember(removed.report_ids, event.id, REPORT_IDS_KEPT)
+            self.removed_clusters[event.cluster] = removed.model_copy(update={"report_ids": ids})
+        return False
+
     def _on_tick(self, event: Tick, out: Outcome) -> None:
         if event.now <= self.now:
             return  # time never goes back; a redelivered tick changes nothing
+        log = self.capped_ticks.get("recent") or TickLog()
+        if event.id in log.ids:
+            return  # a redelivered tick that was capped has moved the clock already
         first = self.now == 0.0
-        self.clock["now"] = event.now
+        if first or event.now - self.now <= MAX_TICK_STEP:
+            self.clock["now"] = event.now
+        else:
+            # a jump: catch up by MAX_TICK_STEP per tick, so deadlines fire in turn, not all at once
+            self.capped_ticks["recent"] = TickLog(ids=remember(log.ids, event.id, CAPPED_TICK_IDS_KEPT))
+            self.clock["now"] = self.now + MAX_TICK_STEP
         for name in sorted(self.modules.keys()):
             stored = self.modules[name]
             if stored.partition != self.partition or stored.phase in ("Complete", "RolledBack", "Aborted"):
@@ -832,6 +1089,12 @@ class RolloutEngine:
                     return
                 record.stage_started = True
                 counts = self._counts(record, stage.name)
+                if counts.members == 0:
+                    # nothing to move — of the fleet the module's publisher knew (causal order):
+                    # the stage is passed with no soak; members joining later get the target
+                    record.stage_completed_at = self.now
+                    self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out)
+                    continue
                 self._decide(
                     record,
                     "stage-started",
@@ -931,7 +1194,7 @@ class RolloutEngine:
 
     def _save_module(self, record: ModuleRecord, out: Outcome) -> None:
         self.modules[record.name] = record
-        out.module_status[record.name] = module_view(record, self.now)
+        out.module_status[record.name] = self._status_of(record.name)
 
     def _target_view(self, record: ModuleRecord, target: Target) -> dict[str, Any]:
         revision = record.revisions.get(target.assigned) if target.assigned is not None else None
@@ -997,3 +1260,9 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         "lastDecision": record.last_reason,
         "observedAt": now,
     }
+
+
+def new_engine(partition: int = 0) -> RolloutEngine:
+    """An engine over fresh plain dicts, one per `ENGINE_MAPPINGS` entry (for replay)."""
+    mappings: dict[str, Any] = {name: {} for name in ENGINE_MAPPINGS}
+    return RolloutEngine(**mappings, partition=partition)

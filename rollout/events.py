@@ -12,12 +12,23 @@ Every event carries an `id` (unique per event, so that duplicates can be recogni
 events and nothing else.
 
 `parse_event` is the single place raw bytes become a typed event; what it rejects goes to
-the dead-letter topic with the reason it gives.
+the dead-letter topic with the reason it gives. It is poison-proof: whatever the bytes, it
+returns an event or raises `EventRejected` with a reason of at most `MAX_REASON_CHARS`
+characters — never RecursionError, MemoryError or anything else that would stop a worker.
+Before JSON is decoded it refuses inputs over `MAX_EVENT_BYTES` and nesting deeper than
+`MAX_JSON_DEPTH` (a linear scan of the brackets outside strings); the decoder refuses
+NaN/Infinity and numbers that overflow to infinity.
+
+One event never arrives on an input topic: `FleetSeen`, which the router writes into every
+journal partition to tell the engine how far it has routed the cluster-observations topic
+(see `ModuleApplied.fleet` and docs/rollout-semantics.md, "Causal order").
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -29,6 +40,13 @@ from rollout.manifests import (
     ClusterManifest,
     check_dns1123_label,
 )
+
+MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: larger inputs are rejected unread
+MAX_JSON_DEPTH = 64  # arrays/objects nested deeper are rejected before decoding
+MAX_REASON_CHARS = 1000  # a rejection reason never grows with the input
+MAX_FLEET_PARTITIONS = 4096  # entries in ModuleApplied.fleet
+# Tick.now must be a plausible wall-clock time: after the epoch, before 2200-01-01.
+LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
 SyncState = Literal["succeeded", "failed", "updating"]
 CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "pin", "unpin"]
@@ -54,8 +72,25 @@ class EventBase(BaseModel):
 
 
 class ModuleApplied(EventBase):
+    """A Module/BootstrapModule manifest as the user applied it.
+
+    `fleet`: positions on the cluster-observations topic (partition → offset) that the
+    publisher had published up to when it published this apply — "stage me only once you
+    have seen every cluster observation below these offsets". Empty: no requirement.
+    """
+
     type: Literal["ModuleApplied"] = "ModuleApplied"
     module: AnyModule
+    fleet: dict[int, int] = Field(default_factory=dict)
+
+    @field_validator("fleet")
+    @classmethod
+    def _fleet(cls, value: dict[int, int]) -> dict[int, int]:
+        if len(value) > MAX_FLEET_PARTITIONS:
+            raise ValueError(f"at most {MAX_FLEET_PARTITIONS} partitions")
+        if any(partition < 0 or offset < 0 for partition, offset in value.items()):
+            raise ValueError("partitions and offsets are not negative")
+        return value
 
 
 class ModuleDeleted(EventBase):
@@ -103,12 +138,21 @@ class ClusterRemoved(EventBase):
 
 
 class SyncStatusReported(EventBase):
+    """What an applier saw for one (cluster, module).
+
+    `generation`: the generation of the assignment the report answers (appliers read it
+    from the rendered object's annotation). When present it must equal the generation the
+    cluster is assigned, or the report is ignored; when absent (a hand-written
+    `rollout report-status`), the revision label must equal the assigned one.
+    """
+
     type: Literal["SyncStatusReported"] = "SyncStatusReported"
     cluster: str
     module: str
     revision: str
     state: SyncState
     message: str | None = None
+    generation: int | None = None
 
     @field_validator("cluster", "module")
     @classmethod
@@ -122,9 +166,33 @@ class Tick(EventBase):
     type: Literal["Tick"] = "Tick"
     now: float  # seconds since the epoch
 
+    @field_validator("now")
+    @classmethod
+    def _plausible(cls, value: float) -> float:
+        if not math.isfinite(value) or not 0 < value <= LATEST_PLAUSIBLE_TIME:
+            raise ValueError("must be a finite time in seconds since the epoch, after 1970 and before 2200")
+        return value
+
+
+class FleetSeen(EventBase):
+    """Journal only (written by the router, refused on input topics): every record of
+    cluster-observations partition `partition` below offset `position` has been routed
+    into this journal partition before this event."""
+
+    type: Literal["FleetSeen"] = "FleetSeen"
+    partition: int = Field(ge=0)
+    position: int = Field(ge=0)
+
 
 InputEvent = Annotated[
-    ModuleApplied | ModuleDeleted | RolloutCommanded | ClusterObserved | ClusterRemoved | SyncStatusReported | Tick,
+    ModuleApplied
+    | ModuleDeleted
+    | RolloutCommanded
+    | ClusterObserved
+    | ClusterRemoved
+    | SyncStatusReported
+    | Tick
+    | FleetSeen,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)
@@ -138,17 +206,102 @@ class EventRejected(Exception):
         super().__init__(reason)
 
 
+def bounded(reason: str) -> str:
+    """A reason cut to `MAX_REASON_CHARS`."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return reason[: MAX_REASON_CHARS - 1] + "…"
+
+
+# A JSON string (possessive: linear, no backtracking), and the bytes that open/close nesting.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\[\s\S])*+"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether arrays/objects in `raw` nest deeper than `limit` (strings are skipped).
+
+    Linear in the input: strings are cut out by a regular expression, everything but the
+    brackets is deleted by `bytes.translate`, and only the brackets are walked. Malformed
+    input may be judged loosely here; the decoder rejects it next anyway.
+    """
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= limit:
+        return False
+    depth = 0
+    for byte in brackets:
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _holds_lone_surrogate(data: Any) -> bool:
+    """Whether a decoded JSON value holds a string that is not Unicode text.
+
+    `json.loads` lets `"\\ud800"` escapes through, and — reading bytes, with
+    "surrogatepass" — UTF-8-encoded surrogates too. Such a string can never be written as
+    UTF-8 again: every output and state record holding it would fail downstream.
+    """
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def parse_event(raw: bytes | str | None) -> Any:
+    """Raw bytes → a typed input event, or `EventRejected` (and nothing else) with a reason."""
+    try:
+        return _parse(raw)
+    except EventRejected as rejected:
+        raise EventRejected(bounded(rejected.reason)) from None
+    except RecursionError:
+        raise EventRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except MemoryError:
+        raise EventRejected("too large to decode") from None
+    except Exception as error:  # poison-proof: whatever else a decoder raises is a rejection
+        raise EventRejected(bounded(f"not a valid event: {type(error).__name__}: {error}")) from None
+
+
+def _parse(raw: bytes | str | None) -> Any:
     if raw is None:
         raise EventRejected("empty value (tombstone) on an input topic")
+    data_bytes = raw.encode("utf-8", errors="surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if len(data_bytes) > MAX_EVENT_BYTES:
+        raise EventRejected(
+            f"event of {len(data_bytes)} bytes is larger than the limit of {MAX_EVENT_BYTES} bytes (1 MiB)"
+        )
+    if json_depth_exceeds(data_bytes, MAX_JSON_DEPTH):
+        raise EventRejected(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        data = json.loads(raw)
+        data = json.loads(data_bytes, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as error:
         raise EventRejected(f"not JSON: {error}") from None
+    if _holds_lone_surrogate(data):
+        raise EventRejected("not JSON: a string holds a lone UTF-16 surrogate, which is not Unicode text")
     if not isinstance(data, dict):
         raise EventRejected("not a JSON object")
     try:
         return INPUT_ADAPTER.validate_python(data)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:10])
-        raise EventRejected(f"invalid {data.get('type', 'event')}: {problems}") from None
+        problems = "; ".join(
+            f"{'.'.join(str(p)[:80] for p in item['loc'])}: {item['msg'][:200]}" for item in error.errors()[:10]
+        )
+        kind = data.get("type")
+        kind = kind[:60] if isinstance(kind, str) else "event"
+        raise EventRejected(f"invalid {kind}: {problems}") from None

@@ -13,6 +13,7 @@ a fleet's state is reproducible from the log.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -83,6 +84,8 @@ def parse_duration(text: str) -> float:
     total = 0.0
     for number, _, unit in re.findall(r"([0-9]+(\.[0-9]+)?)(ms|s|m|h)", text):
         total += float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    if not math.isfinite(total):
+        raise ValueError(f"{text[:40]!r} is too long a duration")
     return total
 
 

@@ -8,17 +8,35 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``clusters[cluster]``          ClusterFacts — labels and readiness, one per cluster
 * ``modules[module]``            ModuleRecord — spec, rollout phase, per-stage counters
 * ``targets[module/cluster]``    Target — one cluster's place in one module's rollout
-* ``clock["now"]``               the time of the latest Tick
+* ``clock["now"]``               the engine's time (from Ticks, at most MAX_TICK_STEP a tick)
+* ``removed_clusters[cluster]``  RemovedCluster — tombstone: recent event ids of a removed cluster
+* ``deleted_modules[module]``    DeletedModule — tombstone: recent intent ids, last generation
+* ``fleet_positions[partition]`` FleetPosition — how far the cluster-observations partition
+                                 has been routed into this journal partition (FleetSeen)
+* ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
+* ``held_intents[module/seq]``   HeldIntent — one waiting intent, as it came on the journal
+* ``capped_ticks["recent"]``     TickLog — ids of the latest ticks whose jump was capped
 
 Per-stage counters live in the ModuleRecord and are maintained incrementally, so a sync
 status report costs O(1) state writes whatever the fleet size.
+
+Redelivery. Every input event is remembered by id in the record it touches, in a bounded
+window (newest last): intents in the ModuleRecord (or, once the module is deleted, in its
+DeletedModule tombstone, handed back to the module if it is created again), cluster
+observations and status reports in the ClusterFacts (or the RemovedCluster tombstone). A
+redelivered event whose id is in the window changes nothing.
+
+`ENGINE_MAPPINGS` declares every mapping the engine is built over (the constructor's
+keyword arguments) and the type of its values, so that a runtime can build and changelog
+them generically: each value is stored as JSON (`model_dump(mode="json")`, or the float)
+under ``"<mapping>:<key>"`` and rebuilt with `model_validate`.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from rollout.manifests import ModuleSpec, Sync
 
@@ -38,6 +56,18 @@ Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "p
 CATEGORIES: tuple[Category, ...] = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned")
 UNSTAGED = "-"  # the counters' key for members that match no stage
 
+# Redelivery windows: how many recent event ids a record remembers.
+INTENT_IDS_KEPT = 256  # per module: applies, deletes, commands
+OBSERVATION_IDS_KEPT = 32  # per cluster: observations and removals
+REPORT_IDS_KEPT = 64  # per cluster: status reports (all modules)
+CAPPED_TICK_IDS_KEPT = 16
+HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
+
+
+def remember(ids: list[str], event_id: str, kept: int) -> list[str]:
+    """A new window: `ids` with `event_id` appended, the oldest dropped beyond `kept`."""
+    return [*ids, event_id][-kept:]
+
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -49,6 +79,27 @@ class ClusterFacts(Record):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     ready: bool = False
+    observation_ids: list[str] = Field(default_factory=list)  # ClusterObserved/ClusterRemoved
+    report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about this cluster
+
+    def same_facts(self, other: ClusterFacts) -> bool:
+        """Equal in everything but the remembered event ids."""
+        return (self.name, self.namespace, self.labels, self.annotations, self.ready) == (
+            other.name,
+            other.namespace,
+            other.labels,
+            other.annotations,
+            other.ready,
+        )
+
+
+class RemovedCluster(Record):
+    """Tombstone of a removed cluster: the ids it had seen, so that a redelivered
+    observation does not bring it back. Handed back if the cluster is observed again."""
+
+    name: str
+    observation_ids: list[str] = Field(default_factory=list)
+    report_ids: list[str] = Field(default_factory=list)
 
 
 class Revision(Record):
@@ -92,8 +143,59 @@ class ModuleRecord(Record):
     approvals: list[str] = Field(default_factory=list)
     pinned: list[str] = Field(default_factory=list)
     counts: dict[str, StageCounts] = Field(default_factory=dict)
-    handled_commands: list[str] = Field(default_factory=list)
+    # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT)
+    handled_intents: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("handled_intents", "handled_commands")
+    )
     last_reason: str = ""
+
+
+class DeletedModule(Record):
+    """Tombstone of a deleted module (or of intents about a module that did not exist):
+    the intent ids it had handled, so a redelivered apply does not recreate it, and its
+    last generation, so a module created again under the name continues the numbering
+    (a late status report for generation 1 of the old module cannot match the new one)."""
+
+    name: str
+    kind: Literal["Module", "BootstrapModule"] | None = None
+    generation: int = 0
+    handled_intents: list[str] = Field(default_factory=list)
+
+
+class FleetPosition(Record):
+    """Every record of cluster-observations partition `partition` below offset
+    `position` has been folded (FleetSeen). Only grows."""
+
+    partition: int
+    position: int
+
+
+class HeldQueue(Record):
+    """The intents of one module waiting for cluster observations, in arrival order:
+    held_intents["<module>/<seq>"] for seq in [first, next)."""
+
+    module: str
+    first: int = 0
+    next: int = 0
+    ids: list[str] = Field(default_factory=list)  # of the held intents, oldest first
+
+
+class HeldIntent(Record):
+    """One waiting intent, exactly as it came on the journal."""
+
+    module: str
+    seq: int
+    id: str
+    type: str
+    fleet: dict[int, int] = Field(default_factory=dict)  # what it waits for (applies only)
+    event: str  # the event's JSON
+
+
+class TickLog(Record):
+    """Ids of the latest ticks whose jump was capped at MAX_TICK_STEP: a redelivered one
+    must not advance the clock again."""
+
+    ids: list[str] = Field(default_factory=list)
 
 
 class Target(Record):
@@ -115,3 +217,24 @@ class Target(Record):
 
 def target_key(module: str, cluster: str) -> str:
     return f"{module}/{cluster}"
+
+
+def held_key(module: str, seq: int) -> str:
+    return f"{module}/{seq}"
+
+
+# Every mapping the engine is built over (its constructor's keyword arguments) → the type of
+# its values: a Record (stored as `model_dump(mode="json")`, rebuilt with `model_validate`)
+# or float. Every value is a small record; none grows with the fleet.
+ENGINE_MAPPINGS: dict[str, type] = {
+    "clusters": ClusterFacts,
+    "modules": ModuleRecord,
+    "targets": Target,
+    "clock": float,
+    "removed_clusters": RemovedCluster,
+    "deleted_modules": DeletedModule,
+    "fleet_positions": FleetPosition,
+    "held_queues": HeldQueue,
+    "held_intents": HeldIntent,
+    "capped_ticks": TickLog,
+}

@@ -23,7 +23,7 @@ from typing import Any
 
 from infra import client
 from rollout.assembly import AssemblageRecord, assemble
-from rollout.engine import Assignment, RolloutEngine
+from rollout.engine import Assignment, RolloutEngine, new_engine
 from rollout.events import parse_event
 
 
@@ -56,7 +56,7 @@ def refold_journal(records: list[client.Record]) -> tuple[dict[int, list[dict[st
     for record in records:
         engine = engines.get(record.partition)
         if engine is None:
-            engine = RolloutEngine(clusters={}, modules={}, targets={}, clock={}, partition=record.partition)
+            engine = new_engine(record.partition)
             engines[record.partition] = engine
         outcome = engine.handle(parse_event(record.value))
         for assignment in outcome.assignments:

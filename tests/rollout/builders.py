@@ -37,7 +37,7 @@ from rollout.manifests import (
     ModuleManifest,
 )
 from rollout.selectors import selects
-from rollout.state import CATEGORIES, ClusterFacts, ModuleRecord, Target, target_key
+from rollout.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
 
 API = "rollout.dev/v1alpha1"
 GIT_URL = "https://github.com/example/app"
@@ -225,10 +225,8 @@ class Fleet:
     """A fresh engine over dicts, plus everything its outcomes told the world."""
 
     def __init__(self) -> None:
-        self.clusters: dict[str, ClusterFacts] = {}
-        self.modules: dict[str, ModuleRecord] = {}
-        self.targets: dict[str, Target] = {}
-        self.clock: dict[str, float] = {}
+        # every mapping the engine declares (state.ENGINE_MAPPINGS), as plain dicts
+        self.state: dict[str, dict[str, Any]] = {name: {} for name in ENGINE_MAPPINGS}
         self.engine = self._new_engine()
         self.journal: list[Any] = []
         self.outcomes: list[Outcome] = []
@@ -244,7 +242,23 @@ class Fleet:
         self.check_each_event = True
 
     def _new_engine(self) -> RolloutEngine:
-        return RolloutEngine(clusters=self.clusters, modules=self.modules, targets=self.targets, clock=self.clock)
+        return RolloutEngine(**self.state)  # type: ignore[arg-type]
+
+    @property
+    def clusters(self) -> dict[str, ClusterFacts]:
+        return self.state["clusters"]
+
+    @property
+    def modules(self) -> dict[str, ModuleRecord]:
+        return self.state["modules"]
+
+    @property
+    def targets(self) -> dict[str, Target]:
+        return self.state["targets"]
+
+    @property
+    def clock(self) -> dict[str, float]:
+        return self.state["clock"]
 
     # -- feeding events ------------------------------------------------------------------
 
@@ -351,21 +365,14 @@ class Fleet:
     # -- recovery ------------------------------------------------------------------------
 
     def restart(self) -> None:
-        """A new engine over the stored models after a JSON round trip (cold indexes)."""
-        self.clusters = _round_trip(self.clusters, ClusterFacts)
-        self.modules = _round_trip(self.modules, ModuleRecord)
-        self.targets = _round_trip(self.targets, Target)
-        self.clock = json.loads(json.dumps(self.clock))
+        """A new engine over the stored models after a JSON round trip (cold indexes), as
+        the runtime stores them: `model_dump(mode="json")` and `model_validate` per value."""
+        self.state = {name: _round_trip(self.state[name], kind) for name, kind in ENGINE_MAPPINGS.items()}
         self.engine = self._new_engine()
 
     def snapshot(self) -> dict[str, Any]:
         """The engine's whole stored state as JSON data."""
-        return {
-            "clusters": {k: self.clusters[k].model_dump(mode="json") for k in sorted(self.clusters)},
-            "modules": {k: self.modules[k].model_dump(mode="json") for k in sorted(self.modules)},
-            "targets": {k: self.targets[k].model_dump(mode="json") for k in sorted(self.targets)},
-            "clock": dict(self.clock),
-        }
+        return {name: {k: _dump(mapping[k]) for k in sorted(mapping)} for name, mapping in self.state.items()}
 
     # -- what the world sees -------------------------------------------------------------
 
@@ -433,11 +440,14 @@ def given(*items: Any, at: float | None = T0) -> Fleet:
     return fleet
 
 
-def _round_trip(mapping: dict[str, Any], model: Any) -> dict[str, Any]:
-    return {
-        key: model.model_validate(json.loads(json.dumps(value.model_dump(mode="json"))))
-        for key, value in mapping.items()
-    }
+def _dump(value: Any) -> Any:
+    return value if isinstance(value, float) else value.model_dump(mode="json")
+
+
+def _round_trip(mapping: dict[str, Any], kind: type) -> dict[str, Any]:
+    if kind is float:
+        return {key: float(json.loads(json.dumps(value))) for key, value in mapping.items()}
+    return {key: kind.model_validate(json.loads(json.dumps(_dump(value)))) for key, value in mapping.items()}  # type: ignore[attr-defined]
 
 
 # --- consistency of the stored state ----------------------------------------------------

@@ -321,6 +321,7 @@ class World:
 _STARTED = re.compile(r"^stage (\S+) started")
 _SUCCEEDED = re.compile(r"^stage (\S+) succeeded: (\d+) succeeded")
 _APPROVED = re.compile(r"^stage (\S+) approved")
+_SKIPPED = re.compile(r"^stage (\S+) has no members: skipped")
 
 
 @dataclass
@@ -464,8 +465,9 @@ class Checker:
                 match = _SUCCEEDED.match(decision.reason)
                 assert match is not None
                 tracker.succeeded[match.group(1)] = (decision.at, int(match.group(2)))
-            elif decision.action == "stage-started":
-                started = _STARTED.match(decision.reason).group(1)  # type: ignore[union-attr]
+            elif decision.action in ("stage-started", "stage-skipped"):
+                pattern = _STARTED if decision.action == "stage-started" else _SKIPPED
+                started = pattern.match(decision.reason).group(1)  # type: ignore[union-attr]
                 stages = stages_of(record)
                 index = [s.name for s in stages].index(started)
                 if stages[index].require_approval:
@@ -479,6 +481,8 @@ class Checker:
                         soak = parse_duration(previous.min_success_time)
                         assert decision.at >= done_at + soak, f"{name}: {started} started before the soak ended"
                 tracker.started.add(started)
+                if decision.action == "stage-skipped":  # passed at once, nothing to soak
+                    tracker.succeeded[started] = (decision.at, 0)
             elif (
                 decision.action == "assign" and tracker.mode == "rollout" and decision.generation == tracker.generation
             ):
