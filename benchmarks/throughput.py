@@ -359,6 +359,8 @@ class Table:
         self.decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
         self.updating: dict[str, list[str]] = {m: [] for m in TABLE_MODULES}
         self.changelog_records = 0
+        self.rng = random.Random(7)
+        self.version = 0  # of the label changes: every one is a real change
 
     def labels(self, i: int, version: int = 0) -> dict[str, str]:
         ring = "canary" if i < max(self.size // 100, 1) else ("wave-1" if i < self.size // 4 else "wave-2")
@@ -396,16 +398,14 @@ class Table:
 
     def timed(self, batches: int, per_batch: int = 100) -> dict[str, float]:
         """Alternating batches of label changes and of reports; seconds per event of each kind."""
-        rng = random.Random(7)
         spent = {"label change": 0.0, "status report": 0.0}
         count = {"label change": 0, "status report": 0}
-        version = 0
         for b in range(batches):
             if b % 2 == 0:
-                version += 1
+                self.version += 1
                 kind = "label change"
-                chosen = rng.sample(range(self.size), per_batch)
-                values = [cluster_event(i, self.labels(i, version)).to_bytes() for i in chosen]
+                chosen = self.rng.sample(range(self.size), per_batch)
+                values = [cluster_event(i, self.labels(i, self.version)).to_bytes() for i in chosen]
             else:
                 kind = "status report"
                 values = []  # up to per_batch of the clusters being updated, modules in turn
@@ -416,7 +416,6 @@ class Table:
                 if not values:
                     raise RuntimeError("nothing is being updated (every rollout done?)")
             records = [self.journal.record(v) for v in values]
-            gc.collect()
             started = time.process_time()  # CPU time: other processes on the machine do not count
             out = self.batch(records)
             spent[kind] += time.process_time() - started
@@ -431,7 +430,7 @@ def profile(table: Table, batches: int) -> None:
     table.timed(batches)
     profiler.disable()
     stats = pstats.Stats(profiler)
-    stats.sort_stats("tottime").print_stats(12)
+    stats.sort_stats("tottime").print_stats(15)
 
 
 def table_layer(sizes: list[int], with_profile: bool) -> None:
