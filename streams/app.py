@@ -176,6 +176,8 @@ class Worker:
 def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
     """Run the worker until SIGINT/SIGTERM."""
     logging.config.dictConfig(logging_config(settings.log_format, loglevel))
+    if loglevel.lower() != "debug":  # its INFO is one line per coordinator lookup and rebalance step
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -4,6 +4,12 @@ A dead letter names the reason, the stage, and where the input was (topic, parti
 offset, key), and carries the input itself truncated to `PAYLOAD_LIMIT` bytes with its
 full size — so a dead letter is never larger than what the broker accepts, whatever the
 input was (a multi-megabyte value, 5,000 levels of nesting, bytes that are not UTF-8).
+
+The document is UTF-8 JSON (non-ASCII characters are not escaped), and the payload is
+kept as text (`value`) only when its JSON string is at most what base64 would take
+(4/3 of the bytes); otherwise — bytes that are not UTF-8, or text of control characters,
+each of which JSON escapes to six bytes — it is `valueBase64`. Either way the payload
+takes at most 4/3 × `PAYLOAD_LIMIT` bytes of the document.
 """
 
 from __future__ import annotations
@@ -37,11 +43,16 @@ def dead_letter(reason: str, record: Any, stage: str) -> bytes:
     if value is not None:
         head = value[:PAYLOAD_LIMIT]
         document["truncated"] = len(value) > PAYLOAD_LIMIT
+        text: str | None
         try:
-            document["value"] = head.decode()
+            text = head.decode()
         except UnicodeDecodeError as error:
             if error.start >= len(head) - 3 and len(value) > PAYLOAD_LIMIT:  # a character cut in two
-                document["value"] = head[: error.start].decode(errors="replace")
+                text = head[: error.start].decode(errors="replace")
             else:
-                document["valueBase64"] = base64.b64encode(head).decode()
-    return json.dumps(document).encode()
+                text = None
+        if text is not None and len(json.dumps(text, ensure_ascii=False).encode()) <= len(head) * 4 // 3 + 4:
+            document["value"] = text
+        else:
+            document["valueBase64"] = base64.b64encode(head).decode()
+    return json.dumps(document, ensure_ascii=False).encode()

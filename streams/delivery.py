@@ -48,7 +48,7 @@ from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, R
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
-from infra.observability import Metrics
+from infra.observability import RATE_LIMITED, Metrics
 from streams.deadletters import dead_letter
 from streams.state import PartitionState, Tracking
 
@@ -255,6 +255,7 @@ class StageRunner:
                     if slot is None:  # cannot even hold the partition: a bug, and loud
                         log.exception("%s %s: cannot set up the partition", self.spec.name, _name(tp))
                         raise
+                    await self._close_producer(slot)
                     self._break(slot, error)
             for tp in [tp for tp in self.suspended if tp not in self.slots]:
                 # another worker owns it now: what we hold may go stale; rebuilt if it returns
@@ -279,8 +280,8 @@ class StageRunner:
             request_timeout_ms=15000,
             **self.client_options,
         )
+        slot.producer = producer  # closed by the next repair if anything below fails
         await producer.start()
-        slot.producer = producer
         # An empty transaction waits for the producer id: from here on the previous owner of
         # this transactional id is fenced and its open transaction aborted.
         await producer.begin_transaction()
@@ -434,7 +435,8 @@ class StageRunner:
     def _break(self, slot: Slot, error: BaseException) -> None:
         reason = f"{type(error).__name__}: {error}"
         if slot.broken is None:
-            log.warning("%s %s: %s; repairing", self.spec.name, _name(slot.tp), reason)
+            log.warning("%s: %s; repairing", self.spec.name, reason, extra=RATE_LIMITED)
+            log.debug("%s %s broken: %s", self.spec.name, _name(slot.tp), reason)
         slot.broken = reason
         slot.retry_at = time.monotonic() + slot.backoff
         slot.backoff = min(slot.backoff * 2, MAX_REPAIR_BACKOFF)
@@ -447,6 +449,7 @@ class StageRunner:
                     await self._take_over(slot)
                     log.info("%s %s: repaired, resuming at %d", self.spec.name, _name(slot.tp), slot.position)
                 except Exception as error:
+                    await self._close_producer(slot)
                     self._break(slot, error)
 
     @property

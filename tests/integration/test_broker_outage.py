@@ -198,3 +198,52 @@ def test_applier_started_while_the_broker_is_down_waits_for_it(
     wait_for("the snapshot published before the outage", lambda: applier.applied("alpha"))
     applier.publish(2, "alpha", "beta")
     wait_for("a snapshot published afterwards", lambda: applier.applied("beta"))
+
+
+def test_worker_rides_out_a_broker_outage_and_restart(broker: tuple[LocalKafka, BrokerInfo], tmp_path: Path) -> None:
+    """The worker, started in an empty directory, keeps running through a 10 s outage,
+    says so on /readyz within 5 s without flooding its log, and afterwards rolls a new
+    revision out — nothing lost, replay identical."""
+    from tests.integration.chaos import cluster, module
+    from tests.integration.stack import Stack
+
+    kafka, info = broker
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    stack = Stack(info.bootstrap, workdir, partitions=2, tick_interval=0.5)
+    try:
+        stack.start_worker()
+        assert stack.worker is not None
+        for i in range(20):
+            stack.send("clusters", f"k-{i:03d}", cluster(i))
+        stack.send("intents", "base", module("base", "1.0.0"))
+        wait_for("20 snapshots", lambda: len(stack.latest("remote")) == 20, timeout=60)
+        wait_for("readiness", lambda: readyz(stack.worker_port) == 200, timeout=30, interval=0.2)
+
+        before = len(stack.log("worker").splitlines())
+        kafka.stop()
+        stopped = time.monotonic()
+        wait_for("/readyz 503 after the broker stopped", lambda: readyz(stack.worker_port) == 503, READY_WITHIN, 0.2)
+        time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
+        assert stack.worker.poll() is None, stack.log("worker")[-3000:]
+        grown = len(stack.log("worker").splitlines()) - before
+        assert grown <= MAX_LOG_LINES_DURING_OUTAGE, f"{grown} lines:\n{stack.log('worker')[-5000:]}"
+
+        assert kafka.start(data_dir=info.data_dir, heap="256m").bootstrap == info.bootstrap
+        wait_for("readiness after the restart", lambda: readyz(stack.worker_port) == 200, 60, 0.2)
+        stack.send("intents", "base", module("base", "1.1.0"))
+
+        def rolled_out() -> bool:
+            remote = stack.latest("remote")
+            return len(remote) == 20 and all(s["spec"]["syncs"][0]["revision"] == "1.1.0" for s in remote.values())
+
+        wait_for("every cluster on 1.1.0 after the outage", rolled_out, timeout=90)
+        assert stack.worker.poll() is None
+        from click.testing import CliRunner
+
+        from rollout_cli.main import cli
+
+        replay = CliRunner().invoke(cli, ["replay", "--check"], env=stack.env, catch_exceptions=False)
+        assert replay.exit_code == 0, replay.output
+    finally:
+        stack.stop()
