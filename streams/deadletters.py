@@ -9,7 +9,7 @@ The document is UTF-8 JSON (non-ASCII characters are not escaped), and the paylo
 kept as text (`value`) only when its JSON string is at most what base64 would take
 (4/3 of the bytes); otherwise — bytes that are not UTF-8, or text of control characters,
 each of which JSON escapes to six bytes — it is `valueBase64`. Either way the payload
-takes at most 4/3 × `PAYLOAD_LIMIT` bytes of the document.
+takes at most 4/3 of `PAYLOAD_LIMIT` bytes of the document.
 """
 
 from __future__ import annotations
