@@ -93,7 +93,7 @@ async def read_all(bootstrap: str, topic: str) -> list[Record]:
             for tp, messages in batch.items():
                 for message in messages:
                     if message.offset < end[tp]:
-                        key = message.key.decode() if message.key is not None else None
+                        key = message.key.decode(errors="replace") if message.key is not None else None
                         records.append(Record(topic, tp.partition, message.offset, key, message.value))
                 if await consumer.position(tp) >= end[tp]:
                     remaining.discard(tp)
@@ -124,7 +124,7 @@ async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> 
             batch = await consumer.getmany(timeout_ms=500)
             for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
                 for message in messages:
-                    key = message.key.decode() if message.key is not None else None
+                    key = message.key.decode(errors="replace") if message.key is not None else None
                     yield Record(topic, tp.partition, message.offset, key, message.value)
     finally:
         await consumer.stop()

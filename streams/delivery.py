@@ -353,7 +353,7 @@ class StageRunner:
         if records and not fresh:
             return
         end = max(fresh[-1].offset + 1 if fresh else slot.position, await self._position(slot.tp))
-        if fresh and fresh[-1].offset <= slot.single_step_until:
+        if fresh and fresh[0].offset <= slot.single_step_until:
             for index, record in enumerate(fresh):
                 last = index == len(fresh) - 1
                 step_end = end if last else fresh[index + 1].offset
