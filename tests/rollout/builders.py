@@ -25,6 +25,7 @@ from rollout.engine import Decision, Outcome, RolloutEngine, stage_for, stages_o
 from rollout.events import (
     ClusterObserved,
     ClusterRemoved,
+    FleetSeen,
     ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
@@ -164,15 +165,26 @@ def removed(name: str) -> ClusterRemoved:
     return ClusterRemoved(id=next_id(), at=AT, name=name)
 
 
-def applied(manifest: ModuleManifest | BootstrapModuleManifest) -> ModuleApplied:
-    return ModuleApplied(id=next_id(), at=AT, module=manifest)
+def applied(
+    manifest: ModuleManifest | BootstrapModuleManifest, *, fleet: dict[int, int] | None = None
+) -> ModuleApplied:
+    """`fleet`: the cluster-observation positions the apply must wait for (causal order)."""
+    return ModuleApplied(id=next_id(), at=AT, module=manifest, fleet=fleet or {})
 
 
 def deleted(name: str, kind: str = "Module") -> ModuleDeleted:
     return ModuleDeleted(id=next_id(), at=AT, name=name, kind=kind)  # type: ignore[arg-type]
 
 
-def reported(module_name: str, cluster_name: str, revision: str, state: str, message: str | None = None):
+def reported(
+    module_name: str,
+    cluster_name: str,
+    revision: str,
+    state: str,
+    message: str | None = None,
+    *,
+    generation: int | None = None,
+) -> SyncStatusReported:
     return SyncStatusReported(
         id=next_id(),
         at=AT,
@@ -181,7 +193,12 @@ def reported(module_name: str, cluster_name: str, revision: str, state: str, mes
         revision=revision,
         state=state,  # type: ignore[arg-type]
         message=message,
+        generation=generation,
     )
+
+
+def fleet_seen(partition: int, position: int) -> FleetSeen:
+    return FleetSeen(id=next_id(), at=AT, partition=partition, position=position)
 
 
 def tick(now: float) -> Tick:

@@ -1,0 +1,192 @@
+"""Poison-proof parsing: whatever bytes arrive, `parse_event` returns an event or raises
+`EventRejected` with a short reason — never anything that would stop a worker.
+
+docs/rollout-semantics.md, "What the engine accepts".
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rollout.events import (
+    MAX_EVENT_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_REASON_CHARS,
+    EventRejected,
+    FleetSeen,
+    ModuleApplied,
+    SyncStatusReported,
+    Tick,
+    parse_event,
+)
+from tests.rollout.builders import applied, cluster, command, module, observed, reported, stage, tick
+
+VALID = [
+    tick(1_700_000_000.0).to_bytes(),
+    applied(module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("rest")), fleet={0: 7}).to_bytes(),
+    observed(cluster("a", {"ring": "canary"})).to_bytes(),
+    reported("app", "a", "v1", "failed", "boom", generation=3).to_bytes(),
+    command("app", "approve", stage="rest").to_bytes(),
+    FleetSeen(partition=1, position=42).to_bytes(),
+]
+
+
+def rejected_reason(raw: bytes | str | None) -> str:
+    try:
+        parse_event(raw)
+    except EventRejected as rejected:
+        return rejected.reason
+    return ""  # accepted
+
+
+def check_only_rejected(raw: bytes) -> None:
+    """parse_event gives an event or EventRejected with a short reason; anything else fails."""
+    try:
+        parse_event(raw)
+    except EventRejected as rejected:
+        assert 0 < len(rejected.reason) <= MAX_REASON_CHARS
+
+
+def mutations(rng: random.Random, count: int) -> list[bytes]:
+    """`count` malformed inputs: valid events cut, flipped, spliced, nested, inflated."""
+    nasty = [
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+        b"1e400",
+        b"-1e400",
+        b"9" * 5000,
+        b"[" * 5000,
+        b"{" * 5000,
+        b'{"a":' * 200,
+        b'"\\ud800"',
+        b"\xff\xfe\x00",
+        b"null",
+        b"true",
+        b'"' + b"x" * 3000 + b'"',
+        b"{}",
+        b"[]",
+    ]
+    out = []
+    for _ in range(count):
+        base = bytearray(rng.choice(VALID))
+        how = rng.randrange(8)
+        if how == 0:  # truncated
+            base = base[: rng.randrange(len(base))]
+        elif how == 1:  # random bytes flipped
+            for _ in range(rng.randrange(1, 8)):
+                base[rng.randrange(len(base))] = rng.randrange(256)
+        elif how == 2:  # a nasty value spliced in somewhere
+            at = rng.randrange(len(base))
+            base[at:at] = rng.choice(nasty)
+        elif how == 3:  # a value replaced by a nasty one
+            text = base.decode()
+            colon = [i for i, c in enumerate(text) if c == ":"]
+            at = rng.choice(colon) + 1
+            end = min([i for i in (text.find(",", at), text.find("}", at)) if i != -1] or [len(text)])
+            base = bytearray(text[:at].encode() + rng.choice(nasty) + text[end:].encode())
+        elif how == 4:  # nested too deep, inside a valid field
+            depth = rng.randrange(MAX_JSON_DEPTH - 2, 3 * MAX_JSON_DEPTH)
+            base = bytearray(base[:-1] + b',"x":' + b"[" * depth + b"]" * depth + b"}")
+        elif how == 5:  # random bytes
+            base = bytearray(rng.randbytes(rng.randrange(0, 200)))
+        elif how == 6:  # a type that is wrong or missing
+            data = json.loads(base)
+            data["type"] = rng.choice(["Tick", "Nope", 3, None, "FleetSeen", "ModuleApplied" * 200])
+            base = bytearray(json.dumps(data).encode())
+        else:  # an unknown key, very long
+            base = bytearray(base[:-1] + b',"' + b"k" * rng.randrange(1, 5000) + b'":1}')
+        out.append(bytes(base))
+    return out
+
+
+def test_valid_events_parse() -> None:
+    for raw in VALID:
+        assert parse_event(raw).to_bytes() == raw
+
+
+def test_malformed_bytes_are_only_ever_rejected_with_a_short_reason() -> None:
+    inputs = mutations(random.Random(20260101), 3000)
+    assert len(inputs) >= 1000
+    for raw in inputs:
+        check_only_rejected(raw)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, database=None)
+@given(st.binary(max_size=300) | st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass")))
+def test_arbitrary_bytes_are_only_ever_rejected_with_a_short_reason(raw: bytes) -> None:
+    check_only_rejected(raw)
+
+
+def test_oversized_event_is_rejected_with_its_size() -> None:
+    raw = b'{"type":"Tick","now":1,"x":"' + b"a" * MAX_EVENT_BYTES + b'"}'
+    reason = rejected_reason(raw)
+    assert str(len(raw)) in reason and "1 MiB" in reason
+
+
+@pytest.mark.parametrize("opening", [b"[", b'{"a":'])
+def test_deeply_nested_json_is_rejected_before_decoding(opening: bytes) -> None:
+    closing = b"]" if opening == b"[" else b"}"
+    for depth in (MAX_JSON_DEPTH + 1, 100_000):
+        assert (
+            rejected_reason(opening * depth + b"1" + closing * depth)
+            == f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+        )
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    raw = json.dumps({"type": "Tick", "now": 1_700_000_000, "id": "[" * 500 + '"\\' + "{" * 500}).encode()
+    assert isinstance(parse_event(raw), Tick)
+
+
+def test_nesting_up_to_the_limit_reaches_validation() -> None:
+    depth = MAX_JSON_DEPTH - 1
+    raw = b'{"type":"Tick","now":5,"x":' + b"[" * depth + b"]" * depth + b"}"
+    assert "Extra inputs are not permitted" in rejected_reason(raw)
+
+
+@pytest.mark.parametrize("now", ["NaN", "Infinity", "-Infinity", "1e400", "-1", "0", "8e9"])
+def test_tick_time_must_be_finite_and_plausible(now: str) -> None:
+    reason = rejected_reason(b'{"type":"Tick","now":' + now.encode() + b"}")
+    assert reason and len(reason) <= MAX_REASON_CHARS
+
+
+def test_tick_cannot_be_built_with_infinity_either() -> None:
+    with pytest.raises(ValueError):
+        Tick(now=float("inf"))
+
+
+def test_reason_of_a_huge_invalid_event_is_bounded() -> None:
+    raw = json.dumps({"type": "x" * 100_000, **{f"k{i}" * 50: i for i in range(1000)}}).encode()
+    assert 0 < len(rejected_reason(raw)) <= MAX_REASON_CHARS
+
+
+def test_module_applied_carries_fleet_positions_as_a_json_object() -> None:
+    event = applied(module("app", {}, "v1"), fleet={0: 7, 3: 12})
+    data = json.loads(event.to_bytes())
+    assert data["fleet"] == {"0": 7, "3": 12}
+    parsed = parse_event(event.to_bytes())
+    assert isinstance(parsed, ModuleApplied) and parsed.fleet == {0: 7, 3: 12}
+    without = {k: v for k, v in data.items() if k != "fleet"}
+    assert parse_event(json.dumps(without)).fleet == {}
+
+
+def test_fleet_positions_are_not_negative() -> None:
+    raw = applied(module("app", {}, "v1"), fleet={0: 7}).to_bytes().replace(b'"fleet":{"0":7}', b'"fleet":{"0":-7}')
+    assert "not negative" in rejected_reason(raw)
+
+
+def test_fleet_seen_is_an_event_of_the_journal() -> None:
+    event = parse_event(b'{"type":"FleetSeen","id":"f1","at":"t","partition":2,"position":40}')
+    assert isinstance(event, FleetSeen) and (event.partition, event.position) == (2, 40)
+
+
+def test_status_report_generation_is_optional() -> None:
+    raw = b'{"type":"SyncStatusReported","cluster":"a","module":"app","revision":"v1","state":"succeeded"}'
+    event = parse_event(raw)
+    assert isinstance(event, SyncStatusReported) and event.generation is None
