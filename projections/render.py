@@ -80,6 +80,7 @@ LABEL_MODULE = "rollout.dev/module"
 LABEL_CLUSTER = "rollout.dev/cluster"
 LABEL_ASSEMBLAGE = "rollout.dev/assemblage"
 ANNOTATION_REVISION = "rollout.dev/revision"
+ANNOTATION_GENERATION = "rollout.dev/generation"  # the module generation assigned (status reports echo it)
 
 GIT_TEMPLATE = "gitrepository.yaml.j2"
 OCI_TEMPLATE = "ocirepository.yaml.j2"
@@ -287,7 +288,10 @@ class FluxRenderer:
                 LABEL_CLUSTER: cluster,
                 LABEL_ASSEMBLAGE: "remote" if remote else "proxy",
             },
-            "annotations": {ANNOTATION_REVISION: sync.revision},
+            "annotations": {
+                ANNOTATION_REVISION: sync.revision,
+                **({ANNOTATION_GENERATION: str(sync.generation)} if sync.generation is not None else {}),
+            },
             "interval": self.interval,
             "prune": True,
             "module": sync.module,

@@ -22,7 +22,11 @@ The rules (`sync_state`), from what Flux's kustomize-controller writes:
 - `updating`: anything else — including `Ready=Unknown`/`Progressing`, which every
   reconcile passes through.
 
-Publishing. An event goes out when (revision, state) of a (cluster, module) changes —
+Generations. The renderer also annotates `rollout.dev/generation` (the module generation
+assigned); the report carries it so that the engine counts it only for that assignment —
+not for a later generation with the same tag but another path or substitute.
+
+Publishing. An event goes out when (revision, generation, state) of a (cluster, module) changes —
 except `updating` after `succeeded` or `failed` at the same revision: Flux passes through
 `Progressing` on every reconcile interval, and what is known about the revision does not
 change until it succeeds or fails again (the engine reads it the same way). Without this,
@@ -56,7 +60,14 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from projections.kube import RetryPolicy, describe, list_and_watch, resource
 from projections.publisher import Publish
-from projections.render import ANNOTATION_REVISION, LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MODULE
+from projections.render import (
+    ANNOTATION_GENERATION,
+    ANNOTATION_REVISION,
+    LABEL_ASSEMBLAGE,
+    LABEL_CLUSTER,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+)
 from projections.render import MANAGED_BY as MANAGED_BY_VALUE
 from rollout.events import SyncState, SyncStatusReported
 
@@ -145,7 +156,11 @@ def report_for(kustomization: Mapping[str, Any]) -> SyncStatusReported | None:
     """The event for a managed Kustomization, or None when it is not one of ours."""
     metadata = kustomization.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    revision = (metadata.get("annotations") or {}).get(ANNOTATION_REVISION)
+    annotations = metadata.get("annotations") or {}
+    revision = annotations.get(ANNOTATION_REVISION)
+    generation_text = str(annotations.get(ANNOTATION_GENERATION, ""))
+    # the generation of the assignment this object renders: the engine matches the report with it
+    generation = int(generation_text) if generation_text.isdigit() and len(generation_text) < 19 else None
     cluster, module = labels.get(LABEL_CLUSTER), labels.get(LABEL_MODULE)
     if labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE or not (revision and cluster and module):
         return None
@@ -155,7 +170,9 @@ def report_for(kustomization: Mapping[str, Any]) -> SyncStatusReported | None:
     if ready is not None and (ready.get("reason") or ready.get("message")):
         message = f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")[:_MESSAGE_LIMIT]
     try:
-        return SyncStatusReported(cluster=cluster, module=module, revision=revision, state=state, message=message)
+        return SyncStatusReported(
+            cluster=cluster, module=module, revision=revision, state=state, message=message, generation=generation
+        )
     except ValueError:
         return None  # labels that are not names the engine knows
 
@@ -180,7 +197,7 @@ class StatusReporter:
         self.policy = policy or RetryPolicy()
         self.watch_timeout = watch_timeout
         self.retry_interval = retry_interval
-        self._published: dict[tuple[AssemblageLabel, str, str], tuple[str, SyncState]] = {}
+        self._published: dict[tuple[AssemblageLabel, str, str], tuple[tuple[str, int | None], SyncState]] = {}
         self._remote_claims: set[str] = set()
         self._remote_objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._proxy_watches: dict[str, asyncio.Task[None]] = {}
@@ -241,16 +258,17 @@ class StatusReporter:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # one decision per key at a time: exactly one event per change
             last = self._published.get(key)
-            if last == (event.revision, event.state):
+            assigned = (event.revision, event.generation)  # a new generation is news even at the same tag
+            if last == (assigned, event.state):
                 return
-            if last is not None and last[0] == event.revision and last[1] != "updating" and event.state == "updating":
+            if last is not None and last[0] == assigned and last[1] != "updating" and event.state == "updating":
                 return  # a periodic reconcile of a revision already known to succeed or fail
             try:
                 await self.publish(event.cluster, event.to_bytes())
             except Exception as error:
                 log.error("cannot publish sync status of %s/%s: %s", event.cluster, event.module, error)
                 return
-            self._published[key] = (event.revision, event.state)
+            self._published[key] = (assigned, event.state)
         log.info("%s %s: %s %s", event.cluster, event.module, event.revision, event.state)
 
     def _forget(self, assemblage: AssemblageLabel, obj: Mapping[str, Any]) -> None:
