@@ -437,7 +437,7 @@ def profile(table: Table, batches: int) -> None:
     table.timed(batches)
     profiler.disable()
     stats = pstats.Stats(profiler)
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(int(os.environ.get("PROFILE_ROWS", "15")))
 
 
 def table_layer(sizes: list[int], with_profile: bool) -> None:

@@ -644,7 +644,7 @@ class RolloutEngine:
             self._advance(record, out)
             self._save_module(record, out)
             return
-        record = existing.model_copy(deep=True)
+        record = existing.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
         current = record.revisions[record.target]
         new_sync = manifest.spec.sync != current.sync or digest != current.bindings_digest
@@ -697,7 +697,7 @@ class RolloutEngine:
         if record is None or record.kind != event.kind:
             self._remember_intent(event.name, event.id)
             return  # already gone, never existed, or another kind: nothing to delete
-        record = record.model_copy(deep=True)
+        record = record.working_copy()
         for cluster in sorted(self._index(record.name)):
             target = self.targets[target_key(record.name, cluster)]
             if target.assigned is not None:
@@ -720,7 +720,7 @@ class RolloutEngine:
             out.rejections.append(f"{event.command} {event.module}: no such module")
             self._remember_intent(event.module, event.id)
             return
-        record = stored.model_copy(deep=True)
+        record = stored.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
         by = f" by {event.user}" if event.user else ""
         command = event.command
@@ -834,7 +834,10 @@ class RolloutEngine:
             stored = self.modules[name]
             if stored.partition != self.partition:
                 continue
-            record = stored.model_copy(deep=True)
+            if facts is None or not selects(stored.spec.selector, facts.labels):
+                if target_key(name, cluster) not in self.targets:
+                    continue  # a member neither before nor now: nothing changes for this module
+            record = stored.working_copy()
             self._refresh_membership(record, {cluster}, out)
             target = self.targets.get(target_key(name, cluster))
             resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
@@ -948,7 +951,7 @@ class RolloutEngine:
             return
         if target.status == status and target.status_message == (event.message or ""):
             return
-        record = stored.model_copy(deep=True)
+        record = stored.working_copy()
         self._index(record.name)
         new = target.model_copy(update={"status": status, "status_message": event.message or ""})
         if status == "failed" and target.status != "failed":
@@ -1006,7 +1009,7 @@ class RolloutEngine:
             stored = self.modules[name]
             if stored.partition != self.partition or stored.phase in ("Complete", "RolledBack", "Aborted"):
                 continue
-            record = stored.model_copy(deep=True)
+            record = stored.working_copy()
             self._index(name)
             if first and record.stage_completed_at is not None:
                 # a stage done before the engine saw any tick starts its soak at the first one

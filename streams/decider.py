@@ -9,7 +9,7 @@ transaction as the outputs (`streams/state.py`, `streams/delivery.py`). An event
 engine cannot apply, or that makes it fail, is undone alone (its event layer is dropped,
 derived indexes rebuilt) and becomes a dead letter; the rest of the batch goes on.
 
-Per batch, module status and rollout-target documents are coalesced (compacted topics:
+Per batch, module status (encoded once per batch) and rollout-target documents are coalesced (compacted topics:
 only the last value per key is sent); assignments and decisions are sent in order. A
 decision's id is `<journal partition>-<offset>-<n>`: deterministic, so replaying the
 journal gives the same ids.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout import state as engine_state
 from rollout.engine import Outcome, RolloutEngine
-from rollout.events import EventRejected, parse_event
+from rollout.events import EventRejected, parse_journal_event
 from streams.delivery import Outputs
 from streams.state import PartitionState
 
@@ -67,9 +68,11 @@ class DecidePartition:
         self.engine = self._new_engine()  # derived indexes are per engine: rebuilt lazily
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+        module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
+        decisions: Counter[str] = Counter()
         for record in records:
             try:
-                outcome = self.engine.handle(parse_event(record.value))
+                outcome = self.engine.handle(parse_journal_event(record.value))
             except EventRejected as rejected:  # only if someone writes to the journal by hand
                 self.state.drop_event()
                 out.reject(rejected.reason, record, STAGE)
@@ -82,6 +85,15 @@ class DecidePartition:
                 continue
             self.state.keep_event()
             self._publish(outcome, record, out)
+            module_status.update(outcome.module_status)
+            decisions.update(decision.action for decision in outcome.decisions)
+        for module, status in sorted(module_status.items()):
+            out.send_latest(
+                self.topics.module_status, module.encode(), None if status is None else document(status)
+            )
+            self.metrics.module_phase(module, status["phase"] if status is not None else None)
+        for action, count in decisions.items():
+            self.metrics.decisions.labels(action).inc(count)
 
     def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
         topics = self.topics
@@ -94,10 +106,6 @@ class DecidePartition:
         for index, decision in enumerate(outcome.decisions):
             body = {"id": f"{self.partition}-{record.offset}-{index}", **decision.model_dump()}
             out.send(topics.decisions, decision.module.encode(), document(body))
-            self.metrics.decisions.labels(decision.action).inc()
-        for module, status in sorted(outcome.module_status.items()):
-            out.send_latest(topics.module_status, module.encode(), None if status is None else document(status))
-            self.metrics.module_phase(module, status["phase"] if status is not None else None)
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))
         for reason in outcome.rejections:
