@@ -222,6 +222,7 @@ async def run_applier(
                     revision=sync.revision,
                     state="succeeded",
                     message="simulated: written by the directory sink",
+                    generation=sync.generation,  # answers this assignment, not a tag that can repeat
                 )
                 await producer.send(names.status, key=cluster.encode(), value=event.to_bytes())
 

@@ -154,12 +154,28 @@ pin_verb("unpin", "Let CLUSTER follow MODULE's rollout again.")
 @click.option("--revision", required=True)
 @click.option("--state", required=True, type=click.Choice(["succeeded", "failed", "updating"]))
 @click.option("--message", default=None)
+@click.option(
+    "--generation",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The module generation the report answers (as appliers send it); without it the report "
+    "is matched by revision only.",
+)
 @kafka_options
-def report_status(ctx: Context, cluster: str, module: str, revision: str, state: str, message: str | None) -> None:
+def report_status(
+    ctx: Context, cluster: str, module: str, revision: str, state: str, message: str | None, generation: int | None
+) -> None:
     """Publish a sync status, as an applier does (for simulators and tests)."""
     check_name(cluster)
     check_name(module)
-    event = SyncStatusReported(cluster=cluster, module=module, revision=revision, state=state, message=message)  # type: ignore[arg-type]
+    event = SyncStatusReported(
+        cluster=cluster,
+        module=module,
+        revision=revision,
+        state=state,  # type: ignore[arg-type]
+        message=message,
+        generation=generation,
+    )
     ctx.publish(ctx.topics.status, [(cluster, event.to_bytes())])
     click.echo(f"{cluster}/{module}: {state} at {revision}")
 
