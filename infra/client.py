@@ -31,6 +31,7 @@ class Record:
     offset: int
     key: str | None
     value: bytes | None
+    timestamp: float | None = None  # seconds since the epoch (the record's Kafka timestamp)
 
     def json(self) -> Any:
         return json.loads(self.value) if self.value is not None else None
@@ -94,12 +95,19 @@ async def read_all(bootstrap: str, topic: str) -> list[Record]:
                 for message in messages:
                     if message.offset < end[tp]:
                         key = message.key.decode(errors="replace") if message.key is not None else None
-                        records.append(Record(topic, tp.partition, message.offset, key, message.value))
+                        records.append(
+                            Record(topic, tp.partition, message.offset, key, message.value, _seconds(message))
+                        )
                 if await consumer.position(tp) >= end[tp]:
                     remaining.discard(tp)
         return records
     finally:
         await consumer.stop()
+
+
+def _seconds(message: Any) -> float | None:
+    timestamp = getattr(message, "timestamp", None)
+    return timestamp / 1000 if isinstance(timestamp, int) and timestamp >= 0 else None
 
 
 async def read_latest(bootstrap: str, topic: str) -> dict[str, Any]:
@@ -125,7 +133,7 @@ async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> 
             for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
                 for message in messages:
                     key = message.key.decode(errors="replace") if message.key is not None else None
-                    yield Record(topic, tp.partition, message.offset, key, message.value)
+                    yield Record(topic, tp.partition, message.offset, key, message.value, _seconds(message))
     finally:
         await consumer.stop()
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +43,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
 DEFAULT_WORKER_PORT = 6066
 DEFAULT_APPLIER_PORT = 6067
+DEFAULT_WEB_HOST = "127.0.0.1"
+"""Where the web server listens unless told otherwise (`host=`, else $ROLLOUT_WEB_HOST):
+loopback, so a process started on a laptop is not reachable from the network. Containers
+pass 0.0.0.0 (the chart's args, docker-compose.yml's environment)."""
 BROKER_STALE_AFTER = 3.0
 """Readiness needs a broker answer at most this old (seconds)."""
 PROBE_INTERVAL = 1.0
@@ -180,9 +185,9 @@ async def _close_quietly(client: AIOKafkaClient) -> None:
 
 
 class ObservabilityServer:
-    def __init__(self, *, port: int, metrics: Metrics, health: Health, host: str = "0.0.0.0") -> None:
+    def __init__(self, *, port: int, metrics: Metrics, health: Health, host: str | None = None) -> None:
         self.port = port
-        self.host = host
+        self.host = host if host is not None else os.environ.get("ROLLOUT_WEB_HOST") or DEFAULT_WEB_HOST
         self.metrics = metrics
         self.health = health
         self._runner: web.AppRunner | None = None

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging.config
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +34,6 @@ from infra.observability import (
     Health,
     Metrics,
     ObservabilityServer,
-    logging_config,
 )
 from infra.settings import DEFAULT_PREFIX, kafka_client_options
 from infra.topics import TopicNames
@@ -48,11 +45,9 @@ from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
-from rollout_cli.options import Context, kafka_options, web_options
+from rollout_cli.watching import DEFAULT_WATCHER_PORT, watch_clusters
 
-DEFAULT_WATCHER_PORT = 6068
-
-__all__ = ["last_observations", "make_kubernetes_sink", "run_watch_clusters", "watch_clusters"]
+__all__ = ["DEFAULT_WATCHER_PORT", "last_observations", "make_kubernetes_sink", "run_watch_clusters", "watch_clusters"]
 
 
 def make_kubernetes_sink(
@@ -137,6 +132,7 @@ async def run_watch_clusters(
     prefix: str,
     stop: asyncio.Event,
     web_port: int = 0,
+    web_host: str | None = None,
 ) -> None:
     """Seed from the cluster-observations topic, then watch until `stop` is set.
 
@@ -166,7 +162,7 @@ async def run_watch_clusters(
     watcher = ClusterWatcher(api, publish, namespaces=namespaces, seed=seed)
     health = WatcherHealth(watcher=watcher)
     probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
-    server = ObservabilityServer(port=web_port, metrics=metrics, health=health) if web_port else None
+    server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host) if web_port else None
     probe.start()
     if server is not None:
         await server.start()
@@ -187,46 +183,3 @@ async def run_watch_clusters(
         await api.close()
     if not task.cancelled() and task.exception() is not None:
         raise click.ClickException(f"watch-clusters stopped: {task.exception()}")
-
-
-@click.command(name="watch-clusters")
-@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Kubeconfig of the management cluster.")
-@click.option("--context", default=None, help="Kubeconfig context (default: the current one).")
-@click.option(
-    "--namespace",
-    "namespaces",
-    multiple=True,
-    help="Namespace of Cluster API clusters to watch (repeatable; default: all namespaces).",
-)
-@web_options(DEFAULT_WATCHER_PORT)
-@kafka_options
-def watch_clusters(
-    ctx: Context,
-    kubeconfig: str | None,
-    context: str | None,
-    namespaces: tuple[str, ...],
-    web_port: int,
-    log_format: str,
-    loglevel: str,
-) -> None:
-    """Publish Cluster API clusters of the management cluster as fleet clusters, until stopped."""
-    logging.config.dictConfig(logging_config(log_format, loglevel))
-    bootstrap = ctx.bootstrap
-    topic_prefix = ctx.prefix
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await run_watch_clusters(
-            kubeconfig=kubeconfig,
-            context=context,
-            namespaces=namespaces,
-            bootstrap=bootstrap,
-            prefix=topic_prefix,
-            stop=stop,
-            web_port=web_port,
-        )
-
-    asyncio.run(main())

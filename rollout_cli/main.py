@@ -10,43 +10,61 @@ broker `rollout kafka start` (or `rollout up`) recorded.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
-from infra import client
-from rollout.events import (
-    ClusterRemoved,
-    ModuleDeleted,
-    RolloutCommanded,
-    SyncStatusReported,
-)
-from rollout.manifests import ManifestError, check_dns1123_label, load_manifest_files
-from rollout_cli import views
-from rollout_cli.intents import intents_for, publish_intents
 from rollout_cli.kafka import kafka as kafka_group
-from rollout_cli.kube import watch_clusters
 from rollout_cli.options import (
+    DEFAULT_WEB_HOST,
     Context,
+    Duration,
+    check_port_free,
     fail,
     kafka_options,
     partitions_option,
     replication_option,
     web_options,
 )
+from rollout_cli.watching import watch_clusters
+
+# `rollout --help` must start fast (tests/cli/test_startup.py): this module imports only
+# click and the light option helpers. The domain (pydantic models, CRD schemas), the Kafka
+# client, rich and the Kubernetes client are imported inside the commands that use them.
+
+PACKAGE = "rollout-engine"
+DEFAULT_UP_WEB_PORT = 6066
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name=PACKAGE, prog_name="rollout", message="%(prog)s %(version)s")
 def cli() -> None:
     """Staged, explainable rollouts of Flux syncs across fleets of Kubernetes clusters."""
 
 
 cli.add_command(kafka_group)
 cli.add_command(watch_clusters)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    bash:  eval "$(rollout completion bash)"     (e.g. in ~/.bashrc)
+    zsh:   eval "$(rollout completion zsh)"      (e.g. in ~/.zshrc)
+    fish:  rollout completion fish > ~/.config/fish/completions/rollout.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    completion_class = get_completion_class(shell)
+    assert completion_class is not None  # click ships bash, zsh and fish
+    click.echo(completion_class(cli, {}, "rollout", "_ROLLOUT_COMPLETE").source())
 
 
 # --- intents -----------------------------------------------------------------------------
@@ -61,10 +79,16 @@ def apply(ctx: Context, files: tuple[str, ...]) -> None:
     Every document is validated first; if any is invalid nothing is published and every
     problem is listed with its file, document index and field.
     """
+    from infra import client
+    from rollout.manifests import ManifestError, load_manifest_files
+    from rollout_cli.intents import intents_for, publish_intents
+
     try:
         manifests = load_manifest_files(list(files))
     except ManifestError as error:
         fail(f"nothing was applied; {len(error.problems)} problem(s):\n{error}")
+    if not manifests:
+        fail(f"no manifests found in {', '.join(files)}; nothing was applied")
     seen: dict[tuple[str, str], str] = {}
     for manifest in manifests:
         identity = ("Cluster" if manifest.kind == "Cluster" else "module", manifest.metadata.name)
@@ -86,6 +110,8 @@ def apply(ctx: Context, files: tuple[str, ...]) -> None:
 @kafka_options
 def delete(ctx: Context, kind: str, name: str) -> None:
     """Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere)."""
+    from rollout.events import ClusterRemoved, ModuleDeleted
+
     check_name(name)
     if kind == "cluster":
         ctx.publish(ctx.topics.clusters, [(name, ClusterRemoved(name=name).to_bytes())])
@@ -96,6 +122,8 @@ def delete(ctx: Context, kind: str, name: str) -> None:
 
 
 def check_name(name: str) -> None:
+    from rollout.manifests import check_dns1123_label
+
     try:
         check_dns1123_label(name)
     except ValueError as error:
@@ -107,6 +135,9 @@ def command_verb(verb: str, help_text: str) -> None:
     @click.argument("module")
     @kafka_options
     def _command(ctx: Context, module: str) -> None:
+        from rollout.events import RolloutCommanded
+        from rollout_cli import views
+
         check_name(module)
         event = RolloutCommanded(module=module, command=verb, user=views.current_user())  # type: ignore[arg-type]
         ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
@@ -125,6 +156,9 @@ command_verb("rollback", "Return every cluster on MODULE's target revision to it
 @kafka_options
 def approve(ctx: Context, module: str, stage: str) -> None:
     """Approve STAGE of MODULE's rollout to start."""
+    from rollout.events import RolloutCommanded
+    from rollout_cli import views
+
     check_name(module)
     event = RolloutCommanded(module=module, command="approve", stage=stage, user=views.current_user())
     ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
@@ -137,6 +171,9 @@ def pin_verb(verb: str, help_text: str) -> None:
     @click.option("--cluster", required=True)
     @kafka_options
     def _command(ctx: Context, module: str, cluster: str) -> None:
+        from rollout.events import RolloutCommanded
+        from rollout_cli import views
+
         check_name(module)
         check_name(cluster)
         event = RolloutCommanded(module=module, command=verb, cluster=cluster, user=views.current_user())  # type: ignore[arg-type]
@@ -166,6 +203,8 @@ def report_status(
     ctx: Context, cluster: str, module: str, revision: str, state: str, message: str | None, generation: int | None
 ) -> None:
     """Publish a sync status, as an applier does (for simulators and tests)."""
+    from rollout.events import SyncStatusReported
+
     check_name(cluster)
     check_name(module)
     event = SyncStatusReported(
@@ -201,6 +240,8 @@ GET_KINDS = {
 @kafka_options
 def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
     """List modules, clusters, remoteassemblages or proxyassemblages (from the topics)."""
+    from rollout_cli import views
+
     role = GET_KINDS[kind]
     if role == "clusters":
         documents = views.clusters_from_records(ctx.records(ctx.topics.clusters))
@@ -213,6 +254,8 @@ def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(list(documents.values()) if name is None else documents[name], indent=2))
     elif output == "yaml":
+        import yaml
+
         payload = list(documents.values()) if name is None else documents[name]
         click.echo(yaml.safe_dump(payload, sort_keys=False), nl=False)
     else:
@@ -225,7 +268,13 @@ def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
 @click.option("--decisions", "decision_count", default=8, show_default=True, help="Latest decisions shown.")
 @kafka_options
 def status(ctx: Context, module: str, watch: bool, decision_count: int) -> None:
-    """Phase, target/stable revisions, per-stage progress and the latest decisions."""
+    """Phase, target/stable revisions, per-stage progress and the latest decisions.
+
+    A module with no status on the module-status topic is an error (exit 1), unless --watch
+    waits for it to appear.
+    """
+    from rollout_cli import views
+
     views.show_status(ctx, module, watch=watch, decision_count=decision_count)
 
 
@@ -234,8 +283,15 @@ def status(ctx: Context, module: str, watch: bool, decision_count: int) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @kafka_options
 def history(ctx: Context, module: str, output: str) -> None:
-    """Every decision taken for MODULE, oldest first, from the decisions topic."""
+    """Every decision taken for MODULE, oldest first, from the decisions topic.
+
+    A module with neither decisions nor a status is an error (exit 1).
+    """
+    from rollout_cli import views
+
     decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
+    if not decisions and module not in ctx.latest(ctx.topics.module_status):
+        fail(f"module {module} not found", code=1)
     if output == "json":
         click.echo(json.dumps(decisions, indent=2))
     else:
@@ -263,8 +319,9 @@ def history(ctx: Context, module: str, output: str) -> None:
 @kafka_options
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
     """Show which clusters each stage would move, in order and in batches, without publishing."""
-    from rollout.manifests import ClusterManifest
+    from rollout.manifests import ClusterManifest, ManifestError, load_manifest_files
     from rollout.plan import plan_rollout
+    from rollout_cli import views
 
     try:
         manifests = load_manifest_files(list(files))
@@ -286,6 +343,36 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     else:
         for rollout_plan in plans:
             views.print_plan(rollout_plan)
+
+
+@cli.command(name="dead-letters")
+@click.option(
+    "--since",
+    type=Duration(),
+    default=None,
+    help="Only inputs rejected within this long before now (30s, 15m, 1h30m, 2d).",
+)
+@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@kafka_options
+def dead_letters(ctx: Context, since: float | None, output: str) -> None:
+    """Inputs the engine rejected, oldest first: when, the stage that refused, where the input
+    was (topic[partition]@offset), its key and size, and the reason."""
+    import time
+
+    from rollout_cli import views
+
+    cutoff = time.time() - since if since is not None else None
+    letters = views.dead_letters_from_records(ctx.records(ctx.topics.dead_letters), since=cutoff)
+    if output == "json":
+        click.echo(json.dumps(letters, indent=2, ensure_ascii=False))
+    elif output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(letters, sort_keys=False, allow_unicode=True), nl=False)
+    elif not letters:
+        click.echo("no dead letters" + (" in that time" if since is not None else ""))
+    else:
+        views.print_dead_letters(letters)
 
 
 # --- processes ---------------------------------------------------------------------------
@@ -337,14 +424,18 @@ def worker(
     partitions: int,
     tick_interval: float,
     web_port: int,
+    web_host: str,
     log_format: str,
     loglevel: str,
 ) -> None:
     """Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."""
+    check_port_free(web_port, web_host)
     from infra.settings import Settings
     from infra.topics import ensure_topics_sync
     from streams.app import run_worker
 
+    # The worker's web server takes its address from the environment (infra.observability).
+    os.environ["ROLLOUT_WEB_HOST"] = web_host
     try:
         ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
     except Exception as error:
@@ -414,6 +505,7 @@ def applier(
     group_id: str | None,
     simulate_status: bool,
     web_port: int,
+    web_host: str,
     log_format: str,
     loglevel: str,
     kubeconfig: str | None,
@@ -426,6 +518,7 @@ def applier(
     in the management cluster (RemoteAssemblage) and inside each workload cluster through
     its kubeconfig secret (ProxyAssemblage), and reports sync status from the Kustomizations.
     """
+    check_port_free(web_port, web_host)
     from rollout_cli.processes import run_applier_forever
 
     run_applier_forever(
@@ -437,6 +530,7 @@ def applier(
         group_id=group_id or f"{ctx.prefix}rollout-applier",
         report=simulate_status,
         web_port=web_port,
+        web_host=web_host,
         log_format=log_format,
         loglevel=loglevel,
         kubeconfig=kubeconfig,
@@ -449,6 +543,13 @@ def applier(
 @click.option("--example", is_flag=True, help="Apply the example fleet in examples/ once everything runs.")
 @click.option("--sink", "sink_spec", default="dir:./flux-out", show_default=True, help="Where the applier writes.")
 @click.option("--no-simulate-status", is_flag=True, help="Do not report written syncs as succeeded.")
+@click.option(
+    "--web-port",
+    type=click.IntRange(0, 65534),
+    default=DEFAULT_UP_WEB_PORT,
+    show_default=True,
+    help="The worker's /metrics, /healthz, /readyz port; the applier's is the next one. 0 turns both off.",
+)
 @worker_options
 @kafka_options
 def up(
@@ -456,10 +557,20 @@ def up(
     example: bool,
     sink_spec: str,
     no_simulate_status: bool,
+    web_port: int,
     partitions: int,
     tick_interval: float,
 ) -> None:
-    """Everything on one machine: local broker (started if none), topics, worker, applier."""
+    """Everything on one machine: local broker (started if none), topics, worker, applier.
+
+    The worker and the applier serve /metrics, /healthz and /readyz on 127.0.0.1 (or
+    $ROLLOUT_WEB_HOST), ports --web-port and --web-port + 1; a port in use is an error
+    before anything starts.
+    """
+    web_host = os.environ.get("ROLLOUT_WEB_HOST") or DEFAULT_WEB_HOST
+    if web_port:
+        check_port_free(web_port, web_host, "--web-port: the worker's")
+        check_port_free(web_port + 1, web_host, "--web-port + 1: the applier's")
     from rollout_cli.processes import run_up
 
     run_up(
@@ -470,6 +581,7 @@ def up(
         simulate=not no_simulate_status,
         partitions=partitions,
         tick_interval=tick_interval,
+        web_port=web_port,
     )
 
 

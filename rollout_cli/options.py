@@ -2,20 +2,30 @@
 
 One definition per setting, so that a flag, its environment variable and its help read the
 same everywhere (docs/configuration.md is the table of them all).
+
+Light on purpose: `rollout --help` imports this module, so Kafka clients (aiokafka) are
+imported only when a command runs (tests/cli/test_startup.py holds that).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import re
+import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from infra import client
 from infra.settings import DEFAULT_PREFIX
-from infra.topics import TopicNames
+
+if TYPE_CHECKING:
+    from infra import client
+    from infra.topics import TopicNames
+
+DEFAULT_WEB_HOST = "127.0.0.1"
 
 partitions_option = click.option(
     "--partitions",
@@ -58,19 +68,28 @@ class Context:
     def __init__(self, bootstrap: str | None, prefix: str) -> None:
         self._bootstrap = bootstrap
         self.prefix = prefix
-        self.topics = TopicNames(prefix)
+
+    @functools.cached_property
+    def topics(self) -> TopicNames:
+        from infra.topics import TopicNames
+
+        return TopicNames(self.prefix)
 
     @functools.cached_property
     def bootstrap(self) -> str:
         return resolve_bootstrap(self._bootstrap)
 
     def publish(self, topic: str, messages: list[tuple[str, bytes | None]]) -> None:
+        from infra import client
+
         try:
             client.run(client.publish(self.bootstrap, topic, messages))
         except Exception as error:
             fail(f"cannot publish to {topic} at {self.bootstrap}: {error}")
 
     def latest(self, topic: str) -> dict[str, Any]:
+        from infra import client
+
         try:
             return client.run(client.read_latest(self.bootstrap, topic))
         except LookupError as error:
@@ -80,6 +99,8 @@ class Context:
         return {}
 
     def records(self, topic: str) -> list[client.Record]:
+        from infra import client
+
         try:
             return client.run(client.read_all(self.bootstrap, topic))
         except LookupError as error:
@@ -122,6 +143,14 @@ def web_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..
             help="Port of /metrics, /healthz, /readyz; 0 turns them off (env ROLLOUT_WEB_PORT).",
         )(command)
         command = click.option(
+            "--web-host",
+            envvar="ROLLOUT_WEB_HOST",
+            default=DEFAULT_WEB_HOST,
+            show_default=True,
+            help="Address /metrics, /healthz, /readyz listen on; 0.0.0.0 for every interface, as in a "
+            "container (env ROLLOUT_WEB_HOST).",
+        )(command)
+        command = click.option(
             "--log-format",
             envvar="ROLLOUT_LOG_FORMAT",
             default="text",
@@ -138,3 +167,54 @@ def web_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..
         )(command)
 
     return decorate
+
+
+def check_port_free(port: int, host: str = DEFAULT_WEB_HOST, flag: str = "--web-port") -> None:
+    """Exit with a one-line error when `port` cannot be bound on `host` (0: nothing to bind).
+
+    Run by a command before it does anything else, so that a second `rollout worker` on a
+    machine fails at once instead of dying later in a log file. The probe binds the way the
+    web server will (SO_REUSEADDR, as aiohttp does), so a port only lingering in TIME_WAIT
+    counts as free.
+    """
+    if not port:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        fail(f"cannot listen on {host} ({flag.replace('port', 'host')}): {error.strerror}")
+        return
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    fail(f"port {port} is in use ({flag})")
+                fail(f"cannot listen on {host}:{port} ({flag}): {error.strerror or error}")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration like `90s`, `15m`, `1h30m`, `2d` (ValueError otherwise)."""
+    compact = text.strip()
+    parts = _DURATION_PART.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise ValueError(f"{text!r} is not a duration (examples: 30s, 15m, 1h30m, 2d)")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)

@@ -72,6 +72,7 @@ def run_applier_forever(
     group_id: str,
     report: bool,
     web_port: int = 0,
+    web_host: str | None = None,
     log_format: str = "text",
     loglevel: str = "info",
     kubeconfig: str | None = None,
@@ -101,7 +102,7 @@ def run_applier_forever(
         stop = asyncio.Event()
         _stop_on_signals(stop)
         metrics, health = Metrics(), Health()
-        server = ObservabilityServer(port=web_port, metrics=metrics, health=health)
+        server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host)
         probe = BrokerProbe(bootstrap, health, **kafka_client_options())
         if web_port:
             await server.start()
@@ -168,6 +169,7 @@ def run_up(
     simulate: bool,
     partitions: int,
     tick_interval: float,
+    web_port: int = 6066,
     log_dir: Path = Path(".rollout/logs"),
 ) -> None:
     from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
@@ -202,6 +204,8 @@ def run_up(
                     str(partitions),
                     "--tick-interval",
                     str(tick_interval),
+                    "--web-port",
+                    str(web_port),
                 ],
                 env,
                 logs / "worker.log",
@@ -209,7 +213,14 @@ def run_up(
         )
         children.append(
             _spawn(
-                ["applier", "--sink", sink_spec, *(["--simulate-status"] if simulate else [])],
+                [
+                    "applier",
+                    "--sink",
+                    sink_spec,
+                    "--web-port",
+                    str(web_port + 1 if web_port else 0),
+                    *(["--simulate-status"] if simulate else []),
+                ],
                 env,
                 logs / "applier.log",
             )

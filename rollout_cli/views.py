@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import getpass
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from infra import client
+if TYPE_CHECKING:
+    from infra import client
 
 # Piped output gets a wide console so tables are not squeezed to 80 columns.
 _probe = Console()
@@ -185,8 +186,9 @@ def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str,
 def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> None:
     status, renderable = gather_status(ctx, module, decision_count)
     if status is None and not watch:
-        console.print(f"[red]error:[/] module {module} not found (no status on {ctx.topics.module_status})")
-        raise SystemExit(1)
+        from rollout_cli.options import fail
+
+        fail(f"module {module} not found", code=1)
     if not watch:
         console.print(renderable)
         return
@@ -221,3 +223,47 @@ def print_plan(plan: Any) -> None:
     if plan.unstaged:
         console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
     console.print(f"  not selected: {plan.not_selected} cluster(s)")
+
+
+def dead_letters_from_records(records: list[client.Record], since: float | None = None) -> list[dict[str, Any]]:
+    """The dead-letter documents (streams/deadletters.py), oldest first, each with `at`: the
+    record's timestamp (seconds). `since`: only those at or after that time."""
+    letters = []
+    for record in records:
+        at = record.timestamp
+        if since is not None and (at is None or at < since):
+            continue
+        try:
+            document = record.json()
+        except ValueError:
+            document = None
+        if not isinstance(document, dict):
+            size = len(record.value) if record.value is not None else 0
+            document = {"reason": "unreadable dead letter", "stage": None, "size": size}
+        letters.append({"at": at, **document})
+    letters.sort(key=lambda letter: letter["at"] or 0.0)
+    return letters
+
+
+def print_dead_letters(letters: list[dict[str, Any]]) -> None:
+    table = Table("TIME", "STAGE", "INPUT", "KEY", "SIZE", "REASON", box=None)
+    for letter in letters:
+        where = f"{letter.get('topic', '?')}[{letter.get('partition', '?')}]@{letter.get('offset', '?')}"
+        table.add_row(
+            _time(letter.get("at")),
+            str(letter.get("stage") or "-"),
+            where,
+            str(letter.get("key") or "-"),
+            _size(letter.get("size")),
+            str(letter.get("reason", "")),
+        )
+    console.print(table)
+
+
+def _size(size: Any) -> str:
+    if not isinstance(size, int):
+        return "-"
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

@@ -710,3 +710,10 @@ def test_notes_tell_what_to_do_next_with_real_commands(
 def test_notes_warn_about_the_placeholder_broker(notes: Callable[[Path | None], str]) -> None:
     assert "placeholder" in notes(None)
     assert "placeholder" not in notes(CI["sasl"])
+
+
+@by_values
+def test_long_running_containers_listen_on_every_interface(render: Render, values_file: Path | None) -> None:
+    """The program binds 127.0.0.1 by default; probes and Prometheus reach the pod IP."""
+    for container in long_running(render(values_file)):
+        assert container.flag("--web-host") == "0.0.0.0", container.component

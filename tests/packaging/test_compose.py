@@ -210,3 +210,10 @@ def test_example_fleet_is_copied_into_the_image_where_the_loader_reads_it() -> N
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "COPY examples /app/examples" in dockerfile
     assert list((REPO / "examples").glob("*.yaml"))
+
+
+def test_processes_listen_on_every_interface_of_their_container(services: dict[str, dict[str, Any]]) -> None:
+    """The program binds 127.0.0.1 by default; a container passes 0.0.0.0 explicitly."""
+    for name in ("worker", "applier"):
+        assert options_of(cli.commands[name])["--web-host"].envvar == "ROLLOUT_WEB_HOST"
+        assert environment(services[name]).get("ROLLOUT_WEB_HOST") == "0.0.0.0", name

@@ -129,12 +129,16 @@ Credentials come from existing Secrets only; the CA bundle is a mounted file.
 {{- end }}
 {{- end -}}
 
-{{/* Flags every long-running component takes: log level and format, health/metrics port. */}}
+{{/* Flags every long-running component takes: log level and format, health/metrics address
+and port. The program listens on 127.0.0.1 unless told otherwise; the kubelet's probes and
+Prometheus reach the pod IP, so the chart always passes 0.0.0.0. */}}
 {{- define "rollout.processArgs" -}}
 - --loglevel
 - {{ .root.Values.logLevel | quote }}
 - --log-format
 - {{ .root.Values.logFormat | quote }}
+- --web-host
+- "0.0.0.0"
 - --web-port
 - {{ .port | quote }}
 {{- end -}}

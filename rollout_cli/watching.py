@@ -1,0 +1,66 @@
+"""`rollout watch-clusters`: the command line; the work is `rollout_cli.kube.run_watch_clusters`.
+
+Kept apart from rollout_cli/kube.py so that `rollout --help` does not import the
+Kubernetes client (tests/cli/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging.config
+import signal
+
+import click
+
+from rollout_cli.options import Context, check_port_free, kafka_options, web_options
+
+DEFAULT_WATCHER_PORT = 6068
+
+
+@click.command(name="watch-clusters")
+@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Kubeconfig of the management cluster.")
+@click.option("--context", default=None, help="Kubeconfig context (default: the current one).")
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Namespace of Cluster API clusters to watch (repeatable; default: all namespaces).",
+)
+@web_options(DEFAULT_WATCHER_PORT)
+@kafka_options
+def watch_clusters(
+    ctx: Context,
+    kubeconfig: str | None,
+    context: str | None,
+    namespaces: tuple[str, ...],
+    web_port: int,
+    web_host: str,
+    log_format: str,
+    loglevel: str,
+) -> None:
+    """Publish Cluster API clusters of the management cluster as fleet clusters, until stopped."""
+    check_port_free(web_port, web_host)
+    from infra.observability import logging_config
+    from rollout_cli.kube import run_watch_clusters
+
+    logging.config.dictConfig(logging_config(log_format, loglevel))
+    bootstrap = ctx.bootstrap
+    topic_prefix = ctx.prefix
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_watch_clusters(
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=namespaces,
+            bootstrap=bootstrap,
+            prefix=topic_prefix,
+            stop=stop,
+            web_port=web_port,
+            web_host=web_host,
+        )
+
+    asyncio.run(main())
