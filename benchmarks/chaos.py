@@ -13,6 +13,7 @@ Uses the broker of ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka s
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -34,8 +35,12 @@ def main() -> int:
     started = time.monotonic()
     for index in range(rounds):
         disruption = DISRUPTIONS[index % len(DISRUPTIONS)]
-        with tempfile.TemporaryDirectory(prefix="rollout-chaos-") as workdir:
-            result = run_round(bootstrap, Path(workdir), disruption, seed=index)
+        workdir = Path(tempfile.mkdtemp(prefix="rollout-chaos-"))
+        result = run_round(bootstrap, workdir, disruption, seed=index)
+        if result.ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"  logs of the failed round kept in {workdir}", flush=True)
         results.append(result)
         status = "ok" if result.ok else "FAILED " + result.explain()
         print(f"round {index + 1:>3}/{rounds} {disruption:<26} {result.seconds:5.1f}s {status}", flush=True)

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import logging.config
+import os
 import signal
+import threading
 import time
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -122,8 +125,8 @@ class Worker:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            for runner in self.runners:
-                await runner.stop()
+            log.info("stopping: leaving the consumer groups")
+            await asyncio.gather(*(runner.stop() for runner in self.runners))
             await probe.stop()
             await server.stop()
             log.info("worker stopped")
@@ -179,11 +182,37 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
     if loglevel.lower() != "debug":  # its INFO is one line per coordinator lookup and rebalance step
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: every thread's stack, to stderr
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stopping() -> None:
+            log.info("stopping (signal received)")
+            stop.set()
+            _shutdown_watchdog(SHUTDOWN_DEADLINE)
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping)
         await Worker(settings).run(stop)
 
     asyncio.run(main())
+
+
+SHUTDOWN_DEADLINE = 45.0
+
+
+def _shutdown_watchdog(deadline: float) -> None:
+    """A stop must end: if it has not within `deadline` seconds (a callback stuck on a
+    broker, a loop blocked), print every stack and exit 1. Nothing is lost by that — what was
+    not committed is redone by the partition's next owner, as after a SIGKILL."""
+
+    def expire() -> None:
+        log.error("shutdown did not finish within %.0fs; stacks follow, exiting", deadline)
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(1)
+
+    timer = threading.Timer(deadline, expire)
+    timer.daemon = True
+    timer.start()

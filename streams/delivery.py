@@ -56,6 +56,8 @@ log = logging.getLogger("rollout.delivery")
 
 PERMANENT_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
 MAX_REPAIR_BACKOFF = 5.0
+STOP_TIMEOUT = 10.0  # per step of a stop
+TAKE_OVER_TIMEOUT = 30.0  # fencing + state catch-up of one partition; retried when exceeded
 
 
 @dataclass(frozen=True)
@@ -198,14 +200,22 @@ class StageRunner:
         self.consumer.subscribe(list(self.spec.topics), listener=_Rebalance(self))
 
     async def stop(self) -> None:
-        async with self.lock:
-            for slot in [*self.slots.values(), *self.suspended.values()]:
-                await self._close_producer(slot)
-            self.slots.clear()
+        """Leave the group and close everything — bounded: a stop never hangs on a
+        rebalance callback or a broker that went away (what is not committed is simply
+        redone by the next owner, as after a SIGKILL)."""
+        try:
+            await asyncio.wait_for(self.lock.acquire(), timeout=STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("%s: a batch or a rebalance is still in flight; closing anyway", self.spec.name)
+        else:
+            self.lock.release()
+        for slot in [*self.slots.values(), *self.suspended.values()]:
+            await self._close_producer(slot)
+        self.slots.clear()
         for client in (self.consumer, self.reader):
             if client is not None:
                 try:
-                    await client.stop()
+                    await asyncio.wait_for(client.stop(), timeout=STOP_TIMEOUT)
                 except Exception as error:  # stopping during a broker outage must not hang the exit
                     log.warning("%s: stopping a client failed: %s", self.spec.name, error)
 
@@ -250,7 +260,7 @@ class StageRunner:
                     if slot is None:
                         slot = Slot(tp, self.spec.new_processor(tp))
                     self.slots[tp] = slot
-                    await self._take_over(slot)
+                    await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
                 except Exception as error:
                     if slot is None:  # cannot even hold the partition: a bug, and loud
                         log.exception("%s %s: cannot set up the partition", self.spec.name, _name(tp))
@@ -446,7 +456,7 @@ class StageRunner:
         for slot in self.slots.values():
             if slot.broken is not None and now >= slot.retry_at:
                 try:
-                    await self._take_over(slot)
+                    await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
                     log.info("%s %s: repaired, resuming at %d", self.spec.name, _name(slot.tp), slot.position)
                 except Exception as error:
                     await self._close_producer(slot)

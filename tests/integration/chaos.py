@@ -124,7 +124,13 @@ class Workers:
         process = self.processes.pop(name)
         self.intended.add(process.pid)
         process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=60)
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            self.exited.append(f"{name} did not stop within 60s of SIGTERM: {self.stack.log(name)[-1500:]}")
+            return
         if code != 0:
             self.exited.append(f"{name} exited {code} on SIGTERM")
 
