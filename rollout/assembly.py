@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from rollout.assemblages import Assemblage, AssemblageMetadata, AssemblageSpec, AssignedSync
-from rollout.engine import Assignment
+from rollout.outcome import Assignment
 
 
 class AssemblageRecord(BaseModel):

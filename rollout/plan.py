@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from rollout.engine import resolve_count, sort_key, stage_for, stages_of
 from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
 from rollout.selectors import selects
 from rollout.state import ModuleRecord
+from rollout.strategy import resolve_count, sort_key, stage_for, stages_of
 
 
 class StagePlan(BaseModel):

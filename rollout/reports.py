@@ -1,0 +1,128 @@
+"""What the fleet reports, and time: SyncStatusReported and Tick.
+
+    SyncStatusReported -> the Target's status (updating, succeeded, failed) -> _advance
+    Tick               -> the clock; progressDeadline failures; soaks that end -> _advance
+
+Reports are remembered by id on the cluster's facts (a redelivered one changes nothing) and
+count only when they are about the assignment in force: the generation and revision the
+Target was given. The engine reads no clock: time is whatever the latest Tick said, moved at
+most MAX_TICK_STEP ahead per Tick, so one bogus far-future tick (or the first after a long
+outage) does not fire every deadline at once.
+"""
+
+from __future__ import annotations
+
+from rollout.events import SyncStatusReported, Tick
+from rollout.manifests import parse_duration
+from rollout.outcome import Outcome
+from rollout.stages import StageMachine
+from rollout.state import CAPPED_TICK_IDS_KEPT, REPORT_IDS_KEPT, TickLog, remember, target_key
+
+MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
+
+
+class Reports(StageMachine):
+    """Folds sync status reports and ticks."""
+
+    def _on_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
+        if not self._remember_report(event):
+            return  # redelivered, or about a cluster the engine never saw
+        stored = self.modules.get(event.module)
+        target = self.targets.get(target_key(event.module, event.cluster))
+        if stored is None or target is None or target.assigned is None:
+            return  # about a module/cluster the engine no longer drives: nothing to decide
+        if event.generation is not None and event.generation != target.assigned:
+            return  # about another assignment than the current one (say, same tag, other path)
+        revision = stored.revisions.get(target.assigned)
+        if revision is None or revision.revision != event.revision:
+            return  # a report about an older revision than the one assigned
+        status = event.state
+        if target.status in ("succeeded", "failed") and status == "updating":
+            # Flux flips Ready to Progressing on every reconcile (and retries a failure):
+            # only `succeeded` or `failed` change what is known about the revision
+            return
+        if target.status == status and target.status_message == (event.message or ""):
+            return
+        record = stored.working_copy()
+        self._index(record.name)
+        new = target.model_copy(update={"status": status, "status_message": event.message or ""})
+        if status == "failed" and target.status != "failed":
+            self._decide(
+                record,
+                "failed",
+                f"{event.cluster} failed on {event.revision}" + (f": {event.message}" if event.message else ""),
+                out,
+                cluster=event.cluster,
+                revision=event.revision,
+            )
+        elif status == "succeeded" and target.status != "succeeded":
+            self._decide(
+                record,
+                "succeeded",
+                f"{event.cluster} runs {event.revision}",
+                out,
+                cluster=event.cluster,
+                revision=event.revision,
+            )
+        self._store_target(record, target, new, out)
+        self._advance(record, out)
+        self._save_module(record, out)
+
+    def _remember_report(self, event: SyncStatusReported) -> bool:
+        """Note the report's id on its cluster; False if it was seen before (or the
+        cluster never was)."""
+        facts = self.clusters.get(event.cluster)
+        if facts is not None:
+            if event.id in facts.report_ids:
+                return False
+            ids = remember(facts.report_ids, event.id, REPORT_IDS_KEPT)
+            self.clusters[event.cluster] = facts.model_copy(update={"report_ids": ids})
+            return True
+        removed = self.removed_clusters.get(event.cluster)
+        if removed is not None and event.id not in removed.report_ids:
+            ids = remember(removed.report_ids, event.id, REPORT_IDS_KEPT)
+            self.removed_clusters[event.cluster] = removed.model_copy(update={"report_ids": ids})
+        return False
+
+    def _on_tick(self, event: Tick, out: Outcome) -> None:
+        if event.now <= self.now:
+            return  # time never goes back; a redelivered tick changes nothing
+        log = self.capped_ticks.get("recent") or TickLog()
+        if event.id in log.ids:
+            return  # a redelivered tick that was capped has moved the clock already
+        first = self.now == 0.0
+        if first or event.now - self.now <= MAX_TICK_STEP:
+            self.clock["now"] = event.now
+        else:
+            # a jump: catch up by MAX_TICK_STEP per tick, so deadlines fire in turn, not all at once
+            self.capped_ticks["recent"] = TickLog(ids=remember(log.ids, event.id, CAPPED_TICK_IDS_KEPT))
+            self.clock["now"] = self.now + MAX_TICK_STEP
+        for name in sorted(self.modules.keys()):
+            stored = self.modules[name]
+            if stored.partition != self.partition or stored.phase in ("Complete", "RolledBack", "Aborted"):
+                continue
+            record = stored.working_copy()
+            self._index(name)
+            if first and record.stage_completed_at is not None:
+                # a stage done before the engine saw any tick starts its soak at the first one
+                record.stage_completed_at = self.now
+            deadline = record.spec.rollout.progress_deadline if record.spec.rollout else None
+            if deadline is not None:
+                limit = parse_duration(deadline)
+                for cluster in sorted(self._updating.get(name, set())):
+                    target = self.targets[target_key(name, cluster)]
+                    if target.updating_since is None:
+                        since = target.model_copy(update={"updating_since": self.now})
+                        self._store_target(record, target, since, out)
+                    elif self.now - target.updating_since >= limit:
+                        message = f"updating for longer than progressDeadline {deadline}"
+                        self._decide(record, "failed", f"{cluster}: {message}", out, cluster=cluster)
+                        self._store_target(
+                            record,
+                            target,
+                            target.model_copy(update={"status": "failed", "status_message": message}),
+                            out,
+                        )
+            self._advance(record, out)
+            if record != stored:
+                self._save_module(record, out)

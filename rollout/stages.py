@@ -1,0 +1,210 @@
+"""The rollout state machine: how a module's target moves through its stages.
+
+    _advance(record, out)   after every event that may allow a move
+
+The module's *target* generation is driven stage by stage. Within the started stages,
+ready, unpinned clusters not yet on the target are moved (`_fill`) in sorting order while
+fewer than `maxConcurrency` of the stage are updating. A stage is done when none of its
+clusters is pending or updating and its failures are within `maxFailures`; the next stage
+starts after the soak (`minSuccessTime`) and, if it asks for one, an approval. Over the
+failure budget (`_over_budget`) the rollout halts or rolls back to the *stable* generation
+(`_start_rollback`, then `_move_rollback` returns every cluster at once). The phase
+settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what module-status
+shows.
+"""
+
+from __future__ import annotations
+
+from rollout.manifests import Stage, parse_duration
+from rollout.outcome import Outcome
+from rollout.state import ModuleRecord, target_key
+from rollout.strategy import resolve_count, stages_of
+from rollout.targets import TargetBook
+
+
+class StageMachine(TargetBook):
+    """Moves clusters to the target stage by stage, within each stage's budget."""
+
+    def _stage_open(self, record: ModuleRecord, index: int) -> bool:
+        """Whether clusters of stage `index` may be moved to the target."""
+        return index < record.stage_index or (index == record.stage_index and record.stage_started)
+
+    def _budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
+        stage = stages_of(record)[index]
+        members = self._counts(record, stage.name).members
+        concurrency = resolve_count(stage.max_concurrency, total=members, default=max(members, 1))
+        failures = resolve_count(stage.max_failures, total=members, default=0)
+        return max(concurrency, 1), failures
+
+    def _completed(self, record: ModuleRecord) -> bool:
+        """The target's rollout finished: it is the stable generation."""
+        return record.mode == "rollout" and record.stable == record.target
+
+    def _advance(self, record: ModuleRecord, out: Outcome) -> None:
+        """Make every move the strategy allows now, then settle the phase."""
+        self._index(record.name)  # the pending queues may be cold after a restart
+        if record.mode == "rollback":
+            self._move_rollback(record, out)
+            rolling = any(
+                self._counts(record, s).updating or self._counts(record, s).pending for s in [*record.counts.keys()]
+            )
+            record.phase = "RollingBack" if rolling else "RolledBack"
+            return
+        if record.aborted:
+            record.phase = "Aborted"
+            return
+        if not self._completed(record) and self._over_budget(record, out):
+            if record.mode == "rollback":
+                self._advance(record, out)
+                return
+        if record.halted:
+            record.phase = "Halted"
+            return
+        if record.paused:
+            record.phase = "Paused"
+            return
+        self._progress(record, out)
+
+    def _progress(self, record: ModuleRecord, out: Outcome) -> None:
+        """Fill the open stages; start, pass or wait on the current one, as far as it goes."""
+        stages = stages_of(record)
+        while True:
+            for index in range(min(record.stage_index, len(stages) - 1) + 1):
+                if self._stage_open(record, index):
+                    self._fill(record, index, out)
+            if self._completed(record):
+                record.phase = "Complete"
+                return  # late joiners and clusters back from not-ready still get moved above
+            stage = stages[record.stage_index]
+            if not record.stage_started:
+                if not self._start_stage(record, stage, out):
+                    return
+                continue
+            if not self._pass_stage(record, stage, out):
+                return
+
+    def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """Start the current stage; False while it waits for an approval."""
+        if stage.require_approval and stage.name not in record.approvals:
+            if record.phase != "AwaitingApproval":
+                self._decide(record, "awaiting-approval", f"stage {stage.name} waits for approval", out)
+            record.phase = "AwaitingApproval"
+            return False
+        record.stage_started = True
+        counts = self._counts(record, stage.name)
+        if counts.members == 0:
+            # nothing to move — of the fleet the module's publisher knew (causal order):
+            # the stage is passed with no soak; members joining later get the target
+            record.stage_completed_at = self.now
+            self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out)
+            return True
+        self._decide(
+            record,
+            "stage-started",
+            f"stage {stage.name} started: {counts.pending} to move, "
+            f"{counts.not_ready} not ready, {counts.pinned} pinned",
+            out,
+        )
+        return True
+
+    def _pass_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """Settle the started current stage; True when the next stage is up."""
+        counts = self._counts(record, stage.name)
+        _, max_failures = self._budget(record, record.stage_index)
+        done = counts.pending == 0 and counts.updating == 0 and counts.failed <= max_failures
+        if not done:
+            record.stage_completed_at = None
+            record.phase = "Progressing"
+            return False
+        if record.stage_completed_at is None:
+            record.stage_completed_at = self.now
+            self._decide(
+                record,
+                "stage-succeeded",
+                f"stage {stage.name} succeeded: {counts.succeeded} succeeded, {counts.failed} failed, "
+                f"{counts.not_ready} not ready, {counts.pinned} pinned",
+                out,
+            )
+        soak = parse_duration(stage.min_success_time) if stage.min_success_time and counts.succeeded else 0.0
+        if self.now < record.stage_completed_at + soak:
+            record.phase = "Soaking"
+            return False
+        if record.stage_index == len(stages_of(record)) - 1:
+            self._complete(record, out)
+            return False
+        record.stage_index += 1
+        record.stage_started = False
+        record.stage_completed_at = None
+        return True
+
+    def _complete(self, record: ModuleRecord, out: Outcome) -> None:
+        """The last stage passed: the target becomes the stable generation."""
+        record.stable = record.target
+        record.phase = "Complete"
+        self._decide(
+            record,
+            "complete",
+            f"rollout of {record.revisions[record.target].revision} complete; it is the stable revision",
+            out,
+            generation=record.target,
+            revision=record.revisions[record.target].revision,
+        )
+        self._prune_revisions(record)
+
+    def _over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
+        stages = stages_of(record)
+        for index in range(min(record.stage_index, len(stages) - 1) + 1):
+            counts = self._counts(record, stages[index].name)
+            _, max_failures = self._budget(record, index)
+            if counts.failed > max_failures:
+                reason = f"stage {stages[index].name} failures {counts.failed} > maxFailures {max_failures}"
+                on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
+                if on_failure == "Rollback":
+                    self._start_rollback(record, reason, out)
+                elif not record.halted:
+                    record.halted = True
+                    self._decide(record, "halted", f"halted: {reason}", out)
+                return True
+        return False
+
+    def _fill(self, record: ModuleRecord, index: int, out: Outcome) -> None:
+        stages = stages_of(record)
+        stage = stages[index]
+        concurrency, _ = self._budget(record, index)
+        queue = self._pending.get((record.name, index), [])
+        counts = self._counts(record, stage.name)
+        revision = record.revisions[record.target].revision
+        while queue and counts.updating < concurrency:
+            _, cluster = queue[0]
+            target = self.targets[target_key(record.name, cluster)]
+            slot = counts.updating + counts.succeeded + counts.failed + 1
+            movable = counts.members - counts.not_ready - counts.pinned
+            moved = self._assign(
+                record,
+                target,
+                record.target,
+                f"{cluster} → {revision}: stage {stage.name} {slot}/{movable}",
+                out,
+            )
+            self._store_target(record, target, moved, out)
+
+    def _move_rollback(self, record: ModuleRecord, out: Outcome) -> None:
+        """Every unpinned cluster not on the stable generation returns to it at once —
+        ready or not, staged or not: the target is what is being taken away."""
+        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
+        self._index(record.name)
+        for index in range(-1, len(stages_of(record))):
+            queue = self._pending.get((record.name, index), [])
+            while queue:
+                _, cluster = queue[0]
+                target = self.targets[target_key(record.name, cluster)]
+                moved = self._assign(record, target, record.stable, f"{cluster} → {stable}: rollback", out)
+                self._store_target(record, target, moved, out)
+
+    def _start_rollback(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
+        if record.mode == "rollback":
+            return
+        record.mode = "rollback"
+        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
+        self._decide(record, "rollback", f"{reason}: every cluster on the target returns to {stable}", out)
+        self._recategorize_all(record, out)

@@ -1,0 +1,310 @@
+"""The engine's state: the mappings it folds events into, and the Targets it keeps in step.
+
+A `Target` is one (module, cluster) membership: its stage, readiness, pin, the generation
+assigned and the status reported for it. Every change of a Target goes through
+`_store_target`, which keeps three things consistent with it:
+
+* the per-stage counters of its `ModuleRecord` (`StageCounts`: members and one count per
+  category — pending, updating, succeeded, failed, not_ready, pinned);
+* the derived in-memory indexes — members per module, the ordered queue of pending clusters
+  per (module, stage), the updating clusters per module — rebuilt lazily after a restart;
+* `Outcome.target_status`, the view `rollout status` shows.
+
+`_assign` puts a generation into a cluster's assemblage (an `Assignment` in the outcome) and
+records why (`_decide`, a `Decision`). `TargetBook` is the base every other part of the
+engine builds on (stages.py, membership.py, intents.py, causal.py, reports.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import MutableMapping
+from typing import Any
+
+from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
+from rollout.bindings import binding_values, expand_sync
+from rollout.outcome import Assignment, Decision, Outcome
+from rollout.state import (
+    Category,
+    ClusterFacts,
+    DeletedModule,
+    FleetPosition,
+    HeldIntent,
+    HeldQueue,
+    ModuleRecord,
+    RemovedCluster,
+    StageCounts,
+    Target,
+    TickLog,
+    held_key,
+    target_key,
+)
+from rollout.views import held_view, module_view, target_view
+
+
+def _queue_index(target: Target) -> int:
+    return target.stage_index if target.stage_index is not None else -1
+
+
+class TargetBook:
+    """The mappings of one journal partition, the Targets' indexes and counters."""
+
+    def __init__(
+        self,
+        *,
+        clusters: MutableMapping[str, ClusterFacts],
+        modules: MutableMapping[str, ModuleRecord],
+        targets: MutableMapping[str, Target],
+        clock: MutableMapping[str, float],
+        removed_clusters: MutableMapping[str, RemovedCluster] | None = None,
+        deleted_modules: MutableMapping[str, DeletedModule] | None = None,
+        fleet_positions: MutableMapping[str, FleetPosition] | None = None,
+        held_queues: MutableMapping[str, HeldQueue] | None = None,
+        held_intents: MutableMapping[str, HeldIntent] | None = None,
+        capped_ticks: MutableMapping[str, TickLog] | None = None,
+        partition: int = 0,
+    ) -> None:
+        """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
+        plain dicts only so that older callers keep working; a durable runtime passes them
+        all (state kept only in a dict is lost on restart)."""
+        self.clusters = clusters
+        self.modules = modules
+        self.targets = targets
+        self.clock = clock
+        self.removed_clusters = removed_clusters if removed_clusters is not None else {}
+        self.deleted_modules = deleted_modules if deleted_modules is not None else {}
+        self.fleet_positions = fleet_positions if fleet_positions is not None else {}
+        self.held_queues = held_queues if held_queues is not None else {}
+        self.held_intents = held_intents if held_intents is not None else {}
+        self.capped_ticks = capped_ticks if capped_ticks is not None else {}
+        self.partition = partition
+        # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
+        self._members: dict[str, set[str]] = {}
+        self._pending: dict[tuple[str, int], list[tuple[tuple[int, int, str], str]]] = {}
+        self._updating: dict[str, set[str]] = {}
+
+    def reset_indexes(self) -> None:
+        """Drop every derived in-memory index; they are rebuilt lazily from the mappings.
+        The runtime calls this when it discards uncommitted writes after an error."""
+        self._members = {}
+        self._pending = {}
+        self._updating = {}
+
+    @property
+    def now(self) -> float:
+        return self.clock.get("now", 0.0)
+
+    # -- indexes --------------------------------------------------------------------------
+
+    def _index(self, module: str) -> set[str]:
+        """Members of `module`; builds the pending/updating indexes on first use."""
+        members = self._members.get(module)
+        if members is not None:
+            return members
+        members = set()
+        self._members[module] = members
+        self._updating[module] = set()
+        for cluster in list(self.clusters.keys()):
+            target = self.targets.get(target_key(module, cluster))
+            if target is not None:
+                members.add(cluster)
+                self._index_target(target)
+        return members
+
+    def _index_target(self, target: Target) -> None:
+        if target.category == "pending":
+            entry = (self._sort_tuple(target), target.cluster)
+            queue = self._pending.setdefault((target.module, _queue_index(target)), [])
+            position = bisect.bisect_left(queue, entry)
+            if position >= len(queue) or queue[position] != entry:
+                queue.insert(position, entry)
+        if target.category == "updating":
+            self._updating.setdefault(target.module, set()).add(target.cluster)
+
+    def _unindex_target(self, target: Target) -> None:
+        if target.category == "pending":
+            queue = self._pending.get((target.module, _queue_index(target)), [])
+            entry = (self._sort_tuple(target), target.cluster)
+            position = bisect.bisect_left(queue, entry)
+            if position < len(queue) and queue[position] == entry:
+                del queue[position]
+        if target.category == "updating":
+            self._updating.get(target.module, set()).discard(target.cluster)
+
+    @staticmethod
+    def _sort_tuple(target: Target) -> tuple[int, int, str]:
+        if target.sort_key is None:
+            return (1, 0, target.cluster)
+        return (0, target.sort_key, target.cluster)
+
+    def _forget_module_indexes(self, module: str) -> None:
+        self._members.pop(module, None)
+        self._updating.pop(module, None)
+        for key in [k for k in self._pending if k[0] == module]:
+            del self._pending[key]
+
+    # -- targets and counters -------------------------------------------------------------
+
+    def _goal(self, record: ModuleRecord) -> int | None:
+        return record.target if record.mode == "rollout" else record.stable
+
+    def _categorize(self, record: ModuleRecord, target: Target) -> Category:
+        if target.pinned:
+            return "pinned"
+        goal = self._goal(record)
+        if target.assigned == goal:
+            if goal is None or target.status == "succeeded":
+                return "succeeded"
+            return "failed" if target.status == "failed" else "updating"
+        if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
+            return "succeeded"  # unstaged and never given anything: a rollback has nothing to undo
+        if not target.ready and record.mode == "rollout":
+            return "not_ready"
+        return "pending"
+
+    def _counts(self, record: ModuleRecord, stage: str) -> StageCounts:
+        counts = record.counts.get(stage)
+        if counts is None:
+            counts = StageCounts()
+            record.counts[stage] = counts
+        return counts
+
+    def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
+        """Persist a Target, keeping counters, indexes and the status view in step."""
+        if old is not None:
+            counts = self._counts(record, old.stage)
+            counts.members -= 1
+            setattr(counts, old.category, getattr(counts, old.category) - 1)
+            self._unindex_target(old)
+        if new is not None:
+            new.category = self._categorize(record, new)
+            counts = self._counts(record, new.stage)
+            counts.members += 1
+            setattr(counts, new.category, getattr(counts, new.category) + 1)
+            self._index_target(new)
+            key = target_key(new.module, new.cluster)
+            if old != new:
+                self.targets[key] = new
+                out.target_status[key] = target_view(record, new)
+            self._index(record.name).add(new.cluster)
+        elif old is not None:
+            key = target_key(old.module, old.cluster)
+            self.targets.pop(key, None)
+            out.target_status[key] = None
+            self._index(record.name).discard(old.cluster)
+
+    def _recategorize_all(self, record: ModuleRecord, out: Outcome) -> None:
+        for cluster in sorted(self._index(record.name)):
+            old = self.targets[target_key(record.name, cluster)]
+            self._store_target(record, old, old.model_copy(), out)
+
+    # -- assignments and decisions --------------------------------------------------------
+
+    def _assign(
+        self, record: ModuleRecord, target: Target, generation: int | None, reason: str, out: Outcome
+    ) -> Target:
+        """Put `generation` (None: nothing) into the cluster's assemblage."""
+        old_generation = target.assigned
+        if old_generation is not None and old_generation in record.revisions:
+            record.revisions[old_generation].assigned -= 1
+        if generation is not None:
+            record.revisions[generation].assigned += 1
+        new = target.model_copy(
+            update={
+                "assigned": generation,
+                "status": "updating" if generation is not None else "none",
+                "status_message": "",
+                # before the first Tick the engine knows no time: the deadline clock starts at it
+                "updating_since": self.now if generation is not None and self.now > 0 else None,
+            }
+        )
+        facts = self.clusters.get(target.cluster)
+        revision = record.revisions[generation].revision if generation is not None else None
+        out.assignments.append(
+            Assignment(
+                cluster=target.cluster,
+                cluster_namespace=facts.namespace if facts else record.namespace,
+                module=record.name,
+                assemblage=ASSEMBLAGE_FOR[record.kind],
+                sync=self._assigned_sync(record, generation, facts) if generation is not None else None,
+                reason=reason,
+            )
+        )
+        self._decide(
+            record,
+            "assign" if generation is not None else "unassign",
+            reason,
+            out,
+            cluster=target.cluster,
+            generation=generation,
+            revision=revision,
+        )
+        self._prune_revisions(record)
+        return new
+
+    def _assigned_sync(self, record: ModuleRecord, generation: int, facts: ClusterFacts | None) -> AssignedSync:
+        revision = record.revisions[generation]
+        cluster = facts or ClusterFacts(name="", namespace=record.namespace)
+        values = binding_values(
+            record.spec.bindings,
+            cluster_name=cluster.name,
+            cluster_namespace=cluster.namespace,
+            labels=cluster.labels,
+            annotations=cluster.annotations,
+        )
+        return AssignedSync(
+            module=record.name,
+            moduleNamespace=record.namespace,
+            revision=revision.revision,
+            generation=generation,
+            sync=expand_sync(revision.sync, values),
+        )
+
+    def _prune_revisions(self, record: ModuleRecord) -> None:
+        keep = {record.target, record.stable}
+        for generation in [g for g, r in record.revisions.items() if r.assigned <= 0 and g not in keep]:
+            del record.revisions[generation]
+
+    def _decide(
+        self,
+        record: ModuleRecord,
+        action: str,
+        reason: str,
+        out: Outcome,
+        *,
+        cluster: str | None = None,
+        generation: int | None = None,
+        revision: str | None = None,
+    ) -> None:
+        out.decisions.append(
+            Decision(
+                module=record.name,
+                action=action,
+                reason=reason,
+                cluster=cluster,
+                generation=generation,
+                revision=revision,
+                at=self.now,
+            )
+        )
+        record.last_reason = reason
+
+    # -- views ----------------------------------------------------------------------------
+
+    def _save_module(self, record: ModuleRecord, out: Outcome) -> None:
+        self.modules[record.name] = record
+        out.module_status[record.name] = self._status_of(record.name)
+
+    def _status_of(self, name: str) -> dict[str, Any] | None:
+        """The module-status document of `name`, with what it holds."""
+        record = self.modules.get(name)
+        view = module_view(record, self.now) if record is not None else None
+        queue = self.held_queues.get(name)
+        if queue is None:
+            return view
+        return held_view(name, view, len(queue.ids), self._waiting_for(queue), self.now)
+
+    def _waiting_for(self, queue: HeldQueue) -> dict[int, int]:
+        """The fleet positions the first held intent of `queue` waits for."""
+        head = self.held_intents.get(held_key(queue.module, queue.first))
+        return dict(head.fleet) if head is not None else {}

@@ -1,0 +1,102 @@
+"""The status documents `rollout status` shows, built from the engine's records.
+
+    module_view(record, now)   -> module-status (compacted: O(stages), not O(clusters))
+    target_view(record, target) -> target-status, one per (module, cluster)
+    held_view(...)             -> the module-status of a module with intents held back
+                                  for causal order (causal.py)
+
+Pure functions: the engine calls them whenever it stores a record, and puts the result in
+`Outcome.module_status` / `Outcome.target_status`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Target
+from rollout.strategy import resolve_count, stages_of
+
+
+def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
+    """The compacted module-status document (size: O(stages), not O(clusters))."""
+    stages = stages_of(record)
+    views = []
+    for index, stage in enumerate(stages):
+        counts = record.counts.get(stage.name, StageCounts())
+        members = counts.members
+        if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
+            state = "Succeeded"
+        elif index == record.stage_index:
+            state = {"Soaking": "Soaking", "AwaitingApproval": "AwaitingApproval"}.get(
+                record.phase, "Running" if record.stage_started else "Pending"
+            )
+        else:
+            state = "Pending"
+        views.append(
+            {
+                "name": stage.name,
+                "state": state,
+                "maxConcurrency": resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
+                "maxFailures": resolve_count(stage.max_failures, total=members, default=0),
+                "minSuccessTime": stage.min_success_time,
+                "requireApproval": stage.require_approval,
+                "approved": stage.name in record.approvals,
+                "counts": {c: getattr(counts, c) for c in ("members", *CATEGORIES)},
+            }
+        )
+    unstaged = record.counts.get(UNSTAGED, StageCounts())
+    return {
+        "module": record.name,
+        "kind": record.kind,
+        "namespace": record.namespace,
+        "generation": record.target,
+        "targetRevision": record.revisions[record.target].revision,
+        "stableRevision": record.revisions[record.stable].revision
+        if record.stable is not None and record.stable in record.revisions
+        else None,
+        "phase": record.phase,
+        "mode": record.mode,
+        "paused": record.paused,
+        "currentStage": stages[min(record.stage_index, len(stages) - 1)].name,
+        "stages": views,
+        "unstaged": {c: getattr(unstaged, c) for c in ("members", *CATEGORIES)},
+        "pinned": record.pinned,
+        "lastDecision": record.last_reason,
+        "observedAt": now,
+    }
+
+
+def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:
+    """The target-status document of one (module, cluster)."""
+    revision = record.revisions.get(target.assigned) if target.assigned is not None else None
+    return {
+        "module": target.module,
+        "cluster": target.cluster,
+        "stage": target.stage,
+        "state": target.category,
+        "ready": target.ready,
+        "pinned": target.pinned,
+        "revision": revision.revision if revision else None,
+        "generation": target.assigned,
+        "status": target.status,
+        "message": target.status_message,
+        "updatingSince": target.updating_since,
+    }
+
+
+def format_positions(fleet: dict[int, int]) -> str:
+    return ", ".join(f"partition {p} offset {o}" for p, o in sorted(fleet.items())) or "nothing"
+
+
+def held_view(
+    name: str, view: dict[str, Any] | None, held_intents: int, waiting: dict[int, int], now: float
+) -> dict[str, Any]:
+    """`view` (None: the module does not exist yet) with what the module holds back."""
+    held = {
+        "intents": held_intents,
+        "waitingFor": {str(p): o for p, o in sorted(waiting.items())},
+        "reason": f"waiting for cluster observations up to {format_positions(waiting)}",
+    }
+    if view is None:
+        return {"module": name, "phase": "Pending", "reason": held["reason"], "held": held, "observedAt": now}
+    return {**view, "held": held}
