@@ -19,6 +19,7 @@ class Settings:
     tick_interval: float = 10.0
     app_id: str = "rollout-worker"
     web_port: int = 6066
+    web_host: str = "127.0.0.1"
     log_format: str = "text"
 
     @property

@@ -434,8 +434,6 @@ def worker(
     from infra.topics import ensure_topics_sync
     from streams.app import run_worker
 
-    # The worker's web server takes its address from the environment (infra.observability).
-    os.environ["ROLLOUT_WEB_HOST"] = web_host
     try:
         ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
     except Exception as error:
@@ -447,6 +445,7 @@ def worker(
         replication_factor=replication_factor,
         tick_interval=tick_interval,
         web_port=web_port,
+        web_host=web_host,
         log_format=log_format,
     )
     run_worker(settings, loglevel=loglevel)

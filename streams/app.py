@@ -103,7 +103,9 @@ class Worker:
         self.ticking = TopicPartition(self.topics.ticks, 0) in owned
 
     async def run(self, stop: asyncio.Event) -> None:
-        server = ObservabilityServer(port=self.settings.web_port, metrics=self.metrics, health=self.health)
+        server = ObservabilityServer(
+            port=self.settings.web_port, host=self.settings.web_host, metrics=self.metrics, health=self.health
+        )
         probe = BrokerProbe(self.settings.bootstrap_servers, self.health, **self.client_options)
         if self.settings.web_port:
             await server.start()
