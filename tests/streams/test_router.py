@@ -1,0 +1,65 @@
+"""The router: validated inputs to the journal (broadcast where every partition needs them),
+everything else to dead letters, and FleetSeen marks after cluster observations."""
+
+from __future__ import annotations
+
+import json
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from infra.topics import TopicNames
+from rollout.events import FleetSeen, SyncStatusReported, Tick
+from streams.delivery import Outputs
+from streams.router import RoutePartition
+from tests.integration.chaos import cluster
+
+TOPICS = TopicNames("t.")
+PARTITIONS = 3
+
+
+def record(topic: str, offset: int, value: bytes | None, partition: int = 0) -> ConsumerRecord:
+    return ConsumerRecord(topic, partition, offset, 0, 0, b"k", value, None, 0, len(value or b""), [])
+
+
+def route(topic: str, *values: bytes | None, position: int | None = None) -> Outputs:
+    router = RoutePartition(TopicPartition(topic, 0), TOPICS, PARTITIONS)
+    records = [record(topic, offset, value) for offset, value in enumerate(values)]
+    out = Outputs(TOPICS.dead_letters)
+    router.process(records, len(values) if position is None else position, out)
+    return out
+
+
+def test_cluster_observations_are_broadcast_and_followed_by_a_fleet_mark_everywhere() -> None:
+    out = route(TOPICS.clusters, cluster(1).to_bytes(), cluster(2).to_bytes(), position=5)
+    journal = [r for r in out.all() if r.topic == TOPICS.journal]
+    assert [r.partition for r in journal] == [0, 1, 2, 0, 1, 2, 0, 1, 2]
+    marks = [json.loads(r.value or b"") for r in journal[-PARTITIONS:]]
+    assert all(m["type"] == "FleetSeen" and m["partition"] == 0 and m["position"] == 5 for m in marks)
+
+
+def test_a_module_scoped_event_goes_to_one_partition_by_module() -> None:
+    report = SyncStatusReported(cluster="c", module="m", revision="1", state="succeeded").to_bytes()
+    out = route(TOPICS.status, report)
+    assert [(r.topic, r.key, r.partition) for r in out.all()] == [(TOPICS.journal, b"m", None)]
+
+
+def test_bad_inputs_and_events_on_the_wrong_topic_become_one_dead_letter_each() -> None:
+    fleet_seen = FleetSeen(partition=0, position=1).to_bytes()
+    out = route(TOPICS.intents, b"{not json", Tick(now=1_700_000_000).to_bytes(), fleet_seen, None)
+    assert out.dead_letters == 4
+    reasons = [json.loads(r.value or b"")["reason"] for r in out.all()]
+    assert "not JSON" in reasons[0]
+    assert "belong on t.ticks" in reasons[1]
+    assert "written by the engine" in reasons[2]
+    assert "tombstone" in reasons[3]
+    assert all(r.topic == TOPICS.dead_letters for r in out.all())
+
+
+def test_no_fleet_mark_when_the_position_did_not_move() -> None:
+    router = RoutePartition(TopicPartition(TOPICS.clusters, 0), TOPICS, PARTITIONS)
+    first = Outputs(TOPICS.dead_letters)
+    router.process([], 4, first)
+    again = Outputs(TOPICS.dead_letters)
+    router.process([], 4, again)
+    assert len(first.all()) == PARTITIONS and again.all() == []
