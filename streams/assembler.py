@@ -11,9 +11,9 @@ no version is ever published with two different contents.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+import orjson
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
@@ -54,6 +54,6 @@ class AssemblePartition:
                 topic = self.topics.remote if kind == "RemoteAssemblage" else self.topics.proxy
                 value = None
                 if snapshot is not None:
-                    value = json.dumps(snapshot.model_dump(mode="json", by_alias=True), sort_keys=True).encode()
+                    value = orjson.dumps(snapshot.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
                 out.send_latest(topic, cluster.encode(), value)
                 self.metrics.snapshots.labels(kind, "snapshot" if snapshot is not None else "tombstone").inc()

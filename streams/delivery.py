@@ -25,7 +25,8 @@ transactional producer of aiokafka):
   stateless stages). Records below the tracked position are duplicates and dropped.
 * **Batches, not round trips.** One transaction per partition per `getmany`, partitions
   committed concurrently; outputs of compacted topics are coalesced per batch (only the
-  last value per key is sent). Nobody waits for a broker acknowledgement per event.
+  last value per key is sent), and outputs go out as record batches per topic-partition.
+  Nobody waits for a broker acknowledgement per event.
 * **Failure.** Any error around a transaction drops the batch's state changes, marks the
   partition broken and repairs it (new producer, state caught up from the state topic,
   seek to the tracked position) with backoff until the broker answers. A batch that fails
@@ -45,6 +46,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
@@ -169,6 +171,8 @@ class StageRunner:
         self.consumer: AIOKafkaConsumer | None = None
         self.reader: AIOKafkaConsumer | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
+        self._partitions: dict[str, list[int]] = {}  # topic -> partition ids, for keyed records
+        self._partitioner = DefaultPartitioner()  # what `send` would pick: murmur2 of the key
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -395,20 +399,11 @@ class StageRunner:
             self._drop(slot)
             self._isolate(slot, records, error)
             return False
+        state_records = [OutRecord(self.spec.state_topic or "", k, v, slot.tp.partition) for k, v in changes]
         try:
             await producer.begin_transaction()
-            futures = []
-            for item in out.all():
-                futures.append(
-                    await producer.send(item.topic, key=item.key, value=item.value, partition=item.partition)
-                )
-            last_state = None
-            if changes:
-                assert self.spec.state_topic is not None
-                for key, value in changes:
-                    last_state = await producer.send(
-                        self.spec.state_topic, key=key, value=value, partition=slot.tp.partition
-                    )
+            await self._send(producer, out.all())
+            last_state = await self._send(producer, state_records)
             await producer.send_offsets_to_transaction({slot.tp: end}, self.spec.group_id)
             await producer.commit_transaction()
         except Exception as error:
@@ -420,12 +415,39 @@ class StageRunner:
         if state is not None:
             state.commit_batch()
             if last_state is not None:
-                slot.state_position = (await last_state).offset + 1
+                # the base offset of the last batch of state records: a catch-up from here
+                # re-reads a few records at most (restoring is idempotent), never skips one
+                slot.state_position = max(slot.state_position, (await last_state).offset)
         slot.position = end
         self.metrics.events_consumed.labels(slot.tp.topic).inc(len(records))
         if out.dead_letters:
             self.metrics.dead_letters.labels(self.spec.name).inc(out.dead_letters)
         return True
+
+    async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> asyncio.Future[Any] | None:
+        """Send `records` as record batches, one stream per topic-partition in order (no
+        future, no partitioner call per record); the future of the last batch sent."""
+        by_partition: dict[tuple[str, int], list[OutRecord]] = {}
+        for item in records:
+            partition = item.partition
+            if partition is None:
+                partitions = self._partitions.get(item.topic)
+                if partitions is None:
+                    partitions = sorted(await producer.partitions_for(item.topic))
+                    self._partitions[item.topic] = partitions
+                partition = self._partitioner(item.key, partitions, partitions)
+            by_partition.setdefault((item.topic, partition), []).append(item)
+        last: asyncio.Future[Any] | None = None
+        for (topic, partition), items in by_partition.items():
+            batch = producer.create_batch()
+            for item in items:
+                if batch.append(key=item.key, value=item.value, timestamp=None) is None:
+                    last = await producer.send_batch(batch, topic, partition=partition)
+                    batch = producer.create_batch()
+                    if batch.append(key=item.key, value=item.value, timestamp=None) is None:
+                        raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
+            last = await producer.send_batch(batch, topic, partition=partition)
+        return last
 
     def _drop(self, slot: Slot) -> None:
         if slot.processor.state is not None:
