@@ -23,6 +23,7 @@ import logging
 import logging.config
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -126,7 +127,10 @@ class Worker:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if tasks:
+                _, stuck = await asyncio.wait(tasks, timeout=STOP_TASK_TIMEOUT)
+                for task in stuck:  # say where, and go on: leaving the groups matters more
+                    log.warning("stopping: %s did not end on cancel:\n%s", task.get_name(), _stack(task))
             log.info("stopping: leaving the consumer groups")
             await asyncio.gather(*(runner.stop() for runner in self.runners))
             await probe.stop()
@@ -199,10 +203,25 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
             loop.add_signal_handler(sig, stopping)
         await Worker(settings).run(stop)
 
-    asyncio.run(main())
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+        leftover = asyncio.all_tasks(loop)  # a library's own tasks, normally none
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.wait(leftover, timeout=STOP_TASK_TIMEOUT))
+    finally:
+        loop.close()
 
 
 SHUTDOWN_DEADLINE = 45.0
+STOP_TASK_TIMEOUT = 5.0
+
+
+def _stack(task: asyncio.Task[object]) -> str:
+    frames = task.get_stack(limit=15)
+    return "".join(f"  {f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}\n" for f in frames)
 
 
 def _shutdown_watchdog(deadline: float) -> None:
@@ -210,9 +229,15 @@ def _shutdown_watchdog(deadline: float) -> None:
     broker, a loop blocked), print every stack and exit 1. Nothing is lost by that — what was
     not committed is redone by the partition's next owner, as after a SIGKILL."""
 
+    loop = asyncio.get_running_loop()
+
     def expire() -> None:
         log.error("shutdown did not finish within %.0fs; stacks follow, exiting", deadline)
         faulthandler.dump_traceback(all_threads=True)
+        for task in list(asyncio.all_tasks(loop)):  # racy from another thread; we exit anyway
+            with contextlib.suppress(Exception):
+                task.print_stack(limit=12, file=sys.stderr)
+        sys.stderr.flush()
         os._exit(1)
 
     timer = threading.Timer(deadline, expire)
