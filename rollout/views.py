@@ -17,12 +17,15 @@ from rollout.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Targe
 from rollout.strategy import resolve_count, stages_of
 
 
+NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
+
+
 def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
     """The compacted module-status document (size: O(stages), not O(clusters))."""
     stages = stages_of(record)
     views = []
     for index, stage in enumerate(stages):
-        counts = record.counts.get(stage.name, StageCounts())
+        counts = record.counts.get(stage.name, NO_COUNTS)
         members = counts.members
         if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
             state = "Succeeded"
@@ -44,7 +47,7 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
                 "counts": {c: getattr(counts, c) for c in ("members", *CATEGORIES)},
             }
         )
-    unstaged = record.counts.get(UNSTAGED, StageCounts())
+    unstaged = record.counts.get(UNSTAGED, NO_COUNTS)
     return {
         "module": record.name,
         "kind": record.kind,

@@ -130,7 +130,9 @@ class Worker:
             if tasks:
                 _, stuck = await asyncio.wait(tasks, timeout=STOP_TASK_TIMEOUT)
                 for task in stuck:  # say where, and go on: leaving the groups matters more
+                    # (seen: aiokafka's getmany during a rebalance; it ends once the consumer stops)
                     log.warning("stopping: %s did not end on cancel:\n%s", task.get_name(), _stack(task))
+                    task.add_done_callback(lambda t: t.cancelled() or t.exception())
             log.info("stopping: leaving the consumer groups")
             await asyncio.gather(*(runner.stop() for runner in self.runners))
             await probe.stop()
