@@ -16,7 +16,6 @@ from typing import Any
 from rollout.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Target
 from rollout.strategy import resolve_count, stages_of
 
-
 NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
 
 
