@@ -1,4 +1,4 @@
-"""What the CLI and the appliers do with Kafka directly (no Faust): publish input events,
+"""What the CLI and the appliers do with Kafka directly: publish input events,
 read compacted topics to their end, follow a topic.
 
 `read_latest` implements "the current state of a compacted topic": read every partition

@@ -4,7 +4,7 @@
 
 `RolloutEngine` is deterministic: the same state and the same event always give the same
 new state and the same outcome. It performs no I/O and reads no clock — time is whatever
-the latest `Tick` said. The caller (the Faust worker, a test, `rollout replay`) owns the
+the latest `Tick` said. The caller (the worker's decider, a test, `rollout replay`) owns the
 mappings the engine evolves and ships the outcome (outcome.py):
 
 * `assignments` — for one (cluster, module): the sync now in the cluster's assemblage, or

@@ -1,8 +1,9 @@
 """The engine's persistent state: what is remembered between events.
 
 Everything here is a small pydantic model stored under a string key in a mutable mapping.
-In tests those mappings are dicts; in the worker they are Faust tables (changelogged to
-Kafka), so the engine's state survives restarts. Keys are chosen so that one input event
+In tests those mappings are dicts; in the worker they are the layered, changelogged
+mappings of `streams/state.py` (written to the `decide-state` topic in the same Kafka
+transaction as the decisions), so the engine's state survives restarts. Keys are chosen so that one input event
 rewrites only a handful of small values — never a value whose size grows with the fleet:
 
 * ``clusters[cluster]``          ClusterFacts — labels and readiness, one per cluster

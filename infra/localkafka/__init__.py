@@ -26,8 +26,8 @@ Flow
    which outlives ``stop``) so clients reconnect after a restart, else — first start, or the
    recorded port is taken now, which is reported through ``progress`` — free ones. It
    writes ``server.properties`` and ``log4j.properties`` into the data dir. Topic
-   auto-creation is left **on** (Kafka's default): Faust creates its internal topics itself
-   and the engine's code creates its topics explicitly, so auto-create only helps ad-hoc
+   auto-creation is left **on** (Kafka's default): the engine's code creates every topic it
+   uses explicitly (`rollout topics create`, the worker at start), so auto-create only helps ad-hoc
    tooling (console producers, quick scripts) and never hides a missing topic in tests that
    create topics explicitly.
 3. **Storage.** ``kafka.tools.StorageTool format -t <cluster-id> -c server.properties`` runs

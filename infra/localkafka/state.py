@@ -82,7 +82,7 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
-# left on (Kafka's default): Faust and the engine create their topics explicitly anyway;
+# left on (Kafka's default): the engine creates its topics explicitly anyway;
 # this only serves ad-hoc tools.
 auto.create.topics.enable=true
 # a laptop / 2-core CI box
