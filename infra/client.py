@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import UnknownTopicOrPartitionError
+from aiokafka.protocol.metadata import MetadataRequest
 
 from infra.settings import kafka_client_options
 
@@ -37,14 +39,50 @@ class Record:
         return json.loads(self.value) if self.value is not None else None
 
 
+class MissingTopic(LookupError):
+    """A topic the engine needs does not exist; it is never created by accident."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"topic {topic} does not exist: create the engine's topics with `rollout topics create` "
+            "(with the same --topic-prefix and --partitions as the worker)"
+        )
+
+
+async def require_topic(kafka: AIOKafkaClient, topic: str) -> None:
+    """Raise `MissingTopic` unless `topic` exists — asking in a way that never creates it
+    (a broker with `auto.create.topics.enable` would otherwise create it with its defaults)."""
+    node = kafka.get_random_node()
+    if node is None:
+        await kafka.bootstrap()
+        node = kafka.get_random_node()
+    response = await kafka.send(node, MetadataRequest(topics=[topic], allow_auto_topic_creation=False))
+    for entry in response.topics:  # (error_code, name, ...) in every version
+        if entry[1] == topic and entry[0] == UnknownTopicOrPartitionError.errno:
+            raise MissingTopic(topic)
+
+
+async def require_topics(bootstrap: str, topics: Iterable[str]) -> None:
+    """`require_topic` for each of `topics`, on a short-lived client."""
+    kafka = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="rollout-cli", **kafka_client_options())
+    await kafka.bootstrap()
+    try:
+        for topic in topics:
+            await require_topic(kafka, topic)
+    finally:
+        await kafka.close()
+
+
 async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, bytes | None]]) -> int:
-    """Send (key, value) pairs in order and wait until the broker acknowledged them all."""
+    """Send (key, value) pairs in order and wait until the broker acknowledged them all.
+    A missing topic is `MissingTopic` before anything is sent."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **kafka_client_options()
     )
     await producer.start()
     sent = 0
     try:
+        await require_topic(producer.client, topic)
         futures = []
         for key, value in messages:
             futures.append(await producer.send(topic, key=key.encode(), value=value))

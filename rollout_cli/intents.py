@@ -40,7 +40,9 @@ def intents_for(manifests: list[Any]) -> list[Intent]:
 
 
 async def publish_intents(bootstrap: str, topics: TopicNames, intents: list[Intent]) -> None:
-    """Publish clusters, then modules stamped with the fleet positions they require."""
+    """Publish clusters, then modules stamped with the fleet positions they require.
+    Both topics must exist before anything is published (`client.MissingTopic`)."""
+    await client.require_topics(bootstrap, [topics.clusters, topics.intents])
     clusters = [(i.key, i.event.to_bytes()) for i in intents if i.role == "clusters"]
     if clusters:
         await client.publish(bootstrap, topics.clusters, clusters)

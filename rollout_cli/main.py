@@ -98,6 +98,8 @@ def apply(ctx: Context, files: tuple[str, ...]) -> None:
     intents = intents_for(manifests)
     try:
         client.run(publish_intents(ctx.bootstrap, ctx.topics, intents))
+    except client.MissingTopic as error:
+        fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"cannot publish at {ctx.bootstrap}: {error}")
     for intent in intents:

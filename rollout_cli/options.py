@@ -84,6 +84,8 @@ class Context:
 
         try:
             client.run(client.publish(self.bootstrap, topic, messages))
+        except client.MissingTopic as error:
+            fail(f"nothing was published: {error}")
         except Exception as error:
             fail(f"cannot publish to {topic} at {self.bootstrap}: {error}")
 

@@ -26,10 +26,9 @@ Flow
    which outlives ``stop``) so clients reconnect after a restart, else — first start, or the
    recorded port is taken now, which is reported through ``progress`` — free ones. It
    writes ``server.properties`` and ``log4j.properties`` into the data dir. Topic
-   auto-creation is left **on** (Kafka's default): the engine's code creates every topic it
-   uses explicitly (`rollout topics create`, the worker at start), so auto-create only helps ad-hoc
-   tooling (console producers, quick scripts) and never hides a missing topic in tests that
-   create topics explicitly.
+   auto-creation is **off**: every topic is created explicitly (`rollout topics create`, the
+   worker at start) with the engine's partitions and retention, so a typo'd
+   `--topic-prefix` is an error naming `rollout topics create`, never a new topic.
 3. **Storage.** ``kafka.tools.StorageTool format -t <cluster-id> -c server.properties`` runs
    only when the log dir holds no ``meta.properties`` yet, so restarting on the same data dir
    keeps topics, offsets and the cluster id.

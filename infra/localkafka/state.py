@@ -82,9 +82,9 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
-# left on (Kafka's default): the engine creates its topics explicitly anyway;
-# this only serves ad-hoc tools.
-auto.create.topics.enable=true
+# off: a topic is created by `rollout topics create` (or the worker at start) with the
+# engine's partitions and retention, never by a typo'd --topic-prefix
+auto.create.topics.enable=false
 # a laptop / 2-core CI box
 num.network.threads=2
 num.io.threads=4
