@@ -27,5 +27,7 @@ lint: $(STAMP)
 
 check: lint test
 
+# Also stops the local broker and deletes its data (~/.local/state/rollout/kafka-data).
 clean:
+	-test -x $(VENV)/bin/rollout && $(VENV)/bin/rollout kafka reset --yes
 	rm -rf $(VENV) .rollout flux-out

@@ -140,6 +140,28 @@ def stop(state_file: Path | None) -> None:
 
 
 @kafka.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The broker's data dir (default: the running broker's, else $ROLLOUT_STATE_DIR/kafka-data).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_state_option
+def reset(data_dir: Path | None, yes: bool, state_file: Path | None) -> None:
+    """Stop the broker and delete its data: every topic, offset and consumer group."""
+    broker = LocalKafka(state_file)
+    if not yes:
+        click.confirm("Stop the local broker and delete all of its data?", abort=True)
+    try:
+        removed = broker.reset(data_dir)
+    except (KafkaError, OSError) as e:
+        _fail(str(e))
+        return
+    click.echo(f"removed {removed}" if removed is not None else "no broker data to remove")
+
+
+@kafka.command()
 @_state_option
 def status(state_file: Path | None) -> None:
     """Show the running broker; exit code 1 when none is running."""

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -279,6 +280,20 @@ class LocalKafka:
         self._kill(info.pid, grace=timeout)
         self._clear_state(info.pid)
         return info
+
+    def reset(self, data_dir: Path | None = None) -> Path | None:
+        """Stop the broker if it runs, then delete its data dir (the running broker's, else
+        `data_dir`, else the default): every topic and offset is gone. Returns the removed
+        dir, or None when there was none. A dir that is not a broker's is never removed."""
+        running = self.status()
+        target = Path(running.data_dir if running is not None else data_dir or self.default_data_dir)
+        self.stop()
+        if not target.exists():
+            return None
+        if not any((target / marker).exists() for marker in ("server.properties", "kraft-logs", "ports.json")):
+            raise KafkaError(f"{target} does not look like a Kafka data dir of `rollout kafka start`; not removing it")
+        shutil.rmtree(target)
+        return target
 
     def _kill(self, pid: int, grace: float) -> None:
         def signal_group(sig: int) -> None:

@@ -293,3 +293,25 @@ def test_java_home_is_preferred(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("JAVA_HOME", str(home))
     monkeypatch.setenv("PATH", str(tmp_path))
     assert find_java() == str(home / "bin" / "java")
+
+
+def test_reset_stops_the_broker_and_deletes_its_data_and_nothing_else(tmp_path: Path) -> None:
+    state_file = tmp_path / "state" / "kafka.json"
+    data = tmp_path / "data"
+    info = LocalKafka(state_file).start(data_dir=data, heap="256m")
+    assert (data / "server.properties").exists()
+    result = CliRunner().invoke(kafka_cli, ["reset", "--yes", "--state-file", str(state_file)])
+    assert result.exit_code == 0, result.output
+    assert f"removed {data}" in result.output
+    assert not data.exists() and not pid_alive(info.pid)
+    assert LocalKafka(state_file).status() is None
+
+    elsewhere = tmp_path / "not-kafka"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep me")
+    refused = CliRunner().invoke(
+        kafka_cli, ["reset", "--yes", "--state-file", str(state_file), "--data-dir", str(elsewhere)]
+    )
+    assert refused.exit_code != 0
+    assert "does not look like a Kafka data dir" in refused.output
+    assert (elsewhere / "precious.txt").read_text() == "keep me"
