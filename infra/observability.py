@@ -7,7 +7,7 @@ Each process serves, on its `--web-port`:
   crashed; 503 with the reason otherwise;
 * `/readyz`  — readiness: 200 only when the broker answered a metadata request recently,
   the consumer group assigned partitions (possibly none, when there are more replicas
-  than partitions) and — for the worker — table recovery finished. 503 with every unmet
+  than partitions) and — for the worker — every owned partition's state is restored. 503 with every unmet
   condition named otherwise.
 
 `Health` is the state those endpoints read; the process updates it. `BrokerProbe` asks the
@@ -98,16 +98,21 @@ class Health:
     def live(self) -> tuple[bool, list[str]]:
         return (self.crashed is None, [f"crashed: {self.crashed}"] if self.crashed else [])
 
-    def ready(self) -> tuple[bool, list[str]]:
+    def process_problems(self) -> list[str]:
+        """What every process needs to be ready: not crashed, the broker answering."""
         problems = []
         if self.crashed:
             problems.append(f"crashed: {self.crashed}")
         if self.broker_seen is None or time.monotonic() - self.broker_seen > BROKER_STALE_AFTER:
             problems.append(f"broker not reachable: {self.broker_error}")
+        return problems
+
+    def ready(self) -> tuple[bool, list[str]]:
+        problems = self.process_problems()
         if not self.assigned:
             problems.append("no partition assignment yet (joining the consumer group)")
         if self.requires_recovery and not self.recovered:
-            problems.append("table recovery not finished")
+            problems.append("state not restored yet, or a partition is being repaired")
         return (not problems, problems)
 
 

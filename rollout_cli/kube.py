@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,6 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
 from infra.observability import (
-    BROKER_STALE_AFTER,
     BrokerProbe,
     Health,
     Metrics,
@@ -113,11 +111,7 @@ class WatcherHealth(Health):
     watcher: ClusterWatcher | None = None
 
     def ready(self) -> tuple[bool, list[str]]:
-        problems = []
-        if self.crashed:
-            problems.append(f"crashed: {self.crashed}")
-        if self.broker_seen is None or time.monotonic() - self.broker_seen > BROKER_STALE_AFTER:
-            problems.append(f"broker not reachable: {self.broker_error}")
+        problems = self.process_problems()
         if self.watcher is None or not self.watcher.synced:
             problems.append("Clusters and kubeconfig secrets not listed yet")
         return (not problems, problems)

@@ -28,9 +28,9 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout import state as engine_state
 from rollout.engine import Outcome, RolloutEngine
 from rollout.events import EventRejected, parse_journal_event
+from rollout.state import ENGINE_MAPPINGS
 from streams.delivery import Outputs
 from streams.state import PartitionState
 
@@ -39,13 +39,7 @@ STAGE = "decide"
 
 
 def engine_mappings() -> dict[str, type]:
-    default = {
-        "clusters": engine_state.ClusterFacts,
-        "modules": engine_state.ModuleRecord,
-        "targets": engine_state.Target,
-        "clock": float,
-    }
-    return dict(getattr(engine_state, "ENGINE_MAPPINGS", default))
+    return dict(ENGINE_MAPPINGS)
 
 
 def document(value: Any) -> bytes:
