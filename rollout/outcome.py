@@ -40,6 +40,8 @@ class Decision(BaseModel):
     revision: str | None = None
     generation: int | None = None
     at: float = 0.0
+    stage: str | None = None  # the stage a stage-* / awaiting-approval decision is about
+    stage_seconds: float | None = None  # stage-succeeded: engine seconds since the stage started
 
 
 @dataclass

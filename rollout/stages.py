@@ -87,16 +87,19 @@ class StageMachine(TargetBook):
         """Start the current stage; False while it waits for an approval."""
         if stage.require_approval and stage.name not in record.approvals:
             if record.phase != "AwaitingApproval":
-                self._decide(record, "awaiting-approval", f"stage {stage.name} waits for approval", out)
+                self._decide(
+                    record, "awaiting-approval", f"stage {stage.name} waits for approval", out, stage=stage.name
+                )
             record.phase = "AwaitingApproval"
             return False
         record.stage_started = True
+        record.stage_started_at = self.now
         counts = self._counts(record, stage.name)
         if counts.members == 0:
             # nothing to move — of the fleet the module's publisher knew (causal order):
             # the stage is passed with no soak; members joining later get the target
             record.stage_completed_at = self.now
-            self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out)
+            self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out, stage=stage.name)
             return True
         self._decide(
             record,
@@ -104,6 +107,7 @@ class StageMachine(TargetBook):
             f"stage {stage.name} started: {counts.pending} to move, "
             f"{counts.not_ready} not ready, {counts.pinned} pinned",
             out,
+            stage=stage.name,
         )
         return True
 
@@ -124,6 +128,8 @@ class StageMachine(TargetBook):
                 f"stage {stage.name} succeeded: {counts.succeeded} succeeded, {counts.failed} failed, "
                 f"{counts.not_ready} not ready, {counts.pinned} pinned",
                 out,
+                stage=stage.name,
+                stage_seconds=None if record.stage_started_at is None else self.now - record.stage_started_at,
             )
         soak = parse_duration(stage.min_success_time) if stage.min_success_time and counts.succeeded else 0.0
         if self.now < record.stage_completed_at + soak:

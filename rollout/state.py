@@ -140,6 +140,7 @@ class ModuleRecord(Record):
     halted: bool = False
     stage_index: int = 0
     stage_started: bool = False
+    stage_started_at: float | None = None  # engine time the current stage started (time in stage)
     stage_completed_at: float | None = None
     approvals: list[str] = Field(default_factory=list)
     pinned: list[str] = Field(default_factory=list)

@@ -275,6 +275,8 @@ class TargetBook:
         cluster: str | None = None,
         generation: int | None = None,
         revision: str | None = None,
+        stage: str | None = None,
+        stage_seconds: float | None = None,
     ) -> None:
         out.decisions.append(
             Decision(
@@ -285,6 +287,8 @@ class TargetBook:
                 generation=generation,
                 revision=revision,
                 at=self.now,
+                stage=stage,
+                stage_seconds=stage_seconds,
             )
         )
         record.last_reason = reason
