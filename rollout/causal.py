@@ -12,13 +12,14 @@
 A ModuleApplied carries the positions of the cluster-observation partitions its publisher
 had read (`fleet`): the module is not decided against an older view of the fleet than the
 one its publisher knew. At most HELD_INTENTS_PER_MODULE wait per module; more are rejected.
+A held intent gets its verdict when it is released (intents.py), not when it is held.
 """
 
 from __future__ import annotations
 
 from rollout.events import INPUT_ADAPTER, FleetSeen, ModuleApplied, bounded
 from rollout.intents import Intent, ModuleIntents, intent_module
-from rollout.outcome import Decision, Outcome
+from rollout.outcome import Decision, Outcome, verdict
 from rollout.state import HELD_INTENTS_PER_MODULE, FleetPosition, HeldIntent, HeldQueue, held_key
 from rollout.views import format_positions
 
@@ -58,12 +59,14 @@ class CausalOrder(ModuleIntents):
         """Queue `event` behind the module's waiting intents (or as the first of them)."""
         queue = queue or HeldQueue(module=name)
         if len(queue.ids) >= HELD_INTENTS_PER_MODULE:
+            rejections, decisions = len(out.rejections), len(out.decisions)
             out.rejections.append(
                 bounded(
                     f"{event.type} {name} ({event.id}): {len(queue.ids)} intents of the module already wait "
                     f"for cluster observations (at most {HELD_INTENTS_PER_MODULE}); dropped"
                 )
             )
+            out.verdicts.append(verdict(event.id, name, out, rejections=rejections, decisions=decisions))
             return
         fleet = dict(event.fleet) if isinstance(event, ModuleApplied) else {}
         self.held_intents[held_key(name, queue.next)] = HeldIntent(

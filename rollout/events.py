@@ -144,6 +144,10 @@ class SyncStatusReported(EventBase):
     from the rendered object's annotation). When present it must equal the generation the
     cluster is assigned, or the report is ignored; when absent (a hand-written
     `rollout report-status`), the revision label must equal the assigned one.
+
+    `reply`: ask the engine for a verdict (accepted, or refused with the reason: unknown
+    cluster or module, not the assignment in force) on the verdicts topic. Appliers leave
+    it out: their reports are many, and nobody waits for them.
     """
 
     type: Literal["SyncStatusReported"] = "SyncStatusReported"
@@ -153,6 +157,7 @@ class SyncStatusReported(EventBase):
     state: SyncState
     message: str | None = None
     generation: int | None = None
+    reply: bool | None = None
 
     @field_validator("cluster", "module")
     @classmethod

@@ -7,15 +7,17 @@
     RolloutCommanded -> pause, resume, abort, rollback, approve (a stage), pin/unpin (a cluster)
 
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
-nothing. Whether an intent applies now or waits for the fleet its publisher knew is
-decided before it gets here (causal.py).
+nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
+stage or cluster the engine does not know (or could not apply), accepted otherwise.
+Whether an intent applies now or waits for the fleet its publisher knew is decided before
+it gets here (causal.py).
 """
 
 from __future__ import annotations
 
 from rollout.events import ModuleApplied, ModuleDeleted, RolloutCommanded
 from rollout.membership import Membership
-from rollout.outcome import Outcome
+from rollout.outcome import Outcome, verdict
 from rollout.state import INTENT_IDS_KEPT, DeletedModule, ModuleRecord, Revision, remember, target_key
 from rollout.strategy import bindings_digest, stages_of
 
@@ -35,13 +37,15 @@ class ModuleIntents(Membership):
     """Applies module intents to the records and Targets."""
 
     def _apply_intent(self, event: Intent, out: Outcome) -> None:
-        """Do what the intent says (its turn has come: see causal.py)."""
+        """Do what the intent says (its turn has come: see causal.py), and answer it."""
+        rejections, decisions = len(out.rejections), len(out.decisions)
         if isinstance(event, ModuleApplied):
             self._on_module_applied(event, out)
         elif isinstance(event, ModuleDeleted):
             self._on_module_deleted(event, out)
         else:
             self._on_command(event, out)
+        out.verdicts.append(verdict(event.id, intent_module(event), out, rejections=rejections, decisions=decisions))
 
     def _remember_intent(self, name: str, event_id: str) -> None:
         """Note an intent that changed nothing else: on the module, or its tombstone."""
@@ -160,8 +164,12 @@ class ModuleIntents(Membership):
     def _on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
         record = self.modules.get(event.name)
         if record is None or record.kind != event.kind:
+            # already gone, never existed, or another kind: nothing to delete
+            kind = event.kind.lower()
+            found = f"; {event.name} is a {record.kind}" if record is not None else ""
+            out.rejections.append(f"{kind} {event.name!r} not found{found}")
             self._remember_intent(event.name, event.id)
-            return  # already gone, never existed, or another kind: nothing to delete
+            return
         record = record.working_copy()
         for cluster in sorted(self._index(record.name)):
             target = self.targets[target_key(record.name, cluster)]
@@ -182,7 +190,7 @@ class ModuleIntents(Membership):
     def _on_command(self, event: RolloutCommanded, out: Outcome) -> None:
         stored = self.modules.get(event.module)
         if stored is None:
-            out.rejections.append(f"{event.command} {event.module}: no such module")
+            out.rejections.append(f"module {event.module!r} not found")
             self._remember_intent(event.module, event.id)
             return
         record = stored.working_copy()
@@ -206,7 +214,7 @@ class ModuleIntents(Membership):
         elif command == "approve":
             names = [s.name for s in stages_of(record)]
             if event.stage not in names:
-                out.rejections.append(f"approve {record.name}: no stage {event.stage!r}; stages are {', '.join(names)}")
+                out.rejections.append(f"module {record.name} has no stage {event.stage!r} (stages: {', '.join(names)})")
                 self.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             if event.stage not in record.approvals:
@@ -218,6 +226,10 @@ class ModuleIntents(Membership):
                 self.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             pinned = command == "pin"
+            if event.cluster not in self.clusters and event.cluster not in record.pinned:
+                out.rejections.append(f"cluster {event.cluster!r} not found")
+                self.modules[record.name] = record  # remembers the command's id, nothing else
+                return
             if (event.cluster in record.pinned) != pinned:
                 record.pinned = sorted(set(record.pinned) ^ {event.cluster})
                 self._decide(

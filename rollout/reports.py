@@ -5,16 +5,17 @@
 
 Reports are remembered by id on the cluster's facts (a redelivered one changes nothing) and
 count only when they are about the assignment in force: the generation and revision the
-Target was given. The engine reads no clock: time is whatever the latest Tick said, moved at
-most MAX_TICK_STEP ahead per Tick, so one bogus far-future tick (or the first after a long
-outage) does not fire every deadline at once.
+Target was given. A report with `reply` (`rollout report-status`) gets a verdict: refused
+with the reason when it would not count, accepted otherwise. The engine reads no clock:
+time is whatever the latest Tick said, moved at most MAX_TICK_STEP ahead per Tick, so one
+bogus far-future tick (or the first after a long outage) does not fire every deadline at once.
 """
 
 from __future__ import annotations
 
 from rollout.events import SyncStatusReported, Tick
 from rollout.manifests import parse_duration
-from rollout.outcome import Outcome
+from rollout.outcome import Outcome, verdict
 from rollout.stages import StageMachine
 from rollout.state import CAPPED_TICK_IDS_KEPT, REPORT_IDS_KEPT, TickLog, remember, target_key
 
@@ -25,8 +26,48 @@ class Reports(StageMachine):
     """Folds sync status reports and ticks."""
 
     def _on_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
+        if event.reply:
+            self._answer_sync_status(event, out)
+            return
         if not self._remember_report(event):
             return  # redelivered, or about a cluster the engine never saw
+        self._fold_sync_status(event, out)
+
+    def _answer_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
+        """A report that asks for a verdict: refused (and dead-lettered) unless it is about
+        the assignment in force; accepted with the decisions it caused otherwise."""
+        known = event.cluster in self.clusters
+        if not self._remember_report(event) and known:
+            return  # redelivered: answered already
+        rejections, decisions = len(out.rejections), len(out.decisions)
+        refusal = f"cluster {event.cluster!r} not found" if not known else self._report_refusal(event)
+        if refusal is not None:
+            out.rejections.append(refusal)
+        else:
+            self._fold_sync_status(event, out)
+        out.verdicts.append(verdict(event.id, event.module, out, rejections=rejections, decisions=decisions))
+
+    def _report_refusal(self, event: SyncStatusReported) -> str | None:
+        """Why a report about a known cluster does not count, or None if it does."""
+        stored = self.modules.get(event.module)
+        if stored is None:
+            return f"module {event.module!r} not found"
+        target = self.targets.get(target_key(event.module, event.cluster))
+        if target is None:
+            return f"cluster {event.cluster} is not a target of module {event.module} (its selector does not pick it)"
+        if target.assigned is None:
+            return f"module {event.module} has assigned nothing to cluster {event.cluster} yet"
+        revision = stored.revisions.get(target.assigned)
+        assigned = f"cluster {event.cluster} is assigned generation {target.assigned}"
+        if revision is not None:
+            assigned += f" ({revision.revision})"
+        if event.generation is not None and event.generation != target.assigned:
+            return f"{assigned} of module {event.module}, not generation {event.generation}"
+        if revision is None or revision.revision != event.revision:
+            return f"{assigned} of module {event.module}, not revision {event.revision}"
+        return None
+
+    def _fold_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
         stored = self.modules.get(event.module)
         target = self.targets.get(target_key(event.module, event.cluster))
         if stored is None or target is None or target.assigned is None:

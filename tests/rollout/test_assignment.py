@@ -211,8 +211,8 @@ def test_pinned_cluster_is_not_rolled_back() -> None:
 def test_unpinned_cluster_follows_its_stage_revision_at_once() -> None:
     fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", stage("canary", {"ring": "canary"})))
     fleet.succeed("app", "c1")
+    fleet.apply(cluster("w1", {"ring": "wave"}))  # a member in no stage: nothing assigned
     fleet.pin("app", "w1")
-    fleet.apply(cluster("w1", {"ring": "wave"}))
     fleet.apply(module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave")))
     fleet.apply(module("app", {}, "v2", stage("canary", {"ring": "canary"}), stage("wave")))
     assert fleet.revision("app", "w1") is None
@@ -220,12 +220,13 @@ def test_unpinned_cluster_follows_its_stage_revision_at_once() -> None:
     assert fleet.revision("app", "w1") == "v1"  # its stage has not started: it runs stable
 
 
-def test_cluster_pinned_before_it_joins_gets_nothing() -> None:
+def test_pin_of_a_cluster_the_fleet_does_not_know_is_refused() -> None:
     fleet = given(module("app", {}, "v1"))
     fleet.pin("app", "late")
+    assert fleet.rejections == ["cluster 'late' not found"]
+    assert fleet.record("app").pinned == []
     fleet.apply(cluster("late"))
-    assert fleet.revision("app", "late") is None
-    assert fleet.category("app", "late") == "pinned"
+    assert fleet.revision("app", "late") == "v1"
 
 
 def test_pin_needs_a_cluster() -> None:
@@ -273,13 +274,13 @@ def test_module_deleted_unassigns_everywhere() -> None:
 def test_command_for_unknown_module_is_rejected() -> None:
     fleet = given(cluster("a"))
     fleet.send(command("ghost", "pause"))
-    assert fleet.rejections == ["pause ghost: no such module"]
+    assert fleet.rejections == ["module 'ghost' not found"]
 
 
 def test_approve_unknown_stage_is_rejected() -> None:
     fleet = given(module("app", {}, "v1", stage("canary")))
     fleet.approve("app", "wave-9")
-    assert "no stage 'wave-9'" in fleet.rejections[0]
+    assert fleet.rejections == ["module app has no stage 'wave-9' (stages: canary)"]
 
 
 # --- bindings -----------------------------------------------------------------------------

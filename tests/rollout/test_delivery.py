@@ -91,7 +91,7 @@ def test_redelivered_command_after_delete_is_not_rejected_again() -> None:
 def test_redelivered_command_to_unknown_module_does_not_apply_once_it_exists() -> None:
     pause = command("app", "pause")
     fleet = given(cluster("a"), pause)
-    assert fleet.rejections == ["pause app: no such module"]
+    assert fleet.rejections == ["module 'app' not found"]
     fleet.apply(module("app", {}, "v1"))
     fleet.send(pause)
     assert not fleet.record("app").paused
