@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from rollout_cli.dashboarding import dashboard
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.options import (
     DEFAULT_WEB_HOST,
@@ -48,6 +49,7 @@ def cli() -> None:
 
 cli.add_command(kafka_group)
 cli.add_command(watch_clusters)
+cli.add_command(dashboard)
 
 
 @cli.command()

@@ -1,0 +1,240 @@
+"""The dashboard's picture of the fleet: a fold of the projection topics.
+
+`absorb(view, role, record)` folds one record of the topic with that role (infra/topics.py)
+into a `FleetView` and says what it changed (`Changes`). It is the only writer of the view
+and does no I/O, so a unit test is "given these records, the view is this".
+
+* compacted topics (module-status, rollout-targets, remote/proxy assemblages): the latest
+  document per key; a tombstone removes the key. Targets are indexed both ways, by module
+  (a module page lists its clusters) and by cluster (a cluster page lists its modules).
+* cluster observations: the latest `ClusterObserved` per cluster; `ClusterRemoved` drops it.
+* decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
+* dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
+  whose input carries an event `id` is also a refusal of that event (verdicts.py).
+* verdicts (when the engine publishes them): the engine's word on one event id.
+
+Malformed documents are skipped: judging inputs is the engine's job, not the dashboard's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+DECISIONS_KEPT = 200
+DEAD_LETTERS_KEPT = 1000
+VERDICTS_KEPT = 10_000
+
+Document = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProjectionRecord:
+    """One record as the reader hands it over: key, raw value (None: tombstone) and the
+    record's timestamp in seconds."""
+
+    key: str | None
+    value: bytes | None
+    timestamp: float | None = None
+
+
+@dataclass
+class Changes:
+    """What a batch of records changed: the browser refetches only what it shows of these."""
+
+    modules: set[str] = field(default_factory=set)
+    clusters: set[str] = field(default_factory=set)
+    dead_letters: bool = False
+    verdicts: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.modules or self.clusters or self.dead_letters or self.verdicts)
+
+    def merge(self, other: Changes) -> None:
+        self.modules |= other.modules
+        self.clusters |= other.clusters
+        self.dead_letters = self.dead_letters or other.dead_letters
+        self.verdicts |= other.verdicts
+
+    def as_json(self, limit: int = 200) -> Document:
+        """The SSE payload; past `limit` names the browser is told `all` changed."""
+        return {
+            "modules": sorted(self.modules)[:limit],
+            "clusters": sorted(self.clusters)[:limit],
+            "all": len(self.modules) > limit or len(self.clusters) > limit,
+            "deadLetters": self.dead_letters,
+            "verdicts": sorted(self.verdicts)[:limit],
+        }
+
+
+@dataclass
+class FleetView:
+    modules: dict[str, Document] = field(default_factory=dict)
+    targets: dict[str, dict[str, Document]] = field(default_factory=dict)  # module → cluster → target
+    targets_by_cluster: dict[str, dict[str, Document]] = field(default_factory=dict)  # cluster → module → target
+    clusters: dict[str, Document] = field(default_factory=dict)  # the Cluster manifest as observed
+    remote: dict[str, Document] = field(default_factory=dict)
+    proxy: dict[str, Document] = field(default_factory=dict)
+    decisions: dict[str, deque[Document]] = field(default_factory=dict)
+    dead_letters: deque[Document] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
+    verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
+
+
+def _document(value: bytes | None) -> Document | None:
+    if value is None:
+        return None
+    try:
+        document = json.loads(value)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def absorb(view: FleetView, role: str, record: ProjectionRecord) -> Changes:
+    """Fold `record` of the topic with `role` into `view`; what it changed."""
+    folder = _FOLDERS.get(role)
+    if folder is None:
+        raise ValueError(f"the dashboard does not read topic role {role!r}; it reads {', '.join(sorted(_FOLDERS))}")
+    return folder(view, record)
+
+
+def _module_status(view: FleetView, record: ProjectionRecord) -> Changes:
+    if record.key is None:
+        return Changes()
+    document = _document(record.value)
+    if document is None:
+        view.modules.pop(record.key, None)
+    else:
+        view.modules[record.key] = document
+    return Changes(modules={record.key})
+
+
+def _target(view: FleetView, record: ProjectionRecord) -> Changes:
+    module, slash, cluster = (record.key or "").partition("/")
+    if not slash or not module or not cluster:
+        return Changes()
+    document = _document(record.value)
+    if document is None:
+        view.targets.get(module, {}).pop(cluster, None)
+        view.targets_by_cluster.get(cluster, {}).pop(module, None)
+    else:
+        view.targets.setdefault(module, {})[cluster] = document
+        view.targets_by_cluster.setdefault(cluster, {})[module] = document
+    return Changes(modules={module}, clusters={cluster})
+
+
+def _cluster_observation(view: FleetView, record: ProjectionRecord) -> Changes:
+    event = _document(record.value)
+    if event is None:
+        return Changes()
+    if event.get("type") == "ClusterObserved" and isinstance(event.get("cluster"), dict):
+        manifest = event["cluster"]
+        name = (manifest.get("metadata") or {}).get("name")
+        if not isinstance(name, str):
+            return Changes()
+        view.clusters[name] = manifest
+        return Changes(clusters={name})
+    if event.get("type") == "ClusterRemoved" and isinstance(event.get("name"), str):
+        view.clusters.pop(event["name"], None)
+        return Changes(clusters={event["name"]})
+    return Changes()
+
+
+def _assemblage(into: str) -> Any:
+    def fold(view: FleetView, record: ProjectionRecord) -> Changes:
+        if record.key is None:
+            return Changes()
+        snapshots: dict[str, Document] = getattr(view, into)
+        document = _document(record.value)
+        if document is None:
+            snapshots.pop(record.key, None)
+        else:
+            snapshots[record.key] = document
+        return Changes(clusters={record.key})
+
+    return fold
+
+
+def _decision(view: FleetView, record: ProjectionRecord) -> Changes:
+    document = _document(record.value)
+    if document is None or not isinstance(document.get("module"), str):
+        return Changes()
+    module = document["module"]
+    kept = view.decisions.setdefault(module, deque(maxlen=DECISIONS_KEPT))
+    if document.get("id") is not None and any(d.get("id") == document["id"] for d in kept):
+        return Changes()  # at-least-once: a redelivered journal event re-emits the same decision ids
+    kept.append(document)
+    return Changes(modules={module})
+
+
+def _dead_letter(view: FleetView, record: ProjectionRecord) -> Changes:
+    document = _document(record.value) or {"reason": "unreadable dead letter", "stage": None}
+    letter = {"at": record.timestamp, **document}
+    view.dead_letters.append(letter)
+    changes = Changes(dead_letters=True)
+    event_id = _input_event_id(document)
+    if event_id is not None and event_id not in view.verdicts:
+        _remember_verdict(
+            view, event_id, {"state": "refused", "reason": document.get("reason"), "source": "dead-letters"}
+        )
+        changes.verdicts.add(event_id)
+    return changes
+
+
+def _input_event_id(letter: Document) -> str | None:
+    """The `id` of the input a dead letter carries, when its payload is readable JSON."""
+    payload = letter.get("value")
+    if not isinstance(payload, str):
+        return None
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        return None
+    event_id = event.get("id") if isinstance(event, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+def _verdict(view: FleetView, record: ProjectionRecord) -> Changes:
+    document = _document(record.value)
+    event_id = record.key or (document or {}).get("eventId")
+    if document is None or not isinstance(event_id, str):
+        return Changes()
+    state = verdict_state(document)
+    if state is None:
+        return Changes()
+    _remember_verdict(view, event_id, {"state": state, "reason": document.get("reason"), "source": "verdicts"})
+    return Changes(verdicts={event_id})
+
+
+def verdict_state(document: Document) -> str | None:
+    """`accepted` or `refused` from a verdict document (`{"verdict": "refused", "reason": ...}`
+    or `{"accepted": false, ...}`); None when it says neither."""
+    for key in ("verdict", "outcome", "state", "status"):
+        value = document.get(key)
+        if isinstance(value, str) and value.lower() in ("accepted", "refused", "rejected"):
+            return "accepted" if value.lower() == "accepted" else "refused"
+    accepted = document.get("accepted")
+    if isinstance(accepted, bool):
+        return "accepted" if accepted else "refused"
+    return None
+
+
+def _remember_verdict(view: FleetView, event_id: str, verdict: Document) -> None:
+    view.verdicts[event_id] = verdict
+    if len(view.verdicts) > VERDICTS_KEPT:
+        del view.verdicts[next(iter(view.verdicts))]
+
+
+_FOLDERS = {
+    "module_status": _module_status,
+    "targets": _target,
+    "clusters": _cluster_observation,
+    "remote": _assemblage("remote"),
+    "proxy": _assemblage("proxy"),
+    "decisions": _decision,
+    "dead_letters": _dead_letter,
+    "verdicts": _verdict,
+}
+ROLES = tuple(_FOLDERS)

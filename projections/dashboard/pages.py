@@ -1,0 +1,236 @@
+"""What each dashboard page shows, cut from a `FleetView` (pure functions, JSON-ready).
+
+    module_list(view)                          the modules page: one row per module
+    module_page(view, name)                    one module: stages with their clocks, decisions
+    stage_clusters(view, name, query)          the clusters of one module, filtered, one page
+    cluster_list(view, query)                  the clusters page, filtered, one page
+    cluster_page(view, name)                   one cluster: assemblages, per-module state
+    dead_letter_page(view, query)              rejected inputs, newest first, one page
+
+Lists over clusters are always one `Page` of a filtered list: the server does the filtering
+and the browser holds at most `MAX_PAGE_SIZE` rows, whatever the fleet's size.
+
+Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded`
+(the decision's time is the engine's Tick time), and a stage awaits approval from the end
+of its soak. The browser counts down from these instants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from projections.dashboard.fleet import Document, FleetView
+from rollout.manifests import parse_duration
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+DECISIONS_SHOWN = 50
+TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A filter and a page: `text` matches names (and labels on the clusters page)."""
+
+    text: str = ""
+    state: str = ""
+    stage: str = ""
+    offset: int = 0
+    limit: int = DEFAULT_PAGE_SIZE
+
+    @classmethod
+    def parse(cls, params: dict[str, str]) -> Query:
+        """From URL parameters; a bad value is a ValueError naming the parameter."""
+        offset = _integer(params, "offset", 0)
+        limit = _integer(params, "limit", DEFAULT_PAGE_SIZE)
+        if offset < 0:
+            raise ValueError(f"offset {offset}: must be 0 or more")
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ValueError(f"limit {limit}: must be between 1 and {MAX_PAGE_SIZE}")
+        state = params.get("state", "")
+        if state and state not in TARGET_STATES:
+            raise ValueError(f"state {state!r}: expected one of {', '.join(TARGET_STATES)}")
+        return cls(params.get("q", "").strip().lower(), state, params.get("stage", ""), offset, limit)
+
+
+def _integer(params: dict[str, str], name: str, default: int) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} {raw[:40]!r}: expected a whole number") from None
+
+
+def _page(items: list[Document], query: Query) -> Document:
+    return {
+        "total": len(items),
+        "offset": query.offset,
+        "limit": query.limit,
+        "items": items[query.offset : query.offset + query.limit],
+    }
+
+
+def module_row(status: Document) -> Document:
+    stages = status.get("stages") or []
+    return {
+        "name": status.get("module"),
+        "kind": status.get("kind"),
+        "phase": status.get("phase"),
+        "paused": bool(status.get("paused")),
+        "generation": status.get("generation"),
+        "targetRevision": status.get("targetRevision"),
+        "stableRevision": status.get("stableRevision"),
+        "currentStage": status.get("currentStage"),
+        "members": sum(s["counts"]["members"] for s in stages),
+        "succeeded": sum(s["counts"]["succeeded"] for s in stages),
+        "stages": [{"name": s["name"], "state": s["state"], "counts": s["counts"]} for s in stages],
+        "reason": status.get("reason") or status.get("lastDecision"),
+    }
+
+
+def module_list(view: FleetView) -> list[Document]:
+    return [module_row(view.modules[name]) for name in sorted(view.modules)]
+
+
+def _stage_clocks(stage: Document, decisions: list[Document]) -> Document:
+    """`soakEndsAt` / `awaitingApprovalSince` (epoch seconds) of a soaking or gated stage."""
+    if stage["state"] not in ("Soaking", "AwaitingApproval"):
+        return {}
+    marker = f"stage {stage['name']} succeeded"
+    succeeded_at = next(
+        (
+            d.get("at")
+            for d in reversed(decisions)
+            if d.get("action") == "stage-succeeded" and str(d.get("reason", "")).startswith(marker)
+        ),
+        None,
+    )
+    if not isinstance(succeeded_at, int | float):
+        return {}
+    soak = parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0
+    if stage["state"] == "Soaking":
+        return {"soakEndsAt": succeeded_at + soak}
+    return {"awaitingApprovalSince": succeeded_at + soak}
+
+
+def module_page(view: FleetView, name: str) -> Document | None:
+    """The module page, or None when the module has neither a status nor decisions."""
+    status = view.modules.get(name)
+    decisions = list(view.decisions.get(name, ()))
+    if status is None and not decisions:
+        return None
+    stages = [{**stage, **_stage_clocks(stage, decisions)} for stage in (status or {}).get("stages", [])]
+    targets = view.targets.get(name, {})
+    failed = sorted((t for t in targets.values() if t.get("state") == "failed"), key=lambda t: t["cluster"])
+    return {
+        "name": name,
+        "status": {**status, "stages": stages} if status is not None else None,
+        "row": module_row(status) if status is not None else None,
+        "failed": [_target_row(t) for t in failed[:20]],
+        "failedTotal": len(failed),
+        "decisions": decisions[-DECISIONS_SHOWN:][::-1],
+    }
+
+
+def _target_row(target: Document) -> Document:
+    return {
+        "cluster": target.get("cluster"),
+        "stage": target.get("stage"),
+        "state": target.get("state"),
+        "revision": target.get("revision"),
+        "ready": target.get("ready"),
+        "pinned": target.get("pinned"),
+        "message": target.get("message"),
+    }
+
+
+def stage_clusters(view: FleetView, name: str, query: Query) -> Document:
+    """The clusters of module `name` (in `query.stage` if given), in that stage, by name."""
+    rows = []
+    for cluster in sorted(view.targets.get(name, {})):
+        target = view.targets[name][cluster]
+        if query.stage and target.get("stage") != query.stage:
+            continue
+        if query.state and target.get("state") != query.state:
+            continue
+        if query.text and query.text not in cluster.lower():
+            continue
+        rows.append(_target_row(target))
+    return _page(rows, query)
+
+
+def _ready(manifest: Document) -> bool:
+    status = manifest.get("status") or {}
+    return bool(status.get("controlPlaneReady") and status.get("kubeconfigSecret"))
+
+
+def _labels(manifest: Document) -> dict[str, str]:
+    labels = (manifest.get("metadata") or {}).get("labels") or {}
+    return labels if isinstance(labels, dict) else {}
+
+
+def cluster_list(view: FleetView, query: Query) -> Document:
+    """Known clusters (observed, or targeted by a module), filtered by name or label text."""
+    rows = []
+    for name in sorted(view.clusters.keys() | view.targets_by_cluster.keys()):
+        manifest = view.clusters.get(name, {})
+        labels = _labels(manifest)
+        if query.text and query.text not in name.lower():
+            if not any(query.text in f"{k}={v}".lower() for k, v in labels.items()):
+                continue
+        states = [t.get("state") for t in view.targets_by_cluster.get(name, {}).values()]
+        if query.state and query.state not in states:
+            continue
+        rows.append(
+            {
+                "name": name,
+                "namespace": (manifest.get("metadata") or {}).get("namespace"),
+                "observed": name in view.clusters,
+                "ready": _ready(manifest),
+                "labels": labels,
+                "states": {state: states.count(state) for state in TARGET_STATES if state in states},
+            }
+        )
+    return _page(rows, query)
+
+
+def cluster_page(view: FleetView, name: str) -> Document | None:
+    """One cluster: its observed manifest, assemblages and state in every module; None when
+    the dashboard has seen nothing of it."""
+    manifest = view.clusters.get(name)
+    modules = view.targets_by_cluster.get(name, {})
+    remote, proxy = view.remote.get(name), view.proxy.get(name)
+    if manifest is None and not modules and remote is None and proxy is None:
+        return None
+    return {
+        "name": name,
+        "cluster": manifest,
+        "ready": _ready(manifest or {}),
+        "labels": _labels(manifest or {}),
+        "modules": [{"module": module, **_target_row(modules[module])} for module in sorted(modules)],
+        "remote": remote,
+        "proxy": proxy,
+    }
+
+
+def dead_letter_page(view: FleetView, query: Query) -> Document:
+    letters: list[Document] = []
+    for letter in reversed(view.dead_letters):
+        summary = {key: value for key, value in letter.items() if key not in ("value", "valueBase64")}
+        if query.text and query.text not in _searchable(summary):
+            continue
+        letters.append(summary)
+    return _page(letters, query)
+
+
+def _searchable(letter: Document) -> str:
+    return " ".join(str(letter.get(k) or "") for k in ("reason", "stage", "topic", "key")).lower()
+
+
+def verdict(view: FleetView, event_id: str) -> Document:
+    """The engine's verdict on event `event_id`: refused / accepted, or pending (none yet)."""
+    found: Any = view.verdicts.get(event_id)
+    return {"eventId": event_id, **(found or {"state": "pending"})}

@@ -1,0 +1,354 @@
+// The rollout dashboard: one page, routed by the URL's hash.
+//
+//   #/                 modules: phase, target/stable revision, a progress bar per stage
+//   #/modules/NAME     stages with their clocks and buttons, clusters per stage, decisions
+//   #/clusters         every cluster, filtered and paginated by the server
+//   #/clusters/NAME    one cluster: per-module state and its assemblages
+//   #/dead-letters     inputs the engine rejected, newest first
+//
+// Each view mounts its controls once and refreshes its data from the JSON API. Server-sent
+// events (/api/events) say what changed; the view on screen refetches only when it shows
+// something that changed, so a rollout is watched without reloading the page. A command
+// button posts the CLI's command and then asks for the engine's verdict on that event id.
+"use strict";
+
+const PAGE_SIZE = 500;
+const VERDICT_WAIT_MS = 15000;
+const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned"];
+const app = { view: null, skew: 0, live: null };
+
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "testid") node.dataset.testid = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+async function api(path, options) {
+  const response = await fetch(path, options);
+  const body = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+  if (!response.ok) throw Object.assign(new Error(body.error || `HTTP ${response.status}`), { status: response.status });
+  return body;
+}
+
+function serverNow() { return Date.now() / 1000 + app.skew; }
+function learnTime(serverTime) { if (serverTime) app.skew = serverTime - Date.now() / 1000; }
+function when(at) { return at ? new Date(at * 1000).toLocaleString() : "-"; }
+function duration(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  const parts = [[Math.floor(s / 3600), "h"], [Math.floor((s % 3600) / 60), "m"], [s % 60, "s"]];
+  return parts.filter(([n], i) => n || i === 2).map(([n, u]) => `${n}${u}`).join(" ");
+}
+function link(href, text, testid) { return h("a", { href, testid }, text); }
+function badge(text, kind) { return h("span", { class: `badge ${kind || String(text).toLowerCase()}` }, text); }
+
+function progressBar(counts, testid) {
+  const total = counts.members || 0;
+  const bar = h("div", { class: "bar", testid, title: STATE_ORDER.map((s) => `${s} ${counts[s] || 0}`).join(", ") });
+  for (const category of STATE_ORDER) {
+    if (total && counts[category]) bar.append(h("span", { class: `fill ${category}`, style: `width:${(100 * counts[category]) / total}%` }));
+  }
+  return h("div", { class: "progress" }, bar, h("span", { class: "count" }, `${counts.succeeded || 0}/${total}`));
+}
+
+function pager(page, onMove) {
+  const last = page.offset + page.items.length;
+  return h("div", { class: "pager" },
+    h("button", { disabled: page.offset === 0, onclick: () => onMove(Math.max(0, page.offset - page.limit)) }, "‹ prev"),
+    h("span", { testid: "page-range" }, page.total ? `${page.offset + 1}–${last} of ${page.total}` : "none"),
+    h("button", { disabled: last >= page.total, onclick: () => onMove(page.offset + page.limit) }, "next ›"));
+}
+
+function filters(fields, onChange) {
+  const values = {};
+  const controls = fields.map((field) => {
+    values[field.name] = field.value || "";
+    const input = field.options
+      ? h("select", { name: field.name, testid: `filter-${field.name}` },
+          field.options.map(([value, label]) => h("option", { value, selected: value === values[field.name] }, label)))
+      : h("input", { name: field.name, type: "search", placeholder: field.placeholder, testid: `filter-${field.name}` });
+    input.addEventListener("input", () => { values[field.name] = input.value; onChange(values); });
+    return input;
+  });
+  return { node: h("div", { class: "filters" }, controls), values };
+}
+
+function queryString(values) {
+  return new URLSearchParams(Object.entries(values).filter(([, v]) => v !== "" && v !== null)).toString();
+}
+
+// --- modules ---------------------------------------------------------------------------------
+
+function modulesView(root) {
+  const table = h("div", { testid: "modules" });
+  root.append(h("h1", {}, "Modules"), table);
+  return {
+    async refresh() {
+      const overview = await api("/api/overview");
+      learnTime(overview.serverTime);
+      const rows = overview.modules.map((m) => h("tr", { testid: `module-row-${m.name}` },
+        h("td", {}, link(`#/modules/${encodeURIComponent(m.name)}`, m.name)),
+        h("td", {}, m.kind),
+        h("td", { testid: "phase" }, badge(m.phase), m.paused && m.phase !== "Paused" ? badge("paused") : null),
+        h("td", { class: "mono" }, m.targetRevision), h("td", { class: "mono" }, m.stableRevision || "-"),
+        h("td", {}, m.currentStage),
+        h("td", { class: "stages" }, m.stages.map((s) => h("div", { class: "stage-line" },
+          h("span", { class: "stage-name" }, s.name), progressBar(s.counts, `bar-${m.name}-${s.name}`))))));
+      table.replaceChildren(overview.modules.length
+        ? h("table", {}, h("thead", {}, h("tr", {}, ["Module", "Kind", "Phase", "Target", "Stable", "Stage", "Progress per stage"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+        : h("p", { class: "empty" }, overview.caughtUp ? "No modules yet: rollout apply -f module.yaml" : "Reading the topics…"),
+        h("p", { class: "muted" }, `${overview.clusters} clusters · ${overview.deadLetters} dead letters`));
+    },
+    wants(change) { return change.all || change.modules.length > 0; },
+  };
+}
+
+// --- one module ------------------------------------------------------------------------------
+
+function moduleView(root, name) {
+  const head = h("div", { testid: "module-head" });
+  const verdict = h("div", { class: "verdict", testid: "verdict", hidden: true });
+  const stages = h("div", { class: "stage-cards", testid: "stages" });
+  const clusters = h("div", { testid: "stage-clusters" });
+  const decisions = h("div", { testid: "decisions" });
+  const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: the current one
+  const controls = h("div", { class: "commands" },
+    ["pause", "resume", "rollback", "abort"].map((command) =>
+      h("button", { testid: `command-${command}`, class: command === "rollback" || command === "abort" ? "danger" : "",
+        onclick: () => sendCommand(name, { command }, verdict) }, command)));
+  const stageFilter = h("div", { class: "tabs", testid: "stage-tabs" });
+  const cellFilters = filters([
+    { name: "q", placeholder: "cluster name" },
+    { name: "state", options: [["", "any state"], ...STATE_ORDER.map((s) => [s, s])] },
+  ], (values) => { Object.assign(selection, values, { offset: 0 }); loadClusters(); });
+  root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, controls, verdict, h("h2", {}, "Stages"), stages,
+    h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, h("h2", {}, "Decisions"), decisions);
+
+  async function loadClusters() {
+    const page = await api(`/api/modules/${encodeURIComponent(name)}/clusters?${queryString({ ...selection, limit: PAGE_SIZE })}`);
+    clusters.replaceChildren(
+      h("div", { class: "cells" }, page.items.map((t) => h("a", {
+        class: `cell ${t.state}`, href: `#/clusters/${encodeURIComponent(t.cluster)}`, testid: `cell-${t.cluster}`,
+        "data-state": t.state, title: `${t.cluster}: ${t.state} at ${t.revision || "-"}${t.message ? ` — ${t.message}` : ""}`,
+      }, t.cluster))),
+      pager(page, (offset) => { selection.offset = offset; loadClusters(); }));
+  }
+
+  function stageCard(stage) {
+    const limits = [`concurrency ${stage.maxConcurrency}`, `max failures ${stage.maxFailures}`];
+    if (stage.minSuccessTime) limits.push(`soak ${stage.minSuccessTime}`);
+    if (stage.requireApproval) limits.push(stage.approved ? "approved" : "needs approval");
+    const clock = stage.soakEndsAt
+      ? h("div", { class: "clock", testid: "soak-clock", "data-until": stage.soakEndsAt }, "")
+      : stage.awaitingApprovalSince
+        ? h("div", { class: "clock", testid: "approval-clock", "data-since": stage.awaitingApprovalSince }, "")
+        : null;
+    const approve = stage.requireApproval && !stage.approved
+      ? h("button", { class: "approve", testid: `approve-${stage.name}`,
+          onclick: () => sendCommand(name, { command: "approve", stage: stage.name }, verdict) }, `approve ${stage.name}`)
+      : null;
+    return h("section", { class: `stage-card ${stage.state.toLowerCase()}`, testid: `stage-${stage.name}` },
+      h("div", { class: "stage-title" }, h("strong", {}, stage.name), h("span", { testid: "stage-state" }, badge(stage.state))),
+      progressBar(stage.counts, `stage-bar-${stage.name}`),
+      h("div", { class: "muted" }, STATE_ORDER.map((s) => `${s.replace("_", " ")} ${stage.counts[s]}`).join(" · ")),
+      h("div", { class: "muted" }, limits.join(" · ")), clock, approve);
+  }
+
+  return {
+    async refresh() {
+      let page;
+      try { page = await api(`/api/modules/${encodeURIComponent(name)}`); } catch (error) {
+        if (error.status !== 404) throw error;
+        head.replaceChildren(h("p", { class: "warning", testid: "module-missing" },
+          `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`));
+        stages.replaceChildren();
+        return loadClusters();
+      }
+      learnTime(page.serverTime);
+      const s = page.status;
+      head.replaceChildren(s ? h("dl", { class: "facts" },
+        h("dt", {}, "Phase"), h("dd", { testid: "module-phase" }, badge(s.phase), s.paused && s.phase !== "Paused" ? badge("paused") : null),
+        h("dt", {}, "Target"), h("dd", { class: "mono" }, `${s.targetRevision} (generation ${s.generation})`),
+        h("dt", {}, "Stable"), h("dd", { class: "mono" }, s.stableRevision || "-"),
+        h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
+        h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"))
+        : h("p", { class: "warning" }, "no status: only decisions are known"));
+      const stageList = s ? s.stages : [];
+      stages.replaceChildren(...stageList.map(stageCard));
+      if (selection.stage === null && s) selection.stage = s.currentStage;
+      stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
+        h("button", { class: value === selection.stage ? "tab active" : "tab", testid: `tab-${value || "all"}`,
+          onclick: () => { selection.stage = value; selection.offset = 0; this.refresh(); } }, label)));
+      decisions.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Action", "Cluster", "Reason"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, page.decisions.map((d) => h("tr", { testid: "decision" },
+          h("td", { class: "nowrap" }, when(d.at)), h("td", {}, badge(d.action, "action")), h("td", {}, d.cluster || ""), h("td", {}, d.reason))))));
+      await loadClusters();
+      tickClocks();
+    },
+    wants(change) { return change.all || change.modules.includes(name); },
+  };
+}
+
+async function sendCommand(module, request, box) {
+  const label = request.stage ? `${request.command} ${request.stage}` : request.command;
+  box.hidden = false;
+  box.className = "verdict pending";
+  box.textContent = `${label}: sending…`;
+  let sent;
+  try {
+    sent = await api(`/api/modules/${encodeURIComponent(module)}/commands`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) });
+  } catch (error) {
+    box.className = "verdict refused";
+    box.textContent = `${label}: not sent — ${error.message}`;
+    return;
+  }
+  box.textContent = `${label}: sent (event ${sent.eventId.slice(0, 8)}), waiting for the engine's verdict…`;
+  const deadline = Date.now() + VERDICT_WAIT_MS;
+  while (Date.now() < deadline) {
+    const verdict = await api(`/api/verdicts/${sent.eventId}`);
+    if (verdict.state !== "pending") {
+      box.className = `verdict ${verdict.state}`;
+      box.dataset.state = verdict.state;
+      box.textContent = verdict.state === "refused"
+        ? `${label}: refused by the engine — ${verdict.reason}` : `${label}: accepted${verdict.reason ? ` — ${verdict.reason}` : ""}`;
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  box.className = "verdict sent";
+  box.dataset.state = "sent";
+  box.textContent = `${label}: sent; the engine refused nothing within ${VERDICT_WAIT_MS / 1000} s`;
+}
+
+// --- clusters ------------------------------------------------------------------------------
+
+function clustersView(root) {
+  const list = h("div", { testid: "clusters" });
+  const selection = { q: "", state: "", offset: 0 };
+  const controls = filters([
+    { name: "q", placeholder: "name or label (ring=canary)" },
+    { name: "state", options: [["", "in any state"], ...STATE_ORDER.map((s) => [s, `${s} in some module`])] },
+  ], (values) => { Object.assign(selection, values, { offset: 0 }); view.refresh(); });
+  root.append(h("h1", {}, "Clusters"), controls.node, list);
+  const view = {
+    async refresh() {
+      const page = await api(`/api/clusters?${queryString({ ...selection, limit: 100 })}`);
+      list.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Cluster", "Namespace", "Ready", "Labels", "Modules"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, page.items.map((c) => h("tr", { testid: `cluster-row-${c.name}` },
+          h("td", {}, link(`#/clusters/${encodeURIComponent(c.name)}`, c.name)), h("td", {}, c.namespace || "-"),
+          h("td", {}, c.observed ? badge(c.ready ? "ready" : "not ready", c.ready ? "succeeded" : "failed") : badge("unobserved", "pending")),
+          h("td", { class: "mono small" }, Object.entries(c.labels).map(([k, v]) => `${k}=${v}`).join(" ")),
+          h("td", {}, Object.entries(c.states).map(([s, n]) => badge(`${n} ${s}`, s))))))),
+        pager(page, (offset) => { selection.offset = offset; view.refresh(); }));
+    },
+    wants(change) { return change.all || change.clusters.length > 0; },
+  };
+  return view;
+}
+
+function clusterView(root, name) {
+  const body = h("div", { testid: "cluster" });
+  root.append(h("h1", {}, link("#/clusters", "Clusters"), " / ", name), body);
+  const syncs = (snapshot) => snapshot ? h("ul", {}, (snapshot.spec?.syncs || []).map((s) =>
+    h("li", { class: "mono" }, `${s.module}@${s.revision}`))) : h("p", { class: "muted" }, "none");
+  return {
+    async refresh() {
+      const c = await api(`/api/clusters/${encodeURIComponent(name)}`);
+      body.replaceChildren(
+        h("dl", { class: "facts" }, h("dt", {}, "Ready"), h("dd", {}, c.cluster ? (c.ready ? "yes" : "no") : "not observed"),
+          h("dt", {}, "Labels"), h("dd", { class: "mono" }, Object.entries(c.labels).map(([k, v]) => `${k}=${v}`).join(" ") || "-")),
+        h("h2", {}, "Modules"),
+        h("table", {}, h("thead", {}, h("tr", {}, ["Module", "Stage", "State", "Revision", "Message"].map((x) => h("th", {}, x)))),
+          h("tbody", {}, c.modules.map((m) => h("tr", { testid: `cluster-module-${m.module}` },
+            h("td", {}, link(`#/modules/${encodeURIComponent(m.module)}`, m.module)), h("td", {}, m.stage),
+            h("td", {}, badge(m.state)), h("td", { class: "mono" }, m.revision || "-"), h("td", {}, m.message || ""))))),
+        h("h2", {}, `RemoteAssemblage${c.remote ? ` (version ${c.remote.version})` : ""}`), syncs(c.remote),
+        h("h2", {}, `ProxyAssemblage${c.proxy ? ` (version ${c.proxy.version})` : ""}`), syncs(c.proxy));
+    },
+    wants(change) { return change.all || change.clusters.includes(name); },
+  };
+}
+
+// --- dead letters --------------------------------------------------------------------------
+
+function deadLettersView(root) {
+  const list = h("div", { testid: "dead-letters" });
+  const selection = { q: "", offset: 0 };
+  const controls = filters([{ name: "q", placeholder: "reason, stage, topic or key" }],
+    (values) => { Object.assign(selection, values, { offset: 0 }); view.refresh(); });
+  root.append(h("h1", {}, "Dead letters"), controls.node, list);
+  const view = {
+    async refresh() {
+      const page = await api(`/api/dead-letters?${queryString({ ...selection, limit: 100 })}`);
+      list.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Stage", "Input", "Key", "Reason"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, page.items.map((d) => h("tr", { testid: "dead-letter" }, h("td", { class: "nowrap" }, when(d.at)),
+          h("td", {}, d.stage || "-"), h("td", { class: "mono" }, `${d.topic}[${d.partition}]@${d.offset}`),
+          h("td", { class: "mono" }, d.key || "-"), h("td", {}, d.reason))))),
+        pager(page, (offset) => { selection.offset = offset; view.refresh(); }));
+    },
+    wants(change) { return change.deadLetters; },
+  };
+  return view;
+}
+
+// --- routing, live updates, clocks ---------------------------------------------------------
+
+function mount() {
+  const root = document.getElementById("view");
+  root.replaceChildren();
+  const [, page, name] = (location.hash.replace(/^#\/?/, "").match(/^([^/]*)\/?(.*)$/) || []);
+  const decoded = name ? decodeURIComponent(name) : "";
+  app.view = page === "modules" && decoded ? moduleView(root, decoded)
+    : page === "clusters" && decoded ? clusterView(root, decoded)
+      : page === "clusters" ? clustersView(root)
+        : page === "dead-letters" ? deadLettersView(root) : modulesView(root);
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.nav === (page || "modules"));
+  refresh();
+}
+
+async function refresh() {
+  const view = app.view;
+  try { await view.refresh(); } catch (error) {
+    if (view === app.view) document.getElementById("view").prepend(h("p", { class: "warning" }, `cannot load: ${error.message}`));
+  }
+}
+
+function connect() {
+  const status = document.getElementById("live");
+  const source = new EventSource("/api/events");
+  source.addEventListener("hello", (event) => {
+    learnTime(JSON.parse(event.data).serverTime);
+    status.textContent = "live";
+    status.className = "live on";
+    refresh();
+  });
+  source.addEventListener("change", (event) => {
+    const change = JSON.parse(event.data);
+    learnTime(change.serverTime);
+    if (app.view && app.view.wants(change)) refresh();
+  });
+  source.onerror = () => { status.textContent = "reconnecting…"; status.className = "live off"; };
+}
+
+function tickClocks() {
+  const now = serverNow();
+  for (const node of document.querySelectorAll("[data-until]")) {
+    const left = Number(node.dataset.until) - now;
+    node.textContent = left > 0 ? `soak ends in ${duration(left)}` : "soak over; waiting for the next tick";
+  }
+  for (const node of document.querySelectorAll("[data-since]")) {
+    node.textContent = `awaiting approval for ${duration(now - Number(node.dataset.since))}`;
+  }
+}
+
+window.addEventListener("hashchange", mount);
+document.addEventListener("DOMContentLoaded", () => { mount(); connect(); setInterval(tickClocks, 1000); });

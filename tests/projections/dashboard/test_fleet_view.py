@@ -1,0 +1,236 @@
+"""The dashboard's fold and pages as pure functions: given these records, the pages show this."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from projections.dashboard import pages
+from projections.dashboard.commands import CommandRefused, command_event
+from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
+
+
+def record(key: str | None, document: Any, at: float | None = None) -> ProjectionRecord:
+    return ProjectionRecord(key, None if document is None else json.dumps(document).encode(), at)
+
+
+def stage(name: str, state: str, **extra: Any) -> dict[str, Any]:
+    counts = {"members": 4, "pending": 0, "updating": 0, "succeeded": 4, "failed": 0, "not_ready": 0, "pinned": 0}
+    return {
+        "name": name,
+        "state": state,
+        "maxConcurrency": 1,
+        "maxFailures": 0,
+        "minSuccessTime": extra.pop("soak", None),
+        "requireApproval": extra.pop("approval", False),
+        "approved": False,
+        "counts": counts | extra,
+    }
+
+
+def status(module: str, *stages: dict[str, Any], phase: str = "Progressing") -> dict[str, Any]:
+    return {
+        "module": module,
+        "kind": "Module",
+        "phase": phase,
+        "paused": False,
+        "generation": 2,
+        "targetRevision": "2.0.0",
+        "stableRevision": "1.0.0",
+        "currentStage": stages[-1]["name"],
+        "stages": list(stages),
+    }
+
+
+def target(module: str, cluster: str, stage_name: str, state: str) -> dict[str, Any]:
+    return {"module": module, "cluster": cluster, "stage": stage_name, "state": state, "revision": "2.0.0"}
+
+
+def test_module_status_tombstone_removes_the_module_from_the_list() -> None:
+    view = FleetView()
+    changes = absorb(view, "module_status", record("shop", status("shop", stage("canary", "Running"))))
+    assert changes.modules == {"shop"}
+    assert [row["name"] for row in pages.module_list(view)] == ["shop"]
+    absorb(view, "module_status", record("shop", None))
+    assert pages.module_list(view) == []
+
+
+def test_module_row_sums_progress_over_stages() -> None:
+    view = FleetView()
+    doc = status("shop", stage("canary", "Succeeded"), stage("wave-1", "Running", succeeded=1, updating=3))
+    absorb(view, "module_status", record("shop", doc))
+    row = pages.module_list(view)[0]
+    assert (row["members"], row["succeeded"], row["currentStage"]) == (8, 5, "wave-1")
+    assert [s["state"] for s in row["stages"]] == ["Succeeded", "Running"]
+
+
+def test_soak_countdown_ends_min_success_time_after_the_stage_succeeded() -> None:
+    view = FleetView()
+    absorb(view, "module_status", record("shop", status("shop", stage("canary", "Soaking", soak="90s"))))
+    decision = {
+        "module": "shop",
+        "action": "stage-succeeded",
+        "reason": "stage canary succeeded: 4 succeeded",
+        "at": 1000,
+    }
+    absorb(view, "decisions", record("shop", decision))
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    assert page["status"]["stages"][0]["soakEndsAt"] == 1090.0
+
+
+def test_awaiting_approval_counts_from_the_end_of_the_soak() -> None:
+    view = FleetView()
+    gated = stage("wave-2", "AwaitingApproval", soak="1m", approval=True)
+    absorb(view, "module_status", record("shop", status("shop", gated, phase="AwaitingApproval")))
+    absorb(view, "decisions", record("shop", {"module": "shop", "action": "stage-succeeded", "reason": "x", "at": 5}))
+    reason = "stage wave-2 succeeded: 4 succeeded"
+    absorb(
+        view, "decisions", record("shop", {"module": "shop", "action": "stage-succeeded", "reason": reason, "at": 500})
+    )
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    assert page["status"]["stages"][0]["awaitingApprovalSince"] == 560.0
+
+
+def test_redelivered_decisions_are_shown_once_newest_first() -> None:
+    view = FleetView()
+    first = {"id": "d1", "module": "shop", "action": "assigned", "reason": "a", "at": 1}
+    second = {"id": "d2", "module": "shop", "action": "complete", "reason": "b", "at": 2}
+    for decision in (first, second, first):
+        absorb(view, "decisions", record("shop", decision))
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    assert [d["id"] for d in page["decisions"]] == ["d2", "d1"]
+
+
+def test_stage_clusters_filter_by_stage_state_and_name_then_paginate() -> None:
+    view = FleetView()
+    for i in range(30):
+        state = "succeeded" if i % 3 else "updating"
+        absorb(view, "targets", record(f"shop/c-{i:02d}", target("shop", f"c-{i:02d}", "wave-1", state)))
+    absorb(view, "targets", record("shop/canary-0", target("shop", "canary-0", "canary", "succeeded")))
+    updating = pages.stage_clusters(view, "shop", pages.Query(stage="wave-1", state="updating", limit=4))
+    assert updating["total"] == 10
+    assert [t["cluster"] for t in updating["items"]] == ["c-00", "c-03", "c-06", "c-09"]
+    second = pages.stage_clusters(view, "shop", pages.Query(stage="wave-1", state="updating", offset=8, limit=4))
+    assert [t["cluster"] for t in second["items"]] == ["c-24", "c-27"]
+    named = pages.stage_clusters(view, "shop", pages.Query(text="canary"))
+    assert [t["cluster"] for t in named["items"]] == ["canary-0"]
+
+
+def test_target_tombstone_leaves_the_module_and_the_cluster_pages() -> None:
+    view = FleetView()
+    absorb(view, "targets", record("shop/eu-1", target("shop", "eu-1", "canary", "updating")))
+    page = pages.cluster_page(view, "eu-1")
+    assert page is not None and [m["module"] for m in page["modules"]] == ["shop"]
+    changes = absorb(view, "targets", record("shop/eu-1", None))
+    assert changes.modules == {"shop"} and changes.clusters == {"eu-1"}
+    assert pages.cluster_page(view, "eu-1") is None
+    assert pages.stage_clusters(view, "shop", pages.Query())["total"] == 0
+
+
+def cluster_event(name: str, labels: dict[str, str], ready: bool = True) -> dict[str, Any]:
+    manifest = {
+        "metadata": {"name": name, "namespace": "fleet", "labels": labels},
+        "status": {"controlPlaneReady": ready, "kubeconfigSecret": True},
+    }
+    return {"type": "ClusterObserved", "cluster": manifest}
+
+
+def test_cluster_list_filters_by_label_text_and_forgets_removed_clusters() -> None:
+    view = FleetView()
+    absorb(view, "clusters", record("eu-1", cluster_event("eu-1", {"ring": "canary"})))
+    absorb(view, "clusters", record("us-1", cluster_event("us-1", {"ring": "wave-1"}, ready=False)))
+    canary = pages.cluster_list(view, pages.Query(text="ring=canary"))
+    assert [(c["name"], c["ready"]) for c in canary["items"]] == [("eu-1", True)]
+    absorb(view, "clusters", record("eu-1", {"type": "ClusterRemoved", "name": "eu-1"}))
+    assert [c["name"] for c in pages.cluster_list(view, pages.Query())["items"]] == ["us-1"]
+
+
+def test_cluster_page_shows_its_assemblages() -> None:
+    view = FleetView()
+    snapshot = {"version": 3, "spec": {"syncs": [{"module": "shop", "revision": "2.0.0"}]}}
+    absorb(view, "proxy", record("eu-1", snapshot))
+    page = pages.cluster_page(view, "eu-1")
+    assert page is not None and page["proxy"]["version"] == 3 and page["remote"] is None
+
+
+def dead_letter(event: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {"reason": reason, "stage": "decide", "topic": "intents", "partition": 0, "offset": 7, "key": "shop"} | {
+        "value": json.dumps(event)
+    }
+
+
+def test_a_dead_letter_is_the_refusal_of_the_event_it_carries() -> None:
+    view = FleetView()
+    assert pages.verdict(view, "e1") == {"eventId": "e1", "state": "pending"}
+    command = {"type": "RolloutCommanded", "id": "e1", "module": "shop", "command": "approve", "stage": "nope"}
+    changes = absorb(view, "dead_letters", record("shop", dead_letter(command, "approve shop: no stage 'nope'"), 9.0))
+    assert changes.verdicts == {"e1"} and changes.dead_letters
+    assert pages.verdict(view, "e1") == {
+        "eventId": "e1",
+        "state": "refused",
+        "reason": "approve shop: no stage 'nope'",
+        "source": "dead-letters",
+    }
+    letters = pages.dead_letter_page(view, pages.Query(text="no stage"))
+    assert letters["total"] == 1 and "value" not in letters["items"][0] and letters["items"][0]["at"] == 9.0
+
+
+def test_verdicts_topic_says_accepted_or_refused() -> None:
+    view = FleetView()
+    absorb(view, "verdicts", record("e2", {"verdict": "accepted", "reason": "stage wave-2 approved"}))
+    absorb(view, "verdicts", record("e3", {"accepted": False, "reason": "no such module"}))
+    assert pages.verdict(view, "e2")["state"] == "accepted"
+    assert pages.verdict(view, "e3")["state"] == "refused"
+
+
+def test_unreadable_records_are_skipped_not_fatal() -> None:
+    view = FleetView()
+    assert not absorb(view, "decisions", ProjectionRecord("shop", b"\xff not json"))
+    assert not absorb(view, "targets", record("no-slash", target("shop", "x", "s", "updating")))
+    absorb(view, "dead_letters", ProjectionRecord("k", b"[1, 2"))
+    assert pages.dead_letter_page(view, pages.Query())["items"][0]["reason"] == "unreadable dead letter"
+
+
+def test_an_unknown_topic_role_is_an_error_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="does not read topic role 'journal'; it reads"):
+        absorb(FleetView(), "journal", record("k", {}))
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"limit": "0"}, "limit 0: must be between 1 and 1000"),
+        ({"offset": "-1"}, "offset -1: must be 0 or more"),
+        ({"offset": "ten"}, "offset 'ten': expected a whole number"),
+        ({"state": "green"}, "state 'green': expected one of pending"),
+    ],
+)
+def test_bad_page_parameters_are_named(params: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        pages.Query.parse(params)
+
+
+def test_commands_are_the_clis_rollout_commanded_events() -> None:
+    event = command_event("shop", {"command": "approve", "stage": "wave-2"})
+    assert (event.module, event.command, event.stage, event.user) == ("shop", "approve", "wave-2", "dashboard")
+    assert command_event("shop", {"command": "pause"}).stage is None
+
+
+@pytest.mark.parametrize(
+    ("module", "body", "message"),
+    [
+        ("shop", {"command": "approve"}, "approve needs the stage"),
+        ("shop", {"command": "delete"}, "command 'delete': expected one of approve"),
+        ("shop", {"command": "pause", "stage": "x"}, "pause takes no stage"),
+        ("Shop!", {"command": "pause"}, "module:"),
+        ("shop", ["pause"], "expected a JSON object"),
+    ],
+)
+def test_bad_command_requests_are_refused_before_publishing(module: str, body: Any, message: str) -> None:
+    with pytest.raises(CommandRefused, match=message):
+        command_event(module, body)
