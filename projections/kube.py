@@ -17,11 +17,7 @@ Everything here speaks to a real (or test) API server through kubernetes-asyncio
   transient — 5xx, 429 (honouring Retry-After), 409 conflicts, timeouts and connection
   errors — with capped exponential backoff and jitter. Anything else (400, 401, 403, 404,
   422) is raised at once: retrying would not help.
-- Watching. `list_and_watch(...)` is the informer loop: list (every object, and the
-  collection's resourceVersion), then watch from that resourceVersion; when the watch
-  ends it is resumed from the last event seen; on 410 Gone or any error it lists again
-  after a backoff. The handler sees a full `list` after every (re)list — so it can forget
-  objects deleted while it was not watching — and every event in between.
+- Watching lives in `projections.informer` (the list-then-watch loop).
 - `Resource`: group/version/plural of the kinds the appliers write, read from the shipped
   CRDs so that there is one source for them.
 """
@@ -42,7 +38,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, incluster_config, kube_config
@@ -58,7 +53,6 @@ __all__ = [
     "describe",
     "is_transient",
     "kubeconfig_secret_name",
-    "list_and_watch",
     "management_client",
     "read_kubeconfig",
     "resource",
@@ -281,70 +275,3 @@ async def call(fn: Callable[..., Awaitable[T]], *args: Any, policy: RetryPolicy,
             log.debug("%s: %s; retry %d in %.2fs", what, describe(error), attempt, delay)
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-# --- list + watch ---------------------------------------------------------------------------
-
-ListHandler = Callable[[list[dict[str, Any]]], Awaitable[None]]
-EventHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
-
-
-async def list_and_watch(
-    list_fn: Callable[..., Awaitable[Any]],
-    *,
-    on_list: ListHandler,
-    on_event: EventHandler,
-    what: str,
-    label_selector: str | None = None,
-    policy: RetryPolicy | None = None,
-    watch_timeout: int = 300,
-    relist_backoff: float = 30.0,
-    max_failures: int | None = None,
-) -> None:
-    """Run the informer loop for one collection until cancelled; see the module docstring.
-
-    With `max_failures`, that many failed lists/watches in a row raise the last error, for
-    a caller that should reconnect (e.g. with credentials read anew) rather than retry.
-
-    `list_fn` is a kubernetes-asyncio list function with its positional arguments bound
-    (e.g. `partial(custom.list_cluster_custom_object, group, version, plural)`) returning
-    a plain dict; objects reach the handlers as dicts.
-    """
-    policy = policy or RetryPolicy()
-    selector = {"label_selector": label_selector} if label_selector else {}
-    failures = 0
-    while True:
-        try:
-            listing = await call(list_fn, policy=policy, what=f"list {what}", **selector)
-            version = listing["metadata"]["resourceVersion"]
-            await on_list(list(listing.get("items") or []))
-            failures = 0
-            while True:  # resume the watch from the last resourceVersion seen
-                async with watch.Watch() as stream:
-                    events = stream.stream(
-                        list_fn,
-                        resource_version=version,
-                        timeout_seconds=watch_timeout,
-                        _request_timeout=(policy.request_timeout, watch_timeout + policy.request_timeout),
-                        **selector,
-                    )
-                    async for event in events:
-                        kind, obj = event["type"], event["raw_object"]
-                        if kind == "BOOKMARK":
-                            version = obj["metadata"]["resourceVersion"]
-                            continue
-                        version = obj.get("metadata", {}).get("resourceVersion", version)
-                        await on_event(kind, obj)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            failures += 1
-            if max_failures is not None and failures >= max_failures:
-                raise
-            delay = min(relist_backoff, policy.initial * 2 ** min(failures, 16)) * random.uniform(0.5, 1.0)
-            if status_code(error) == 410:
-                log.debug("%s: watch expired (410); listing again", what)
-                delay = 0.0
-            else:
-                log.warning("%s: %s; listing again in %.1fs", what, describe(error), delay)
-            await asyncio.sleep(delay)

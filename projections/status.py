@@ -58,7 +58,8 @@ from typing import Any, Literal
 
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
-from projections.kube import RetryPolicy, describe, list_and_watch, resource
+from projections.informer import list_and_watch
+from projections.kube import RetryPolicy, describe, resource
 from projections.publisher import Publish
 from projections.render import (
     ANNOTATION_GENERATION,

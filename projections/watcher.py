@@ -45,7 +45,8 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from projections.kube import RetryPolicy, call, list_and_watch, status_code
+from projections.informer import list_and_watch
+from projections.kube import RetryPolicy, call, status_code
 from projections.publisher import Publish
 from rollout.events import ClusterObserved, ClusterRemoved
 from rollout.manifests import API_VERSION, ClusterManifest
@@ -66,7 +67,11 @@ CAPI_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 OBSERVED_BY = ("rollout.dev/observed-by", "watch-clusters")
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 _SECRET_SUFFIX = "-kubeconfig"
-_PARTIAL_METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+# Lists come back as a PartialObjectMetadataList; each watch event carries one
+# PartialObjectMetadata. A watch asking for the List form is one the server cannot encode:
+# it answers 200 and closes the stream at once.
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+_METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 # --- the rule -----------------------------------------------------------------------------
@@ -124,6 +129,9 @@ def observed_by_watcher(manifest: ClusterManifest) -> bool:
 async def list_secret_metadata(api: ApiClient, namespace: str | None = None, **kwargs: Any) -> Any:
     """List (or, with watch=True, watch) secrets as PartialObjectMetadata: names, no data.
 
+    Lists ask for `as=PartialObjectMetadataList`, watches for `as=PartialObjectMetadata`
+    (each event is one object). No fallback to full objects: secret data never arrives.
+
     Takes the keyword arguments of kubernetes-asyncio's list functions that
     `projections.kube.list_and_watch` and `Watch.stream` pass.
     """
@@ -143,7 +151,7 @@ async def list_secret_metadata(api: ApiClient, namespace: str | None = None, **k
         "GET",
         {"namespace": namespace} if namespace else {},
         query,
-        {"Accept": _PARTIAL_METADATA},
+        {"Accept": _METADATA_OBJECT if kwargs.get("watch") else _METADATA_LIST},
         response_types_map={200: "object"},
         auth_settings=["BearerToken"],
         _return_http_data_only=True,

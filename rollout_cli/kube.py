@@ -43,6 +43,7 @@ from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
+from rollout_cli.sink_options import SinkTimings
 from rollout_cli.watching import DEFAULT_WATCHER_PORT, watch_clusters
 
 __all__ = ["DEFAULT_WATCHER_PORT", "last_observations", "make_kubernetes_sink", "run_watch_clusters", "watch_clusters"]
@@ -55,24 +56,25 @@ def make_kubernetes_sink(
     *,
     bootstrap: str | None = None,
     prefix: str = DEFAULT_PREFIX,
-    resync_interval: float = 300.0,
-    not_ready_interval: float = 15.0,
-    request_timeout: float = 10.0,
     namespaces: Sequence[str] = (),
+    timings: SinkTimings | None = None,
 ) -> KubernetesSink:
     """The sink for `rollout applier --sink kubernetes`.
 
     With `bootstrap`, sync status is reported on `<prefix>sync-status`; the applier must
     then not simulate status itself. `namespaces`: the fleet namespaces, where kubeconfig
     secrets are looked up by name when a cluster's namespace is unknown (otherwise secrets
-    are listed cluster-wide for that). Call `await sink.close()` when the applier stops.
+    are listed cluster-wide for that). `timings`: the `rollout applier` flags (defaults
+    otherwise). Call `await sink.close()` when the applier stops.
     """
+    timings = timings or SinkTimings()
+    policy = RetryPolicy(request_timeout=timings.request_timeout)
     reporter = None
     if bootstrap is not None:
         reporter = StatusReporter(
             KafkaPublisher(bootstrap, TopicNames(prefix).status),
-            policy=RetryPolicy(request_timeout=request_timeout),
-            retry_interval=not_ready_interval,
+            policy=policy,
+            retry_interval=timings.not_ready_interval,
         )
 
     async def management() -> ApiClient:
@@ -82,9 +84,12 @@ def make_kubernetes_sink(
         renderer,
         management=management,
         reporter=reporter,
-        policy=RetryPolicy(request_timeout=request_timeout),
-        resync_interval=resync_interval,
-        not_ready_interval=not_ready_interval,
+        policy=policy,
+        resync_interval=timings.resync_interval,
+        not_ready_interval=timings.not_ready_interval,
+        write_timeout=timings.write_timeout,
+        max_backoff=timings.max_backoff,
+        watch_drift=timings.watch_drift,
         fleet_namespaces=namespaces,
     )
 

@@ -31,6 +31,7 @@ from rollout_cli.options import (
     replication_option,
     web_options,
 )
+from rollout_cli.sink_options import sink_timing_options, timings_from
 from rollout_cli.watching import watch_clusters
 
 # `rollout --help` must start fast (tests/cli/test_startup.py): this module imports only
@@ -498,6 +499,7 @@ def worker(
     multiple=True,
     help="Fleet namespaces where kubeconfig secrets live (repeatable; --sink kubernetes).",
 )
+@sink_timing_options
 @web_options(6067)
 @kafka_options
 def applier(
@@ -514,6 +516,7 @@ def applier(
     kubeconfig: str | None,
     context: str | None,
     namespaces: tuple[str, ...],
+    **timings: Any,
 ) -> None:
     """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM.
 
@@ -539,6 +542,7 @@ def applier(
         kubeconfig=kubeconfig,
         context=context,
         namespaces=namespaces,
+        timings=timings_from(timings),
     )
 
 

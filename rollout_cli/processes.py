@@ -28,6 +28,7 @@ from projections.applier import run_applier
 from projections.render import FluxRenderer
 from projections.sinks import Sink
 from projections.sinks.directory import DirectorySink
+from rollout_cli.sink_options import SinkTimings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -42,6 +43,7 @@ def make_sink(
     kubeconfig: str | None = None,
     context: str | None = None,
     namespaces: tuple[str, ...] = (),
+    timings: SinkTimings | None = None,
 ) -> Sink:
     kind, _, target = sink_spec.partition(":")
     renderer = FluxRenderer(template_dir, interval=interval)
@@ -51,7 +53,7 @@ def make_sink(
         from rollout_cli.kube import make_kubernetes_sink
 
         return make_kubernetes_sink(
-            kubeconfig, context, renderer, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces
+            kubeconfig, context, renderer, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, timings=timings
         )
     raise click.ClickException(f"--sink {sink_spec!r}: expected dir:PATH or kubernetes")
 
@@ -78,6 +80,7 @@ def run_applier_forever(
     kubeconfig: str | None = None,
     context: str | None = None,
     namespaces: tuple[str, ...] = (),
+    timings: SinkTimings | None = None,
 ) -> None:
     logging.config.dictConfig(logging_config(log_format, loglevel))
     if sink_spec == "kubernetes" and report:
@@ -94,6 +97,7 @@ def run_applier_forever(
             kubeconfig=kubeconfig,
             context=context,
             namespaces=namespaces,
+            timings=timings,
         )
     except ValueError as error:
         raise click.ClickException(str(error)) from None

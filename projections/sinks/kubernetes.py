@@ -16,8 +16,13 @@ Kustomizations rendered by `projections.render.FluxRenderer` come out, server-si
 Level-triggered, per cluster. `write` renders and validates every object first (an invalid
 snapshot raises and changes nothing, as in the directory sink), records the snapshot as
 the cluster's desired state and wakes that cluster's worker task. Each worker converges
-its cluster to the desired state and then re-converges every `resync_interval` — objects
-deleted or edited behind the applier's back come back. Converging is:
+its cluster to the desired state, then waits to be woken again — by the next snapshot, or
+by drift: the sink watches the objects it owns (`projections.sinks.drift`), in the
+management cluster (remote syncs) and in every workload cluster it applied to (proxy
+syncs), and wakes a cluster's worker as soon as one of its objects is deleted or a field
+the sink sets is edited, so drift is undone within a second or two. A re-converge every
+`resync_interval` (default 300 s; `rollout applier --resync-interval`) stays as a
+backstop for anything a watch missed. Converging is:
 
 1. readiness gate: the kubeconfig secret must exist (for remote syncs too: without it
    Flux would only fail and back off). A cluster that is not ready is skipped, not failed,
@@ -71,6 +76,7 @@ from projections.kube import (
 )
 from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY, FluxRenderer
 from projections.sinks import SinkResult
+from projections.sinks.drift import DriftWatch
 from projections.status import StatusReporter
 from rollout.assemblages import Assemblage, AssemblageKind
 from rollout.manifests import check_dns1123_label
@@ -120,6 +126,12 @@ class _Target:
     progress: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
+    def indexed(self) -> dict[ObjectKey, dict[str, Any]]:
+        """The rendered objects by (kind, namespace, name); nothing for a tombstone."""
+        if self.desired is None:
+            return {}
+        return {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in self.objects}
+
     @property
     def version(self) -> int | None:
         return self.desired.version if self.desired is not None else None
@@ -147,6 +159,8 @@ class KubernetesSink:
         write_timeout: float = 5.0,
         max_parallel: int = 16,
         fleet_namespaces: Sequence[str] = (),
+        watch_drift: bool = True,
+        drift_watch_timeout: int = 300,
     ) -> None:
         self.renderer = renderer
         self.fleet_namespaces = list(fleet_namespaces)
@@ -162,6 +176,9 @@ class KubernetesSink:
         self._management_lock = asyncio.Lock()
         self._parallel = asyncio.Semaphore(max_parallel)
         self._targets: dict[tuple[AssemblageKind, str], _Target] = {}
+        self.watch_drift = watch_drift
+        self.drift_watch_timeout = drift_watch_timeout
+        self._drift_tasks: dict[str, asyncio.Task[None]] = {}  # "" (management) or a proxy cluster
 
     # -- the Sink protocol ---------------------------------------------------------------------
 
@@ -222,11 +239,15 @@ class KubernetesSink:
         target = self._targets.pop((kind, cluster), None)
         if target is not None and target.task is not None:
             target.task.cancel()
+        if kind == "ProxyAssemblage":
+            self._stop_drift_watch(cluster)
         if self.reporter is not None:
             self.reporter.release(_ASSEMBLAGE_LABEL[kind], cluster)  # type: ignore[arg-type]
 
     async def close(self) -> None:
         tasks = [t.task for t in self._targets.values() if t.task is not None]
+        tasks += self._drift_tasks.values()
+        self._drift_tasks.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -298,6 +319,8 @@ class KubernetesSink:
                 if desired is None and target.seq == seq:  # a tombstone, done: forget the cluster
                     if self._targets.get((target.kind, target.cluster)) is target:
                         del self._targets[(target.kind, target.cluster)]
+                        if target.kind == "ProxyAssemblage":
+                            self._stop_drift_watch(target.cluster)
                     return
                 delay = self.resync_interval
             elif outcome.state == "not-ready":
@@ -335,6 +358,7 @@ class KubernetesSink:
                 self._management = await self._connect_management()
                 if self.reporter is not None:
                     self.reporter.watch_management(self._management)
+                self._start_drift_watch("", self._connect_management)
             return self._management
 
     async def _converge(self, target: _Target, desired: Assemblage | None, objects: list[dict[str, Any]]) -> Outcome:
@@ -387,6 +411,14 @@ class KubernetesSink:
             return Outcome("not-ready", reason=f"secret {secret} is absent")
         async with workload:
             outcome = await self._sync_objects(workload, target, objects, label)
+        if desired is not None:
+            cluster_name = target.cluster
+
+            async def connect_workload() -> ApiClient | None:
+                api = await self._management_api()
+                return await workload_client(api, namespace=namespace, cluster=cluster_name, policy=self.policy)
+
+            self._start_drift_watch(target.cluster, connect_workload)
         if self.reporter is not None:
             if desired is not None:
                 cluster = target.cluster
@@ -399,6 +431,50 @@ class KubernetesSink:
             else:
                 self.reporter.release("proxy", target.cluster)
         return outcome
+
+    # -- drift ---------------------------------------------------------------------------------
+
+    def _start_drift_watch(self, cluster: str, connect: Callable[[], Awaitable[ApiClient | None]]) -> None:
+        """Watch the owned objects of the management cluster (`cluster` "") or of a workload cluster."""
+        running = self._drift_tasks.get(cluster)
+        if not self.watch_drift or (running is not None and not running.done()):
+            return
+        kind: AssemblageKind = "ProxyAssemblage" if cluster else "RemoteAssemblage"
+        label = _ASSEMBLAGE_LABEL[kind]
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_ASSEMBLAGE}={label}"
+        if cluster:
+            selector += f",{LABEL_CLUSTER}={cluster}"
+
+        def desired() -> dict[tuple[str, str], dict[ObjectKey, dict[str, Any]]]:
+            return {
+                (label, t.cluster): t.indexed()
+                for (k, c), t in self._targets.items()
+                if k == kind and (not cluster or c == cluster) and t.desired is not None
+            }
+
+        watch = DriftWatch(
+            connect,
+            kinds=MANAGED_RESOURCES,
+            selector=selector,
+            desired=desired,
+            on_drift=self._on_drift,
+            what=f"{kind} {cluster}" if cluster else "management cluster",
+            policy=self.policy,
+            retry_interval=self.max_backoff,
+            watch_timeout=self.drift_watch_timeout,
+        )
+        self._drift_tasks[cluster] = asyncio.create_task(watch.run(), name=f"sink: drift {cluster or 'management'}")
+
+    def _stop_drift_watch(self, cluster: str) -> None:
+        task = self._drift_tasks.pop(cluster, None)
+        if task is not None:
+            task.cancel()
+
+    def _on_drift(self, label: str, cluster: str) -> None:
+        kind: AssemblageKind = "ProxyAssemblage" if label == "proxy" else "RemoteAssemblage"
+        target = self._targets.get((kind, cluster))
+        if target is not None and target.desired is not None:
+            target.wake.set()
 
     async def _find_cluster_namespace(self, management: ApiClient, cluster: str) -> str | None:
         """The namespace of a cluster's kubeconfig secret, for a tombstone after a restart.
