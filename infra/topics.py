@@ -11,6 +11,8 @@
 * Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
   compacted: the latest document per key, tombstones when gone.
 * Decisions are append-only history; dead letters keep every rejected input with a reason.
+* Verdicts answer each intent (keyed by its event id) for the CLI that waits for them: kept
+  7 days, not compacted (each key is written once).
 * The stages' state topics (`decide-state`, `assemble-state`) are compacted changelogs,
   written in the same transactions as the stages' outputs; partition p holds the state of
   input partition p.
@@ -32,6 +34,7 @@ from infra.settings import kafka_client_options
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 APPEND_ONLY = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+ANSWERS = {"retention.ms": str(7 * 24 * 3600 * 1000), "cleanup.policy": "delete"}  # read within seconds
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("assemble_state", "assemble-state", COMPACTED, description="the assembler's state, per partition"),
     TopicSpec("decisions", "decisions", APPEND_ONLY, description="every decision with its reason"),
     TopicSpec("dead_letters", "dead-letters", APPEND_ONLY, description="rejected inputs with the reason"),
+    TopicSpec("verdicts", "verdicts", ANSWERS, description="the engine's answer to each intent, keyed by event id"),
 )
 
 
@@ -116,6 +120,10 @@ class TopicNames:
     @property
     def dead_letters(self) -> str:
         return self.name("dead_letters")
+
+    @property
+    def verdicts(self) -> str:
+        return self.name("verdicts")
 
 
 class TopicMismatch(Exception):

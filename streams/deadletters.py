@@ -27,8 +27,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
-def dead_letter(reason: str, record: Any, stage: str) -> bytes:
-    """The dead-letter document for consumer record `record`, rejected by `stage`."""
+def dead_letter(reason: str, record: Any, stage: str, *, event: str | None = None) -> bytes:
+    """The dead-letter document for consumer record `record`, rejected by `stage`;
+    `event`: the id of the event the engine refused (its verdict's key), if any."""
     value: bytes | None = record.value
     key = record.key.decode(errors="replace") if isinstance(record.key, bytes) else record.key
     document: dict[str, Any] = {
@@ -40,6 +41,8 @@ def dead_letter(reason: str, record: Any, stage: str) -> bytes:
         "key": _clip(key, KEY_LIMIT) if key is not None else None,
         "size": len(value) if value is not None else 0,
     }
+    if event is not None:
+        document["event"] = _clip(event, KEY_LIMIT)
     if value is not None:
         head = value[:PAYLOAD_LIMIT]
         document["truncated"] = len(value) > PAYLOAD_LIMIT

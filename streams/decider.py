@@ -1,7 +1,7 @@
 """The decider stage: each journal partition folded through a `RolloutEngine`.
 
     journal ──► decide ──► assignments (key: cluster), decisions, module-status,
-                           rollout-targets, dead letters
+                           rollout-targets, verdicts (key: event id), dead letters
 
 The engine's state for the partition lives in memory as the mappings it evolves
 (`rollout.state.ENGINE_MAPPINGS`), changelogged to the `decide-state` topic in the same
@@ -12,7 +12,9 @@ derived indexes rebuilt) and becomes a dead letter; the rest of the batch goes o
 Per batch, module status (encoded once per batch) and rollout-target documents are coalesced (compacted topics:
 only the last value per key is sent); assignments and decisions are sent in order. A
 decision's id is `<journal partition>-<offset>-<n>`: deterministic, so replaying the
-journal gives the same ids.
+journal gives the same ids. The engine's verdicts (an answer to each module intent, and to
+each status report with `reply`) go to the verdicts topic (streams/verdicts.py); a
+refusal's dead letter carries the refused event's id.
 """
 
 from __future__ import annotations
@@ -28,11 +30,19 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.engine import Outcome, RolloutEngine
-from rollout.events import EventRejected, parse_journal_event
+from rollout.engine import Outcome, RolloutEngine, intent_module
+from rollout.events import (
+    EventRejected,
+    ModuleApplied,
+    ModuleDeleted,
+    RolloutCommanded,
+    SyncStatusReported,
+    parse_journal_event,
+)
 from rollout.state import ENGINE_MAPPINGS
 from streams.delivery import Outputs
 from streams.state import PartitionState
+from streams.verdicts import refusal_document, verdict_document
 
 log = logging.getLogger("rollout.decide")
 STAGE = "decide"
@@ -67,8 +77,10 @@ class DecidePartition:
         module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
         decisions: Counter[str] = Counter()
         for record in records:
+            event = None
             try:
-                outcome = self.engine.handle(parse_journal_event(record.value))
+                event = parse_journal_event(record.value)
+                outcome = self.engine.handle(event)
             except EventRejected as rejected:  # only if someone writes to the journal by hand
                 self.state.drop_event()
                 out.reject(rejected.reason, record, STAGE)
@@ -77,7 +89,7 @@ class DecidePartition:
                 log.exception("journal-%d@%d: the engine failed", self.partition, record.offset)
                 self.state.drop_event()
                 self.reset()
-                out.reject(f"the engine failed on this event: {type(error).__name__}: {error}", record, STAGE)
+                self._refuse(event, f"the engine failed on this event: {type(error).__name__}: {error}", record, out)
                 continue
             self.state.keep_event()
             self._publish(outcome, record, out)
@@ -102,5 +114,28 @@ class DecidePartition:
             out.send(topics.decisions, decision.module.encode(), document(body))
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))
+        if outcome.verdicts:
+            self._answer(outcome, record, out)
+            return
         for reason in outcome.rejections:
             out.reject(reason, record, STAGE)
+
+    def _answer(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
+        """Verdicts to the verdicts topic; a rejection that refuses an event names its id."""
+        refused = {verdict.reason: verdict.event for verdict in outcome.verdicts if not verdict.accepted}
+        for reason in outcome.rejections:
+            out.reject(reason, record, STAGE, event=refused.get(reason))
+        prefix = f"{self.partition}-{record.offset}-"
+        for verdict in outcome.verdicts:
+            body = verdict_document(verdict, outcome.decisions, prefix)
+            out.send(self.topics.verdicts, verdict.event.encode(), body)
+
+    def _refuse(self, event: Any, reason: str, record: ConsumerRecord, out: Outputs) -> None:
+        """Dead-letter an event the engine failed on; answer it if it asked for an answer."""
+        asks = isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded) or (
+            isinstance(event, SyncStatusReported) and event.reply
+        )
+        out.reject(reason, record, STAGE, event=event.id if asks else None)
+        if asks:
+            module = intent_module(event) if not isinstance(event, SyncStatusReported) else event.module
+            out.send(self.topics.verdicts, event.id.encode(), refusal_document(event.id, module, reason))

@@ -87,9 +87,12 @@ class Outputs:
         self.latest.pop((topic, key), None)  # keep the order of last writes
         self.latest[(topic, key)] = OutRecord(topic, key, value)
 
-    def reject(self, reason: str, record: ConsumerRecord, stage: str) -> None:
+    def reject(self, reason: str, record: ConsumerRecord, stage: str, *, event: str | None = None) -> None:
+        """A dead letter for `record`; `event`: the id of the event refused, when the record
+        is not that event itself (a held intent released by a FleetSeen)."""
         self.dead_letters += 1
-        self.records.append(OutRecord(self.dead_letter_topic, record.key, dead_letter(reason, record, stage)))
+        letter = dead_letter(reason, record, stage, event=event)
+        self.records.append(OutRecord(self.dead_letter_topic, record.key, letter))
 
     def all(self) -> list[OutRecord]:
         return [*self.records, *self.latest.values()]

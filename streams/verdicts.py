@@ -1,0 +1,53 @@
+"""Verdict documents: the decider's answer to an event that asked for one, on `verdicts`.
+
+    journal ──► decide ──► verdicts (key: the event's id)
+
+The engine answers every module intent, and every status report with `reply`, with a
+`rollout.outcome.Verdict`. The decider writes each as one small JSON document, keyed by the
+id of the event it answers, in the same transaction as the decisions it names:
+
+    {"event": "<id>", "verdict": "accepted" | "refused", "reason": "...", "module": "...",
+     "decisions": [{"id", "action", "reason", "cluster"}, ...], "decisionCount": n}
+
+`decisions` lists at most `DECISIONS_LISTED` of the decisions the event caused (an apply to
+a large fleet causes one per cluster); `decisionCount` counts them all. A refusal is also a
+dead letter (streams/deadletters.py) that names the event's id.
+
+The CLI (rollout_cli/verdicts.py) reads the topic from its end offsets, taken before it
+publishes, until the document for its event arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from rollout.outcome import Decision, Verdict
+
+DECISIONS_LISTED = 20
+
+
+def verdict_document(verdict: Verdict, decisions: list[Decision], id_prefix: str) -> bytes:
+    """The document for `verdict`; `decisions` are its outcome's, decision n has the id
+    `<id_prefix>n` (the decider's `<journal partition>-<offset>-n`)."""
+    start, stop = verdict.decisions
+    listed: list[dict[str, Any]] = [
+        {"id": f"{id_prefix}{index}", "action": decisions[index].action, "reason": decisions[index].reason}
+        | ({"cluster": decisions[index].cluster} if decisions[index].cluster else {})
+        for index in range(start, min(stop, start + DECISIONS_LISTED))
+    ]
+    body = {
+        "event": verdict.event,
+        "verdict": "accepted" if verdict.accepted else "refused",
+        "reason": verdict.reason,
+        "module": verdict.module,
+        "decisions": listed,
+        "decisionCount": stop - start,
+    }
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+def refusal_document(event: str, module: str, reason: str) -> bytes:
+    """A refusal the engine could not give itself (it failed on the event)."""
+    return verdict_document(Verdict(event, module, False, reason), [], "")
