@@ -128,8 +128,12 @@ class ClusterObserved(EventBase):
 
 
 class ClusterRemoved(EventBase):
+    """A cluster left the fleet. `reply`: ask for a verdict (`rollout delete cluster`);
+    refused when the fleet has no such cluster. Watchers leave it out."""
+
     type: Literal["ClusterRemoved"] = "ClusterRemoved"
     name: str
+    reply: bool | None = None
 
     @field_validator("name")
     @classmethod

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from rollout.assemblages import ASSEMBLAGE_FOR
 from rollout.events import ClusterObserved, ClusterRemoved
-from rollout.outcome import Assignment, Outcome
+from rollout.outcome import Assignment, Outcome, verdict
 from rollout.selectors import selects
 from rollout.stages import StageMachine
 from rollout.state import (
@@ -66,15 +66,23 @@ class Membership(StageMachine):
         known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(event.name)
         if known is not None and event.id in known.observation_ids:
             return  # redelivered
+        # every journal partition sees a removal (broadcast); partition 0 answers `reply`
+        answer = event.reply and self.partition == 0
+        rejections, decisions = len(out.rejections), len(out.decisions)
         self.removed_clusters[event.name] = RemovedCluster(
             name=event.name,
             observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
             report_ids=list(known.report_ids) if known else [],
         )
-        if previous is None:
-            return  # not a member of the fleet: only its id is remembered
-        del self.clusters[event.name]
-        self._on_cluster_changed(event.name, previous, None, out)
+        if previous is None:  # not a member of the fleet: only its id is remembered
+            if answer:
+                out.rejections.append(f"cluster {event.name!r} not found")
+        else:
+            del self.clusters[event.name]
+            self._on_cluster_changed(event.name, previous, None, out)
+        if answer:
+            done = f"cluster {event.name} removed"
+            out.verdicts.append(verdict(event.id, "", out, rejections=rejections, decisions=decisions, quiet=done))
 
     def _on_cluster_changed(
         self, cluster: str, previous: ClusterFacts | None, facts: ClusterFacts | None, out: Outcome

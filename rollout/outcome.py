@@ -64,13 +64,16 @@ class Verdict:
     decisions: tuple[int, int] = (0, 0)
 
 
-def verdict(event: str, module: str, out: Outcome, *, rejections: int, decisions: int) -> Verdict:
+def verdict(
+    event: str, module: str, out: Outcome, *, rejections: int, decisions: int, quiet: str = "nothing to change"
+) -> Verdict:
     """The verdict on `event`, given the sizes of `out`'s rejections and decisions before
-    the engine handled it: a new rejection is a refusal, anything else an acceptance."""
+    the engine handled it: a new rejection is a refusal, anything else an acceptance (its
+    reason: the first decision's, or `quiet` when it caused none)."""
     caused = (decisions, len(out.decisions))
     if len(out.rejections) > rejections:
         return Verdict(event, module, False, "; ".join(out.rejections[rejections:]), caused)
-    reason = out.decisions[decisions].reason if caused[1] > caused[0] else "nothing to change"
+    reason = out.decisions[decisions].reason if caused[1] > caused[0] else quiet
     return Verdict(event, module, True, reason, caused)
 
 

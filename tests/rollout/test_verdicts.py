@@ -3,8 +3,9 @@ refused with a reason a user can act on, or accepted with the decisions it cause
 
 from __future__ import annotations
 
-from rollout.engine import Outcome
+from rollout.engine import Outcome, RolloutEngine
 from rollout.outcome import Verdict
+from rollout.state import ENGINE_MAPPINGS
 from tests.rollout.builders import (
     applied,
     cluster,
@@ -13,6 +14,7 @@ from tests.rollout.builders import (
     fleet_seen,
     given,
     module,
+    removed,
     reported,
     stage,
 )
@@ -127,3 +129,14 @@ def test_status_report_asking_for_a_reply_is_refused_unless_it_counts() -> None:
     accepted = answer("podinfo", "c1", "v1", generation=1)
     assert (accepted.accepted, accepted.reason) == (True, "c1 runs v1")
     assert len(fleet.rejections) == 5
+
+
+def test_cluster_removal_asking_for_a_reply_is_answered_once_by_partition_zero() -> None:
+    fleet = given(cluster("a"), module("app", {}, "v1"))
+    unknown = only_verdict(fleet.send(removed("nosuchcluster").model_copy(update={"reply": True})))
+    assert (unknown.accepted, unknown.reason) == (False, "cluster 'nosuchcluster' not found")
+    gone = only_verdict(fleet.send(removed("a").model_copy(update={"reply": True})))
+    assert (gone.accepted, gone.reason) == (True, "a: cluster removed")
+    assert fleet.send(removed("b")).verdicts == []  # watchers do not ask
+    other = RolloutEngine(**{name: {} for name in ENGINE_MAPPINGS}, partition=1)  # type: ignore[arg-type]
+    assert other.handle(removed("x").model_copy(update={"reply": True})).verdicts == []
