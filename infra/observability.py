@@ -2,7 +2,8 @@
 
 Each process serves, on its `--web-port`:
 
-* `/metrics` — Prometheus text format from the process's own registry;
+* `/metrics` — Prometheus text format from the process's own registry (`infra/metrics.py`
+  lists every metric and where it comes from);
 * `/healthz` — liveness: 200 while the process's event loop answers and it has not
   crashed; 503 with the reason otherwise;
 * `/readyz`  — readiness: 200 only when the broker answered a metadata request recently,
@@ -20,7 +21,9 @@ at most `BROKER_STALE_AFTER` seconds after the last answer, and 200 again with t
 outage from flooding the logs: WARNING/ERROR records of the noisy Kafka/asyncio libraries,
 and of our own retry loops (they log with `extra=RATE_LIMITED`), pass at most once per
 (logger, message template, exception type) per interval; the next one that passes says how
-many similar ones were suppressed.
+many similar ones were suppressed. With `--log-format json` every line is one JSON object,
+and the domain fields a log call attaches (`log_fields`: module, cluster, stage, event_id)
+are fields of their own, not only words in the message.
 """
 
 from __future__ import annotations
@@ -38,8 +41,11 @@ from typing import Any
 from aiohttp import web
 from aiokafka import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from infra.metrics import Metrics
+
+__all__ = ["Metrics"]  # re-exported: every process builds its `Metrics` from here (infra/metrics.py)
 
 HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
 DEFAULT_WORKER_PORT = 6066
@@ -54,35 +60,6 @@ PROBE_INTERVAL = 1.0
 PROBE_TIMEOUT = 2.0
 
 log = logging.getLogger("rollout.observability")
-
-
-class Metrics:
-    """Every metric the processes export (one registry per process)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.events_consumed = Counter("rollout_events_consumed", "Events consumed", ["topic"], registry=r)
-        self.consumer_lag = Gauge("rollout_consumer_lag", "Messages behind the end", ["topic", "partition"], registry=r)
-        self.decisions = Counter("rollout_decisions", "Decisions taken", ["action"], registry=r)
-        self.dead_letters = Counter("rollout_dead_letters", "Inputs sent to dead letters", ["stage"], registry=r)
-        self.snapshots = Counter("rollout_snapshots_published", "Assemblage snapshots", ["kind", "type"], registry=r)
-        self.modules_by_phase = Gauge("rollout_modules", "Modules by rollout phase", ["phase"], registry=r)
-        self.applies = Counter("rollout_applies", "Snapshots applied by outcome", ["kind", "outcome"], registry=r)
-        self.apply_errors = Counter("rollout_apply_errors", "Snapshots that could not be applied", ["kind"], registry=r)
-        self._phases: dict[str, str] = {}
-
-    def module_phase(self, module: str, phase: str | None) -> None:
-        """Keep `rollout_modules{phase}` equal to the count of modules in each phase."""
-        previous = self._phases.pop(module, None)
-        if previous is not None:
-            self.modules_by_phase.labels(previous).dec()
-        if phase is not None:
-            self._phases[module] = phase
-            self.modules_by_phase.labels(phase).inc()
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
 
 
 @dataclass
@@ -236,7 +213,24 @@ class ObservabilityServer:
             await self._runner.cleanup()
 
 
+LOG_FIELDS = ("module", "cluster", "stage", "event_id")
+"""Domain fields a log call may attach (`extra=log_fields(module=...)`); `JsonFormatter`
+writes each one that is set as a field of its own, so a log pipeline can filter on it."""
+
+
+def log_fields(
+    *, module: str | None = None, cluster: str | None = None, stage: str | None = None, event_id: str | None = None
+) -> dict[str, dict[str, str]]:
+    """`extra=` for a log call about a module, a cluster, a stage or an input event. (They
+    travel as one `fields` attribute: `module` is a LogRecord attribute of its own.)"""
+    given = {"module": module, "cluster": cluster, "stage": stage, "event_id": event_id}
+    return {"fields": {name: value for name, value in given.items() if value is not None}}
+
+
 class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, the `LOG_FIELDS` set on the
+    record, and the exception when there is one."""
+
     def format(self, record: logging.LogRecord) -> str:
         document = {
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
@@ -244,6 +238,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            document.update((name, str(fields[name])) for name in LOG_FIELDS if fields.get(name) is not None)
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return json.dumps(document)

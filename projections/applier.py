@@ -43,7 +43,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 
 from infra import observability
-from infra.observability import RATE_LIMITED, Health, Metrics
+from infra.observability import RATE_LIMITED, Health, Metrics, log_fields
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames
 from projections.sinks import Sink, SinkResult
@@ -201,7 +201,14 @@ async def run_applier(
             stats.errors += 1
             metrics.apply_errors.labels(kind).inc()
             metrics.applies.labels(kind, "error").inc()
-            log.error("cannot apply %s %s (offset %d): %s", kind, cluster, message.offset, error)
+            log.error(
+                "cannot apply %s %s (offset %d): %s",
+                kind,
+                cluster,
+                message.offset,
+                error,
+                extra=log_fields(cluster=cluster),
+            )
             return
         stats.snapshots += assemblage is not None
         stats.tombstones += assemblage is None
@@ -212,6 +219,8 @@ async def run_applier(
         handled.setdefault(tp, set()).add((kind, cluster))
         outcome = "stale" if result.stale else ("changed" if result.changed else "unchanged")
         metrics.applies.labels(kind, outcome).inc()
+        if outcome == "changed":  # a replay that changed nothing says nothing about latency
+            metrics.apply_latency.labels(kind).observe(max(time.time() - message.timestamp / 1000, 0.0))
         if on_result is not None:
             on_result(result)
         if producer is not None and assemblage is not None and not result.stale:

@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client import Counter
@@ -34,6 +35,7 @@ from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServe
 from infra.settings import Settings, kafka_client_options
 from infra.topics import TopicNames
 from rollout.events import Tick
+from rollout.state import ModuleRecord
 from streams.assembler import AssemblePartition
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner, StageSpec
@@ -78,7 +80,7 @@ class Worker:
     def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.topics = TopicNames(settings.topic_prefix)
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or Metrics(modules=self.modules_held)
         self.health = Health(requires_recovery=True)
         self.client_options = kafka_client_options()
         duplicates = Counter(
@@ -99,6 +101,14 @@ class Worker:
         ]
         self.ticking = False
         self.runners[0].on_assignment = self._ticks_owned
+
+    def modules_held(self) -> Iterator[ModuleRecord]:
+        """The committed module records of the decide partitions this worker owns now (the
+        module gauges read them at scrape time: right after a restart or a rebalance)."""
+        for slot in self.runners[1].slots.values():
+            state = slot.processor.state
+            if state is not None:
+                yield from state.mappings["modules"].committed.values()
 
     def _ticks_owned(self, owned: set[TopicPartition]) -> None:
         self.ticking = TopicPartition(self.topics.ticks, 0) in owned
@@ -142,22 +152,33 @@ class Worker:
     async def _observe(self) -> None:
         """Keeps readiness current and announces readiness once."""
         announced = False
+        lagging: set[tuple[str, str]] = set()
         while True:
             self.health.assigned = all(runner.joined.is_set() for runner in self.runners)
             self.health.recovered = all(runner.healthy for runner in self.runners)
             if self.health.assigned and self.health.recovered and not announced:
                 log.info("worker ready: route, decide and assemble joined their groups")
                 announced = True
-            for runner in self.runners:
-                consumer = runner.consumer
-                if consumer is None:
-                    continue
-                for tp, slot in list(runner.slots.items()):
-                    highwater = consumer.highwater(tp)
-                    if highwater is not None:  # None right after a rebalance
-                        lag = max(highwater - slot.position, 0)
-                        self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
+            lagging = self._record_lag(lagging)
             await asyncio.sleep(0.5)
+
+    def _record_lag(self, reported: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Lag of every owned partition; a partition no longer owned loses its series (an
+        alert on lag must not fire on the last value a revoked partition had)."""
+        owned: set[tuple[str, str]] = set()
+        for runner in self.runners:
+            consumer = runner.consumer
+            if consumer is None:
+                continue
+            for tp, slot in list(runner.slots.items()):
+                labels = (tp.topic, str(tp.partition))
+                owned.add(labels)
+                highwater = consumer.highwater(tp)
+                if highwater is not None:  # None right after a rebalance
+                    self.metrics.consumer_lag.labels(*labels).set(max(highwater - slot.position, 0))
+        for labels in reported - owned:
+            self.metrics.consumer_lag.remove(*labels)
+        return owned
 
     async def _tick(self) -> None:
         producer: AIOKafkaProducer | None = None

@@ -28,7 +28,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from infra.observability import Metrics
+from infra.observability import Metrics, log_fields
 from infra.topics import TopicNames
 from rollout.engine import Outcome, RolloutEngine, intent_module
 from rollout.events import (
@@ -39,6 +39,7 @@ from rollout.events import (
     SyncStatusReported,
     parse_journal_event,
 )
+from rollout.outcome import Decision
 from rollout.state import ENGINE_MAPPINGS
 from streams.delivery import Outputs
 from streams.state import PartitionState
@@ -46,6 +47,11 @@ from streams.verdicts import refusal_document, verdict_document
 
 log = logging.getLogger("rollout.decide")
 STAGE = "decide"
+NOTED_ACTIONS = frozenset(
+    {"stage-started", "stage-skipped", "stage-succeeded", "awaiting-approval", "halted", "rollback", "complete"}
+)
+"""Decisions logged at INFO (with module, stage and event id as fields): a module's phase
+moving. Per-cluster decisions (assign, failed) are counted, not logged."""
 
 
 def engine_mappings() -> dict[str, type]:
@@ -92,16 +98,15 @@ class DecidePartition:
                 self._refuse(event, f"the engine failed on this event: {type(error).__name__}: {error}", record, out)
                 continue
             self.state.keep_event()
-            self._publish(outcome, record, out)
+            self._publish(outcome, record, out, event.id)
             module_status.update(outcome.module_status)
             decisions.update(decision.action for decision in outcome.decisions)
         for module, status in sorted(module_status.items()):
             out.send_latest(self.topics.module_status, module.encode(), None if status is None else document(status))
-            self.metrics.module_phase(module, status["phase"] if status is not None else None)
         for action, count in decisions.items():
             self.metrics.decisions.labels(action).inc(count)
 
-    def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
+    def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs, event_id: str) -> None:
         topics = self.topics
         for assignment in outcome.assignments:
             out.send(
@@ -112,6 +117,8 @@ class DecidePartition:
         for index, decision in enumerate(outcome.decisions):
             body = {"id": f"{self.partition}-{record.offset}-{index}", **decision.model_dump()}
             out.send(topics.decisions, decision.module.encode(), document(body))
+            if decision.action in NOTED_ACTIONS:
+                self._note(decision, event_id)
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))
         if outcome.verdicts:
@@ -139,3 +146,10 @@ class DecidePartition:
         if asks:
             module = intent_module(event) if not isinstance(event, SyncStatusReported) else event.module
             out.send(self.topics.verdicts, event.id.encode(), refusal_document(event.id, module, reason))
+
+    def _note(self, decision: Decision, event_id: str) -> None:
+        """A module's phase moved: log it with its fields; a passed stage's time observed."""
+        if decision.stage is not None and decision.stage_seconds is not None:
+            self.metrics.stage_duration.labels(decision.stage).observe(decision.stage_seconds)
+        fields = log_fields(module=decision.module, cluster=decision.cluster, stage=decision.stage, event_id=event_id)
+        log.info("%s: %s", decision.module, decision.reason, extra=fields)

@@ -165,6 +165,7 @@ class StageRunner:
         self.client_options = client_options
         self.metrics = metrics
         self.duplicates = duplicates
+        self.latency = metrics.decision_latency.labels(spec.name)
         self.max_records = max_records
         self.session_timeout = session_timeout
         self.slots: dict[TopicPartition, Slot] = {}
@@ -422,6 +423,8 @@ class StageRunner:
                 # re-reads a few records at most (restoring is idempotent), never skips one
                 slot.state_position = max(slot.state_position, (await last_state).offset)
         slot.position = end
+        if records:  # the batch's oldest input: its worst latency, one observation per batch
+            self.latency.observe(max(time.time() - records[0].timestamp / 1000, 0.0))
         self.metrics.events_consumed.labels(slot.tp.topic).inc(len(records))
         if out.dead_letters:
             self.metrics.dead_letters.labels(self.spec.name).inc(out.dead_letters)
