@@ -1,92 +1,62 @@
 """Manifests users write: Module, BootstrapModule and Cluster (`rollout.dev/v1alpha1`).
 
-A file is a stream of YAML documents. `load_manifest_files` parses every document of every
-file, validates each against the pydantic models below and either returns all of them or
-raises `ManifestError` listing *every* invalid document with its file, document index,
-field path and reason. Callers publish nothing from a file that has any invalid document.
+The API types, with every rule a field must follow. Turning bytes into documents, and
+documents into these models with problems named by file, document and field, is
+`rollout/loading.py`'s job.
 
 Validation follows the platforms the manifests end up on: DNS-1123 names (Kubernetes),
-Flux's URL rules (`http|https|ssh://` for Git, `oci://` for OCI) and immutable versions
+Flux's URL rules (`http|https|ssh://` with a host for Git, `oci://` for OCI), Git's
+ref-name rules for tags (no control, bidi or whitespace characters) and immutable versions
 only — a Git `tag` or `revision` (commit), an OCI `tag` or `digest`, never a branch, so that
-a fleet's state is reproducible from the log.
+a fleet's state is reproducible from the log. Types are strict: `true` is not a count and
+`"yes"` is not a boolean. Every pattern is anchored with `\\Z` (`$` accepts a trailing
+newline, and `prod\\n` is not a name). Values quoted in messages are cut to a few dozen
+characters (`shown`).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     TypeAdapter,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-API_VERSION = "rollout.dev/v1alpha1"
+from rollout.formats import (
+    COMMIT,
+    DIGEST,
+    GIT_SCHEMES,
+    OCI_TAG,
+    PERCENT,
+    VARIABLE,
+    check_dns1123_label,
+    check_duration,
+    check_git_tag,
+    check_label_key,
+    check_label_value,
+    check_url,
+    shown,
+)
 
-# Kubernetes name patterns, shared with projections/ (CRD validation, object names, paths).
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_GIT_URL = re.compile(r"^(http|https|ssh)://")
-_OCI_URL = re.compile(r"^oci://")
-# Flux checks out `spec.ref.commit` by full hash: a short SHA never resolves.
-_COMMIT = re.compile(r"^((sha1:)?[0-9a-f]{40}|sha256:[0-9a-f]{64})$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$")
-_PERCENT = re.compile(r"^([0-9]{1,3})%$")
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# re-exported: projections/ and the engine import these from here
+from rollout.formats import DNS1123_LABEL as DNS1123_LABEL
+from rollout.formats import DNS1123_SUBDOMAIN as DNS1123_SUBDOMAIN
+from rollout.formats import LABEL_NAME as LABEL_NAME
+from rollout.formats import LABEL_VALUE as LABEL_VALUE
+from rollout.formats import parse_duration as parse_duration
+
+API_VERSION = "rollout.dev/v1alpha1"
 
 
 class Strict(BaseModel):
-    """Base for manifest parts: unknown fields are errors, not silently dropped."""
+    """Base for manifest parts: unknown fields are errors, not silently dropped; no type coercion."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-def check_dns1123_label(value: str) -> str:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
-        raise ValueError(
-            f"{value!r} is not a DNS-1123 label: lower-case alphanumerics and '-', "
-            "starting and ending with an alphanumeric, at most 63 characters"
-        )
-    return value
-
-
-def check_label_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
-        raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
-    if len(name) > 63 or not LABEL_NAME.match(name):
-        raise ValueError(f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'")
-    return key
-
-
-def check_label_value(value: str) -> str:
-    if len(value) > 63 or not LABEL_VALUE.match(value):
-        raise ValueError(f"label value {value!r}: at most 63 alphanumerics, '-', '_' or '.'")
-    return value
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go/Flux duration string such as `5m`, `1h30m`, `90s`, `250ms`."""
-    if not _DURATION.match(text):
-        raise ValueError(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
-    total = 0.0
-    for number, _, unit in re.findall(r"([0-9]+(\.[0-9]+)?)(ms|s|m|h)", text):
-        total += float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
-    if not math.isfinite(total):
-        raise ValueError(f"{text[:40]!r} is too long a duration")
-    return total
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 class Metadata(Strict):
@@ -168,13 +138,13 @@ class GitVersion(Strict):
     def _exactly_one(self) -> GitVersion:
         if (self.tag is None) == (self.revision is None):
             raise ValueError("give exactly one of 'tag' or 'revision'")
-        if self.revision is not None and not _COMMIT.match(self.revision):
+        if self.revision is not None and not COMMIT.match(self.revision):
             raise ValueError(
-                f"revision {self.revision!r} is not a full commit hash (40 hex digits, optionally "
+                f"revision {shown(self.revision)} is not a full commit hash (40 hex digits, optionally "
                 "prefixed sha1:, or sha256:<64 hex>); Flux cannot check out a short hash"
             )
-        if self.tag is not None and not self.tag.strip():
-            raise ValueError("tag must not be empty")
+        if self.tag is not None:
+            check_git_tag(self.tag)
         return self
 
     @property
@@ -192,12 +162,11 @@ class GitSource(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not _GIT_URL.match(value):
+        if value.startswith("git@"):
             raise ValueError(
-                f"{value!r}: a Git URL must start with http://, https:// or ssh:// "
-                "(scp-style git@host:repo is not accepted by Flux)"
+                f"{shown(value)}: scp-style git@host:repo is not accepted by Flux; write ssh://git@host/repo"
             )
-        return value
+        return check_url(value, schemes=GIT_SCHEMES, what="Git")
 
 
 class OCIVersion(Strict):
@@ -208,8 +177,12 @@ class OCIVersion(Strict):
     def _exactly_one(self) -> OCIVersion:
         if (self.tag is None) == (self.digest is None):
             raise ValueError("give exactly one of 'tag' or 'digest'")
-        if self.digest is not None and not _DIGEST.match(self.digest):
-            raise ValueError(f"digest {self.digest!r} must look like sha256:<64 hex>")
+        if self.digest is not None and not DIGEST.match(self.digest):
+            raise ValueError(f"digest {shown(self.digest)} must look like sha256:<64 hex>")
+        if self.tag is not None and not OCI_TAG.match(self.tag):
+            raise ValueError(
+                f"tag {shown(self.tag)} is not an OCI tag: 1-128 of A-Z a-z 0-9 _ . -, not starting with . or -"
+            )
         return self
 
     @property
@@ -224,9 +197,7 @@ class OCISource(Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not _OCI_URL.match(value):
-            raise ValueError(f"{value!r}: an OCI URL must start with oci://")
-        return value
+        return check_url(value, schemes=("oci",), what="OCI")
 
 
 class Source(Strict):
@@ -255,8 +226,8 @@ class KustomizePackage(Strict):
     @classmethod
     def _variables(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _VARIABLE.match(name):
-                raise ValueError(f"substitute key {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if not VARIABLE.match(name):
+                raise ValueError(f"substitute key {shown(name)} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
         return value
 
 
@@ -291,8 +262,8 @@ class Binding(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _VARIABLE.match(value):
-            raise ValueError(f"binding name {value!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if not VARIABLE.match(value):
+            raise ValueError(f"binding name {shown(value)} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
         return value
 
     @model_validator(mode="after")
@@ -308,14 +279,17 @@ class Binding(Strict):
 IntOrPercent = int | str
 
 
-def _check_int_or_percent(value: IntOrPercent | None, field: str) -> IntOrPercent | None:
-    if value is None or isinstance(value, int):
-        if isinstance(value, int) and value < 0:
+def _check_int_or_percent(value: Any, field: str) -> IntOrPercent | None:
+    """An integer or a percentage string — `true` is neither (bool is an int to Python)."""
+    if value is None or type(value) is int:
+        if value is not None and value < 0:
             raise ValueError(f"{field} must not be negative")
-        return value
-    match = _PERCENT.match(value)
+        return value  # type: ignore[no-any-return]
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be an integer or a percentage such as '25%', not {shown(value)}")
+    match = PERCENT.match(value)
     if not match or int(match.group(1)) > 100:
-        raise ValueError(f"{field} {value!r} must be an integer or a percentage 0%..100%")
+        raise ValueError(f"{field} {shown(value)} must be an integer or a percentage 0%..100%")
     return value
 
 
@@ -332,25 +306,23 @@ class Stage(Strict):
     def _name(cls, value: str) -> str:
         return check_dns1123_label(value)
 
-    @field_validator("max_concurrency")
+    @field_validator("max_concurrency", mode="before")
     @classmethod
-    def _concurrency(cls, value: IntOrPercent | None) -> IntOrPercent | None:
+    def _concurrency(cls, value: Any) -> IntOrPercent | None:
         checked = _check_int_or_percent(value, "maxConcurrency")
         if checked == 0 or checked == "0%":
             raise ValueError("maxConcurrency must be at least 1 (or a percentage above 0%)")
         return checked
 
-    @field_validator("max_failures")
+    @field_validator("max_failures", mode="before")
     @classmethod
-    def _failures(cls, value: IntOrPercent | None) -> IntOrPercent | None:
+    def _failures(cls, value: Any) -> IntOrPercent | None:
         return _check_int_or_percent(value, "maxFailures")
 
     @field_validator("min_success_time")
     @classmethod
     def _soak(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
+        return check_duration(value, field="minSuccessTime", positive=False) if value is not None else None
 
 
 class RolloutStrategy(Strict):
@@ -362,9 +334,7 @@ class RolloutStrategy(Strict):
     @field_validator("progress_deadline")
     @classmethod
     def _deadline(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
+        return check_duration(value, field="progressDeadline", positive=True) if value is not None else None
 
     @field_validator("sorting_label_key")
     @classmethod
@@ -443,125 +413,3 @@ AnyModule = Annotated[ModuleManifest | BootstrapModuleManifest, Field(discrimina
 Manifest = Annotated[ModuleManifest | BootstrapModuleManifest | ClusterManifest, Field(discriminator="kind")]
 MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
 KINDS = ("Module", "BootstrapModule", "Cluster")
-
-
-# --- loading files --------------------------------------------------------------------
-
-
-class DocumentProblem(BaseModel):
-    file: str
-    document: int
-    field: str
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}: document {self.document}"
-        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
-
-
-class ManifestError(Exception):
-    """Every invalid document of a set of files, each with file, document index, field."""
-
-    def __init__(self, problems: Sequence[DocumentProblem]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-
-def _field_path(location: Iterable[int | str], kind: str | None) -> str:
-    parts: list[str] = []
-    for item in location:
-        if isinstance(item, int):
-            parts.append(f"[{item}]")
-        elif item in KINDS or item in {kind, "function-after", "function-before"}:
-            continue  # pydantic's discriminator / validator tags, not fields
-        else:
-            parts.append(("." if parts else "") + item)
-    return "".join(parts)
-
-
-def parse_manifest(document: Any, *, file: str, index: int) -> Any:
-    """Validate one parsed YAML document; raise ManifestError naming file/document/field."""
-    if not isinstance(document, dict):
-        raise ManifestError([DocumentProblem(file=file, document=index, field="", reason="not a mapping")])
-    kind = document.get("kind")
-    if kind not in KINDS:
-        raise ManifestError(
-            [
-                DocumentProblem(
-                    file=file,
-                    document=index,
-                    field="kind",
-                    reason=f"{kind!r} is not one of {', '.join(KINDS)}",
-                )
-            ]
-        )
-    try:
-        return MANIFEST_ADAPTER.validate_python(document)
-    except ValidationError as error:
-        raise ManifestError(
-            [
-                DocumentProblem(
-                    file=file,
-                    document=index,
-                    field=_field_path(item["loc"], kind),
-                    reason=item["msg"].removeprefix("Value error, "),
-                )
-                for item in error.errors()
-            ]
-        ) from None
-
-
-def load_manifest_text(text: str, *, file: str) -> list[Any]:
-    problems: list[DocumentProblem] = []
-    manifests: list[Any] = []
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ManifestError(
-            [DocumentProblem(file=file, document=0, field="", reason=f"not valid YAML{where}: {error}")]
-        ) from None
-    for index, document in enumerate(documents):
-        if document is None:
-            continue  # an empty document between '---' separators
-        try:
-            manifests.append(parse_manifest(document, file=file, index=index))
-        except ManifestError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise ManifestError(problems)
-    return manifests
-
-
-def load_manifest_files(paths: Sequence[str | Path]) -> list[Any]:
-    """All manifests of the given files (directories: their *.yaml/*.yml, sorted).
-
-    Raises ManifestError with every problem of every file; returns nothing partial.
-    """
-    problems: list[DocumentProblem] = []
-    manifests: list[Any] = []
-    for path in expand_paths(paths):
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as error:
-            problems.append(DocumentProblem(file=str(path), document=0, field="", reason=str(error)))
-            continue
-        try:
-            manifests.extend(load_manifest_text(text, file=str(path)))
-        except ManifestError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise ManifestError(problems)
-    return manifests
-
-
-def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
-    expanded: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            expanded.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")))
-        else:
-            expanded.append(path)
-    return expanded

@@ -177,8 +177,8 @@ def run_up(
     log_dir: Path = Path(".rollout/logs"),
 ) -> None:
     from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
-    from rollout.manifests import load_manifest_files
     from rollout_cli.intents import intents_for, publish_intents
+    from rollout_cli.manifest_files import load_manifest_files
     from rollout_cli.options import fail
 
     started_broker: LocalKafka | None = None

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 from infra import client
 from infra.topics import TopicNames, ensure_topics
 from rollout.events import EventBase
-from rollout.manifests import load_manifest_files
 from rollout_cli.intents import intents_for, publish_intents
+from rollout_cli.manifest_files import load_manifest_files
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from projections import crds
 from rollout.events import ClusterObserved, ModuleDeleted, Tick
-from rollout.manifests import load_manifest_files
 from rollout_cli.main import cli
+from rollout_cli.manifest_files import load_manifest_files
 from tests.integration.stack import EXAMPLES, Stack, wait_for
 
 pytestmark = pytest.mark.integration

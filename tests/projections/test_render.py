@@ -57,9 +57,11 @@ def git_sync(
     path: str = "./kustomize",
     substitute: dict[str, str] | None = None,
 ) -> AssignedSync:
+    # unvalidated on purpose: the renderer must hold even for URLs and tags the manifests refuse
+    version = GitVersion.model_construct(tag=tag if revision is None else None, revision=revision)
     sync = Sync.model_validate(
         {
-            "source": {"git": {"url": url, "version": {"tag": tag} if revision is None else {"revision": revision}}},
+            "source": {"git": GitSource.model_construct(url=url, version=version)},
             "package": {"kustomize": {"path": path, "substitute": substitute or {}}},
         }
     )
@@ -82,7 +84,7 @@ def assemblage(
             "kind": kind,
             "metadata": {"name": cluster, "namespace": namespace},
             "version": 1,
-            "spec": {"syncs": [s.model_dump(by_alias=True) for s in syncs]},
+            "spec": {"syncs": list(syncs)},  # as built, not re-validated (see git_sync)
         }
     )
 

@@ -1,5 +1,5 @@
 """Loading manifests: every invalid document of a file is reported with its file, document
-index (0-based, counting every `---` document of the stream) and field path, and nothing
+number (1-based, counting every `---` document of the stream) and field path, and nothing
 is returned from a file that has one."""
 
 from __future__ import annotations
@@ -8,13 +8,8 @@ import textwrap
 
 import pytest
 
-from rollout.manifests import (
-    BootstrapModuleManifest,
-    ClusterManifest,
-    ManifestError,
-    ModuleManifest,
-    load_manifest_text,
-)
+from rollout.loading import ManifestError, load_manifest_text
+from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
 
 HEADER = "apiVersion: rollout.dev/v1alpha1\n"
 
@@ -48,7 +43,7 @@ BOOTSTRAP = doc("""
 """)
 
 
-def problems(text: str, file: str = "fleet.yaml") -> list[tuple[str, int, str, str]]:
+def problems(text: str, file: str = "fleet.yaml") -> list[tuple[str, int | None, str, str]]:
     with pytest.raises(ManifestError) as raised:
         load_manifest_text(text, file=file)
     return [(p.file, p.document, p.field, p.reason) for p in raised.value.problems]
@@ -70,7 +65,7 @@ def test_empty_documents_are_skipped() -> None:
 def test_error_names_file_document_and_field() -> None:
     bad = MODULE.replace("{tag: 6.7.0}", "{branch: main}")
     [(file, document, field, reason)] = problems(CLUSTER + "---\n" + bad, file="apps/podinfo.yaml")
-    assert (file, document, field) == ("apps/podinfo.yaml", 1, "spec.sync.source.git.version")
+    assert (file, document, field) == ("apps/podinfo.yaml", 2, "spec.sync.source.git.version")
     assert "branch" in reason
 
 
@@ -84,7 +79,7 @@ def test_every_invalid_document_is_reported_and_nothing_is_returned() -> None:
         ]
     )
     found = problems(text)
-    assert [(d, f) for _, d, f, _ in found] == [(1, "metadata.name"), (3, "spec.rollout.stages[1].maxConcurrency")]
+    assert [(d, f) for _, d, f, _ in found] == [(2, "metadata.name"), (4, "spec.rollout.stages[1].maxConcurrency")]
     assert all(file == "fleet.yaml" for file, *_ in found)
 
 
@@ -92,7 +87,7 @@ def test_every_invalid_document_is_reported_and_nothing_is_returned() -> None:
     ("old", "new", "field", "words"),
     [
         ("maxConcurrency: 1,", "maxConcurrency: 1, surprise: 1,", "spec.rollout.stages[0].surprise", "Extra inputs"),
-        ("https://github.com", "git@github.com:", "spec.sync.source.git.url", "http://, https:// or ssh://"),
+        ("https://github.com", "git@github.com:", "spec.sync.source.git.url", "ssh://git@host/repo"),
         ("minSuccessTime: 5m", "minSuccessTime: soon", "spec.rollout.stages[0].minSuccessTime", "duration"),
         ("maxConcurrency: 1,", "maxConcurrency: 0,", "spec.rollout.stages[0].maxConcurrency", "at least 1"),
         ("{matchLabels: {env: prod}}", "{matchExpressions: [{key: env, operator: In}]}", "spec.selector", "values"),
@@ -102,20 +97,21 @@ def test_every_invalid_document_is_reported_and_nothing_is_returned() -> None:
 def test_module_validation_errors_point_at_the_field(old: str, new: str, field: str, words: str) -> None:
     assert old in MODULE
     [(_, document, where, reason)] = problems(MODULE.replace(old, new))
-    assert document == 0
+    assert document == 1
     assert where.startswith(field), where
     assert words in reason
 
 
 def test_unknown_kind_is_reported_on_the_kind_field() -> None:
     [(_, document, field, reason)] = problems(CLUSTER + "---\n" + HEADER + "kind: Gadget\nmetadata: {name: x}\n")
-    assert (document, field) == (1, "kind")
+    assert (document, field) == (2, "kind")
     assert "Gadget" in reason
 
 
 def test_a_document_that_is_not_a_mapping_is_reported() -> None:
     [(_, document, field, reason)] = problems("- just\n- a list\n")
-    assert (document, field, reason) == (0, "", "not a mapping")
+    assert (document, field) == (1, "")
+    assert reason.startswith("a manifest is a mapping")
 
 
 def test_broken_yaml_is_reported_with_its_line() -> None:
