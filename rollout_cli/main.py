@@ -32,6 +32,7 @@ from rollout_cli.options import (
     web_options,
 )
 from rollout_cli.sink_options import sink_timing_options, timings_from
+from rollout_cli.verdicts import Wait, verdict_options
 from rollout_cli.watching import watch_clusters
 
 # `rollout --help` must start fast (tests/cli/test_startup.py): this module imports only
@@ -75,17 +76,20 @@ def completion(shell: str) -> None:
 
 @cli.command()
 @click.option("-f", "--filename", "files", multiple=True, required=True, type=click.Path(exists=True))
+@verdict_options
 @kafka_options
-def apply(ctx: Context, files: tuple[str, ...]) -> None:
+def apply(ctx: Context, files: tuple[str, ...], wait: Wait) -> None:
     """Publish Module, BootstrapModule and Cluster manifests (files or directories).
 
     Every document is validated first; if any is invalid nothing is published and every
-    problem is listed with its file, document index and field.
+    problem is listed with its file, document index and field. Then it waits for the
+    engine's verdict on each module: created, configured or unchanged, or refused (exit 1).
     """
     from infra import client
     from rollout.loading import ManifestError
     from rollout_cli.intents import intents_for, publish_intents
     from rollout_cli.manifest_files import load_manifest_files
+    from rollout_cli.verdicts import awaiting, report_apply
 
     try:
         manifests = load_manifest_files(list(files))
@@ -100,31 +104,38 @@ def apply(ctx: Context, files: tuple[str, ...]) -> None:
             fail(f"nothing was applied: {manifest.kind} {manifest.metadata.name} and {seen[identity]} share a name")
         seen[identity] = manifest.kind
     intents = intents_for(manifests)
+    answered = [(i.description, i.event.id if i.role == "intents" else None) for i in intents]
+    ids = [event_id for _, event_id in answered if event_id is not None]
     try:
-        client.run(publish_intents(ctx.bootstrap, ctx.topics, intents))
+        verdicts = client.run(awaiting(ctx, wait, ids, publish_intents(ctx.bootstrap, ctx.topics, intents)))
     except client.MissingTopic as error:
         fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"cannot publish at {ctx.bootstrap}: {error}")
-    for intent in intents:
-        click.echo(f"{intent.description} applied")
+    report_apply(answered, verdicts, wait)
 
 
 @cli.command()
 @click.argument("kind", type=click.Choice(["module", "bootstrapmodule", "cluster"]))
 @click.argument("name")
+@verdict_options
 @kafka_options
-def delete(ctx: Context, kind: str, name: str) -> None:
-    """Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere)."""
+def delete(ctx: Context, kind: str, name: str, wait: Wait) -> None:
+    """Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere).
+
+    Waits for the engine's verdict: an unknown name is an error (exit 1)."""
     from rollout.events import ClusterRemoved, ModuleDeleted
+    from rollout_cli.verdicts import decide, request
 
     check_name(name)
     if kind == "cluster":
-        ctx.publish(ctx.topics.clusters, [(name, ClusterRemoved(name=name).to_bytes())])
+        event: Any = ClusterRemoved(name=name, reply=True if wait.enabled else None)
+        topic = ctx.topics.clusters
     else:
-        real_kind = "Module" if kind == "module" else "BootstrapModule"
-        ctx.publish(ctx.topics.intents, [(name, ModuleDeleted(kind=real_kind, name=name).to_bytes())])
-    click.echo(f"{kind}/{name} deleted")
+        event = ModuleDeleted(kind="Module" if kind == "module" else "BootstrapModule", name=name)
+        topic = ctx.topics.intents
+    verdicts = request(ctx, wait, topic=topic, messages=[(name, event.to_bytes())], ids=[event.id])
+    decide(f"{kind}/{name}: delete", verdicts, event.id, wait)
 
 
 def check_name(name: str) -> None:
@@ -139,15 +150,23 @@ def check_name(name: str) -> None:
 def command_verb(verb: str, help_text: str) -> None:
     @cli.command(name=verb, help=help_text)
     @click.argument("module")
+    @verdict_options
     @kafka_options
-    def _command(ctx: Context, module: str) -> None:
+    def _command(ctx: Context, module: str, wait: Wait) -> None:
         from rollout.events import RolloutCommanded
         from rollout_cli import views
 
         check_name(module)
         event = RolloutCommanded(module=module, command=verb, user=views.current_user())  # type: ignore[arg-type]
-        ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
-        click.echo(f"module/{module}: {verb} requested")
+        ask_engine(ctx, wait, event, module, f"module/{module}: {verb}")
+
+
+def ask_engine(ctx: Context, wait: Wait, event: Any, key: str, what: str) -> None:
+    """Publish intent `event` and report the engine's verdict on it (rollout_cli/verdicts.py)."""
+    from rollout_cli.verdicts import decide, request
+
+    verdicts = request(ctx, wait, topic=ctx.topics.intents, messages=[(key, event.to_bytes())], ids=[event.id])
+    decide(what, verdicts, event.id, wait)
 
 
 command_verb("pause", "Stop making new moves in MODULE's rollout until `resume`.")
@@ -159,32 +178,32 @@ command_verb("rollback", "Return every cluster on MODULE's target revision to it
 @cli.command()
 @click.argument("module")
 @click.option("--stage", required=True, help="The stage to approve.")
+@verdict_options
 @kafka_options
-def approve(ctx: Context, module: str, stage: str) -> None:
+def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
     """Approve STAGE of MODULE's rollout to start."""
     from rollout.events import RolloutCommanded
     from rollout_cli import views
 
     check_name(module)
     event = RolloutCommanded(module=module, command="approve", stage=stage, user=views.current_user())
-    ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
-    click.echo(f"module/{module}: stage {stage} approved")
+    ask_engine(ctx, wait, event, module, f"module/{module}: approve stage {stage}")
 
 
 def pin_verb(verb: str, help_text: str) -> None:
     @cli.command(name=verb, help=help_text)
     @click.argument("module")
     @click.option("--cluster", required=True)
+    @verdict_options
     @kafka_options
-    def _command(ctx: Context, module: str, cluster: str) -> None:
+    def _command(ctx: Context, module: str, cluster: str, wait: Wait) -> None:
         from rollout.events import RolloutCommanded
         from rollout_cli import views
 
         check_name(module)
         check_name(cluster)
         event = RolloutCommanded(module=module, command=verb, cluster=cluster, user=views.current_user())  # type: ignore[arg-type]
-        ctx.publish(ctx.topics.intents, [(module, event.to_bytes())])
-        click.echo(f"module/{module}: {cluster} {verb}ned")
+        ask_engine(ctx, wait, event, module, f"module/{module}: {verb} {cluster}")
 
 
 pin_verb("pin", "Hold CLUSTER at its current revision of MODULE, whatever happens.")
@@ -204,12 +223,24 @@ pin_verb("unpin", "Let CLUSTER follow MODULE's rollout again.")
     help="The module generation the report answers (as appliers send it); without it the report "
     "is matched by revision only.",
 )
+@verdict_options
 @kafka_options
 def report_status(
-    ctx: Context, cluster: str, module: str, revision: str, state: str, message: str | None, generation: int | None
+    ctx: Context,
+    cluster: str,
+    module: str,
+    revision: str,
+    state: str,
+    message: str | None,
+    generation: int | None,
+    wait: Wait,
 ) -> None:
-    """Publish a sync status, as an applier does (for simulators and tests)."""
+    """Publish a sync status, as an applier does (for simulators and tests).
+
+    Waits for the engine's verdict: a report about an unknown cluster or module, or not
+    about the assignment in force, is an error (exit 1) naming why."""
     from rollout.events import SyncStatusReported
+    from rollout_cli.verdicts import decide, request
 
     check_name(cluster)
     check_name(module)
@@ -220,9 +251,10 @@ def report_status(
         state=state,  # type: ignore[arg-type]
         message=message,
         generation=generation,
+        reply=True if wait.enabled else None,
     )
-    ctx.publish(ctx.topics.status, [(cluster, event.to_bytes())])
-    click.echo(f"{cluster}/{module}: {state} at {revision}")
+    verdicts = request(ctx, wait, topic=ctx.topics.status, messages=[(cluster, event.to_bytes())], ids=[event.id])
+    decide(f"{cluster}/{module}: {state} at {revision}", verdicts, event.id, wait)
 
 
 # --- reading projections -----------------------------------------------------------------

@@ -170,3 +170,45 @@ def no_verdict(what: str, wait: Wait) -> None:
         "The request was published and may still apply (see `rollout history` / `rollout dead-letters`)",
         code=NO_VERDICT,
     )
+
+
+async def awaiting(ctx: Context, wait: Wait, ids: list[str], publish: Awaitable[Any]) -> dict[str, Any] | None:
+    """Await `publish`, and the verdicts on `ids` unless `wait` says not to (None then)."""
+    if not wait.enabled or not ids:
+        await publish
+        return None
+    return await publish_and_wait(ctx.bootstrap, ctx.topics.verdicts, ids, publish, wait.timeout)
+
+
+def apply_result(found: dict[str, Any]) -> str:
+    """What an accepted ModuleApplied did, as kubectl says it: created, configured, unchanged."""
+    decisions = found.get("decisions") or []
+    if decisions and decisions[0].get("action") == "created":
+        return "created"
+    if not found.get("decisionCount"):
+        return "unchanged"
+    return f"configured: {found.get('reason', '')}"
+
+
+def report_apply(published: list[tuple[str, str | None]], verdicts: dict[str, Any] | None, wait: Wait) -> None:
+    """One line per manifest applied, `published` being (kind/name, event id or None for a
+    cluster observation, which the engine does not answer); exit 1 if the engine refused
+    any module, 2 if a verdict did not come in time."""
+    refused = late = False
+    for description, event_id in published:
+        if event_id is None:
+            click.echo(f"{description} applied")
+        elif verdicts is None:
+            click.echo(f"{description} published (not waiting for the engine's verdict)")
+        elif event_id not in verdicts:
+            late = True
+            click.echo(f"{description}: no verdict from the engine within {wait.timeout:g}s", err=True)
+        elif verdicts[event_id].get("verdict") != "accepted":
+            refused = True
+            click.echo(f"error: {description} refused: {verdicts[event_id].get('reason')}", err=True)
+        else:
+            click.echo(f"{description} {apply_result(verdicts[event_id])}")
+    if refused:
+        raise SystemExit(REFUSED)
+    if late:
+        no_verdict("apply", wait)

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -163,3 +164,32 @@ def test_without_a_worker_the_command_exits_2_after_its_timeout(kafka_bootstrap:
     assert result.output.startswith("error: module/podinfo: pause: no verdict from the engine within 1s")
     published = asyncio.run(client.read_all(kafka_bootstrap, TopicNames(prefix).intents))
     assert [record.json()["command"] for record in published] == ["pause"]
+
+
+MODULE_YAML = """\
+apiVersion: rollout.dev/v1alpha1
+kind: {kind}
+metadata: {{name: {name}, namespace: fleet}}
+spec:
+  selector: {{matchLabels: {{ring: canary}}}}
+  sync:
+    source: {{git: {{url: https://github.com/example/app, version: {{tag: {tag}}}}}}}
+    package: {{kustomize: {{path: ./deploy}}}}
+"""
+
+
+def test_apply_says_created_unchanged_configured_and_exits_1_when_the_engine_refuses(
+    worker: Worker, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text(MODULE_YAML.format(kind="Module", name="app", tag="v1"))
+    assert rollout(worker, "apply", "-f", str(manifest)) == (0, "module/app created\n")
+    assert rollout(worker, "apply", "-f", str(manifest)) == (0, "module/app unchanged\n")
+    manifest.write_text(MODULE_YAML.format(kind="Module", name="app", tag="v2"))
+    code, output = rollout(worker, "apply", "-f", str(manifest))
+    assert code == 0 and output.startswith("module/app configured: target v2 (generation 2)"), output
+    manifest.write_text(MODULE_YAML.format(kind="BootstrapModule", name="app", tag="v1"))
+    code, output = rollout(worker, "apply", "-f", str(manifest))
+    assert code == 1 and output.startswith("error: bootstrapmodule/app refused: BootstrapModule app: the name is")
+    code, output = rollout(worker, "apply", "-f", str(manifest), "--no-wait")
+    assert (code, output) == (0, "bootstrapmodule/app published (not waiting for the engine's verdict)\n")
