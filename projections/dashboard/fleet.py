@@ -11,7 +11,8 @@ and does no I/O, so a unit test is "given these records, the view is this".
 * decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
 * dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
   whose input carries an event `id` is also a refusal of that event (verdicts.py).
-* verdicts (when the engine publishes them): the engine's word on one event id.
+* verdicts (streams/verdicts.py): the engine's answer to one event id, accepted with the
+  decisions it caused or refused with the reason; a verdict replaces a dead letter's.
 
 Malformed documents are skipped: judging inputs is the engine's job, not the dashboard's.
 """
@@ -184,7 +185,10 @@ def _dead_letter(view: FleetView, record: ProjectionRecord) -> Changes:
 
 
 def _input_event_id(letter: Document) -> str | None:
-    """The `id` of the input a dead letter carries, when its payload is readable JSON."""
+    """The id of the event a dead letter refuses: its `event`, else the `id` of the input
+    it carries when that payload is readable JSON."""
+    if isinstance(letter.get("event"), str):
+        return str(letter["event"])
     payload = letter.get("value")
     if not isinstance(payload, str):
         return None
@@ -198,27 +202,23 @@ def _input_event_id(letter: Document) -> str | None:
 
 def _verdict(view: FleetView, record: ProjectionRecord) -> Changes:
     document = _document(record.value)
-    event_id = record.key or (document or {}).get("eventId")
+    event_id = record.key or (document or {}).get("event")
     if document is None or not isinstance(event_id, str):
         return Changes()
     state = verdict_state(document)
     if state is None:
         return Changes()
-    _remember_verdict(view, event_id, {"state": state, "reason": document.get("reason"), "source": "verdicts"})
+    verdict = {"state": state, "reason": document.get("reason"), "source": "verdicts"}
+    if isinstance(document.get("decisions"), list):
+        verdict["decisions"] = [d.get("reason") for d in document["decisions"] if isinstance(d, dict)]
+    _remember_verdict(view, event_id, verdict)
     return Changes(verdicts={event_id})
 
 
 def verdict_state(document: Document) -> str | None:
-    """`accepted` or `refused` from a verdict document (`{"verdict": "refused", "reason": ...}`
-    or `{"accepted": false, ...}`); None when it says neither."""
-    for key in ("verdict", "outcome", "state", "status"):
-        value = document.get(key)
-        if isinstance(value, str) and value.lower() in ("accepted", "refused", "rejected"):
-            return "accepted" if value.lower() == "accepted" else "refused"
-    accepted = document.get("accepted")
-    if isinstance(accepted, bool):
-        return "accepted" if accepted else "refused"
-    return None
+    """`accepted` or `refused` from a verdict document (streams/verdicts.py); None otherwise."""
+    state = document.get("verdict")
+    return state if state in ("accepted", "refused") else None
 
 
 def _remember_verdict(view: FleetView, event_id: str, verdict: Document) -> None:

@@ -11,8 +11,8 @@ Lists over clusters are always one `Page` of a filtered list: the server does th
 and the browser holds at most `MAX_PAGE_SIZE` rows, whatever the fleet's size.
 
 Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded`
-(the decision's time is the engine's Tick time), and a stage awaits approval from the end
-of its soak. The browser counts down from these instants.
+(the decision's time is the engine's Tick time), and a gated stage awaits approval from the
+end of the previous stage's soak. The browser counts down (and up) from these instants.
 """
 
 from __future__ import annotations
@@ -95,25 +95,29 @@ def module_list(view: FleetView) -> list[Document]:
     return [module_row(view.modules[name]) for name in sorted(view.modules)]
 
 
-def _stage_clocks(stage: Document, decisions: list[Document]) -> Document:
-    """`soakEndsAt` / `awaitingApprovalSince` (epoch seconds) of a soaking or gated stage."""
-    if stage["state"] not in ("Soaking", "AwaitingApproval"):
-        return {}
+def _succeeded_at(stage: Document, decisions: list[Document]) -> float | None:
+    """When the engine last decided `stage` succeeded, plus its soak: the stage is passed."""
     marker = f"stage {stage['name']} succeeded"
-    succeeded_at = next(
-        (
-            d.get("at")
-            for d in reversed(decisions)
-            if d.get("action") == "stage-succeeded" and str(d.get("reason", "")).startswith(marker)
-        ),
-        None,
-    )
-    if not isinstance(succeeded_at, int | float):
-        return {}
-    soak = parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0
+    for decision in reversed(decisions):
+        if decision.get("action") == "stage-succeeded" and str(decision.get("reason", "")).startswith(marker):
+            at = decision.get("at")
+            if not isinstance(at, int | float):
+                return None
+            return at + (parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0)
+    return None
+
+
+def _stage_clocks(stages: list[Document], index: int, decisions: list[Document]) -> Document:
+    """`soakEndsAt` of a soaking stage; `awaitingApprovalSince` of a gated stage (the moment
+    the stage before it was passed). Epoch seconds; empty when not known."""
+    stage = stages[index]
     if stage["state"] == "Soaking":
-        return {"soakEndsAt": succeeded_at + soak}
-    return {"awaitingApprovalSince": succeeded_at + soak}
+        ends = _succeeded_at(stage, decisions)
+        return {"soakEndsAt": ends} if ends is not None else {}
+    if stage["state"] == "AwaitingApproval" and index > 0:
+        since = _succeeded_at(stages[index - 1], decisions)
+        return {"awaitingApprovalSince": since} if since is not None else {}
+    return {}
 
 
 def module_page(view: FleetView, name: str) -> Document | None:
@@ -122,7 +126,8 @@ def module_page(view: FleetView, name: str) -> Document | None:
     decisions = list(view.decisions.get(name, ()))
     if status is None and not decisions:
         return None
-    stages = [{**stage, **_stage_clocks(stage, decisions)} for stage in (status or {}).get("stages", [])]
+    shown = (status or {}).get("stages", [])
+    stages = [{**stage, **_stage_clocks(shown, index, decisions)} for index, stage in enumerate(shown)]
     targets = view.targets.get(name, {})
     failed = sorted((t for t in targets.values() if t.get("state") == "failed"), key=lambda t: t["cluster"])
     return {

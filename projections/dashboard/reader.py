@@ -32,7 +32,7 @@ OPTIONAL_ROLES = frozenset({"verdicts"})
 BATCH_RECORDS = 20_000
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: a set of live streams
 class Subscription:
     """The changes one SSE stream has not sent yet, merged."""
 

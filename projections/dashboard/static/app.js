@@ -119,7 +119,9 @@ function moduleView(root, name) {
   const stages = h("div", { class: "stage-cards", testid: "stages" });
   const clusters = h("div", { testid: "stage-clusters" });
   const decisions = h("div", { testid: "decisions" });
-  const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: the current one
+  const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
+  let currentStage = "";
+  const shownStage = () => (selection.stage === null ? currentStage : selection.stage);
   const controls = h("div", { class: "commands" },
     ["pause", "resume", "rollback", "abort"].map((command) =>
       h("button", { testid: `command-${command}`, class: command === "rollback" || command === "abort" ? "danger" : "",
@@ -133,7 +135,8 @@ function moduleView(root, name) {
     h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, h("h2", {}, "Decisions"), decisions);
 
   async function loadClusters() {
-    const page = await api(`/api/modules/${encodeURIComponent(name)}/clusters?${queryString({ ...selection, limit: PAGE_SIZE })}`);
+    const query = queryString({ ...selection, stage: shownStage(), limit: PAGE_SIZE });
+    const page = await api(`/api/modules/${encodeURIComponent(name)}/clusters?${query}`);
     clusters.replaceChildren(
       h("div", { class: "cells" }, page.items.map((t) => h("a", {
         class: `cell ${t.state}`, href: `#/clusters/${encodeURIComponent(t.cluster)}`, testid: `cell-${t.cluster}`,
@@ -162,13 +165,15 @@ function moduleView(root, name) {
       h("div", { class: "muted" }, limits.join(" · ")), clock, approve);
   }
 
+  const missing = () => h("p", { class: "warning", testid: "module-missing" },
+    `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`);
+
   return {
     async refresh() {
       let page;
       try { page = await api(`/api/modules/${encodeURIComponent(name)}`); } catch (error) {
         if (error.status !== 404) throw error;
-        head.replaceChildren(h("p", { class: "warning", testid: "module-missing" },
-          `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`));
+        head.replaceChildren(missing());
         stages.replaceChildren();
         return loadClusters();
       }
@@ -180,12 +185,12 @@ function moduleView(root, name) {
         h("dt", {}, "Stable"), h("dd", { class: "mono" }, s.stableRevision || "-"),
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"))
-        : h("p", { class: "warning" }, "no status: only decisions are known"));
+        : missing());
       const stageList = s ? s.stages : [];
       stages.replaceChildren(...stageList.map(stageCard));
-      if (selection.stage === null && s) selection.stage = s.currentStage;
+      currentStage = s ? s.currentStage : "";
       stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
-        h("button", { class: value === selection.stage ? "tab active" : "tab", testid: `tab-${value || "all"}`,
+        h("button", { class: value === shownStage() ? "tab active" : "tab", testid: `tab-${value || "all"}`,
           onclick: () => { selection.stage = value; selection.offset = 0; this.refresh(); } }, label)));
       decisions.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Action", "Cluster", "Reason"].map((c) => h("th", {}, c)))),
         h("tbody", {}, page.decisions.map((d) => h("tr", { testid: "decision" },
@@ -219,7 +224,8 @@ async function sendCommand(module, request, box) {
       box.className = `verdict ${verdict.state}`;
       box.dataset.state = verdict.state;
       box.textContent = verdict.state === "refused"
-        ? `${label}: refused by the engine — ${verdict.reason}` : `${label}: accepted${verdict.reason ? ` — ${verdict.reason}` : ""}`;
+        ? `${label}: refused by the engine — ${verdict.reason}`
+        : `${label}: accepted — ${(verdict.decisions || []).join("; ") || verdict.reason || "nothing to change"}`;
       return;
     }
     await new Promise((resolve) => setTimeout(resolve, 300));

@@ -81,18 +81,21 @@ def test_soak_countdown_ends_min_success_time_after_the_stage_succeeded() -> Non
     assert page["status"]["stages"][0]["soakEndsAt"] == 1090.0
 
 
-def test_awaiting_approval_counts_from_the_end_of_the_soak() -> None:
+def test_awaiting_approval_counts_from_the_end_of_the_previous_stages_soak() -> None:
     view = FleetView()
-    gated = stage("wave-2", "AwaitingApproval", soak="1m", approval=True)
-    absorb(view, "module_status", record("shop", status("shop", gated, phase="AwaitingApproval")))
-    absorb(view, "decisions", record("shop", {"module": "shop", "action": "stage-succeeded", "reason": "x", "at": 5}))
-    reason = "stage wave-2 succeeded: 4 succeeded"
-    absorb(
-        view, "decisions", record("shop", {"module": "shop", "action": "stage-succeeded", "reason": reason, "at": 500})
-    )
+    gated = stage("wave-2", "AwaitingApproval", approval=True)
+    doc = status("shop", stage("wave-1", "Succeeded", soak="1m"), gated, phase="AwaitingApproval")
+    absorb(view, "module_status", record("shop", doc))
+    for reason, at in (("stage wave-1 succeeded: 4 succeeded", 500), ("stage canary succeeded", 900)):
+        absorb(
+            view,
+            "decisions",
+            record("shop", {"module": "shop", "action": "stage-succeeded", "reason": reason, "at": at}),
+        )
     page = pages.module_page(view, "shop")
     assert page is not None
-    assert page["status"]["stages"][0]["awaitingApprovalSince"] == 560.0
+    assert page["status"]["stages"][1]["awaitingApprovalSince"] == 560.0
+    assert "awaitingApprovalSince" not in page["status"]["stages"][0]
 
 
 def test_redelivered_decisions_are_shown_once_newest_first() -> None:
@@ -180,12 +183,26 @@ def test_a_dead_letter_is_the_refusal_of_the_event_it_carries() -> None:
     assert letters["total"] == 1 and "value" not in letters["items"][0] and letters["items"][0]["at"] == 9.0
 
 
-def test_verdicts_topic_says_accepted_or_refused() -> None:
+def test_verdicts_topic_says_accepted_with_the_decisions_or_refused() -> None:
     view = FleetView()
-    absorb(view, "verdicts", record("e2", {"verdict": "accepted", "reason": "stage wave-2 approved"}))
-    absorb(view, "verdicts", record("e3", {"accepted": False, "reason": "no such module"}))
-    assert pages.verdict(view, "e2")["state"] == "accepted"
-    assert pages.verdict(view, "e3")["state"] == "refused"
+    decisions = [{"id": "p-1-0", "action": "approved", "reason": "stage wave-2 approved by dashboard"}]
+    accepted = {"event": "e2", "verdict": "accepted", "reason": "approve shop", "decisions": decisions}
+    absorb(view, "verdicts", record("e2", accepted))
+    absorb(view, "verdicts", record("e3", {"event": "e3", "verdict": "refused", "reason": "pause x: no such module"}))
+    assert pages.verdict(view, "e2")["decisions"] == ["stage wave-2 approved by dashboard"]
+    assert pages.verdict(view, "e3") | {"source": "-"} == {
+        "eventId": "e3",
+        "state": "refused",
+        "reason": "pause x: no such module",
+        "source": "-",
+    }
+
+
+def test_a_dead_letter_naming_its_event_refuses_that_event() -> None:
+    view = FleetView()
+    letter = {"reason": "pause x: no such module", "stage": "decide", "event": "e4", "value": "{}"}
+    absorb(view, "dead_letters", record("x", letter))
+    assert pages.verdict(view, "e4")["state"] == "refused"
 
 
 def test_unreadable_records_are_skipped_not_fatal() -> None:

@@ -1,0 +1,183 @@
+"""The dashboard in a real headless Chromium, over a real worker, applier and broker.
+
+A `rollout worker`, a directory-sink `rollout applier --simulate-status` (it reports every
+sync it writes as succeeded, as Flux would) and `rollout dashboard` run as processes on the
+session broker. The tests open the page in Debian's Chromium (driven by Playwright), publish
+clusters and a staged module, and watch the page — never reloaded — follow the rollout
+through its stages; they approve the gated stage with the button and see the engine refuse
+a command. Screenshots go to tests/artifacts/.
+
+Playwright's sync API runs an event loop of its own, so the Kafka calls of the test run
+on a helper thread (`off_loop`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from rollout.events import ModuleDeleted
+from tests.integration.stack import Stack, free_port, http_get, wait_for
+from tests.integration.test_staged_rollout import cluster, module
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+T = TypeVar("T")
+_kafka_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
+
+
+def off_loop(call: Callable[..., T], *args: Any) -> T:
+    return _kafka_thread.submit(call, *args).result()
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("dashboard")
+    stack = off_loop(lambda: Stack(kafka_bootstrap, workdir, partitions=2, tick_interval=1.0))
+    stack.start_worker()
+    stack.start_applier("--simulate-status")
+    port = free_port()
+    dashboard = stack._spawn("dashboard", "dashboard", "--port", str(port))
+    stack.dashboard_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+
+    def ready() -> bool:
+        if dashboard.poll() is not None:
+            raise AssertionError(f"dashboard exited with {dashboard.returncode}:\n{stack.log('dashboard')}")
+        answer = http_get(port, "/readyz")
+        return answer is not None and answer[0] == 200
+
+    wait_for("the dashboard to be ready", ready, timeout=60, interval=0.2)
+    yield stack
+    Stack._stop(dashboard)
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (`make test` does it)", pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(stack: Stack, browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.requests_elsewhere = []  # type: ignore[attr-defined]
+    base = stack.dashboard_url  # type: ignore[attr-defined]
+    page.on("request", lambda r: None if r.url.startswith(base) else page.requests_elsewhere.append(r.url))  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def open_dashboard(page: Page, stack: Stack, route: str) -> None:
+    page.goto(f"{stack.dashboard_url}/{route}")  # type: ignore[attr-defined]
+    expect(page.get_by_test_id("live")).to_have_text("live")
+    page.evaluate("window.loadedOnce = 'still the same page'")
+
+
+def same_page(page: Page) -> bool:
+    return page.evaluate("window.loadedOnce") == "still the same page"
+
+
+def publish_fleet(stack: Stack, name: str, app: str, count: int) -> None:
+    rings = ["canary"] * 2 + ["wave-1"] * ((count - 2) // 2)
+    for i in range(count):
+        labels = {"app": app, "ring": rings[i] if i < len(rings) else "wave-2", "order": str(i)}
+        off_loop(stack.send, "clusters", f"{name}-{i:02d}", cluster(f"{name}-{i:02d}", labels=labels))
+
+
+STAGES = [
+    {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}, "maxConcurrency": 1, "minSuccessTime": "4s"},
+    {"name": "wave-1", "selector": {"matchLabels": {"ring": "wave-1"}}, "maxConcurrency": "50%"},
+    {"name": "wave-2", "maxConcurrency": "50%", "requireApproval": True},
+]
+
+
+def test_a_staged_rollout_progresses_on_screen_and_is_approved_with_the_button(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "shop", "shop", 24)
+    open_dashboard(page, stack, "#/")
+    off_loop(stack.send, "intents", "shop", module("shop", app="shop", tag="2.0.0", stages=STAGES))
+    page.get_by_test_id("module-row-shop").get_by_role("link", name="shop").click()
+    phase = page.get_by_test_id("module-phase")
+    seen: list[str] = []
+    soak_clock = ""
+
+    def awaiting_approval() -> bool:
+        nonlocal soak_clock
+        text = phase.inner_text().strip() if phase.count() else ""
+        if text and (not seen or seen[-1] != text):
+            seen.append(text)
+        clock = page.get_by_test_id("stage-canary").get_by_test_id("soak-clock")
+        if clock.count() and not soak_clock:
+            soak_clock = clock.inner_text()
+        return text == "AwaitingApproval"
+
+    wait_for("the page to show wave-2 awaiting approval", awaiting_approval, timeout=120, interval=0.1)
+    assert "Soaking" in seen and seen.index("Soaking") < seen.index("AwaitingApproval"), seen
+    assert soak_clock.startswith("soak ends in"), soak_clock
+    wave_2 = page.get_by_test_id("stage-wave-2")
+    expect(wave_2.get_by_test_id("approval-clock")).to_contain_text("awaiting approval for")
+    expect(page.get_by_test_id("stage-canary").get_by_test_id("stage-state")).to_have_text("Succeeded")
+    expect(page.get_by_test_id("stage-wave-1").get_by_test_id("stage-state")).to_have_text("Succeeded")
+    expect(page.get_by_test_id("cell-shop-23")).to_have_attribute("data-state", "pending")
+    expect(page.get_by_test_id("decisions")).to_contain_text("stage wave-1 succeeded")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-awaiting-approval.png"))
+
+    wave_2.get_by_test_id("approve-wave-2").click()
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text("approve wave-2: accepted — stage wave-2 approved by dashboard", timeout=20_000)
+    expect(verdict).to_have_attribute("data-state", "accepted")
+    expect(phase).to_have_text("Complete", timeout=60_000)
+    expect(page.get_by_test_id("cell-shop-23")).to_have_attribute("data-state", "succeeded")
+    expect(page.get_by_test_id("decisions")).to_contain_text("stage wave-2 approved by dashboard")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-complete.png"), full_page=True)
+    assert same_page(page), "the page was reloaded"
+    assert page.requests_elsewhere == []  # type: ignore[attr-defined]
+
+
+def test_a_command_the_engine_refuses_shows_its_reason(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "solo", "solo", 2)
+    stages = [{"name": "only", "maxConcurrency": 1}]
+    off_loop(stack.send, "intents", "solo", module("solo", app="solo", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/solo")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Complete", timeout=60_000)
+    off_loop(stack.send, "intents", "solo", ModuleDeleted(kind="Module", name="solo"))
+    expect(page.get_by_test_id("module-missing")).to_be_visible(timeout=30_000)
+
+    page.get_by_test_id("command-pause").click()
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_have_attribute("data-state", "refused", timeout=20_000)
+    shown = verdict.inner_text()
+    assert shown.startswith("pause: refused by the engine — ") and "solo" in shown, shown
+    reason = shown.removeprefix("pause: refused by the engine — ")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-refusal.png"), full_page=True)
+
+    page.get_by_role("link", name="Dead letters").click()
+    expect(page.get_by_test_id("dead-letters")).to_contain_text(reason)
+    assert same_page(page)
+
+
+def test_the_cluster_page_shows_its_modules_and_assemblages(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "edge", "edge", 2)
+    stages = [{"name": "all", "maxConcurrency": 2}]
+    off_loop(stack.send, "intents", "edge", module("edge", app="edge", tag="3.1.0", stages=stages))
+    open_dashboard(page, stack, "#/clusters")
+    page.get_by_test_id("filter-q").fill("edge-01")
+    expect(page.get_by_test_id("page-range")).to_have_text("1\u20131 of 1")
+    page.get_by_role("link", name="edge-01").click()
+    row = page.get_by_test_id("cluster-module-edge")
+    expect(row).to_contain_text("succeeded", timeout=60_000)
+    expect(page.get_by_test_id("cluster")).to_contain_text("edge@3.1.0")
+    assert same_page(page)
