@@ -17,8 +17,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/rollout up --example
 
+# The dashboard's browser tests drive Debian's Chromium (Playwright never downloads one).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium) || \
+		{ echo "error: the browser tests need $(CHROMIUM): apt-get install chromium (as root)" >&2; exit 1; }
+
 # pytest exits 5 when it collects no tests; make treats every non-zero exit as failure.
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
