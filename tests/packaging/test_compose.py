@@ -48,9 +48,9 @@ def flag(command: list[str], name: str) -> str | None:
 def test_services_are_the_broker_the_topic_creator_the_processes_and_the_example_loader(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    assert set(services) == {"kafka", "topics", "worker", "applier", "examples"}
+    assert set(services) == {"kafka", "topics", "worker", "applier", "dashboard", "examples"}
     assert services["kafka"]["image"] == KAFKA_IMAGE
-    assert set(rollout_services(services)) == {"topics", "worker", "applier", "examples"}
+    assert set(rollout_services(services)) == {"topics", "worker", "applier", "dashboard", "examples"}
     images = {s["image"] for s in rollout_services(services).values()}
     assert len(images) == 1, "every rollout service runs the one image built from the Dockerfile"
     for service in rollout_services(services).values():
@@ -72,6 +72,7 @@ def test_commands_are_the_ones_rollout_up_runs(services: dict[str, dict[str, Any
         "topics": ("topics", "create"),
         "worker": ("worker",),
         "applier": ("applier",),
+        "dashboard": ("dashboard",),
         "examples": ("apply",),
     }
     applier = services["applier"]["command"]
@@ -217,3 +218,14 @@ def test_processes_listen_on_every_interface_of_their_container(services: dict[s
     for name in ("worker", "applier"):
         assert options_of(cli.commands[name])["--web-host"].envvar == "ROLLOUT_WEB_HOST"
         assert environment(services[name]).get("ROLLOUT_WEB_HOST") == "0.0.0.0", name
+
+
+def test_the_dashboard_listens_in_its_container_and_is_published_on_localhost_only(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    dashboard = services["dashboard"]
+    command = dashboard["command"]
+    assert flag(command, "--host") == "0.0.0.0"
+    port = flag(command, "--port")
+    assert dashboard["ports"] == [f"127.0.0.1:{port}:{port}"], "its buttons act on rollouts and it has no login"
+    assert f"127.0.0.1:{port}/readyz" in " ".join(dashboard["healthcheck"]["test"])
