@@ -1,21 +1,29 @@
-"""Manifests → input events, and publishing them in causal order.
+"""Manifests → input events, and publishing them all or nothing, in causal order.
 
-`rollout apply` (and `rollout up --example`) publish clusters before modules. Clusters
-and modules travel on different topics, so that order alone guarantees nothing to the
-engine: each `ModuleApplied` therefore carries `fleet`, the end offsets of the
-cluster-observations topic read *after* the clusters were acknowledged — "stage me only
-against a fleet view at least this recent" — and the engine holds the module until its
-journal partition has seen the fleet that far (docs/rollout-semantics.md, "Causal order").
+`rollout apply` (and `rollout up --example`) publish every event of a set of files in ONE
+Kafka transaction (infra/transactions.py): a `read_committed` reader — the engine, the CLI —
+sees all of them or, if anything fails on the way, none.
+
+Clusters and modules travel on different topics, so their order alone guarantees nothing
+to the engine: each `ModuleApplied` therefore carries `fleet`, the cluster-observation
+positions its publisher knew — the end offsets read before the transaction, raised past
+the clusters sent in it (their offsets are known once the broker acknowledged them, before
+the commit) — "stage me only against a fleet view at least this recent"; the engine holds
+the module until its journal partition has seen the fleet that far
+(docs/rollout-semantics.md, "Causal order").
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from infra import client
+from infra import client, transactions
 from infra.topics import TopicNames
 from rollout.events import ClusterObserved, EventBase, ModuleApplied
+
+MAX_OFFSET = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -39,21 +47,47 @@ def intents_for(manifests: list[Any]) -> list[Intent]:
     return out
 
 
-async def publish_intents(bootstrap: str, topics: TopicNames, intents: list[Intent]) -> None:
-    """Publish clusters, then modules stamped with the fleet positions they require.
-    Both topics must exist before anything is published (`client.MissingTopic`)."""
+def fleet_stamp(known: dict[int, int], written: list[tuple[int, int]]) -> dict[int, int]:
+    """Partition → the position a reader must have passed: `known` end offsets, raised past
+    the (partition, offset) of each record `written`; empty partitions left out."""
+    fleet = dict(known)
+    for partition, offset in written:
+        fleet[partition] = max(fleet.get(partition, 0), offset + 1)
+    return {p: o for p, o in sorted(fleet.items()) if o > 0}
+
+
+def encoded(intent: Intent, fleet: dict[int, int]) -> bytes:
+    """The record value of `intent`; modules stamped with `fleet`."""
+    event = intent.event
+    if isinstance(event, ModuleApplied):
+        event = event.model_copy(update={"fleet": fleet})
+    return event.to_bytes()
+
+
+def largest_encoding(intent: Intent, partitions: Iterable[int]) -> bytes:
+    """`intent`'s record value with the largest stamp it can get (every partition, the
+    largest offset): what the size checks measure before any offset is known."""
+    return encoded(intent, {p: MAX_OFFSET for p in partitions})
+
+
+async def publish_intents(
+    bootstrap: str,
+    topics: TopicNames,
+    intents: list[Intent],
+    *,
+    known: dict[int, int] | None = None,
+    max_bytes: int = transactions.BROKER_DEFAULT_MESSAGE_BYTES,
+) -> None:
+    """Publish clusters, then modules stamped with the fleet positions they require, in one
+    transaction. Both topics must exist (`client.MissingTopic`, before anything is sent).
+    `known`: the cluster-observation end offsets, if the caller has just read them."""
     await client.require_topics(bootstrap, [topics.clusters, topics.intents])
-    clusters = [(i.key, i.event.to_bytes()) for i in intents if i.role == "clusters"]
-    if clusters:
-        await client.publish(bootstrap, topics.clusters, clusters)
+    clusters = [(i.key, encoded(i, {})) for i in intents if i.role == "clusters"]
     modules = [i for i in intents if i.role == "intents"]
-    if not modules:
-        return
-    fleet = await client.end_offsets(bootstrap, topics.clusters)
-    stamped = []
-    for intent in modules:
-        event = intent.event
-        if isinstance(event, ModuleApplied):
-            event = event.model_copy(update={"fleet": {p: o for p, o in fleet.items() if o > 0}})
-        stamped.append((intent.key, event.to_bytes()))
-    await client.publish(bootstrap, topics.intents, stamped)
+    if known is None:
+        known = await client.end_offsets(bootstrap, topics.clusters) if modules else {}
+    async with transactions.transaction(bootstrap, max_bytes=max_bytes) as transaction:
+        written = await transaction.send_all(topics.clusters, clusters)
+        if modules:
+            fleet = fleet_stamp(known, written)
+            await transaction.send_all(topics.intents, [(i.key, encoded(i, fleet)) for i in modules])

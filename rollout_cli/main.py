@@ -9,7 +9,6 @@ broker `rollout kafka start` (or `rollout up`) recorded.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 import click
 
 from rollout_cli.dashboarding import dashboard
+from rollout_cli.gates import Condition, ConditionType
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.options import (
     DEFAULT_WEB_HOST,
@@ -31,6 +31,7 @@ from rollout_cli.options import (
     replication_option,
     web_options,
 )
+from rollout_cli.output import emit, output_option
 from rollout_cli.sink_options import sink_timing_options, timings_from
 from rollout_cli.verdicts import Wait, verdict_options
 from rollout_cli.watching import watch_clusters
@@ -81,38 +82,32 @@ def completion(shell: str) -> None:
 def apply(ctx: Context, files: tuple[str, ...], wait: Wait) -> None:
     """Publish Module, BootstrapModule and Cluster manifests (files or directories).
 
-    Every document is validated first; if any is invalid nothing is published and every
-    problem is listed with its file, document index and field. Then it waits for the
-    engine's verdict on each module: created, configured or unchanged, or refused (exit 1).
+    Every document is validated and every event's size checked against its topic's limit
+    first; if anything is wrong nothing is published and every problem is listed with its
+    file, document and field. Then all events are published in one Kafka transaction (all
+    or nothing), with a warning for a module or stage that matches no known cluster, and it
+    waits for the engine's verdict on each module: created, configured or unchanged, or
+    refused (exit 1). Clusters are created, configured or unchanged against the fleet.
     """
     from infra import client
-    from rollout.loading import ManifestError
-    from rollout_cli.intents import intents_for, publish_intents
-    from rollout_cli.manifest_files import load_manifest_files
+    from rollout_cli import applying
     from rollout_cli.verdicts import awaiting, report_apply
 
+    prepared = applying.prepare(ctx, applying.load(files))
+    for warning in prepared.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    modules = [(i.description, i.event.id) for i in prepared.intents if i.role == "intents"]
     try:
-        manifests = load_manifest_files(list(files))
-    except ManifestError as error:
-        fail(f"nothing was applied; {len(error.problems)} problem(s):\n{error}")
-    if not manifests:
-        fail(f"no manifests found in {', '.join(files)}; nothing was applied")
-    seen: dict[tuple[str, str], str] = {}
-    for manifest in manifests:
-        identity = ("Cluster" if manifest.kind == "Cluster" else "module", manifest.metadata.name)
-        if identity in seen and seen[identity] != manifest.kind:
-            fail(f"nothing was applied: {manifest.kind} {manifest.metadata.name} and {seen[identity]} share a name")
-        seen[identity] = manifest.kind
-    intents = intents_for(manifests)
-    answered = [(i.description, i.event.id if i.role == "intents" else None) for i in intents]
-    ids = [event_id for _, event_id in answered if event_id is not None]
-    try:
-        verdicts = client.run(awaiting(ctx, wait, ids, publish_intents(ctx.bootstrap, ctx.topics, intents)))
-    except client.MissingTopic as error:
-        fail(f"nothing was applied: {error}")
+        verdicts = client.run(
+            awaiting(ctx, wait, [event_id for _, event_id in modules], applying.publish(ctx, prepared))
+        )
     except Exception as error:
-        fail(f"cannot publish at {ctx.bootstrap}: {error}")
-    report_apply(answered, verdicts, wait)
+        if not prepared.committed:
+            fail(f"nothing was applied: {error}")
+        fail(f"applied, but cannot read the engine's verdicts at {ctx.bootstrap}: {error}")
+    for cluster, change in prepared.cluster_changes.items():
+        click.echo(f"{cluster} {change}")
+    report_apply(modules, verdicts, wait)
 
 
 @cli.command()
@@ -274,51 +269,85 @@ GET_KINDS = {
 @cli.command()
 @click.argument("kind", type=click.Choice(sorted(GET_KINDS)))
 @click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "wide", "name", "yaml", "json"]),
+    default="table",
+    show_default=True,
+    help="wide: more columns; name: kind/name lines; json or yaml: the documents.",
+)
+@click.option(
+    "-l",
+    "--selector",
+    default=None,
+    help="Only clusters (or assemblages of clusters) whose labels match, kubectl syntax: "
+    "env=prod,ring!=canary,region in (eu,us),!legacy.",
+)
 @kafka_options
-def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
+def get(ctx: Context, kind: str, name: str | None, output: str, selector: str | None) -> None:
     """List modules, clusters, remoteassemblages or proxyassemblages (from the topics)."""
-    from rollout_cli import views
+    from rollout_cli import listing
 
-    role = GET_KINDS[kind]
-    if role == "clusters":
-        documents = views.clusters_from_records(ctx.records(ctx.topics.clusters))
-    else:
-        documents = ctx.latest(ctx.topics.name(role))
-    if name is not None:
-        if name not in documents:
-            fail(f"{kind.rstrip('s')} {name} not found", code=1)
-        documents = {name: documents[name]}
-    if output == "json":
-        click.echo(json.dumps(list(documents.values()) if name is None else documents[name], indent=2))
-    elif output == "yaml":
-        import yaml
-
-        payload = list(documents.values()) if name is None else documents[name]
-        click.echo(yaml.safe_dump(payload, sort_keys=False), nl=False)
-    else:
-        views.print_table(role, documents)
+    listing.get(ctx, kind=kind, role=GET_KINDS[kind], name=name, output=output, selector=selector)
 
 
 @cli.command()
 @click.argument("module")
 @click.option("--watch", "-w", is_flag=True, help="Keep refreshing until Ctrl-C.")
 @click.option("--decisions", "decision_count", default=8, show_default=True, help="Latest decisions shown.")
+@click.option(
+    "--wait",
+    "gate",
+    is_flag=True,
+    help="Wait until --for holds (exit 0), the rollout fails — Halted, RollingBack, RolledBack, "
+    "Aborted (exit 1) — or --timeout passes (exit 2).",
+)
+@click.option(
+    "--for",
+    "condition",
+    type=ConditionType(),
+    default="phase=Complete",
+    show_default=True,
+    help="With --wait: the condition, phase=<phase>.",
+)
+@click.option("--timeout", type=Duration(), default="10m", show_default=True, help="With --wait: how long.")
+@output_option
 @kafka_options
-def status(ctx: Context, module: str, watch: bool, decision_count: int) -> None:
+def status(
+    ctx: Context,
+    module: str,
+    watch: bool,
+    decision_count: int,
+    gate: bool,
+    condition: Condition,
+    timeout: float,
+    output: str,
+) -> None:
     """Phase, target/stable revisions, per-stage progress and the latest decisions.
 
     A module with no status on the module-status topic is an error (exit 1), unless --watch
-    waits for it to appear.
+    waits for it to appear. -o json|yaml prints the module-status document. --wait gates a
+    CI pipeline on the rollout: exit 0 / 1 / 2 (rollout_cli/gates.py).
     """
     from rollout_cli import views
 
-    views.show_status(ctx, module, watch=watch, decision_count=decision_count)
+    if gate:
+        from rollout_cli.gates import gate as wait_for_rollout
+
+        wait_for_rollout(ctx, module, condition, timeout, output)
+    elif output != "table":
+        document = ctx.latest(ctx.topics.module_status).get(module)
+        if document is None:
+            fail(f"module {module} not found", code=1)
+        emit(document, output)
+    else:
+        views.show_status(ctx, module, watch=watch, decision_count=decision_count)
 
 
 @cli.command()
 @click.argument("module")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def history(ctx: Context, module: str, output: str) -> None:
     """Every decision taken for MODULE, oldest first, from the decisions topic.
@@ -330,8 +359,8 @@ def history(ctx: Context, module: str, output: str) -> None:
     decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
     if not decisions and module not in ctx.latest(ctx.topics.module_status):
         fail(f"module {module} not found", code=1)
-    if output == "json":
-        click.echo(json.dumps(decisions, indent=2))
+    if output != "table":
+        emit(decisions, output)
     else:
         views.print_decisions(decisions)
 
@@ -353,33 +382,31 @@ def history(ctx: Context, module: str, output: str) -> None:
     type=click.Path(exists=True),
     help="Plan against these Cluster manifests instead of the fleet on the topics.",
 )
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
-    """Show which clusters each stage would move, in order and in batches, without publishing."""
-    from rollout.loading import ManifestError
-    from rollout.manifests import ClusterManifest
-    from rollout.plan import plan_rollout
-    from rollout_cli import views
-    from rollout_cli.manifest_files import load_manifest_files
+    """Show which clusters each stage would move, in order and in batches, without publishing.
 
-    try:
-        manifests = load_manifest_files(list(files))
-        if cluster_files:
-            fleet = [m for m in load_manifest_files(list(cluster_files)) if m.kind == "Cluster"]
-        else:
-            fleet = [
-                ClusterManifest.model_validate(doc)
-                for doc in views.clusters_from_records(ctx.records(ctx.topics.clusters)).values()
-            ]
-    except ManifestError as error:
-        fail(f"{len(error.problems)} problem(s):\n{error}")
+    A module or stage that would move no cluster gets a `warning:` line (as in `apply`)."""
+    from rollout.plan import plan_rollout
+    from rollout.surprises import surprises
+    from rollout_cli import applying, views
+
+    manifests = [item.manifest for item in applying.load(files, outcome="nothing was planned")]
+    if cluster_files:
+        loaded = applying.load(cluster_files, outcome="nothing was planned")
+        fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
+    else:
+        fleet = applying.known_fleet(views.clusters_from_records(ctx.records(ctx.topics.clusters)))
     modules = [m for m in manifests if m.kind != "Cluster"]
     if not modules:
         fail("no Module or BootstrapModule in the given files")
     plans = [plan_rollout(m, fleet) for m in modules]
-    if output == "json":
-        click.echo(json.dumps([p.model_dump() for p in plans], indent=2))
+    for module, rollout_plan in zip(modules, plans, strict=True):
+        for warning in surprises(module, rollout_plan):
+            click.echo(f"warning: {warning}", err=True)
+    if output != "table":
+        emit([p.model_dump() for p in plans], output)
     else:
         for rollout_plan in plans:
             views.print_plan(rollout_plan)
@@ -392,7 +419,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     default=None,
     help="Only inputs rejected within this long before now (30s, 15m, 1h30m, 2d).",
 )
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def dead_letters(ctx: Context, since: float | None, output: str) -> None:
     """Inputs the engine rejected, oldest first: when, the stage that refused, where the input
@@ -403,12 +430,8 @@ def dead_letters(ctx: Context, since: float | None, output: str) -> None:
 
     cutoff = time.time() - since if since is not None else None
     letters = views.dead_letters_from_records(ctx.records(ctx.topics.dead_letters), since=cutoff)
-    if output == "json":
-        click.echo(json.dumps(letters, indent=2, ensure_ascii=False))
-    elif output == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(letters, sort_keys=False, allow_unicode=True), nl=False)
+    if output != "table":
+        emit(letters, output)
     elif not letters:
         click.echo("no dead letters" + (" in that time" if since is not None else ""))
     else:

@@ -37,14 +37,14 @@ def test_apply_of_a_file_without_manifests_is_an_error(tmp_path: Path, content: 
     empty.write_text(content)
     code, output = run("apply", "-f", str(empty), *NOWHERE)
     assert code != 0
-    assert output == f"error: no manifests found in {empty}; nothing was applied\n"
+    assert output == f"error: no documents in {empty}; nothing was applied\n"
 
 
 def test_apply_of_a_directory_without_manifests_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("not a manifest")
     code, output = run("apply", "-f", str(tmp_path), *NOWHERE)
     assert code != 0
-    assert output.startswith(f"error: no manifests found in {tmp_path}")
+    assert output.startswith(f"error: no .yaml or .yml files in {tmp_path}")
 
 
 @pytest.fixture

@@ -1,0 +1,191 @@
+"""`rollout apply`, everything before the one transaction: nothing is published unless all holds.
+
+    read_manifests(files)               every problem of every file      → error, exit 2
+    no documents                        "no documents in empty.yaml"     → error, exit 2
+    one object twice / a shared name    both places named                → error, exit 2
+    topics exist; every encoded event   under its topic's max.message.bytes, named by
+                                        document and limit               → error, exit 2
+    the fleet on cluster-observations   clusters: created / configured / unchanged;
+                                        selectors and stages matching no known cluster →
+                                        `warning:` lines (applied all the same)
+
+then main.py publishes `Prepared.intents` in one transaction (intents.py) and reports.
+Errors are one `error:` line per problem (at most MAX_PROBLEMS, then how many more), each
+`FILE: document N (Kind/name): field: why`, and a last line saying nothing was applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from infra import client, transactions
+from rollout.loading import Loaded, ManifestError
+from rollout.manifests import ClusterManifest
+from rollout.plan import plan_rollout
+from rollout.surprises import surprises
+from rollout_cli.intents import Intent, intents_for, largest_encoding, publish_intents
+from rollout_cli.manifest_files import expand_paths, read_manifests
+from rollout_cli.options import Context, fail
+
+MAX_PROBLEMS = 20
+
+
+@dataclass
+class Prepared:
+    """What apply will publish, and what it found out on the way."""
+
+    intents: list[Intent]
+    known_ends: dict[int, int]  # cluster-observations end offsets, read before publishing
+    max_bytes: int
+    cluster_changes: dict[str, str] = field(default_factory=dict)  # cluster/x -> created|configured|unchanged
+    warnings: list[str] = field(default_factory=list)
+    committed: bool = False  # the transaction committed: everything is visible
+
+
+def fail_with(problems: list[str], outcome: str = "nothing was applied") -> None:
+    """Exit 2 with one `error:` line per problem (capped) and a last one: `outcome`."""
+    for problem in problems[:MAX_PROBLEMS]:
+        click.echo(f"error: {problem}", err=True)
+    if len(problems) > MAX_PROBLEMS:
+        click.echo(f"error: ... and {len(problems) - MAX_PROBLEMS} more problem(s)", err=True)
+    fail(f"{outcome} ({len(problems)} problem(s))")
+
+
+def load(files: tuple[str, ...], *, outcome: str = "nothing was applied") -> list[Loaded]:
+    """The valid manifests of `files`, or exit listing every problem; never an empty list."""
+    try:
+        loaded = read_manifests(list(files))
+    except ManifestError as error:
+        fail_with([str(problem) for problem in error.problems], outcome)
+    if not loaded:
+        found = [str(path) for path in expand_paths(list(files))]
+        if not found:
+            fail(f"no .yaml or .yml files in {', '.join(files)}; {outcome}")
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        fail(f"no documents in {shown}; {outcome}")
+    refuse_repeats(loaded, outcome)
+    return loaded
+
+
+def refuse_repeats(loaded: list[Loaded], outcome: str) -> None:
+    """An object twice, or a Module and a BootstrapModule sharing a name, is a mistake."""
+    problems: list[str] = []
+    seen: dict[tuple[str, str], Loaded] = {}
+    for item in loaded:
+        name, kind = item.manifest.metadata.name, item.manifest.kind
+        first = seen.setdefault(("cluster" if kind == "Cluster" else "module", name), item)
+        if first is item:
+            continue
+        if first.manifest.kind == kind:
+            problems.append(f"{item.where}: {first.identity} is already in {first.where}; apply each object once")
+        else:
+            problems.append(f"{item.where}: {first.identity} ({first.where}) has the same name; modules share names")
+    if problems:
+        fail_with(problems, outcome)
+
+
+def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
+    """Check sizes against the topics' limits, compare with the fleet, find surprises."""
+    intents = intents_for([item.manifest for item in loaded])
+    try:
+        limits, known_ends, fleet = client.run(_broker_facts(ctx))
+    except client.MissingTopic as error:
+        fail(f"nothing was applied: {error}")
+    except Exception as error:
+        fail(f"nothing was applied: cannot read the topics at {ctx.bootstrap}: {error}")
+    sources = {(_role(item.manifest), item.manifest.metadata.name): item for item in loaded}
+    too_large = []
+    for intent in intents:
+        topic = ctx.topics.clusters if intent.role == "clusters" else ctx.topics.intents
+        size = transactions.record_size(intent.key.encode(), largest_encoding(intent, known_ends))
+        if size > limits[topic].max_bytes:
+            where = sources[(intent.role, intent.key)].where
+            too_large.append(
+                f"{where}: encoded event is {transactions.megabytes(size)}, over {limits[topic].describe()}"
+            )
+    if too_large:
+        fail_with(too_large)
+    prepared = Prepared(intents, known_ends, max(limit.max_bytes for limit in limits.values()))
+    prepared.cluster_changes = cluster_changes(loaded, fleet)
+    prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
+    return prepared
+
+
+def _role(manifest: Any) -> str:
+    return "clusters" if manifest.kind == "Cluster" else "intents"
+
+
+async def _broker_facts(ctx: Context) -> tuple[dict[str, transactions.MessageLimit], dict[int, int], dict[str, Any]]:
+    """Topics' limits, cluster-observations end offsets, the fleet's latest documents."""
+    from rollout_cli.views import clusters_from_records
+
+    topics = [ctx.topics.clusters, ctx.topics.intents]
+    await client.require_topics(ctx.bootstrap, topics)
+    limits = await transactions.message_limits(ctx.bootstrap, topics)
+    known_ends = await client.end_offsets(ctx.bootstrap, ctx.topics.clusters)
+    fleet = clusters_from_records(await client.read_all(ctx.bootstrap, ctx.topics.clusters))
+    return limits, known_ends, fleet
+
+
+def cluster_changes(loaded: list[Loaded], fleet: dict[str, Any]) -> dict[str, str]:
+    """cluster/x → created (not in the fleet), unchanged (the same facts) or configured."""
+    changes = {}
+    for item in loaded:
+        manifest = item.manifest
+        if manifest.kind != "Cluster":
+            continue
+        current = fleet.get(manifest.metadata.name)
+        if current is None:
+            changes[item.identity.lower()] = "created"
+        else:
+            changes[item.identity.lower()] = "unchanged" if _same_cluster(current, manifest) else "configured"
+    return changes
+
+
+def _same_cluster(document: Any, manifest: ClusterManifest) -> bool:
+    try:
+        return bool(ClusterManifest.model_validate(document) == manifest)
+    except ValueError:
+        return False  # written by an older version, under other rules: it changes now
+
+
+def known_fleet(documents: dict[str, Any], applied: Sequence[Any] = ()) -> list[ClusterManifest]:
+    """The clusters the engine knows (valid documents of the topic), with `applied` ones
+    replacing or joining them."""
+    fleet: dict[str, ClusterManifest] = {}
+    for name, document in documents.items():
+        try:
+            fleet[name] = ClusterManifest.model_validate(document)
+        except ValueError:
+            continue
+    for manifest in applied:
+        if manifest.kind == "Cluster":
+            fleet[manifest.metadata.name] = manifest
+    return list(fleet.values())
+
+
+def fleet_warnings(manifests: list[Any], documents: dict[str, Any]) -> list[str]:
+    """`surprises` of every module in `manifests`, against the fleet once they are applied."""
+    fleet = known_fleet(documents, manifests)
+    warnings: list[str] = []
+    for module in manifests:
+        if module.kind != "Cluster":
+            warnings.extend(surprises(module, plan_rollout(module, fleet)))
+    return warnings
+
+
+async def publish(ctx: Context, prepared: Prepared) -> None:
+    """Every intent in one transaction (intents.py); `prepared.committed` once it is."""
+    try:
+        await publish_intents(
+            ctx.bootstrap, ctx.topics, prepared.intents, known=prepared.known_ends, max_bytes=prepared.max_bytes
+        )
+    except client.MissingTopic:
+        raise
+    except Exception as error:
+        raise RuntimeError(f"cannot publish at {ctx.bootstrap}: {error}") from error
+    prepared.committed = True
