@@ -1,4 +1,16 @@
-"""A Kubernetes API test server: just enough of kube-apiserver, over real HTTP, for the appliers.
+"""A fake Kubernetes API server, over real HTTP: for fault injection the real one cannot do.
+
+The Kubernetes tests run against real kube-apiservers (`tests/kube/cluster.py`,
+`infra.localkube`). This fake stays for what a real server cannot be made to do on demand,
+and only these tests use it:
+
+- `test_kubernetes_sink_faults.py`: a 403 on one URL while the rest is allowed (RBAC
+  gaps when a restarted applier looks for a cluster's namespace), one injected
+  500/409/429/503 on a chosen request (retries within one write), a server that accepts
+  requests and hangs (a slow cluster must not stall the others);
+- `test_watcher.py::test_an_older_cluster_api_without_v1beta2_is_watched_at_v1beta1`: a
+  Cluster API CRD that does not serve v1beta2 (`unserve`), next to the real server's one;
+- `test_apiserver.py`: the fake's own behaviour.
 
 One `KubeAPIServer` instance is one cluster — the management cluster, or one workload
 cluster. Tests talk to it through kubernetes-asyncio exactly as the appliers do (a
@@ -28,8 +40,10 @@ on it:
   current object without one), filtered by namespace and label selector; `timeoutSeconds`;
   a resourceVersion older than the retained history (see `compact()`) gets a 410 ERROR
   event, as from a real server.
-- metadata-only lists and watches (`Accept: ...;as=PartialObjectMetadataList`), which the
-  cluster watcher uses so that it never receives secret data.
+- metadata-only lists (`Accept: ...;as=PartialObjectMetadataList`) and watches
+  (`...;as=PartialObjectMetadata`), which the cluster watcher uses so that it never
+  receives secret data. Like kube-apiserver, a watch asking for the List form is answered
+  200 with an empty body (the server cannot encode watch events that way).
 - schema validation: every custom resource written (main resource and status) is checked
   with `projections.crds` and rejected with 422 Invalid, naming each field.
 - faults: `inject(path_regex, status=500, delay=..., times=...)` makes matching requests
@@ -516,8 +530,11 @@ class KubeAPIServer:
             if method == "GET":
                 selector = parse_label_selector(query.get("labelSelector", ""))
                 fields = _field_selector(query.get("fieldSelector", ""))
-                partial = "as=PartialObjectMetadata" in request.headers.get("Accept", "")
+                accept = request.headers.get("Accept", "")
+                partial = "as=PartialObjectMetadata" in accept
                 if query.get("watch", "").lower() in ("true", "1"):
+                    if "as=PartialObjectMetadataList" in accept:
+                        return web.Response(status=200, content_type="application/json")
                     return await self._watch(request, resource, namespace, selector, fields, partial)
                 return self._list(resource, version, namespace, selector, fields, partial)
             if method == "POST" and namespace is not None:

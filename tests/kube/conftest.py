@@ -1,9 +1,16 @@
-"""Fixtures for the Kubernetes side: test API servers, kubeconfig secrets, snapshots, a sink.
+"""Fixtures for the Kubernetes side: real API servers, kubeconfig secrets, snapshots, a sink.
 
-`management` is a fresh `KubeAPIServer` per test; `workloads("c1", ...)` starts one more per
-workload cluster and writes its kubeconfig secret (`<cluster>-kubeconfig`, key `value`)
+`kube_pool` (session) starts one etcd and real kube-apiservers on it (see
+`tests/kube/cluster.py` and `infra.localkube`): the binaries are built once from the Go
+module proxy and cached under `~/.cache/rollout/kube`. `management` is the pool's
+management cluster, emptied of what earlier tests left; `workloads("c1", ...)` maps each
+workload cluster name to one of the pool's workload apiservers (in order: `workload-1`,
+`workload-2`, ...) and writes its kubeconfig secret (`<cluster>-kubeconfig`, key `value`)
 into the management cluster, as Cluster API does. `sink` is a KubernetesSink with short
 intervals (tests cannot wait five minutes for a resync) pointed at `management`.
+
+`fake_management` is the project's fake API server (`tests/kube/apiserver.py`), for the
+few tests that need faults a real server cannot be made to produce.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +26,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, V1
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
+from infra.localkube import LocalKubeError
 from infra.topics import ensure_topics
 from projections.kube import RetryPolicy
 from projections.render import FluxRenderer
@@ -26,6 +34,7 @@ from projections.sinks.kubernetes import KubernetesSink
 from rollout.assemblages import Assemblage, AssignedSync
 from rollout.manifests import Sync
 from tests.kube.apiserver import KubeAPIServer
+from tests.kube.cluster import KubeCluster, KubePool
 
 NAMESPACE = "fleet"
 FAST = RetryPolicy(attempts=3, initial=0.05, maximum=0.2, request_timeout=1.0)
@@ -90,15 +99,59 @@ async def eventually(check: Callable[[], Any], *, timeout: float = 10.0, interva
 # --- servers -----------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def kube_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubePool]:
+    pool = KubePool(tmp_path_factory.mktemp("kube"))
+    try:
+        pool.start()
+    except LocalKubeError as error:
+        pytest.fail(f"cannot start the test kube-apiserver: {error}", pytrace=False)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
 @pytest.fixture
-async def management() -> AsyncIterator[KubeAPIServer]:
+async def management(kube_pool: KubePool) -> KubeCluster:
+    return await kube_pool.cluster("management")
+
+
+@pytest.fixture
+async def fake_management() -> AsyncIterator[KubeAPIServer]:
     server = await KubeAPIServer("management").start()
     yield server
     await server.stop()
 
 
+FakeWorkloads = Callable[..., Awaitable[dict[str, KubeAPIServer]]]
+
+
+@pytest.fixture
+async def fake_workloads(fake_management: KubeAPIServer) -> AsyncIterator[FakeWorkloads]:
+    """`await fake_workloads("c1", ...)`: a fake API server per workload cluster (fault injection)."""
+    started: list[KubeAPIServer] = []
+
+    async def start(*clusters: str, secret: bool = True) -> dict[str, KubeAPIServer]:
+        servers = {}
+        for cluster in clusters:
+            server = await KubeAPIServer(cluster).start()
+            started.append(server)
+            servers[cluster] = server
+            if secret:
+                await put_kubeconfig_secret(fake_management, cluster, server.kubeconfig_yaml())
+        return servers
+
+    yield start
+    for server in started:
+        await server.stop()
+
+
+AnyCluster = KubeCluster | KubeAPIServer
+
+
 async def put_kubeconfig_secret(
-    management: KubeAPIServer, cluster: str, kubeconfig: str, *, namespace: str = NAMESPACE
+    management: AnyCluster, cluster: str, kubeconfig: str, *, namespace: str = NAMESPACE
 ) -> None:
     async with management.client() as api:
         await CoreV1Api(api).create_namespaced_secret(
@@ -115,38 +168,35 @@ async def put_kubeconfig_secret(
         )
 
 
-async def delete_kubeconfig_secret(management: KubeAPIServer, cluster: str, *, namespace: str = NAMESPACE) -> None:
+async def delete_kubeconfig_secret(management: AnyCluster, cluster: str, *, namespace: str = NAMESPACE) -> None:
     async with management.client() as api:
         await CoreV1Api(api).delete_namespaced_secret(f"{cluster}-kubeconfig", namespace)
 
 
-Workloads = Callable[..., Awaitable[dict[str, KubeAPIServer]]]
+Workloads = Callable[..., Awaitable[dict[str, KubeCluster]]]
 
 
 @pytest.fixture
-async def workloads(management: KubeAPIServer) -> AsyncIterator[Workloads]:
-    """`await workloads("c1", "c2", secret=True)`: a server per workload cluster."""
-    started: list[KubeAPIServer] = []
+async def workloads(kube_pool: KubePool, management: KubeCluster) -> Workloads:
+    """`await workloads("c1", "c2", secret=True)`: a real API server per workload cluster."""
+    taken: list[str] = []
 
-    async def start(*clusters: str, secret: bool = True) -> dict[str, KubeAPIServer]:
+    async def start(*clusters: str, secret: bool = True) -> dict[str, KubeCluster]:
         servers = {}
         for cluster in clusters:
-            server = await KubeAPIServer(cluster).start()
-            started.append(server)
-            servers[cluster] = server
+            taken.append(cluster)
+            servers[cluster] = await kube_pool.cluster(f"workload-{len(taken)}")
             if secret:
-                await put_kubeconfig_secret(management, cluster, server.kubeconfig_yaml())
+                await put_kubeconfig_secret(management, cluster, servers[cluster].kubeconfig_yaml())
         return servers
 
-    yield start
-    for server in started:
-        await server.stop()
+    return start
 
 
 # --- the sink -----------------------------------------------------------------------------
 
 
-def make_sink(management: KubeAPIServer, **kwargs: Any) -> KubernetesSink:
+def make_sink(management: AnyCluster, **kwargs: Any) -> KubernetesSink:
     async def connect() -> ApiClient:
         return await new_client_from_config_dict(management.kubeconfig())
 
@@ -162,7 +212,7 @@ def make_sink(management: KubeAPIServer, **kwargs: Any) -> KubernetesSink:
 
 
 @pytest.fixture
-async def sink(management: KubeAPIServer) -> AsyncIterator[KubernetesSink]:
+async def sink(management: KubeCluster) -> AsyncIterator[KubernetesSink]:
     sink = make_sink(management)
     yield sink
     await sink.close()
@@ -172,7 +222,7 @@ async def sink(management: KubeAPIServer) -> AsyncIterator[KubernetesSink]:
 
 
 async def get_custom(
-    server: KubeAPIServer, plural: str, name: str, *, namespace: str, group: str | None = None
+    server: AnyCluster, plural: str, name: str, *, namespace: str, group: str | None = None
 ) -> dict[str, Any] | None:
     group = group or ("kustomize.toolkit.fluxcd.io" if plural == "kustomizations" else "source.toolkit.fluxcd.io")
     async with server.client() as api:

@@ -1,4 +1,4 @@
-"""The API test server behaves like kube-apiserver where the appliers depend on it.
+"""The fake API server behaves like kube-apiserver where the fault-injection tests depend on it.
 
 Every request goes through kubernetes-asyncio over HTTP, as in the applier tests, so these
 tests also pin down that the client is used the way a real server expects (apply-patch
@@ -23,6 +23,12 @@ from tests.kube.apiserver import KubeAPIServer
 
 KS = ("kustomize.toolkit.fluxcd.io", "v1")
 APPLY = "application/apply-patch+yaml"
+
+
+@pytest.fixture
+def management(fake_management: KubeAPIServer) -> KubeAPIServer:
+    """These tests are about the fake: `management` is the fake here, not the real server."""
+    return fake_management
 
 
 def kustomization(name: str = "app", **spec: Any) -> dict[str, Any]:
