@@ -9,7 +9,6 @@ broker `rollout kafka start` (or `rollout up`) recorded.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 import click
 
 from rollout_cli.dashboarding import dashboard
+from rollout_cli.gates import Condition, ConditionType
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.options import (
     DEFAULT_WEB_HOST,
@@ -31,6 +31,7 @@ from rollout_cli.options import (
     replication_option,
     web_options,
 )
+from rollout_cli.output import emit, output_option
 from rollout_cli.sink_options import sink_timing_options, timings_from
 from rollout_cli.verdicts import Wait, verdict_options
 from rollout_cli.watching import watch_clusters
@@ -268,51 +269,85 @@ GET_KINDS = {
 @cli.command()
 @click.argument("kind", type=click.Choice(sorted(GET_KINDS)))
 @click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "wide", "name", "yaml", "json"]),
+    default="table",
+    show_default=True,
+    help="wide: more columns; name: kind/name lines; json or yaml: the documents.",
+)
+@click.option(
+    "-l",
+    "--selector",
+    default=None,
+    help="Only clusters (or assemblages of clusters) whose labels match, kubectl syntax: "
+    "env=prod,ring!=canary,region in (eu,us),!legacy.",
+)
 @kafka_options
-def get(ctx: Context, kind: str, name: str | None, output: str) -> None:
+def get(ctx: Context, kind: str, name: str | None, output: str, selector: str | None) -> None:
     """List modules, clusters, remoteassemblages or proxyassemblages (from the topics)."""
-    from rollout_cli import views
+    from rollout_cli import listing
 
-    role = GET_KINDS[kind]
-    if role == "clusters":
-        documents = views.clusters_from_records(ctx.records(ctx.topics.clusters))
-    else:
-        documents = ctx.latest(ctx.topics.name(role))
-    if name is not None:
-        if name not in documents:
-            fail(f"{kind.rstrip('s')} {name} not found", code=1)
-        documents = {name: documents[name]}
-    if output == "json":
-        click.echo(json.dumps(list(documents.values()) if name is None else documents[name], indent=2))
-    elif output == "yaml":
-        import yaml
-
-        payload = list(documents.values()) if name is None else documents[name]
-        click.echo(yaml.safe_dump(payload, sort_keys=False), nl=False)
-    else:
-        views.print_table(role, documents)
+    listing.get(ctx, kind=kind, role=GET_KINDS[kind], name=name, output=output, selector=selector)
 
 
 @cli.command()
 @click.argument("module")
 @click.option("--watch", "-w", is_flag=True, help="Keep refreshing until Ctrl-C.")
 @click.option("--decisions", "decision_count", default=8, show_default=True, help="Latest decisions shown.")
+@click.option(
+    "--wait",
+    "gate",
+    is_flag=True,
+    help="Wait until --for holds (exit 0), the rollout fails — Halted, RollingBack, RolledBack, "
+    "Aborted (exit 1) — or --timeout passes (exit 2).",
+)
+@click.option(
+    "--for",
+    "condition",
+    type=ConditionType(),
+    default="phase=Complete",
+    show_default=True,
+    help="With --wait: the condition, phase=<phase>.",
+)
+@click.option("--timeout", type=Duration(), default="10m", show_default=True, help="With --wait: how long.")
+@output_option
 @kafka_options
-def status(ctx: Context, module: str, watch: bool, decision_count: int) -> None:
+def status(
+    ctx: Context,
+    module: str,
+    watch: bool,
+    decision_count: int,
+    gate: bool,
+    condition: Condition,
+    timeout: float,
+    output: str,
+) -> None:
     """Phase, target/stable revisions, per-stage progress and the latest decisions.
 
     A module with no status on the module-status topic is an error (exit 1), unless --watch
-    waits for it to appear.
+    waits for it to appear. -o json|yaml prints the module-status document. --wait gates a
+    CI pipeline on the rollout: exit 0 / 1 / 2 (rollout_cli/gates.py).
     """
     from rollout_cli import views
 
-    views.show_status(ctx, module, watch=watch, decision_count=decision_count)
+    if gate:
+        from rollout_cli.gates import gate as wait_for_rollout
+
+        wait_for_rollout(ctx, module, condition, timeout, output)
+    elif output != "table":
+        document = ctx.latest(ctx.topics.module_status).get(module)
+        if document is None:
+            fail(f"module {module} not found", code=1)
+        emit(document, output)
+    else:
+        views.show_status(ctx, module, watch=watch, decision_count=decision_count)
 
 
 @cli.command()
 @click.argument("module")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def history(ctx: Context, module: str, output: str) -> None:
     """Every decision taken for MODULE, oldest first, from the decisions topic.
@@ -324,8 +359,8 @@ def history(ctx: Context, module: str, output: str) -> None:
     decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
     if not decisions and module not in ctx.latest(ctx.topics.module_status):
         fail(f"module {module} not found", code=1)
-    if output == "json":
-        click.echo(json.dumps(decisions, indent=2))
+    if output != "table":
+        emit(decisions, output)
     else:
         views.print_decisions(decisions)
 
@@ -347,7 +382,7 @@ def history(ctx: Context, module: str, output: str) -> None:
     type=click.Path(exists=True),
     help="Plan against these Cluster manifests instead of the fleet on the topics.",
 )
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
     """Show which clusters each stage would move, in order and in batches, without publishing.
@@ -370,8 +405,8 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     for module, rollout_plan in zip(modules, plans, strict=True):
         for warning in surprises(module, rollout_plan):
             click.echo(f"warning: {warning}", err=True)
-    if output == "json":
-        click.echo(json.dumps([p.model_dump() for p in plans], indent=2))
+    if output != "table":
+        emit([p.model_dump() for p in plans], output)
     else:
         for rollout_plan in plans:
             views.print_plan(rollout_plan)
@@ -384,7 +419,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     default=None,
     help="Only inputs rejected within this long before now (30s, 15m, 1h30m, 2d).",
 )
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+@output_option
 @kafka_options
 def dead_letters(ctx: Context, since: float | None, output: str) -> None:
     """Inputs the engine rejected, oldest first: when, the stage that refused, where the input
@@ -395,12 +430,8 @@ def dead_letters(ctx: Context, since: float | None, output: str) -> None:
 
     cutoff = time.time() - since if since is not None else None
     letters = views.dead_letters_from_records(ctx.records(ctx.topics.dead_letters), since=cutoff)
-    if output == "json":
-        click.echo(json.dumps(letters, indent=2, ensure_ascii=False))
-    elif output == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(letters, sort_keys=False, allow_unicode=True), nl=False)
+    if output != "table":
+        emit(letters, output)
     elif not letters:
         click.echo("no dead letters" + (" in that time" if since is not None else ""))
     else:

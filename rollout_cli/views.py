@@ -44,36 +44,6 @@ def clusters_from_records(records: list[client.Record]) -> dict[str, Any]:
     return dict(sorted(clusters.items()))
 
 
-def print_table(role: str, documents: dict[str, Any]) -> None:
-    if role == "module_status":
-        table = Table("NAME", "KIND", "PHASE", "TARGET", "STABLE", "STAGE", "PROGRESS", box=None)
-        for name, doc in documents.items():
-            total = sum(s["counts"]["members"] for s in doc["stages"])
-            done = sum(s["counts"]["succeeded"] for s in doc["stages"])
-            table.add_row(
-                name,
-                doc["kind"],
-                doc["phase"],
-                doc["targetRevision"],
-                doc["stableRevision"] or "-",
-                doc["currentStage"],
-                f"{done}/{total}",
-            )
-    elif role == "clusters":
-        table = Table("NAME", "NAMESPACE", "READY", "LABELS", box=None)
-        for name, doc in documents.items():
-            status = doc.get("status", {})
-            ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret")
-            labels = ",".join(f"{k}={v}" for k, v in sorted(doc["metadata"].get("labels", {}).items()))
-            table.add_row(name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", labels)
-    else:
-        table = Table("CLUSTER", "NAMESPACE", "VERSION", "SYNCS", box=None)
-        for name, doc in documents.items():
-            syncs = ", ".join(f"{s['module']}@{s['revision']}" for s in doc["spec"]["syncs"])
-            table.add_row(name, doc["metadata"]["namespace"], str(doc["version"]), syncs)
-    console.print(table)
-
-
 def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:
     seen: set[str] = set()
     decisions = []

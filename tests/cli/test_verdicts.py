@@ -21,46 +21,10 @@ from click.testing import CliRunner
 from infra import client
 from infra.topics import TopicNames, ensure_topics
 from rollout.events import ClusterObserved, ModuleApplied
-from rollout.manifests import ClusterManifest, ModuleManifest
 from rollout_cli.main import cli
-from tests.cli.worker import Worker, running_worker
+from tests.cli.worker import Worker, a_cluster, podinfo, running_worker
 
 pytestmark = pytest.mark.integration
-API = "rollout.dev/v1alpha1"
-
-
-def a_cluster(name: str, ring: str) -> ClusterManifest:
-    return ClusterManifest.model_validate(
-        {
-            "apiVersion": API,
-            "kind": "Cluster",
-            "metadata": {"name": name, "namespace": "fleet", "labels": {"ring": ring}},
-            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
-        }
-    )
-
-
-def podinfo(tag: str = "6.7.0") -> ModuleManifest:
-    return ModuleManifest.model_validate(
-        {
-            "apiVersion": API,
-            "kind": "Module",
-            "metadata": {"name": "podinfo", "namespace": "fleet"},
-            "spec": {
-                "selector": {"matchLabels": {}},
-                "sync": {
-                    "source": {"git": {"url": "https://github.com/stefanprodan/podinfo", "version": {"tag": tag}}},
-                    "package": {"kustomize": {"path": "./kustomize"}},
-                },
-                "rollout": {
-                    "stages": [
-                        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
-                        {"name": "wave-1", "requireApproval": True},
-                    ]
-                },
-            },
-        }
-    )
 
 
 @pytest.fixture(scope="module")

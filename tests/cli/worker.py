@@ -1,5 +1,6 @@
 """A real `rollout worker` process for CLI tests: its own topic prefix on the session broker,
-started as users start it (`python -m rollout_cli.main worker`), stopped with SIGTERM."""
+started as users start it (`python -m rollout_cli.main worker`), stopped with SIGTERM; and
+the manifests the CLI tests publish to it."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from infra import client
 from infra.topics import TopicNames, ensure_topics
 from rollout.events import EventBase
+from rollout.manifests import ClusterManifest, ModuleManifest
 
 WORKER_READY = "worker ready:"
 
@@ -68,3 +71,43 @@ def running_worker(bootstrap: str, workdir: Path, *, tick_interval: float = 1.0)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+API = "rollout.dev/v1alpha1"
+
+
+def a_cluster(name: str, ring: str) -> ClusterManifest:
+    return ClusterManifest.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"ring": ring}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+    )
+
+
+CANARY = {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}
+WAVE_1_APPROVED = {"name": "wave-1", "requireApproval": True}
+
+
+def podinfo(
+    tag: str = "6.7.0", name: str = "podinfo", stages: tuple[dict[str, Any], ...] | None = None
+) -> ModuleManifest:
+    """A Module of every cluster, staged canary (ring=canary) → wave-1 (after an approval)
+    unless `stages` says otherwise."""
+    return ModuleManifest.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "Module",
+            "metadata": {"name": name, "namespace": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {}},
+                "sync": {
+                    "source": {"git": {"url": "https://github.com/stefanprodan/podinfo", "version": {"tag": tag}}},
+                    "package": {"kustomize": {"path": "./kustomize"}},
+                },
+                "rollout": {"stages": list(stages or (CANARY, WAVE_1_APPROVED))},
+            },
+        }
+    )

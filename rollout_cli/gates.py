@@ -1,0 +1,181 @@
+"""`rollout status MODULE --wait`: a gate a CI pipeline can stop on.
+
+    module-status topic, from the beginning ──► the module's latest status ──► condition met?
+        yes                         exit 0
+        a failure phase             exit 1  (Halted, RollingBack, RolledBack, Aborted)
+        neither before --timeout    exit 2
+
+The module-status topic is compacted (one document per module, rewritten in the same
+transaction as the decisions that change it), so one consumer reads it to its end once and
+then follows it: each new document of the module is judged as it arrives — no polling.
+
+The condition is `--for phase=<Phase>` (default phase=Complete). A failure phase ends the
+wait unless it is the phase asked for (`--for phase=RolledBack` waits for a rollback).
+Run it after `rollout apply` (which returns once the engine has taken the new revision, so
+the status read is the new revision's, not the previous one's).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+PHASES = (
+    "Progressing",
+    "Soaking",
+    "AwaitingApproval",
+    "Paused",
+    "Halted",
+    "RollingBack",
+    "RolledBack",
+    "Complete",
+    "Aborted",
+)  # rollout.state.Phase (not imported: `rollout --help` stays light)
+FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
+MET, FAILED, TIMED_OUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What `--for` asks: the module's `phase` equal to `value`."""
+
+    field: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.field}={self.value}"
+
+
+def parse_condition(text: str) -> Condition:
+    """`phase=Complete` → Condition; ValueError naming what is allowed otherwise."""
+    field, sep, value = text.partition("=")
+    if not sep or field.strip() != "phase":
+        raise ValueError(f"{text!r}: expected phase=<phase>, e.g. phase=Complete")
+    value = value.strip()
+    if value not in PHASES:
+        raise ValueError(f"{text!r}: unknown phase {value!r}; phases: {', '.join(PHASES)}")
+    return Condition("phase", value)
+
+
+def judge(status: dict[str, Any], condition: Condition) -> int | None:
+    """MET, FAILED, or None while the rollout is still on its way."""
+    phase = status.get("phase")
+    if phase == condition.value:
+        return MET
+    if phase in FAILED_PHASES:
+        return FAILED
+    return None
+
+
+def progress_line(status: dict[str, Any]) -> str:
+    """One line of where the rollout stands: phase, stage, clusters on the target."""
+    stages = status.get("stages") or []
+    members = sum(s["counts"]["members"] for s in stages)
+    done = sum(s["counts"]["succeeded"] for s in stages)
+    line = f"module/{status.get('module')}: {status.get('phase')}"
+    if stages:
+        line += f", stage {status.get('currentStage')}, {done}/{members} cluster(s) on {status.get('targetRevision')}"
+    return line
+
+
+async def wait_for(
+    bootstrap: str,
+    topic: str,
+    module: str,
+    condition: Condition,
+    timeout: float,
+    on_status: Callable[[dict[str, Any]], None],
+) -> tuple[int, dict[str, Any] | None]:
+    """Follow `module`'s status on `topic` until `condition` holds (MET), the rollout
+    fails (FAILED) or `timeout` seconds pass (TIMED_OUT); `on_status` sees every new
+    document. (FAILED, None): the module has no status once the topic is read (never
+    applied, or deleted while waiting)."""
+    from infra import client
+
+    consumer, tps = await client._consumer(bootstrap, topic)
+    try:
+        ends = await consumer.end_offsets(tps)
+        caught_up = all(ends[tp] == 0 for tp in tps)
+        latest: dict[str, Any] | None = None
+        deadline = time.monotonic() + timeout
+        while True:
+            if caught_up:
+                if latest is None:
+                    return FAILED, None
+                verdict = judge(latest, condition)
+                if verdict is not None:
+                    return verdict, latest
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return TIMED_OUT, latest
+            batch = await consumer.getmany(timeout_ms=int(min(left, 1.0) * 1000) + 1)
+            for messages in batch.values():
+                for message in messages:
+                    if message.key is not None and message.key.decode(errors="replace") == module:
+                        latest = json.loads(message.value) if message.value is not None else None
+                        if caught_up and latest is not None:
+                            on_status(latest)
+            if not caught_up:
+                positions = [await consumer.position(tp) for tp in tps]
+                caught_up = all(position >= ends[tp] for position, tp in zip(positions, tps, strict=True))
+                if caught_up and latest is not None:
+                    on_status(latest)
+    finally:
+        await consumer.stop()
+
+
+def gate(ctx: Any, module: str, condition: Condition, timeout: float, output: str) -> None:
+    """`status --wait`: print progress (or, with -o json|yaml, the final status document)
+    and exit MET / FAILED / TIMED_OUT."""
+    from infra import client
+    from rollout_cli.options import fail
+    from rollout_cli.output import emit
+
+    shown: list[str] = []
+
+    def show(status: dict[str, Any]) -> None:
+        line = progress_line(status)
+        if output == "table" and (not shown or shown[-1] != line):
+            click.echo(line)
+            shown.append(line)
+
+    try:
+        code, status = client.run(wait_for(ctx.bootstrap, ctx.topics.module_status, module, condition, timeout, show))
+    except LookupError as error:
+        fail(str(error))
+    except Exception as error:
+        fail(f"cannot read {ctx.topics.module_status} at {ctx.bootstrap}: {error}")
+    if status is None:
+        fail(f"module {module} not found", code=FAILED)
+    assert status is not None
+    if output != "table":
+        emit(status, output)
+    if code == FAILED:
+        click.echo(f"error: module/{module}: rollout {status['phase']}: {status.get('lastDecision') or ''}", err=True)
+    elif code == TIMED_OUT:
+        click.echo(
+            f"error: module/{module}: still {status['phase']} after {timeout:g}s (waiting for {condition})", err=True
+        )
+    elif output == "table":
+        click.echo(f"module/{module}: {condition}")
+    sys.exit(code)
+
+
+class ConditionType(click.ParamType):
+    """`--for phase=<Phase>` on the command line."""
+
+    name = "condition"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Condition:
+        if isinstance(value, Condition):
+            return value
+        try:
+            return parse_condition(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)

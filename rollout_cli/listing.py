@@ -1,0 +1,115 @@
+"""`rollout get KIND [NAME] [-l SELECTOR] [-o table|wide|name|json|yaml]`: list what the
+topics hold.
+
+    modules             the module-status topic (latest document per module)
+    clusters            the cluster-observations topic, folded (views.clusters_from_records)
+    remote/proxy        the assemblage topics (latest snapshot per cluster)
+
+`-l` filters by labels, kubectl syntax (selecting.py): a cluster's own labels, and for an
+assemblage the labels of the cluster it belongs to. Module statuses carry no labels, so
+`get modules -l` is an error rather than an empty list. `-o name` prints `kind/name` lines
+(for `xargs`), `-o wide` adds columns (`print_table`), json/yaml print the documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from rollout_cli.options import Context, fail
+from rollout_cli.output import emit
+
+SINGULAR = {"module_status": "module", "clusters": "cluster", "remote": "remoteassemblage", "proxy": "proxyassemblage"}
+
+
+def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, selector: str | None) -> None:
+    from rollout_cli import views
+
+    clusters = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
+    documents = clusters if role == "clusters" else ctx.latest(ctx.topics.name(role))
+    if selector is not None:
+        documents = _selected(documents, role, selector, clusters)
+    if name is not None:
+        if name not in documents:
+            fail(f"{SINGULAR[role]} {name} not found", code=1)
+        documents = {name: documents[name]}
+    if output == "name":
+        for key in documents:
+            click.echo(f"{SINGULAR[role]}/{key}")
+    elif output in ("json", "yaml"):
+        emit(list(documents.values()) if name is None else documents[name], output)
+    elif not documents and name is None:
+        click.echo(f"no {SINGULAR[role]}s" + (f" match {selector}" if selector is not None else ""), err=True)
+    else:
+        print_table(role, documents, wide=output == "wide")
+
+
+def _selected(documents: dict[str, Any], role: str, selector: str, clusters: dict[str, Any]) -> dict[str, Any]:
+    from rollout_cli.selecting import matching, parse_label_selector
+
+    if role == "module_status":
+        fail("-l selects clusters and assemblages by cluster labels; module statuses carry no labels")
+    try:
+        parsed = parse_label_selector(selector)
+    except ValueError as error:
+        fail(f"-l: {error}")
+    labels = {name: doc["metadata"].get("labels") or {} for name, doc in clusters.items()}
+    return matching(documents, parsed, labels)
+
+
+def _module_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
+    total = sum(s["counts"]["members"] for s in doc["stages"])
+    done = sum(s["counts"]["succeeded"] for s in doc["stages"])
+    row = [name, doc["kind"], doc["phase"], doc["targetRevision"], doc["stableRevision"] or "-"]
+    row += [doc["currentStage"], f"{done}/{total}"]
+    if wide:
+        failed = sum(s["counts"]["failed"] for s in doc["stages"])
+        row += [doc.get("namespace") or "-", str(doc.get("generation", "-")), str(failed)]
+        row += ["True" if doc.get("paused") else "False", doc.get("lastDecision") or ""]
+    return row
+
+
+def _cluster_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
+    status = doc.get("status", {})
+    ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret")
+    labels = ",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("labels") or {}).items()))
+    row = [name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", labels]
+    if wide:
+        row += [str(bool(status.get("controlPlaneReady"))), str(bool(status.get("kubeconfigSecret")))]
+        row += [",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("annotations") or {}).items()))]
+    return row
+
+
+def _assemblage_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
+    syncs = doc["spec"]["syncs"]
+    row = [name, doc["metadata"]["namespace"], str(doc["version"])]
+    if wide:
+        row += [", ".join(f"{s['module']}@{s['revision']} (generation {s.get('generation') or '-'})" for s in syncs)]
+    else:
+        row += [", ".join(f"{s['module']}@{s['revision']}" for s in syncs)]
+    return row
+
+
+COLUMNS = {
+    "module_status": (["NAME", "KIND", "PHASE", "TARGET", "STABLE", "STAGE", "PROGRESS"], _module_row),
+    "clusters": (["NAME", "NAMESPACE", "READY", "LABELS"], _cluster_row),
+    "remote": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], _assemblage_row),
+    "proxy": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], _assemblage_row),
+}
+WIDE_COLUMNS = {
+    "module_status": ["NAMESPACE", "GENERATION", "FAILED", "PAUSED", "LAST DECISION"],
+    "clusters": ["CONTROL PLANE READY", "KUBECONFIG SECRET", "ANNOTATIONS"],
+}
+
+
+def print_table(role: str, documents: dict[str, Any], *, wide: bool = False) -> None:
+    from rich.table import Table
+
+    from rollout_cli.views import console
+
+    headers, row = COLUMNS[role]
+    table = Table(*headers, *(WIDE_COLUMNS.get(role, []) if wide else []), box=None)
+    for name, doc in documents.items():
+        table.add_row(*row(name, doc, wide))
+    console.print(table)
