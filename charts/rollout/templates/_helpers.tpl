@@ -196,17 +196,43 @@ affinity:
 {{- end }}
 {{- end -}}
 
+{{/*
+A pod's labels: the chart's, with podLabels added. A podLabels key that is one of the
+selector labels (name, instance, component) would detach the pods from their Deployment and
+Services: refused. Any other chart label (version, part-of, ...) may be overridden.
+*/}}
+{{- define "rollout.podLabels" -}}
+{{- $selector := include "rollout.selectorLabels" . | fromYaml -}}
+{{- range $key, $_ := .root.Values.podLabels -}}
+{{- if hasKey $selector $key -}}
+{{- fail (printf "podLabels: %q is a selector label the chart sets itself (%s: %s); use another key" $key $key (index $selector $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (merge (dict) $selector .root.Values.podLabels (include "rollout.labels" . | fromYaml)) -}}
+{{- end -}}
+
 {{- define "rollout.podMetadata" -}}
 {{- $values := index .root.Values .component | default dict -}}
 metadata:
   labels:
-    {{- include "rollout.labels" . | nindent 4 }}
-    {{- with .root.Values.podLabels }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+    {{- include "rollout.podLabels" . | nindent 4 }}
   {{- $annotations := merge (dict) ($values.podAnnotations | default dict) .root.Values.podAnnotations (.extraAnnotations | default dict) }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end -}}
+
+{{/*
+"true" when the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy
+(Kubernetes >= 1.30); empty otherwise. The version is always checked (`helm template
+--kube-version` sets it); the kind too when Helm talks to a cluster — its discovery lists
+kinds ("v1/Pod"), while `helm template` offline knows group/versions only.
+*/}}
+{{- define "rollout.admissionPolicyAvailable" -}}
+{{- $apis := .Capabilities.APIVersions -}}
+{{- $served := or (not ($apis.Has "v1/Pod")) ($apis.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
+{{- if and (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) $served -}}
+true
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,238 @@
+"""The chart as operators expect it: Kubernetes versions, pod labels, network policies,
+disruption budgets, the Prometheus Operator objects (PodMonitor, PrometheusRule), the
+Grafana dashboard and the Kubernetes sink's timings — rendered by a real `helm template`.
+
+The version checks render for named Kubernetes versions (`--kube-version`), and once as a
+live install would (`--api-versions v1/Pod`: Helm then knows kinds, as from discovery).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.packaging.cli_surface import invocation_problems
+from tests.packaging.conftest import CHART, Helm, parse_manifests
+from tests.packaging.objects import component, containers, has_model, long_running, of_kind, validation_problems
+
+SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+VAP = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+
+
+def rendered(helm: Helm, tmp_path: Path, values: dict[str, Any], *extra: str) -> list[dict[str, Any]]:
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    return parse_manifests(helm.template("--values", str(values_file), *extra).stdout)
+
+
+def refusal(helm: Helm, tmp_path: Path, values: dict[str, Any]) -> str:
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    result = helm.template("--values", str(values_file), check=False)
+    assert result.returncode != 0, "helm template should have refused these values"
+    return result.stderr
+
+
+# --- Kubernetes versions -------------------------------------------------------------------
+
+
+def test_chart_declares_the_kubernetes_versions_it_supports(helm: Helm) -> None:
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == ">=1.22.0-0"
+    result = helm.template("--kube-version", "1.21.0", check=False)
+    assert result.returncode != 0 and "kubeVersion" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "api_versions", "policy"),
+    [
+        ("1.29.0", (), False),
+        ("1.31.0", (), True),
+        ("1.31.0", ("v1/Pod",), False),  # a live 1.31 cluster that does not serve the API
+        ("1.31.0", ("v1/Pod", VAP), True),
+    ],
+    ids=["1.29", "1.31-offline", "1.31-live-without-api", "1.31-live"],
+)
+def test_admission_policy_is_rendered_only_where_the_api_exists(
+    helm: Helm, kube_version: str, api_versions: tuple[str, ...], policy: bool
+) -> None:
+    args = ["--kube-version", kube_version, *(f"--api-versions={api}" for api in api_versions)]
+    objects = parse_manifests(helm.template(*args).stdout)
+    kinds = {obj["kind"] for obj in objects}
+    assert ({"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds) is policy
+    assert policy or not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert component(objects, "applier").workload["kind"] == "Deployment"
+    for obj in objects:
+        if has_model(obj):
+            assert validation_problems(obj) == [], obj["kind"]
+
+
+# --- pod labels ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", SELECTOR_LABELS)
+def test_a_pod_label_colliding_with_a_selector_label_is_refused(helm: Helm, tmp_path: Path, key: str) -> None:
+    message = refusal(helm, tmp_path, {"podLabels": {key: "x"}})
+    assert f'podLabels: "{key}" is a selector label' in message
+
+
+def test_pod_labels_are_added_once_and_may_override_other_chart_labels(helm: Helm, tmp_path: Path) -> None:
+    objects = rendered(helm, tmp_path, {"podLabels": {"team": "fleet", "app.kubernetes.io/version": "custom"}})
+    for container in containers(objects):
+        labels = container.workload["spec"]["template"]["metadata"]["labels"]
+        assert labels["team"] == "fleet" and labels["app.kubernetes.io/version"] == "custom"
+        assert labels["app.kubernetes.io/component"] == container.component
+    raw = helm.template("--set", "podLabels.app\\.kubernetes\\.io/version=custom").stdout
+    for document in raw.split("\n---"):
+        template = document.partition("  template:\n")[2]
+        assert template.count("app.kubernetes.io/version:") <= 1, "a label rendered twice"
+
+
+# --- network policies ----------------------------------------------------------------------
+
+
+def policy_of(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (policy,) = [p for p in of_kind(objects, "NetworkPolicy") if p["metadata"]["labels"][SELECTOR_LABELS[2]] == name]
+    return policy
+
+
+def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
+    return {(port["port"], port["protocol"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
+
+
+def test_network_policies_by_default_confine_the_worker_and_the_applier(helm: Helm, tmp_path: Path) -> None:
+    objects = rendered(helm, tmp_path, {"kafka": {"bootstrapServers": "kafka-0:9092,kafka-1:9093"}})
+    policies = of_kind(objects, "NetworkPolicy")
+    assert sorted(p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in policies) == ["applier", "worker"]
+    dns_and_kafka = {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (9093, "TCP")}
+    assert egress_ports(policy_of(objects, "worker")) == dns_and_kafka
+    assert egress_ports(policy_of(objects, "applier")) == dns_and_kafka | {(443, "TCP"), (6443, "TCP")}
+    for policy in policies:
+        assert validation_problems(policy) == []
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        (ingress,) = policy["spec"]["ingress"]
+        assert ingress["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+        selected = [
+            c
+            for c in long_running(objects)
+            if policy["spec"]["podSelector"]["matchLabels"].items()
+            <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert [c.component for c in selected] == [policy["metadata"]["labels"][SELECTOR_LABELS[2]]]
+        assert all(any(p.get("name") == "metrics" for p in c.spec["ports"]) for c in selected)
+
+
+def test_network_policies_name_their_peers_and_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
+    brokers = [{"ipBlock": {"cidr": "10.1.0.0/24"}}]
+    values = {
+        "networkPolicy": {"components": ["worker", "applier", "watcher"], "kafka": {"to": brokers}},
+    }
+    objects = rendered(helm, tmp_path, values)
+    watcher = policy_of(objects, "watcher")
+    kafka_rules = [rule for rule in watcher["spec"]["egress"] if {"port": 9092, "protocol": "TCP"} in rule["ports"]]
+    assert [rule["to"] for rule in kafka_rules] == [brokers]
+    assert of_kind(rendered(helm, tmp_path, {"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
+
+
+# --- disruption budgets --------------------------------------------------------------------
+
+
+def test_every_multi_replica_component_gets_a_disruption_budget(helm: Helm, tmp_path: Path) -> None:
+    def budgets(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {pdb["metadata"]["labels"][SELECTOR_LABELS[2]]: pdb for pdb in of_kind(objects, "PodDisruptionBudget")}
+
+    defaults = parse_manifests(helm.template().stdout)  # worker: 1 replica, applier: 2
+    assert set(budgets(defaults)) == {"applier"}
+    objects = rendered(helm, tmp_path, {"worker": {"replicas": 3}, "applier": {"replicas": 1}})
+    assert set(budgets(objects)) == {"worker"}
+    for name, budget in budgets(defaults).items():
+        assert budget["spec"]["maxUnavailable"] == 1
+        selector = budget["spec"]["selector"]["matchLabels"]
+        selected = [
+            c.component
+            for c in long_running(defaults)
+            if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert selected == [name]
+
+
+# --- Prometheus Operator and Grafana -------------------------------------------------------
+
+
+def test_pod_monitor_scrapes_the_metrics_port_of_every_pod(helm: Helm, tmp_path: Path) -> None:
+    objects = rendered(helm, tmp_path, {"metrics": {"podMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
+    (monitor,) = of_kind(objects, "PodMonitor")
+    assert of_kind(objects, "ServiceMonitor") == []
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    scraped = [
+        c.component
+        for c in long_running(objects)
+        if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+        and any(p.get("name") == "metrics" for p in c.spec["ports"])
+    ]
+    assert sorted(scraped) == ["applier", "watcher", "worker"]
+
+
+def test_pod_monitor_and_service_monitor_together_are_refused(helm: Helm, tmp_path: Path) -> None:
+    message = refusal(
+        helm, tmp_path, {"metrics": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
+    )
+    assert "choose one" in message
+
+
+def test_prometheus_rule_alerts_with_the_thresholds_of_the_values(helm: Helm, tmp_path: Path) -> None:
+    values = {"metrics": {"prometheusRule": {"enabled": True, "approvalWait": "2h", "consumerLag": 50}}}
+    (rule,) = of_kind(rendered(helm, tmp_path, values), "PrometheusRule")
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert set(alerts) == {
+        "RolloutHalted",
+        "RolloutAwaitingApprovalTooLong",
+        "RolloutConsumerLagHigh",
+        "RolloutDeadLettersRising",
+        "RolloutApplierErrors",
+        "RolloutDecisionLatencyHigh",
+    }
+    assert alerts["RolloutAwaitingApprovalTooLong"]["for"] == "2h"
+    assert alerts["RolloutConsumerLagHigh"]["expr"].endswith("> 50")
+    assert 'phase="Halted"' in alerts["RolloutHalted"]["expr"]
+    for alert in alerts.values():
+        assert alert["labels"]["severity"] in ("warning", "critical")
+        assert "{{ $labels." in alert["annotations"]["summary"] or "{{ $value" in alert["annotations"]["summary"]
+    assert of_kind(parse_manifests(helm.template().stdout), "PrometheusRule") == []
+
+
+def test_grafana_dashboard_ships_as_a_configmap_the_sidecar_finds(helm: Helm, tmp_path: Path) -> None:
+    objects = rendered(helm, tmp_path, {"metrics": {"grafanaDashboard": {"enabled": True}}})
+    (config,) = [c for c in of_kind(objects, "ConfigMap") if "rollout.json" in c.get("data", {})]
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config["data"]["rollout.json"])
+    assert dashboard == json.loads((CHART / "dashboards" / "rollout.json").read_text())
+    assert dashboard["uid"] == "rollout-engine" and len(dashboard["panels"]) >= 10
+    assert all(target["expr"] for panel in dashboard["panels"] for target in panel["targets"])
+
+
+# --- the Kubernetes sink's timings ---------------------------------------------------------
+
+
+def test_kubernetes_sink_timings_become_applier_flags_the_cli_accepts(helm: Helm, tmp_path: Path) -> None:
+    timings = {"resyncInterval": 30, "notReadyInterval": 5, "requestTimeout": 7, "writeTimeout": 3, "maxBackoff": 60}
+    values = {"applier": {"kubernetesSink": {**timings, "driftWatch": False}}}
+    applier = component(rendered(helm, tmp_path, values), "applier")
+    flags = {
+        "--resync-interval": "30",
+        "--not-ready-interval": "5",
+        "--request-timeout": "7",
+        "--write-timeout": "3",
+        "--max-backoff": "60",
+    }
+    assert {flag: applier.flag(flag) for flag in flags} == flags
+    assert "--no-drift-watch" in applier.args
+    assert invocation_problems(applier.args, applier.plain_env()) == []
+    directory = component(rendered(helm, tmp_path, {"applier": {"sink": "dir:/data"}}), "applier")
+    assert not {"--resync-interval", "--drift-watch", "--no-drift-watch"} & set(directory.args)
