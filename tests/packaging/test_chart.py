@@ -44,6 +44,7 @@ from tests.packaging.conftest import (
     values_id,
 )
 from tests.packaging.objects import (
+    Container,
     component,
     containers,
     has_model,
@@ -59,6 +60,14 @@ except ImportError:  # before streams/observability.py existed; the lead exports
     HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
 
 Render = Callable[[Path | None], list[dict[str, Any]]]
+
+
+def engine_processes(objects: list[dict[str, Any]]) -> list[Container]:
+    """The long-running engine processes, with /metrics, /healthz and /readyz on --web-port
+    under their own ServiceAccount; the dashboard serves its UI on --port and no API."""
+    return [c for c in long_running(objects) if c.component != "dashboard"]
+
+
 by_values = pytest.mark.parametrize("values_file", VALUES_FILES, ids=values_id)
 
 CI = {path.name.removesuffix("-values.yaml"): path for path in CI_VALUES}
@@ -192,12 +201,14 @@ def test_probes_point_at_paths_the_program_serves_on_its_web_port(render: Render
     expected = {"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"}
     assert set(expected.values()) <= set(HEALTH_PATHS)
     for container in long_running(render(values_file)):
+        # the dashboard serves its UI and health paths on one port, `--port`
+        port_name, flag = ("http", "--port") if container.component == "dashboard" else ("metrics", "--web-port")
         ports = {port["name"]: port["containerPort"] for port in container.spec["ports"]}
-        assert str(ports["metrics"]) == container.flag("--web-port"), container.component
+        assert str(ports[port_name]) == container.flag(flag), container.component
         for probe, path in expected.items():
             http = container.spec[probe]["httpGet"]
             assert http["path"] == path, f"{container.component} {probe}"
-            assert http["port"] == "metrics", f"{container.component} {probe}"
+            assert http["port"] == port_name, f"{container.component} {probe}"
 
 
 @by_values
@@ -284,10 +295,16 @@ def test_plaintext_sets_no_credentials(render: Render) -> None:
 # --- components -------------------------------------------------------------------------------
 
 
-def test_default_install_runs_the_three_components_and_the_topics_job(render: Render) -> None:
+def test_default_install_runs_the_four_components_and_the_topics_job(render: Render) -> None:
     objects = render(None)
     kinds = {c.component: c.workload["kind"] for c in containers(objects)}
-    assert kinds == {"worker": "Deployment", "applier": "Deployment", "watcher": "Deployment", "topics": "Job"}
+    assert kinds == {
+        "worker": "Deployment",
+        "applier": "Deployment",
+        "watcher": "Deployment",
+        "dashboard": "Deployment",
+        "topics": "Job",
+    }
     assert component(objects, "worker").args[0] == "worker"
     assert component(objects, "applier").args[:3] == ["applier", "--sink", "kubernetes"]
     assert component(objects, "watcher").args[0] == "watch-clusters"
@@ -452,7 +469,7 @@ def test_metrics_services_reach_the_metrics_port_of_their_component(render: Rend
         assert not services
         return
     assert {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in services} == {
-        c.component for c in long_running(objects)
+        c.component for c in engine_processes(objects)
     }
     for service in services:
         selected = [
@@ -597,7 +614,7 @@ def test_no_rule_uses_wildcards(render: Render, values_file: Path | None) -> Non
 def test_each_component_runs_under_its_own_service_account(render: Render, values_file: Path | None) -> None:
     objects = render(values_file)
     accounts = {sa["metadata"]["name"] for sa in of_kind(objects, "ServiceAccount")}
-    for container in long_running(objects):
+    for container in engine_processes(objects):
         assert container.pod["serviceAccountName"] == f"rollout-{container.component}"
         assert container.pod["serviceAccountName"] in accounts
 
@@ -715,5 +732,24 @@ def test_notes_warn_about_the_placeholder_broker(notes: Callable[[Path | None], 
 @by_values
 def test_long_running_containers_listen_on_every_interface(render: Render, values_file: Path | None) -> None:
     """The program binds 127.0.0.1 by default; probes and Prometheus reach the pod IP."""
-    for container in long_running(render(values_file)):
+    for container in engine_processes(render(values_file)):
         assert container.flag("--web-host") == "0.0.0.0", container.component
+
+
+def test_the_dashboard_is_a_deployment_and_a_cluster_internal_service(render: Render) -> None:
+    objects = render(None)
+    dashboard = component(objects, "dashboard")
+    assert dashboard.args[0] == "dashboard" and dashboard.flag("--host") == "0.0.0.0"
+    assert dashboard.pod["automountServiceAccountToken"] is False, "it never talks to the Kubernetes API"
+    service = next(s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard"))
+    assert service["spec"]["type"] == "ClusterIP", "no login: not exposed outside the cluster by default"
+    assert service["spec"]["selector"].items() <= dashboard.workload["spec"]["template"]["metadata"]["labels"].items()
+    assert [p["port"] for p in service["spec"]["ports"]] == [int(str(dashboard.flag("--port")))]
+
+
+def test_the_dashboard_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
+    values_file = tmp_path / "no-dashboard-values.yaml"
+    values_file.write_text("dashboard:\n  enabled: false\n  port: 6070\n  service:\n    type: ClusterIP\n")
+    objects = parse_manifests(helm.template("--values", str(values_file)).stdout)
+    assert not [c for c in containers(objects) if c.component == "dashboard"]
+    assert not [s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard")]
