@@ -114,8 +114,9 @@ class Stack:
         wait_for(f"{name} to be ready", ready, timeout=timeout, interval=0.1)
         self._ready_counts[name] = before + 1
 
-    def start_worker_process(self, name: str = "worker") -> subprocess.Popen[bytes]:
-        """Start a worker; `name` names its log (several workers share the groups)."""
+    def start_worker_process(self, name: str = "worker", *extra: str) -> subprocess.Popen[bytes]:
+        """Start a worker; `name` names its log (several workers share the groups); `extra`
+        flags are appended."""
         self._ready_counts[name] = self.log(name).count(WORKER_READY)
         return self._spawn(
             name,
@@ -128,6 +129,7 @@ class Stack:
             "info",
             "--web-port",
             str(self.worker_port if name == "worker" else free_port()),
+            *extra,
         )
 
     def start_applier(self, *extra: str) -> None:
