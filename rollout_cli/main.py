@@ -26,6 +26,7 @@ from rollout_cli.options import (
     Duration,
     check_port_free,
     fail,
+    free_port,
     kafka_options,
     partitions_option,
     replication_option,
@@ -615,6 +616,12 @@ def applier(
     show_default=True,
     help="The worker's /metrics, /healthz, /readyz port; the applier's is the next one. 0 turns both off.",
 )
+@click.option(
+    "--dashboard-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port of the web dashboard (default: a free one, printed); 0 turns it off.",
+)
 @worker_options
 @kafka_options
 def up(
@@ -623,19 +630,24 @@ def up(
     sink_spec: str,
     no_simulate_status: bool,
     web_port: int,
+    dashboard_port: int | None,
     partitions: int,
     tick_interval: float,
 ) -> None:
-    """Everything on one machine: local broker (started if none), topics, worker, applier.
+    """Everything on one machine: local broker (started if none), topics, worker, applier,
+    dashboard.
 
     The worker and the applier serve /metrics, /healthz and /readyz on 127.0.0.1 (or
-    $ROLLOUT_WEB_HOST), ports --web-port and --web-port + 1; a port in use is an error
-    before anything starts.
+    $ROLLOUT_WEB_HOST), ports --web-port and --web-port + 1, and the dashboard its UI on
+    --dashboard-port; a port in use is an error before anything starts.
     """
     web_host = os.environ.get("ROLLOUT_WEB_HOST") or DEFAULT_WEB_HOST
     if web_port:
         check_port_free(web_port, web_host, "--web-port: the worker's")
         check_port_free(web_port + 1, web_host, "--web-port + 1: the applier's")
+    if dashboard_port is None:
+        dashboard_port = free_port(web_host, avoid={web_port, web_port + 1})
+    check_port_free(dashboard_port, web_host, "--dashboard-port")
     from rollout_cli.processes import run_up
 
     run_up(
@@ -647,6 +659,7 @@ def up(
         partitions=partitions,
         tick_interval=tick_interval,
         web_port=web_port,
+        dashboard_port=dashboard_port,
     )
 
 

@@ -197,6 +197,16 @@ def check_port_free(port: int, host: str = DEFAULT_WEB_HOST, flag: str = "--web-
                 fail(f"cannot listen on {host}:{port} ({flag}): {error.strerror or error}")
 
 
+def free_port(host: str = DEFAULT_WEB_HOST, *, avoid: set[int] | frozenset[int] = frozenset()) -> int:
+    """A port nothing listens on at `host` now (the kernel's pick), none of `avoid`."""
+    while True:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+        if port not in avoid:
+            return port
+
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 

@@ -1,9 +1,10 @@
 """Long-running commands: `rollout applier` and `rollout up`.
 
 `up` is the embedded default: it finds or starts the local broker, creates the topics,
-starts the worker and the directory-sink applier as child processes (logs under the data
-directory), applies the example fleet when asked, and prints a live summary of the module
-status topic until Ctrl-C — then stops the children and, if it started it, the broker.
+starts the worker, the directory-sink applier and the web dashboard as child processes
+(logs under the data directory), applies the example fleet when asked, and prints a live
+summary of the module status topic until Ctrl-C — then stops the children and, if it
+started it, the broker.
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ def run_up(
     partitions: int,
     tick_interval: float,
     web_port: int = 6066,
+    dashboard_port: int = 0,
     log_dir: Path = Path(".rollout/logs"),
 ) -> None:
     from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
@@ -234,6 +236,14 @@ def run_up(
             f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
             + (" (reports written syncs as succeeded: simulated)" if simulate else "")
         )
+        if dashboard_port:
+            web_host = env.get("ROLLOUT_WEB_HOST") or "127.0.0.1"
+            children.append(
+                _spawn(["dashboard", "--port", str(dashboard_port), "--host", web_host], env, logs / "dashboard.log")
+            )
+            click.echo(
+                f"dashboard: http://{web_host}:{dashboard_port}/ (pid {children[-1].pid}, log {logs / 'dashboard.log'})"
+            )
         click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
         if example:
             manifests = load_manifest_files([EXAMPLES])
