@@ -140,6 +140,7 @@ class LocalKube:
             "--authorization-mode=RBAC",
             "--watch-cache=false",
             "--enable-priority-and-fairness=false",
+            "--endpoint-reconciler-type=none",  # 127.0.0.1 is not a valid endpoint of the kubernetes service
             "--profiling=false",
             "--v=0",
         ]
@@ -152,8 +153,15 @@ class LocalKube:
         return server
 
     def compact(self) -> int:
-        """Compact etcd to its current revision; returns it. Older resourceVersions now answer 410."""
-        header = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+        """Compact etcd's history; every resourceVersion seen before the call now answers 410 Gone.
+
+        A watch from resourceVersion v starts at revision v+1, which survives a compaction at
+        v+1: two writes of a marker key first put the compaction point past every earlier
+        version. Returns the compacted revision.
+        """
+        marker = {"key": base64.b64encode(b"/rollout-test/compaction-marker").decode(), "value": ""}
+        _etcd_post(self.etcd_url, "/v3/kv/put", marker)
+        header = _etcd_post(self.etcd_url, "/v3/kv/put", marker)
         revision = int(header["header"]["revision"])
         _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
