@@ -1,15 +1,15 @@
 """The whole loop on the real broker and over real HTTP: a two-stage Module, a real
 `rollout worker`, a real `rollout applier --sink kubernetes` (with its status reporter)
-against Kubernetes API test servers — one management cluster holding the kubeconfig
-secrets, one server per workload cluster. The test plays Flux: it flips Kustomization
-statuses in the workload clusters, and checks that the second stage reaches the clusters
-only after the first stage's cluster reported success, and that the rollout completes.
+against real kube-apiservers (the session's pool, `tests/kube/cluster.py`) — one
+management cluster holding the kubeconfig secrets, one apiserver per workload cluster.
+The test plays Flux: it flips Kustomization statuses in the workload clusters, and checks
+that the second stage reaches the clusters only after the first stage's cluster reported
+success, and that the rollout completes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ from infra import client
 from rollout.events import ClusterObserved, ModuleApplied
 from rollout.manifests import MANIFEST_ADAPTER
 from tests.integration.stack import Stack, free_port
-from tests.kube.apiserver import KubeAPIServer
-from tests.kube.conftest import eventually, put_kubeconfig_secret
+from tests.kube.cluster import KubeCluster
+from tests.kube.conftest import Workloads, eventually
 from tests.kube.test_status import SHA1, flux_status, set_status
 
 pytestmark = pytest.mark.integration
@@ -28,14 +28,8 @@ CLUSTERS = ("c1", "c2", "c3", "c4")
 
 
 @pytest.fixture
-async def fleet() -> AsyncIterator[tuple[KubeAPIServer, dict[str, KubeAPIServer]]]:
-    management = await KubeAPIServer("management").start()
-    workloads = {name: await KubeAPIServer(name).start() for name in CLUSTERS}
-    for name, server in workloads.items():
-        await put_kubeconfig_secret(management, name, server.kubeconfig_yaml())
-    yield management, workloads
-    for server in (management, *workloads.values()):
-        await server.stop()
+async def fleet(management: KubeCluster, workloads: Workloads) -> tuple[KubeCluster, dict[str, KubeCluster]]:
+    return management, await workloads(*CLUSTERS)
 
 
 def manifest(document: dict[str, Any]) -> Any:
@@ -43,7 +37,7 @@ def manifest(document: dict[str, Any]) -> Any:
 
 
 async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
-    fleet: tuple[KubeAPIServer, dict[str, KubeAPIServer]], kafka_bootstrap: str, tmp_path: Path
+    fleet: tuple[KubeCluster, dict[str, KubeCluster]], kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     management, workloads = fleet
     stack = await asyncio.to_thread(Stack, kafka_bootstrap, tmp_path)
@@ -107,20 +101,25 @@ async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
         )
         await client.publish(kafka_bootstrap, stack.topics.intents, [("podinfo", module.to_bytes())])
 
-        def kustomization(name: str) -> dict[str, Any] | None:
-            return workloads[name].object("kustomizations", "flux-system", f"podinfo-{name}")
+        async def kustomization(name: str) -> dict[str, Any] | None:
+            return await workloads[name].object("kustomizations", "flux-system", f"podinfo-{name}")
 
         canary = await eventually(lambda: kustomization("c1"), timeout=90, interval=0.2)
         assert canary["spec"]["postBuild"]["substitute"] == {"CLUSTER": "c1"}
-        assert workloads["c1"].object("gitrepositories", "flux-system", "podinfo-c1")["spec"]["ref"] == {"tag": "6.7.0"}
+        source = await workloads["c1"].object("gitrepositories", "flux-system", "podinfo-c1")
+        assert source is not None and source["spec"]["ref"] == {"tag": "6.7.0"}
         await asyncio.sleep(3)
-        assert [kustomization(n) for n in ("c2", "c3", "c4")] == [None, None, None], "wave started before the canary"
+        assert [await kustomization(n) for n in ("c2", "c3", "c4")] == [None, None, None], "wave started early"
 
         await set_status(workloads["c1"], "flux-system", "podinfo-c1", flux_status(f"6.7.0@sha1:{SHA1}"))
+
         # the wave moves two at a time (maxConcurrency 2): c4 waits for one of c2, c3
-        await eventually(lambda: kustomization("c2") and kustomization("c3"), timeout=90, interval=0.2)
+        async def both() -> bool:
+            return bool(await kustomization("c2") and await kustomization("c3"))
+
+        await eventually(both, timeout=90, interval=0.2)
         await asyncio.sleep(2)
-        assert kustomization("c4") is None, "more than maxConcurrency clusters updating"
+        assert await kustomization("c4") is None, "more than maxConcurrency clusters updating"
         await set_status(workloads["c2"], "flux-system", "podinfo-c2", flux_status(f"6.7.0@sha1:{SHA1}"))
         await eventually(lambda: kustomization("c4"), timeout=90, interval=0.2)
 
@@ -136,6 +135,6 @@ async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
         order = [(d["action"], d.get("cluster")) for d in decisions if d["action"] in ("assign", "succeeded")]
         assert order[:2] == [("assign", "c1"), ("succeeded", "c1")]
         # nothing reached the management cluster: proxy syncs live inside the workload clusters
-        assert management.objects("kustomizations") == []
+        assert await management.objects("kustomizations") == []
     finally:
         await asyncio.to_thread(stack.stop)

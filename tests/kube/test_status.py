@@ -13,8 +13,8 @@ from infra.topics import TopicNames
 from projections.publisher import KafkaPublisher
 from projections.status import StatusReporter, revision_matches, sync_state
 from rollout.events import SyncStatusReported, parse_event
-from tests.kube.apiserver import KubeAPIServer
-from tests.kube.conftest import FAST, NAMESPACE, Workloads, eventually, make_sink, snapshot, sync
+from tests.kube.cluster import KubeCluster
+from tests.kube.conftest import FAST, NAMESPACE, AnyCluster, Workloads, eventually, make_sink, snapshot, sync
 
 SHA1 = "3c5d2b5e0e1a9d1d1b6b1c0f1f2e3d4c5b6a7980"
 SHA256 = "a" * 64
@@ -119,7 +119,7 @@ def test_sync_state_for_commits_and_digests() -> None:
 # --- the reporter, end to end -----------------------------------------------------------------
 
 
-async def set_status(server: KubeAPIServer, namespace: str, name: str, status: dict[str, Any]) -> None:
+async def set_status(server: AnyCluster, namespace: str, name: str, status: dict[str, Any]) -> None:
     async with server.client() as api:
         await CustomObjectsApi(api).patch_namespaced_custom_object_status(
             "kustomize.toolkit.fluxcd.io",
@@ -151,7 +151,7 @@ async def reports(bootstrap: str, topic: str) -> list[tuple[str, str, str, str]]
 
 @pytest.mark.integration
 async def test_status_changes_become_exactly_one_sync_status_event_each(
-    management: KubeAPIServer, workloads: Workloads, kafka_bootstrap: str, topic_prefix: str
+    management: KubeCluster, workloads: Workloads, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     topic = TopicNames(topic_prefix).status
     publisher = KafkaPublisher(kafka_bootstrap, topic)
