@@ -47,7 +47,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -247,23 +248,65 @@ async def wait_ready(log: Path, worker: subprocess.Popen[bytes], timeout: float 
     raise TimeoutError(f"the worker was not ready after {timeout:.0f} s")
 
 
-async def real_worker(bootstrap: str, prefix: str, n: int) -> tuple[float, float, float]:
-    """(seconds to fold the fleet, fan-out seconds, status events/s)"""
+# How the worker's stages are spread over processes: one process (the default deployment), or
+# the router beside the decider + assembler (`rollout worker --stages ...`, two cores).
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "1 process": ("route,decide,assemble",),
+    "2 processes": ("route", "decide,assemble"),
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class WorkerRun:
+    fold_s: float
+    fan_out_s: float
+    status_per_s: float
+    cpu_per_report: list[float]  # seconds of CPU per status report, per process
+
+
+@contextlib.asynccontextmanager
+async def workers(bootstrap: str, prefix: str, layout: tuple[str, ...]) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
+    """`rollout worker` processes, one per entry of `layout`, each waited for until ready."""
+    env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
+    started: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            logs = []
+            for index, stages in enumerate(layout):
+                log = Path(tmp) / f"worker-{index}.log"
+                with log.open("wb") as sink:
+                    started.append(subprocess.Popen(
+                        [sys.executable, "-m", "rollout_cli.main", "worker", "--web-port", "0", "--stages", stages,
+                         "--partitions", str(PARTITIONS), "--loglevel", "info"],
+                        env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                    ))  # fmt: skip
+                logs.append(log)
+            for log, worker in zip(logs, started, strict=True):
+                await wait_ready(log, worker)
+            yield started
+        finally:
+            for worker in started:
+                worker.send_signal(signal.SIGTERM)
+            for worker in started:
+                try:
+                    worker.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+
+
+async def real_worker(bootstrap: str, prefix: str, n: int, layout: tuple[str, ...]) -> WorkerRun:
     names = TopicNames(prefix)
     await ensure_topics(bootstrap, prefix, PARTITIONS)
-    env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
     follower = Follower(bootstrap, names)
     following: asyncio.Task[None] | None = None
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "worker.log"
-        with log.open("wb") as sink:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "rollout_cli.main", "worker", "--web-port", "0",
-                 "--partitions", str(PARTITIONS), "--loglevel", "info"],
-                env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            await wait_ready(log, worker)
+    try:
+        async with workers(bootstrap, prefix, layout) as processes:
             following = asyncio.create_task(follower.run())
             started = time.monotonic()
             labels = {"env": "bench"}
@@ -272,29 +315,25 @@ async def real_worker(bootstrap: str, prefix: str, n: int) -> tuple[float, float
             )
             ends = await end_offsets(bootstrap, names.clusters)
             folded = await follower.until(lambda: len(follower.folded) >= PARTITIONS * n, "the fleet to be folded")
-            fold_s = folded - started
 
             published = time.monotonic()
             await client.publish(bootstrap, names.intents, [("bench", module_event("bench", fleet=ends))])
             fanned = await follower.until(lambda: len(follower.snapshots) >= n, f"{n} snapshots")
 
             reports = [(cluster_name(i), report(cluster_name(i), "bench")) for i in range(n)]
+            cpu_before = [cpu_seconds(p.pid) for p in processes]
             first = time.monotonic()
             await client.publish(bootstrap, names.status, reports)
             complete = await follower.until(
                 lambda: follower.status is not None and follower.status.get("phase") == "Complete", "phase Complete"
             )
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-            if following is not None:
-                following.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await following
-    return fold_s, fanned - published, n / (complete - first)
+            cpu = [(cpu_seconds(p.pid) - before) / n for p, before in zip(processes, cpu_before, strict=True)]
+    finally:
+        if following is not None:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+    return WorkerRun(folded - started, fanned - published, n / (complete - first), cpu)
 
 
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
@@ -307,27 +346,35 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-async def pipe_and_worker(n: int) -> None:
+async def pipe_and_worker(n: int, layouts: list[str]) -> None:
     bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
     if not bootstrap:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
-    prefix = f"bench-{uuid.uuid4().hex[:6]}."
-    print(f"broker {bootstrap}, N = {n}, {PARTITIONS} partitions, topic prefix {prefix}", flush=True)
-    try:
+    for layout in layouts:
+        prefix = f"bench-{uuid.uuid4().hex[:6]}."
+        print(f"broker {bootstrap}, N = {n}, {PARTITIONS} partitions, topic prefix {prefix}", flush=True)
         passes = sorted(await raw_pipe(bootstrap, prefix, n))
         raw = passes[len(passes) // 2]
         print(f"raw pipe   consume → json → produce (acks=all):       {raw:9.0f} msg/s   "
               f"(median of {len(passes)} passes: {', '.join(f'{p:.0f}' for p in passes)})", flush=True)  # fmt: skip
-        fold_s, fan_s, status = await real_worker(bootstrap, prefix, n)
-    finally:
+        run = await real_worker(bootstrap, prefix, n, LAYOUTS[layout])
+        report_worker(layout, n, raw, run)
         with contextlib.suppress(Exception):
             await delete_topics(bootstrap, prefix)
-    ratio = status / raw * 100
-    print(f"worker     fleet of {n} folded into {PARTITIONS} journal partitions: {fold_s:7.2f} s")
-    print(f"worker     fan-out: module → {n} snapshots:             {fan_s:7.2f} s   "
-          f"(target ≤ 5 s at 3000: {'met' if fan_s <= 5 else 'NOT met'})")  # fmt: skip
-    print(f"worker     status: {n} reports → Complete:             {status:9.0f} events/s")
-    print(f"ratio      status events/s ÷ raw pipe msg/s:            {ratio:8.1f} %   "
+
+
+def report_worker(layout: str, n: int, raw: float, run: WorkerRun) -> None:
+    ratio = run.status_per_s / raw * 100
+    processes = " + ".join(
+        f"{stages} {cpu * 1e6:.0f}" for stages, cpu in zip(LAYOUTS[layout], run.cpu_per_report, strict=True)
+    )
+    print(f"worker, {layout} ({' | '.join(LAYOUTS[layout])}):")
+    print(f"  fleet of {n} folded into {PARTITIONS} journal partitions: {run.fold_s:7.2f} s")
+    print(f"  fan-out: module → {n} snapshots:              {run.fan_out_s:7.2f} s   "
+          f"(target ≤ 5 s at 3000: {'met' if run.fan_out_s <= 5 else 'NOT met'})")  # fmt: skip
+    print(f"  status: {n} reports → Complete:              {run.status_per_s:9.0f} events/s   "
+          f"(CPU µs per report: {processes})")  # fmt: skip
+    print(f"  ratio status events/s ÷ raw pipe msg/s:       {ratio:8.1f} %   "
           f"(target ≥ 20 %: {'met' if ratio >= 20 else 'NOT met'})", flush=True)  # fmt: skip
 
 
@@ -473,11 +520,12 @@ def main() -> None:
     parser.add_argument("--skip-pipe", action="store_true", help="skip the raw pipe and the real worker")
     parser.add_argument("--skip-table", action="store_true", help="skip the table-layer part")
     parser.add_argument("--profile", action="store_true", help="cProfile the table layer at both ends")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"worker layouts to run: {', '.join(LAYOUTS)}")
     args = parser.parse_args()
     print("load average before the run (2 cores: above 2 means others compete): "
           + " ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)  # fmt: skip
     if not args.skip_pipe:
-        asyncio.run(pipe_and_worker(args.n))
+        asyncio.run(pipe_and_worker(args.n, [layout.strip() for layout in args.layouts.split(",")]))
     if not args.skip_table:
         table_layer([int(s) for s in args.sizes.split(",")], args.profile)
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 DEFAULT_PREFIX = "rollout."
 
 
+STAGES = ("route", "decide", "assemble")  # the worker's stages, in pipeline order
+
+
 @dataclass(frozen=True)
 class Settings:
     bootstrap_servers: str
@@ -21,6 +24,9 @@ class Settings:
     web_port: int = 6066
     web_host: str = "127.0.0.1"
     log_format: str = "text"
+    # The stages this process runs (`rollout worker --stages`): all three by default; split
+    # them over processes to use more than one core (each stage is its own consumer group).
+    stages: tuple[str, ...] = STAGES
 
     @property
     def group_id(self) -> str:

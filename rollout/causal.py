@@ -86,7 +86,7 @@ class CausalOrder(ModuleIntents):
             else f"{event.type} held behind {len(queue.ids) - 1} earlier intent(s) of {name}"
         )
         out.decisions.append(Decision(module=name, action="held", reason=reason, at=self.now))
-        out.module_status[name] = self._status_of(name)
+        self._show_status(name, out)
 
     def _on_fleet_seen(self, event: FleetSeen, out: Outcome) -> None:
         key = str(event.partition)
@@ -118,4 +118,4 @@ class CausalOrder(ModuleIntents):
                 released = True
                 self._apply_intent(INPUT_ADAPTER.validate_json(held.event), out)
         if released and queue is not None:
-            out.module_status[name] = self._status_of(name)
+            self._show_status(name, out)

@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rollout.assemblages import AssignedSync
 
+# A module-status entry the caller renders itself, once per batch (`TargetBook.defer_views`,
+# `status_of`); recognised by identity, never sent as is.
+DEFERRED: dict[str, Any] = {"deferred": True}
+
 
 class Assignment(BaseModel):
     """The sync record of `module` in `cluster`'s assemblage; `sync` None removes it."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.bindings import binding_values, expand_sync
-from rollout.outcome import Assignment, Decision, Outcome
+from rollout.outcome import DEFERRED, Assignment, Decision, Outcome
 from rollout.state import (
     Category,
     ClusterFacts,
@@ -47,7 +47,14 @@ def _queue_index(target: Target) -> int:
 
 
 class TargetBook:
-    """The mappings of one journal partition, the Targets' indexes and counters."""
+    """The mappings of one journal partition, the Targets' indexes and counters.
+
+    `defer_views`: leave module-status documents as `DEFERRED` in outcomes, for a caller that
+    folds a batch and renders each touched module's view once at its end (`status_of`) —
+    the document of a module is the view of its final state either way.
+    """
+
+    defer_views = False
 
     def __init__(
         self,
@@ -297,7 +304,15 @@ class TargetBook:
 
     def _save_module(self, record: ModuleRecord, out: Outcome) -> None:
         self.modules[record.name] = record
-        out.module_status[record.name] = self._status_of(record.name)
+        self._show_status(record.name, out)
+
+    def _show_status(self, name: str, out: Outcome) -> None:
+        """The module's status document is part of `out` (deferred: see `defer_views`)."""
+        out.module_status[name] = DEFERRED if self.defer_views else self._status_of(name)
+
+    def status_of(self, name: str) -> dict[str, Any] | None:
+        """The module-status document of `name` now (None: no such module)."""
+        return self._status_of(name)
 
     def _status_of(self, name: str) -> dict[str, Any] | None:
         """The module-status document of `name`, with what it holds."""

@@ -477,8 +477,31 @@ def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def stages_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--stages",
+        envvar="ROLLOUT_STAGES",
+        default="route,decide,assemble",
+        show_default=True,
+        callback=parse_stages,
+        help="Comma-separated stages this process runs (env ROLLOUT_STAGES). Run e.g. `--stages route` "
+        "and `--stages decide,assemble` as two processes to use two cores.",
+    )(command)
+
+
+def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    from infra.settings import STAGES
+
+    stages = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    unknown = [stage for stage in stages if stage not in STAGES]
+    if unknown or not stages:
+        raise click.BadParameter(f"{', '.join(unknown) or 'nothing'}: stages are {', '.join(STAGES)}")
+    return stages
+
+
 @cli.command()
 @worker_options
+@stages_option
 @web_options(6066)
 @replication_option
 @kafka_options
@@ -487,6 +510,7 @@ def worker(
     replication_factor: int,
     partitions: int,
     tick_interval: float,
+    stages: tuple[str, ...],
     web_port: int,
     web_host: str,
     log_format: str,
@@ -511,6 +535,7 @@ def worker(
         web_port=web_port,
         web_host=web_host,
         log_format=log_format,
+        stages=stages,
     )
     run_worker(settings, loglevel=loglevel)
 

@@ -1,4 +1,5 @@
-"""The worker: three stages, a ticker and the health/metrics server in one process.
+"""The worker: three stages, a ticker and the health/metrics server in one process (or a
+subset of the stages — `Settings.stages` — so that they can be spread over processes and cores).
 
     inputs ──► route ──► journal ──► decide ──► assignments ──► assemble ──► projections
                  │                      ├──► decisions, module-status, rollout-targets
@@ -12,6 +13,10 @@ state from the stage's state topic and resumes at the tracked position.
 
 The ticker writes a `Tick` every `tick_interval` seconds — the only way time reaches
 decisions. Exactly one worker ticks: the one whose router owns the ticks partition.
+
+One Python process uses one core. `rollout worker --stages route` next to `rollout worker
+--stages decide,assemble` puts the router's parsing and Kafka I/O on another core than the
+engine; nothing else changes (the stages only ever talk through topics).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client import Counter
 
 from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
-from infra.settings import Settings, kafka_client_options
+from infra.settings import STAGES, Settings, kafka_client_options
 from infra.topics import TopicNames
 from rollout.events import Tick
 from rollout.state import ModuleRecord
@@ -45,6 +50,14 @@ log = logging.getLogger("rollout.worker")
 
 
 def stage_specs(settings: Settings, metrics: Metrics) -> list[StageSpec]:
+    """The specs of the stages `settings.stages` names, in pipeline order."""
+    unknown = set(settings.stages) - set(STAGES)
+    if unknown or not settings.stages:
+        raise ValueError(f"stages must be some of {', '.join(STAGES)}, not {', '.join(sorted(unknown)) or 'none'}")
+    return [spec for spec in _all_stage_specs(settings, metrics) if spec.name in settings.stages]
+
+
+def _all_stage_specs(settings: Settings, metrics: Metrics) -> list[StageSpec]:
     topics = TopicNames(settings.topic_prefix)
     partitions = settings.partitions
     group = settings.group_id
@@ -100,12 +113,15 @@ class Worker:
             for spec in stage_specs(settings, self.metrics)
         ]
         self.ticking = False
-        self.runners[0].on_assignment = self._ticks_owned
+        self.stages = {runner.spec.name: runner for runner in self.runners}
+        if "route" in self.stages:
+            self.stages["route"].on_assignment = self._ticks_owned
 
     def modules_held(self) -> Iterator[ModuleRecord]:
         """The committed module records of the decide partitions this worker owns now (the
         module gauges read them at scrape time: right after a restart or a rebalance)."""
-        for slot in self.runners[1].slots.values():
+        decide = self.stages.get("decide")
+        for slot in decide.slots.values() if decide is not None else ():
             state = slot.processor.state
             if state is not None:
                 yield from state.mappings["modules"].committed.values()
@@ -157,7 +173,7 @@ class Worker:
             self.health.assigned = all(runner.joined.is_set() for runner in self.runners)
             self.health.recovered = all(runner.healthy for runner in self.runners)
             if self.health.assigned and self.health.recovered and not announced:
-                log.info("worker ready: route, decide and assemble joined their groups")
+                log.info("worker ready: %s joined their groups", ", ".join(self.stages))
                 announced = True
             lagging = self._record_lag(lagging)
             await asyncio.sleep(0.5)

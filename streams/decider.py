@@ -39,7 +39,7 @@ from rollout.events import (
     SyncStatusReported,
     parse_journal_event,
 )
-from rollout.outcome import Decision
+from rollout.outcome import DEFERRED, Decision
 from rollout.state import ENGINE_MAPPINGS
 from streams.delivery import Outputs
 from streams.state import PartitionState
@@ -74,7 +74,9 @@ class DecidePartition:
 
     def _new_engine(self) -> RolloutEngine:
         mappings = {name: self.state.mappings[name] for name in engine_mappings()}
-        return RolloutEngine(**mappings, partition=self.partition)  # type: ignore[arg-type]
+        engine = RolloutEngine(**mappings, partition=self.partition)  # type: ignore[arg-type]
+        engine.defer_views = True  # module status: rendered once per batch, below
+        return engine
 
     def reset(self) -> None:
         self.engine = self._new_engine()  # derived indexes are per engine: rebuilt lazily
@@ -102,6 +104,8 @@ class DecidePartition:
             module_status.update(outcome.module_status)
             decisions.update(decision.action for decision in outcome.decisions)
         for module, status in sorted(module_status.items()):
+            if status is DEFERRED:
+                status = self.engine.status_of(module)
             out.send_latest(self.topics.module_status, module.encode(), None if status is None else document(status))
         for action, count in decisions.items():
             self.metrics.decisions.labels(action).inc(count)
