@@ -144,8 +144,8 @@ async def events(request: web.Request) -> web.StreamResponse:
                 changes.merge(await subscription.take())
             payload = {**changes.as_json(), "caughtUp": reader.caught_up.is_set(), "serverTime": time.time()}
             await response.write(_sse("change", payload))
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except ConnectionResetError:
+        pass  # the browser went away
     finally:
         reader.unsubscribe(subscription)
     return response
