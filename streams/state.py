@@ -54,11 +54,13 @@ class LayeredMapping(MutableMapping[str, Any]):
     # -- layers ---------------------------------------------------------------------------
 
     def keep_event(self) -> None:
-        self._batch.update(self._event)
-        self._event.clear()
+        if self._event:  # most events write a few mappings out of a dozen
+            self._batch.update(self._event)
+            self._event.clear()
 
     def drop_event(self) -> None:
-        self._event.clear()
+        if self._event:
+            self._event.clear()
 
     def drop_batch(self) -> None:
         self._event.clear()
@@ -79,9 +81,11 @@ class LayeredMapping(MutableMapping[str, Any]):
     # -- mapping --------------------------------------------------------------------------
 
     def _lookup(self, key: str) -> Any:
-        for layer in (self._event, self._batch):
-            if key in layer:
-                return layer[key]
+        event, batch = self._event, self._batch
+        if key in event:
+            return event[key]
+        if key in batch:
+            return batch[key]
         return self.committed.get(key, _DELETED)
 
     def __getitem__(self, key: str) -> Any:
