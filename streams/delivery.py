@@ -38,6 +38,7 @@ transactional producer of aiokafka):
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -46,7 +47,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
-from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
@@ -96,6 +97,18 @@ class Outputs:
 
     def all(self) -> list[OutRecord]:
         return [*self.records, *self.latest.values()]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def key_slot(key: bytes | None, count: int) -> int:
+    """Index of the partition Kafka's default partitioner picks for `key` among `count`
+    (murmur2, as the Java client and aiokafka's `send` do). aiokafka computes murmur2 in
+    Python; outputs repeat their keys (a module's decisions, a target's status), so the
+    bounded cache spares most of it. An unkeyed record goes to the first partition (the
+    default partitioner would pick one at random)."""
+    if key is None:
+        return 0
+    return (murmur2(key) & 0x7FFFFFFF) % count
 
 
 class PartitionProcessor(Protocol):
@@ -176,7 +189,6 @@ class StageRunner:
         self.reader: AIOKafkaConsumer | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
         self._partitions: dict[str, list[int]] = {}  # topic -> partition ids, for keyed records
-        self._partitioner = DefaultPartitioner()  # what `send` would pick: murmur2 of the key
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -441,7 +453,7 @@ class StageRunner:
                 if partitions is None:
                     partitions = sorted(await producer.partitions_for(item.topic))
                     self._partitions[item.topic] = partitions
-                partition = self._partitioner(item.key, partitions, partitions)
+                partition = partitions[key_slot(item.key, len(partitions))]
             by_partition.setdefault((item.topic, partition), []).append(item)
         last: asyncio.Future[Any] | None = None
         for (topic, partition), items in by_partition.items():

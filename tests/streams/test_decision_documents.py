@@ -1,0 +1,27 @@
+"""The decider writes a decision's fields as they are (its __dict__): that must stay its
+model_dump — a nested model or an alias added to Decision would break the documents."""
+
+from __future__ import annotations
+
+from rollout.outcome import Decision
+
+
+def test_a_decision_document_holds_exactly_what_model_dump_gives() -> None:
+    decision = Decision(
+        module="podinfo",
+        action="stage-succeeded",
+        reason="canary: 2/2 succeeded",
+        cluster="prod-eu-1",
+        revision="6.5.0",
+        generation=3,
+        at=120.5,
+        stage="canary",
+        stage_seconds=300.0,
+    )
+    assert decision.__dict__ == decision.model_dump()
+    assert decision.__dict__ == decision.model_dump(mode="json")
+
+
+def test_defaults_are_in_the_document_too() -> None:
+    decision = Decision(module="m", action="held", reason="waiting")
+    assert set(decision.__dict__) == set(Decision.model_fields)
