@@ -50,6 +50,10 @@ replica that lost the cluster's partition); `close()` stops every worker.
 
 Sync status: with a `StatusReporter`, the sink tells it which clusters it manages, and
 the reporter watches their Kustomizations (see `projections.status`).
+
+Modules: this one holds the per-cluster workers and gates; `projections.sinks.objects`
+the list/apply/prune of one cluster's objects (steps 2 to 4) and the namespace lookup of a
+tombstone; `projections.sinks.drift` the watches that wake a worker on drift.
 """
 
 from __future__ import annotations
@@ -59,24 +63,28 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, get_args
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client import ApiClient
 
 from projections.kube import (
-    Resource,
     RetryPolicy,
-    call,
     describe,
     kubeconfig_secret_name,
     read_kubeconfig,
-    resource,
     workload_client,
 )
 from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY, FluxRenderer
 from projections.sinks import SinkResult
 from projections.sinks.drift import DriftWatch
+from projections.sinks.objects import (
+    FIELD_MANAGER,
+    MANAGED_RESOURCES,
+    ObjectKey,
+    Outcome,
+    find_cluster_namespace,
+    sync_objects,
+)
 from projections.status import StatusReporter
 from rollout.assemblages import Assemblage, AssemblageKind
 from rollout.manifests import check_dns1123_label
@@ -85,30 +93,9 @@ __all__ = ["FIELD_MANAGER", "MANAGED_RESOURCES", "KubernetesSink"]
 
 log = logging.getLogger("rollout.sink.kubernetes")
 
-FIELD_MANAGER = "rollout"
-APPLY_PATCH = "application/apply-patch+yaml"
-
-# Everything the renderer produces, in deletion order (Kustomizations before their sources).
-MANAGED_RESOURCES: tuple[Resource, ...] = (
-    resource("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
-    resource("source.toolkit.fluxcd.io/v1", "GitRepository"),
-    resource("source.toolkit.fluxcd.io/v1", "OCIRepository"),
-)
 _ASSEMBLAGE_LABEL = {"RemoteAssemblage": "remote", "ProxyAssemblage": "proxy"}
 
-ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 ManagementClient = Callable[[], Awaitable[ApiClient]]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one converge of one cluster did."""
-
-    state: Literal["applied", "not-ready", "failed"]
-    written: int = 0
-    unchanged: int = 0
-    pruned: int = 0
-    reason: str = ""
 
 
 @dataclass
@@ -385,7 +372,14 @@ class KubernetesSink:
                     "not-ready",
                     reason=f"secret {desired.metadata.namespace}/{kubeconfig_secret_name(target.cluster)} is absent",
                 )
-        outcome = await self._sync_objects(management, target, objects, label)
+        outcome = await sync_objects(
+            management,
+            cluster=target.cluster,
+            label=label,
+            objects=objects,
+            field_manager=self.field_manager,
+            policy=self.policy,
+        )
         if self.reporter is not None and desired is not None:
             await self.reporter.claim_remote(target.cluster)
         elif self.reporter is not None:
@@ -400,7 +394,9 @@ class KubernetesSink:
         objects: list[dict[str, Any]],
         label: str,
     ) -> Outcome:
-        namespace = target.namespace or await self._find_cluster_namespace(management, target.cluster)
+        namespace = target.namespace or await find_cluster_namespace(
+            management, cluster=target.cluster, fleet_namespaces=self.fleet_namespaces, policy=self.policy
+        )
         secret = f"{namespace}/{kubeconfig_secret_name(target.cluster)}"
         if namespace is None:
             return Outcome("applied", reason="no kubeconfig secret: the cluster is gone, nothing to prune")
@@ -410,7 +406,14 @@ class KubernetesSink:
                 return Outcome("applied", reason=f"secret {secret} is absent: the cluster is gone, nothing to prune")
             return Outcome("not-ready", reason=f"secret {secret} is absent")
         async with workload:
-            outcome = await self._sync_objects(workload, target, objects, label)
+            outcome = await sync_objects(
+                workload,
+                cluster=target.cluster,
+                label=label,
+                objects=objects,
+                field_manager=self.field_manager,
+                policy=self.policy,
+            )
         if desired is not None:
             cluster_name = target.cluster
 
@@ -475,142 +478,3 @@ class KubernetesSink:
         target = self._targets.get((kind, cluster))
         if target is not None and target.desired is not None:
             target.wake.set()
-
-    async def _find_cluster_namespace(self, management: ApiClient, cluster: str) -> str | None:
-        """The namespace of a cluster's kubeconfig secret, for a tombstone after a restart.
-
-        Tried in order, each skipped when RBAC forbids it (403): the secret by name in each
-        of `fleet_namespaces` (get); the Cluster API Cluster of that name, cluster-wide
-        (list clusters); the secret by name, cluster-wide (list secrets).
-        """
-        name = kubeconfig_secret_name(cluster)
-        for namespace in self.fleet_namespaces:
-            if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=self.policy):
-                return namespace
-        if self.fleet_namespaces:
-            return None
-        custom, core = CustomObjectsApi(management), CoreV1Api(management)
-        lookups: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = []
-        for version in ("v1beta2", "v1beta1"):
-
-            async def clusters(version: str = version) -> list[str]:
-                listing = await call(
-                    custom.list_cluster_custom_object,
-                    "cluster.x-k8s.io",
-                    version,
-                    "clusters",
-                    field_selector=f"metadata.name={cluster}",
-                    policy=self.policy,
-                    what=f"find the Cluster {cluster}",
-                )
-                return [item["metadata"]["namespace"] for item in listing.get("items") or []]
-
-            lookups.append((f"cluster.x-k8s.io/{version} Clusters", clusters))
-
-        async def secrets() -> list[str]:
-            listing = await call(
-                core.list_secret_for_all_namespaces,
-                field_selector=f"metadata.name={name}",
-                policy=self.policy,
-                what=f"find the kubeconfig secret of {cluster}",
-            )
-            return [item.metadata.namespace for item in listing.items]
-
-        lookups.append(("secrets", secrets))
-        forbidden = []
-        for what, lookup in lookups:
-            try:
-                namespaces = await lookup()
-            except ApiException as error:
-                if error.status not in (403, 404):
-                    raise
-                if error.status == 403:
-                    forbidden.append(what)
-                continue
-            for namespace in sorted(namespaces):
-                if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=self.policy):
-                    return namespace
-        if forbidden:
-            log.warning(
-                "ProxyAssemblage %s: removed, but the namespace of %s is unknown since the applier started "
-                "and listing %s is forbidden; its objects in the workload cluster stay. Give the applier the "
-                "fleet namespaces to find the secret by name.",
-                cluster,
-                name,
-                " and ".join(forbidden),
-            )
-        return None
-
-    async def _sync_objects(
-        self, api: ApiClient, target: _Target, objects: list[dict[str, Any]], label: str
-    ) -> Outcome:
-        """Apply `objects`, delete every other object owned for (cluster, assemblage)."""
-        custom = CustomObjectsApi(api)
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={target.cluster},{LABEL_ASSEMBLAGE}={label}"
-        existing: dict[ObjectKey, str] = {}
-        for kind in MANAGED_RESOURCES:
-            try:
-                listing = await call(
-                    custom.list_cluster_custom_object,
-                    kind.group,
-                    kind.version,
-                    kind.plural,
-                    label_selector=selector,
-                    policy=self.policy,
-                    what=f"list {kind.plural} of {target.cluster}",
-                )
-            except ApiException as error:
-                if error.status == 404:
-                    continue  # the CRD is not installed: nothing of that kind to prune
-                raise
-            for item in listing.get("items") or []:
-                meta = item["metadata"]
-                existing[(kind.kind, meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
-
-        written = unchanged = 0
-        for obj in objects:
-            kind = resource(obj["apiVersion"], obj["kind"])
-            meta = obj["metadata"]
-            key = (kind.kind, meta["namespace"], meta["name"])
-            result = await call(
-                custom.patch_namespaced_custom_object,
-                kind.group,
-                kind.version,
-                meta["namespace"],
-                kind.plural,
-                meta["name"],
-                obj,
-                field_manager=self.field_manager,
-                force=True,
-                _content_type=APPLY_PATCH,
-                policy=self.policy,
-                what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
-            )
-            # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
-            after = ((result or {}).get("metadata") or {}).get("resourceVersion")
-            before = existing.pop(key, None)
-            if before is not None and before == after:
-                unchanged += 1
-            else:
-                written += 1
-
-        pruned = 0
-        order = {kind.kind: index for index, kind in enumerate(MANAGED_RESOURCES)}
-        for kind_name, namespace, name in sorted(existing, key=lambda k: (order[k[0]], k[1], k[2])):
-            kind = next(k for k in MANAGED_RESOURCES if k.kind == kind_name)
-            try:
-                await call(
-                    custom.delete_namespaced_custom_object,
-                    kind.group,
-                    kind.version,
-                    namespace,
-                    kind.plural,
-                    name,
-                    policy=self.policy,
-                    what=f"delete {kind_name} {namespace}/{name}",
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-            pruned += 1
-        return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned)

@@ -1,0 +1,210 @@
+"""Converging one cluster's owned Flux objects: apply what is rendered, prune the rest.
+
+What flows through here: the rendered objects of one (cluster, assemblage) and a client of
+the cluster they belong in go into `sync_objects`; an `Outcome` (how many written,
+unchanged, pruned) comes out. Ownership is by label (`app.kubernetes.io/managed-by`,
+`rollout.dev/cluster`, `rollout.dev/assemblage`); applies are server-side with the sink's
+field manager and `force`, sources before Kustomizations; prunes go Kustomizations first.
+
+`find_cluster_namespace` answers, for a tombstone after a restart, in which namespace a
+cluster's kubeconfig secret lives (see its docstring for the lookups and RBAC fallbacks).
+The per-cluster workers, gates and drift watches that call these are in
+`projections.sinks.kubernetes`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from projections.kube import Resource, RetryPolicy, call, kubeconfig_secret_name, read_kubeconfig, resource
+from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY
+
+__all__ = [
+    "APPLY_PATCH",
+    "FIELD_MANAGER",
+    "MANAGED_RESOURCES",
+    "ObjectKey",
+    "Outcome",
+    "find_cluster_namespace",
+    "sync_objects",
+]
+
+log = logging.getLogger("rollout.sink.kubernetes")
+
+FIELD_MANAGER = "rollout"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+# Everything the renderer produces, in deletion order (Kustomizations before their sources).
+MANAGED_RESOURCES: tuple[Resource, ...] = (
+    resource("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+    resource("source.toolkit.fluxcd.io/v1", "GitRepository"),
+    resource("source.toolkit.fluxcd.io/v1", "OCIRepository"),
+)
+
+ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one converge of one cluster did."""
+
+    state: Literal["applied", "not-ready", "failed"]
+    written: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    reason: str = ""
+
+
+async def sync_objects(
+    api: ApiClient,
+    *,
+    cluster: str,
+    label: str,
+    objects: list[dict[str, Any]],
+    field_manager: str,
+    policy: RetryPolicy,
+) -> Outcome:
+    """Apply `objects`, delete every other object owned for (cluster, assemblage)."""
+    custom = CustomObjectsApi(api)
+    selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={cluster},{LABEL_ASSEMBLAGE}={label}"
+    existing: dict[ObjectKey, str] = {}
+    for kind in MANAGED_RESOURCES:
+        try:
+            listing = await call(
+                custom.list_cluster_custom_object,
+                kind.group,
+                kind.version,
+                kind.plural,
+                label_selector=selector,
+                policy=policy,
+                what=f"list {kind.plural} of {cluster}",
+            )
+        except ApiException as error:
+            if error.status == 404:
+                continue  # the CRD is not installed: nothing of that kind to prune
+            raise
+        for item in listing.get("items") or []:
+            meta = item["metadata"]
+            existing[(kind.kind, meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
+
+    written = unchanged = 0
+    for obj in objects:
+        kind = resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        key = (kind.kind, meta["namespace"], meta["name"])
+        result = await call(
+            custom.patch_namespaced_custom_object,
+            kind.group,
+            kind.version,
+            meta["namespace"],
+            kind.plural,
+            meta["name"],
+            obj,
+            field_manager=field_manager,
+            force=True,
+            _content_type=APPLY_PATCH,
+            policy=policy,
+            what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
+        )
+        # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
+        after = ((result or {}).get("metadata") or {}).get("resourceVersion")
+        before = existing.pop(key, None)
+        if before is not None and before == after:
+            unchanged += 1
+        else:
+            written += 1
+
+    pruned = 0
+    order = {kind.kind: index for index, kind in enumerate(MANAGED_RESOURCES)}
+    for kind_name, namespace, name in sorted(existing, key=lambda k: (order[k[0]], k[1], k[2])):
+        kind = next(k for k in MANAGED_RESOURCES if k.kind == kind_name)
+        try:
+            await call(
+                custom.delete_namespaced_custom_object,
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                policy=policy,
+                what=f"delete {kind_name} {namespace}/{name}",
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        pruned += 1
+    return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned)
+
+
+async def find_cluster_namespace(
+    management: ApiClient, *, cluster: str, fleet_namespaces: Sequence[str], policy: RetryPolicy
+) -> str | None:
+    """The namespace of a cluster's kubeconfig secret, for a tombstone after a restart.
+
+    Tried in order, each skipped when RBAC forbids it (403): the secret by name in each
+    of `fleet_namespaces` (get); the Cluster API Cluster of that name, cluster-wide
+    (list clusters); the secret by name, cluster-wide (list secrets).
+    """
+    name = kubeconfig_secret_name(cluster)
+    for namespace in fleet_namespaces:
+        if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=policy):
+            return namespace
+    if fleet_namespaces:
+        return None
+    custom, core = CustomObjectsApi(management), CoreV1Api(management)
+    lookups: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = []
+    for version in ("v1beta2", "v1beta1"):
+
+        async def clusters(version: str = version) -> list[str]:
+            listing = await call(
+                custom.list_cluster_custom_object,
+                "cluster.x-k8s.io",
+                version,
+                "clusters",
+                field_selector=f"metadata.name={cluster}",
+                policy=policy,
+                what=f"find the Cluster {cluster}",
+            )
+            return [item["metadata"]["namespace"] for item in listing.get("items") or []]
+
+        lookups.append((f"cluster.x-k8s.io/{version} Clusters", clusters))
+
+    async def secrets() -> list[str]:
+        listing = await call(
+            core.list_secret_for_all_namespaces,
+            field_selector=f"metadata.name={name}",
+            policy=policy,
+            what=f"find the kubeconfig secret of {cluster}",
+        )
+        return [item.metadata.namespace for item in listing.items]
+
+    lookups.append(("secrets", secrets))
+    forbidden = []
+    for what, lookup in lookups:
+        try:
+            namespaces = await lookup()
+        except ApiException as error:
+            if error.status not in (403, 404):
+                raise
+            if error.status == 403:
+                forbidden.append(what)
+            continue
+        for namespace in sorted(namespaces):
+            if await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=policy):
+                return namespace
+    if forbidden:
+        log.warning(
+            "ProxyAssemblage %s: removed, but the namespace of %s is unknown since the applier started "
+            "and listing %s is forbidden; its objects in the workload cluster stay. Give the applier the "
+            "fleet namespaces to find the secret by name.",
+            cluster,
+            name,
+            " and ".join(forbidden),
+        )
+    return None
