@@ -59,6 +59,8 @@ def unresolved_references(text: str, values: Mapping[str, str]) -> list[str]:
 def expand_sync(sync: Sync, values: Mapping[str, str]) -> Sync:
     """The sync with every substitute value expanded; everything else unchanged."""
     kustomize = sync.package.kustomize
+    if not kustomize.substitute:
+        return sync
     substitute = {key: expand(value, values) for key, value in kustomize.substitute.items()}
     return Sync(
         source=sync.source,

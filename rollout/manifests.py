@@ -49,6 +49,7 @@ from rollout.formats import DNS1123_SUBDOMAIN as DNS1123_SUBDOMAIN
 from rollout.formats import LABEL_NAME as LABEL_NAME
 from rollout.formats import LABEL_VALUE as LABEL_VALUE
 from rollout.formats import parse_duration as parse_duration
+from rollout.helm import HelmChartSource, HelmPackage
 
 API_VERSION = "rollout.dev/v1alpha1"
 
@@ -203,18 +204,21 @@ class OCISource(Strict):
 class Source(Strict):
     git: GitSource | None = None
     oci: OCISource | None = None
+    helm: HelmChartSource | None = None  # a chart in a Helm repository (rollout/helm.py)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Source:
-        if (self.git is None) == (self.oci is None):
-            raise ValueError("give exactly one of 'git' or 'oci'")
+        if sum(source is not None for source in (self.git, self.oci, self.helm)) != 1:
+            raise ValueError("give exactly one of 'git', 'oci' or 'helm'")
         return self
 
     @property
     def revision(self) -> str:
-        """The version label users and appliers talk about: a tag, commit or digest."""
+        """The version label users and appliers talk about: a tag, commit, digest or chart version."""
         if self.git is not None:
             return self.git.version.label
+        if self.helm is not None:
+            return self.helm.label
         return self.oci.version.label  # type: ignore[union-attr]
 
 
@@ -232,7 +236,16 @@ class KustomizePackage(Strict):
 
 
 class Package(Strict):
+    """A kustomize package (the default) or a Helm release (`helm`, rollout/helm.py)."""
+
     kustomize: KustomizePackage = Field(default_factory=KustomizePackage)
+    helm: HelmPackage | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Package:
+        if self.helm is not None and self.kustomize != KustomizePackage():
+            raise ValueError("give one of 'kustomize' or 'helm'")
+        return self
 
 
 class Sync(Strict):
@@ -240,6 +253,15 @@ class Sync(Strict):
 
     source: Source
     package: Package = Field(default_factory=Package)
+
+    @model_validator(mode="after")
+    def _package_fits_source(self) -> Sync:
+        helm = self.package.helm is not None
+        if self.source.helm is not None and not helm:
+            raise ValueError("a 'helm' source needs a 'helm' package (package: {helm: {...}})")
+        if self.source.git is not None and helm:
+            raise ValueError("a 'helm' package installs a chart from a 'helm' or 'oci' source, not 'git'")
+        return self
 
     @property
     def revision(self) -> str:
@@ -364,6 +386,11 @@ class ModuleSpec(Strict):
             raise ValueError(f"bindings {sorted(reserved)} are reserved and always bound by the engine")
         if len(names) != len(set(names)):
             raise ValueError("binding names must be unique")
+        helm = self.sync.package.helm
+        stages = {stage.name for stage in self.rollout.stages} if self.rollout else set()
+        unknown = sorted(set(helm.stage_values) - stages) if helm is not None else []
+        if unknown:
+            raise ValueError(f"sync.package.helm.stageValues names no stage of spec.rollout: {', '.join(unknown)}")
         return self
 
 
