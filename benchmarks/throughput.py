@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/throughput.py 3000            # N = 3000 (the default)
     .venv/bin/python benchmarks/throughput.py 3000 --sizes 1000,10000,50000 --profile
-    options: --skip-pipe / --skip-table (run one half only), --sizes (table-layer fleet sizes)
+    options: --skip-pipe / --skip-table (run one half only), --sizes (table-layer fleet sizes),
+             --layouts "1 process,2 processes" (how the worker's stages are spread over processes)
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Every run uses
 fresh topics (a random prefix) and deletes them at the end.
@@ -11,14 +12,19 @@ fresh topics (a random prefix) and deletes them at the end.
    (batched `getmany`) → `json.loads` → `json.dumps` → one producer (acks=all, no flush per
    message) over N status-like JSON messages on 4 partitions; messages/s from the first
    record fetched to the last acknowledgement, median of 3 passes.
-2. **The real worker** — `rollout worker` (4 partitions) as a subprocess, waited for until it
-   logs "worker ready:". N ready clusters are published and folded (the decide-state
+2. **The real worker** — `rollout worker` (4 partitions) as subprocesses, in each layout: one
+   process with every stage, then `--stages route` beside `--stages decide,assemble` (two
+   cores); each waited for until it logs "worker ready:". N ready clusters are published and folded (the decide-state
    changelog holds every cluster in every journal partition), then a Module without a
    rollout block (one stage, everyone at once):
    * fan-out: from publishing the module to N assemblage snapshots on the projection topics;
    * status: N `succeeded` SyncStatusReported, from publishing the first to phase Complete on
      module-status → events/s, and its ratio to the raw pipe (target ≥ 20 % at N = 3000;
-     fan-out target ≤ 5 s at N = 3000).
+     fan-out target ≤ 5 s at N = 3000), with the CPU time each worker process spent per report;
+   * catch-up: a second module reaches every cluster, the worker stops, N reports are
+     published, the worker starts again: events/s from when the first report is routed and
+     the decider has its state back (its "decide: assigned" log line) to Complete (record
+     timestamps) — what a restart costs on top of the live figure.
 3. **Table layer** — per-event cost of a `streams.decider.DecidePartition` (the real engine
    over the changelogged `PartitionState`), without Kafka, at each fleet size: N
    ClusterObserved and 3 modules (selector: all clusters, stages canary 1 % / wave-1 25 % /
@@ -36,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import datetime
 import gc
 import json
 import os
@@ -188,11 +195,13 @@ class Follower:
         self.snapshots: set[bytes] = set()
         self.folded: set[tuple[int, bytes]] = set()
         self.status: dict[str, Any] | None = None
+        self.statuses: dict[bytes, tuple[dict[str, Any], int]] = {}  # module → (status, record timestamp ms)
+        self.first_routed_report: dict[bytes, int] = {}  # module → timestamp (ms) of its first report in the journal
         self.waiters: list[tuple[Callable[[], bool], asyncio.Future[float]]] = []
 
     async def run(self) -> None:
         names = self.names
-        topics = [names.remote, names.proxy, names.module_status, names.name("decide_state")]
+        topics = [names.remote, names.proxy, names.module_status, names.name("decide_state"), names.journal]
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=None,
@@ -212,8 +221,13 @@ class Follower:
                 for tp, records in batch.items():
                     for r in records:
                         if tp.topic == names.module_status:
+                            if r.value is not None:
+                                self.statuses[r.key] = (json.loads(r.value), r.timestamp)
                             if r.key == b"bench" and r.value is not None:
                                 self.status = json.loads(r.value)
+                        elif tp.topic == names.journal:
+                            if r.key not in self.first_routed_report and b'"SyncStatusReported"' in r.value:
+                                self.first_routed_report[r.key] = r.timestamp
                         elif tp.topic in (names.remote, names.proxy):
                             if r.value is None:
                                 self.snapshots.discard(r.key)
@@ -268,16 +282,19 @@ class WorkerRun:
     fan_out_s: float
     status_per_s: float
     cpu_per_report: list[float]  # seconds of CPU per status report, per process
+    backlog_per_s: float  # N reports waiting while the worker was down: first routed → Complete
 
 
 @contextlib.asynccontextmanager
-async def workers(bootstrap: str, prefix: str, layout: tuple[str, ...]) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
+async def workers(
+    bootstrap: str, prefix: str, layout: tuple[str, ...], logs: list[Path] | None = None
+) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
     """`rollout worker` processes, one per entry of `layout`, each waited for until ready."""
     env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
     started: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        logs = logs if logs is not None else []
         try:
-            logs = []
             for index, stages in enumerate(layout):
                 log = Path(tmp) / f"worker-{index}.log"
                 with log.open("wb") as sink:
@@ -328,12 +345,47 @@ async def real_worker(bootstrap: str, prefix: str, n: int, layout: tuple[str, ..
                 lambda: follower.status is not None and follower.status.get("phase") == "Complete", "phase Complete"
             )
             cpu = [(cpu_seconds(p.pid) - before) / n for p, before in zip(processes, cpu_before, strict=True)]
+            # the backlog: a second module reaches every cluster, then the worker stops
+            await client.publish(bootstrap, names.intents, [("backlog", module_event("backlog", fleet=ends))])
+            await follower.until(lambda: updating(follower, b"backlog") == n, "the backlog module's fan-out")
+        backlog = [(cluster_name(i), report(cluster_name(i), "backlog")) for i in range(n)]
+        await client.publish(bootstrap, names.status, backlog)  # ... while no worker runs
+        logs: list[Path] = []
+        async with workers(bootstrap, prefix, layout, logs):
+            await follower.until(lambda: phase_of(follower, b"backlog") == "Complete", "backlog phase Complete")
+            # from when both hold — the first report is in the journal and the decider has its
+            # state back (a restart restores it first) — to Complete
+            begun = max(follower.first_routed_report[b"backlog"] / 1000, decider_assigned_at(logs))
+        backlog_s = follower.statuses[b"backlog"][1] / 1000 - begun
     finally:
         if following is not None:
             following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await following
-    return WorkerRun(folded - started, fanned - published, n / (complete - first), cpu)
+    return WorkerRun(folded - started, fanned - published, n / (complete - first), cpu, n / backlog_s)
+
+
+def decider_assigned_at(logs: list[Path]) -> float:
+    """Epoch seconds of the last "decide: assigned" log line (the decider's state is back)."""
+    stamps = []
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if "decide: assigned" in line:
+                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                stamps.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
+    if not stamps:
+        raise RuntimeError("no worker logged 'decide: assigned'")
+    return max(stamps)
+
+
+def updating(follower: Follower, module: bytes) -> int:
+    known = follower.statuses.get(module)
+    return sum(stage["counts"]["updating"] for stage in known[0]["stages"]) if known is not None else 0
+
+
+def phase_of(follower: Follower, module: bytes) -> str | None:
+    known = follower.statuses.get(module)
+    return known[0].get("phase") if known is not None else None
 
 
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
@@ -374,6 +426,10 @@ def report_worker(layout: str, n: int, raw: float, run: WorkerRun) -> None:
           f"(target ≤ 5 s at 3000: {'met' if run.fan_out_s <= 5 else 'NOT met'})")  # fmt: skip
     print(f"  status: {n} reports → Complete:              {run.status_per_s:9.0f} events/s   "
           f"(CPU µs per report: {processes})")  # fmt: skip
+    backlog_ratio = run.backlog_per_s / raw * 100
+    print(f"  catch-up: {n} reports published while the worker was down; from its restart (first report "
+          f"routed, decider's state back) to Complete: {run.backlog_per_s:.0f} events/s = "
+          f"{backlog_ratio:.1f} % of the raw pipe")  # fmt: skip
     print(f"  ratio status events/s ÷ raw pipe msg/s:       {ratio:8.1f} %   "
           f"(target ≥ 20 %: {'met' if ratio >= 20 else 'NOT met'})", flush=True)  # fmt: skip
 

@@ -44,6 +44,7 @@ from rollout.state import ModuleRecord
 from streams.assembler import AssemblePartition
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner, StageSpec
+from streams.heap import Heap
 from streams.router import RoutePartition
 
 log = logging.getLogger("rollout.worker")
@@ -113,6 +114,7 @@ class Worker:
             for spec in stage_specs(settings, self.metrics)
         ]
         self.ticking = False
+        self.heap = Heap()
         self.stages = {runner.spec.name: runner for runner in self.runners}
         if "route" in self.stages:
             self.stages["route"].on_assignment = self._ticks_owned
@@ -166,13 +168,20 @@ class Worker:
             log.info("worker stopped")
 
     async def _observe(self) -> None:
-        """Keeps readiness current and announces readiness once."""
+        """Keeps readiness current and announces readiness once; settles the heap once the
+        state is restored (at start, after each rebalance) and every few minutes."""
         announced = False
+        ready = False
         lagging: set[tuple[str, str]] = set()
         while True:
             self.health.assigned = all(runner.joined.is_set() for runner in self.runners)
             self.health.recovered = all(runner.healthy for runner in self.runners)
-            if self.health.assigned and self.health.recovered and not announced:
+            was_ready, ready = ready, self.health.assigned and self.health.recovered
+            if ready and not was_ready:
+                self.heap.settle()
+            else:
+                self.heap.settle_if_due()
+            if ready and not announced:
                 log.info("worker ready: %s joined their groups", ", ".join(self.stages))
                 announced = True
             lagging = self._record_lag(lagging)

@@ -99,6 +99,9 @@ class Outputs:
         return [*self.records, *self.latest.values()]
 
 
+FETCH_MAX_WAIT_MS = 20
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def key_slot(key: bytes | None, count: int) -> int:
     """Index of the partition Kafka's default partitioner picks for `key` among `count`
@@ -203,6 +206,10 @@ class StageRunner:
             session_timeout_ms=int(self.session_timeout * 1000),
             heartbeat_interval_ms=int(self.session_timeout * 1000 / 4),
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            # a read_committed fetch that finds nothing waits on the broker until this passes,
+            # even once a transaction commits (the broker's delayed fetch counts bytes, not the
+            # last stable offset): the default 500 ms would be a stage's latency between batches
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
             **self.client_options,
         )
         if self.spec.state_topic is not None:

@@ -1,0 +1,53 @@
+"""Garbage collection for a process that holds a large, long-lived state.
+
+The decider keeps every cluster, module and target of its partitions in memory: hundreds
+of thousands of small objects that live as long as the process. CPython's cyclic collector
+scans its oldest generation whenever that generation has grown by a quarter, and each such
+full scan walks every one of them — measured on the throughput benchmark (3,000 clusters,
+`rollout worker --stages decide,assemble`): a 70-200 ms pause each time, and frozen vs not,
+2,900 → 5,800 status reports/s, 143 → 107 µs of CPU per report.
+
+State records hold no reference cycles, so reference counting frees them when they are
+replaced. Hence `Heap.settle`: one full collection, then `gc.freeze()` of what survived —
+the collector never scans it again, while reference counting keeps freeing what becomes
+garbage. The worker settles once its state is restored (at start and after a rebalance)
+and every `interval` seconds: cyclic garbage among frozen objects (rare: a traceback, an
+asyncio future) waits at most that long, since each settle unfreezes before collecting.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("rollout.heap")
+
+SETTLE_INTERVAL = 300.0
+
+
+class Heap:
+    def __init__(self, interval: float = SETTLE_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self.settled_at: float | None = None
+
+    def settle(self) -> float:
+        """Collect everything (frozen objects included), then freeze the survivors; seconds spent."""
+        started = time.perf_counter()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self.settled_at = self.clock()
+        spent = time.perf_counter() - started
+        log.debug("heap settled in %.3f s: %d objects frozen", spent, gc.get_freeze_count())
+        return spent
+
+    def settle_if_due(self) -> bool:
+        """Settle when the last settle is `interval` seconds old (never settled: not due —
+        the first settle is the caller's, once its state is restored)."""
+        if self.settled_at is None or self.clock() - self.settled_at < self.interval:
+            return False
+        self.settle()
+        return True

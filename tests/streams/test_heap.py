@@ -1,0 +1,67 @@
+"""The worker's heap policy: restored state is frozen out of the cyclic collector's scans,
+and garbage is still reclaimed."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from streams.heap import Heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture(autouse=True)
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+def test_a_settle_freezes_what_is_alive() -> None:
+    state = [{"cluster": f"c-{i}"} for i in range(10_000)]
+    Heap().settle()
+    assert gc.get_freeze_count() >= len(state)
+    scanned = {id(obj) for obj in gc.get_objects()}  # what the collector still walks
+    assert not any(id(record) in scanned for record in state)
+
+
+def test_cyclic_garbage_frozen_while_alive_is_reclaimed_by_the_next_settle() -> None:
+    heap = Heap()
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    alive = weakref.ref(a)
+    heap.settle()  # the cycle is alive: frozen
+    del a, b
+    gc.collect()
+    assert alive() is not None, "a frozen cycle is not collected"
+    heap.settle()
+    assert alive() is None
+
+
+def test_acyclic_state_replaced_after_a_settle_is_freed_at_once() -> None:
+    class Record:
+        pass
+
+    records = {"t": Record()}
+    gone = weakref.ref(records["t"])
+    Heap().settle()
+    records["t"] = Record()  # the engine replaces a record: reference counting frees the old one
+    assert gone() is None
+
+
+def test_settles_again_only_after_the_interval() -> None:
+    now = [100.0]
+    heap = Heap(interval=300.0, clock=lambda: now[0])
+    assert not heap.settle_if_due(), "the first settle is the caller's"
+    heap.settle()
+    now[0] += 299.0
+    assert not heap.settle_if_due()
+    now[0] += 1.0
+    assert heap.settle_if_due()
+    assert heap.settled_at == now[0]
