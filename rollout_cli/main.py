@@ -20,6 +20,7 @@ import click
 from rollout_cli.dashboarding import dashboard
 from rollout_cli.gates import Condition, ConditionType
 from rollout_cli.kafka import kafka as kafka_group
+from rollout_cli.module_watching import crds, watch_modules
 from rollout_cli.options import (
     DEFAULT_WEB_HOST,
     Context,
@@ -54,6 +55,8 @@ def cli() -> None:
 cli.add_command(kafka_group)
 cli.add_command(watch_clusters)
 cli.add_command(dashboard)
+cli.add_command(watch_modules)
+cli.add_command(crds)
 
 
 @cli.command()

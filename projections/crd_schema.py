@@ -1,0 +1,206 @@
+"""The `rollout.dev` CRDs, generated from the pydantic models — one source for both.
+
+    rollout/manifests.py  ModuleSpec          ─┐
+    rollout/resources.py  ApprovalSpec,        ├─► structural OpenAPI v3 ─► CustomResourceDefinitions
+                          CommandSpec, status ─┘
+
+Kinds: `Module` and `BootstrapModule` (spec: `ModuleSpec`, the very model `rollout apply`
+validates), `RolloutApproval` and `RolloutCommand`; all namespaced, `rollout.dev/v1alpha1`,
+with a status subresource and printer columns, so that `kubectl get modules` shows Phase,
+Target, Stable, Progress and Age.
+
+A pydantic JSON schema is not a *structural* schema as the API server requires, so it is
+rewritten (`structural`): `$ref`s are inlined; `X | None` becomes X (optional = not
+required); `int | str` becomes `x-kubernetes-int-or-string`; `additionalProperties: false`
+(pydantic's `extra="forbid"`) is dropped — the API server forbids it beside `properties`
+and prunes unknown fields instead; `kubectl apply` (field validation `Strict`, its default)
+rejects them — titles and null defaults go. The rules the schema cannot express (DNS names,
+Git tags, durations, "exactly one of") are checked by `rollout watch-modules` with the same
+pydantic models; an object that fails them gets `Stalled` with reason `InvalidSpec`.
+
+The committed copy is `charts/rollout/crds/rollout.dev.yaml` (Helm installs `crds/` before
+the release); `rollout crds` prints the same text; `python -m projections.crd_schema
+--write` regenerates the committed file, and a test checks the two are equal.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from rollout.manifests import ModuleSpec
+from rollout.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
+
+__all__ = ["CHART_CRDS", "GROUP", "VERSION", "crd_documents", "crds_yaml", "structural"]
+
+GROUP = "rollout.dev"
+VERSION = "v1alpha1"
+CHART_CRDS = Path(__file__).resolve().parent.parent / "charts" / "rollout" / "crds" / "rollout.dev.yaml"
+_DROPPED = frozenset({"title", "$defs", "discriminator"})
+
+_MODULE_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Target", "type": "string", "jsonPath": ".status.targetRevision"},
+    {"name": "Stable", "type": "string", "jsonPath": ".status.stableRevision"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+_REQUEST_COLUMNS = [
+    {"name": "Module", "type": "string", "jsonPath": ".spec.module"},
+    {"name": "Verdict", "type": "string", "jsonPath": ".status.verdict"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def structural(schema: dict[str, Any]) -> dict[str, Any]:
+    """The pydantic JSON schema `schema` as a Kubernetes structural schema."""
+    definitions = schema.get("$defs", {})
+
+    def convert(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = definitions[node["$ref"].rsplit("/", 1)[-1]]
+            extra = {k: v for k, v in node.items() if k != "$ref"}
+            return convert({**copy.deepcopy(target), **extra})
+        if "anyOf" in node:
+            return _any_of(node, convert)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _DROPPED or (key == "default" and value is None):
+                continue
+            if key == "additionalProperties" and value is False:
+                continue
+            if key == "const":
+                out["enum"] = [value]
+            elif key == "properties":
+                out[key] = {name: convert(child) for name, child in value.items()}
+            elif key in ("items", "additionalProperties"):
+                out[key] = convert(value)
+            else:
+                out[key] = value
+        if "enum" in out and "type" not in out:
+            out["type"] = "string"
+        return out
+
+    return dict(convert(schema))
+
+
+def _any_of(node: dict[str, Any], convert: Any) -> dict[str, Any]:
+    options = [o for o in node["anyOf"] if o.get("type") != "null"]
+    rest = {k: v for k, v in node.items() if k != "anyOf" and k not in _DROPPED}
+    if rest.get("default", 0) is None:
+        rest.pop("default")
+    types = sorted(o.get("type", "") for o in options)
+    if types == ["integer", "string"]:
+        return {**rest, "x-kubernetes-int-or-string": True}
+    if len(options) != 1:
+        raise ValueError(f"no structural form for anyOf {node['anyOf']}")
+    return dict(convert({**options[0], **rest}))
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return structural(model.model_json_schema(by_alias=True, mode="validation"))
+
+
+_DESCRIPTIONS = {
+    "Module": "A sync (a source at an immutable version and a kustomize package) rolled out to the "
+    "selected clusters in stages; the same document `rollout apply` takes.",
+    "BootstrapModule": "A Module applied from inside the management cluster to each workload cluster "
+    "before the others (CNI, Flux itself); the same document `rollout apply` takes.",
+    "RolloutApproval": "Approves one stage of a module's rollout; spec.approver must be the user creating it.",
+    "RolloutCommand": "Pauses, resumes, aborts or rolls back a module's rollout, or pins/unpins a cluster; "
+    "spec.requestedBy must be the user creating it.",
+}
+
+
+def _definition(
+    kind: str,
+    plural: str,
+    *,
+    spec: type[BaseModel],
+    status: type[BaseModel],
+    columns: list[dict[str, Any]],
+    short: list[str],
+) -> dict[str, Any]:
+    spec_schema, status_schema = _schema(spec), _schema(status)
+    status_schema.pop("description", None)
+    root = {
+        "type": "object",
+        "description": _DESCRIPTIONS[kind],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+        "required": ["spec"],
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+                "categories": ["rollout"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def _immutable(definition: dict[str, Any]) -> dict[str, Any]:
+    spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": "spec is immutable"}]
+    return definition
+
+
+def crd_documents() -> list[dict[str, Any]]:
+    """The four CustomResourceDefinitions, as mappings."""
+    module = {"spec": ModuleSpec, "status": ModuleResourceStatus, "columns": _MODULE_COLUMNS}
+    request = {"status": CommandResourceStatus, "columns": _REQUEST_COLUMNS}
+    return [
+        _definition("Module", "modules", short=["mod"], **module),  # type: ignore[arg-type]
+        _definition("BootstrapModule", "bootstrapmodules", short=["bmod"], **module),  # type: ignore[arg-type]
+        _immutable(
+            _definition("RolloutApproval", "rolloutapprovals", spec=ApprovalSpec, short=["approval"], **request)
+        ),  # type: ignore[arg-type]
+        _immutable(_definition("RolloutCommand", "rolloutcommands", spec=CommandSpec, short=["rcmd"], **request)),  # type: ignore[arg-type]
+    ]
+
+
+def crds_yaml() -> str:
+    """The CRDs as one YAML stream, as committed in the chart and printed by `rollout crds`."""
+    header = "# Generated from the pydantic models by projections/crd_schema.py; do not edit.\n"
+    return header + "".join("---\n" + yaml.safe_dump(d, sort_keys=False, width=120) for d in crd_documents())
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        CHART_CRDS.parent.mkdir(parents=True, exist_ok=True)
+        CHART_CRDS.write_text(crds_yaml())
+        print(f"wrote {CHART_CRDS}")
+    else:
+        sys.stdout.write(crds_yaml())
