@@ -65,13 +65,16 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
+SUFFIXES: dict[str, str] = {spec.role: spec.suffix for spec in TOPICS}
+
+
 @dataclass(frozen=True)
 class TopicNames:
     prefix: str
 
     def name(self, role: str) -> str:
-        spec = next(t for t in TOPICS if t.role == role)
-        return f"{self.prefix}{spec.suffix}"
+        """The topic of `role` (a `TopicSpec.role`), e.g. "journal" → "rollout.journal"."""
+        return self.prefix + SUFFIXES[role]
 
     @property
     def intents(self) -> str:
