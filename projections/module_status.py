@@ -1,0 +1,204 @@
+"""The status writer: the engine's module status and verdicts, written back on the objects
+`rollout watch-modules` publishes, so that `kubectl get modules` shows the rollout.
+
+    module-status (compacted, by module) ─┐
+    verdicts (by event id)               ─┴─► status of Module / BootstrapModule /
+                                              RolloutApproval / RolloutCommand + Events
+
+- Module and BootstrapModule: `rollout.resources.resource_status` — phase, target and
+  stable revision, per-stage counts, progress, Ready / Progressing / Stalled conditions —
+  and `observedGeneration`: the object generation of the latest ModuleApplied the engine
+  has answered (its verdict names the event id, which carries the generation). A refused
+  apply makes the object Stalled with the engine's reason; a spec the manifest rules refuse,
+  Stalled with `InvalidSpec`. When the phase or the current stage changes, an Event is
+  recorded on the object (`rollout.resources.phase_change`: StageStarted,
+  WaitingForApproval, Halted, RolledBack, Complete, ...).
+- RolloutApproval and RolloutCommand: `eventId`, and `verdict` Published → Accepted or
+  Refused with the engine's message.
+
+Status is written through the status subresource with a JSON patch replacing it whole, only when it
+differs from what was last written (so an unchanged module-status record costs nothing).
+Both topics are read from the beginning (`read_committed`) by `infra.client.follow`, so a
+restarted writer rebuilds what it needs. Failures to write are logged and retried on the
+next change: status is a view, never a source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from infra import client
+from projections.kube import RetryPolicy, call, describe
+from projections.module_watcher import GROUP, KINDS, VERSION, ModuleWatcher, ObjectRef
+from rollout.resources import invalid_status, phase_change, resource_status
+
+__all__ = ["StatusWriter"]
+
+log = logging.getLogger("rollout.modules")
+
+COMPONENT = "rollout-watch-modules"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StatusWriter:
+    """Writes status and Events for the objects `watcher` knows; see the module docstring."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        watcher: ModuleWatcher,
+        *,
+        policy: RetryPolicy | None = None,
+        now: Callable[[], str] = _now,
+    ) -> None:
+        self.api = api
+        self.watcher = watcher
+        self.policy = policy or RetryPolicy()
+        self.now = now
+        self.views: dict[str, dict[str, Any]] = {}  # module name → module-status document
+        self.answered: dict[str, tuple[int, str | None]] = {}  # module → (generation, refusal)
+        self.verdicts: dict[str, dict[str, Any]] = {}  # event id → verdict document
+        self.written: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name) → status
+        self._lock = asyncio.Lock()
+
+    async def follow(self, bootstrap: str, module_status: str, verdicts: str) -> None:
+        """Read both topics until cancelled."""
+        await asyncio.gather(self._follow_status(bootstrap, module_status), self._follow_verdicts(bootstrap, verdicts))
+
+    async def _follow_status(self, bootstrap: str, topic: str) -> None:
+        async for record in client.follow(bootstrap, topic):
+            if record.key is None:
+                continue
+            if record.value is None:
+                self.views.pop(record.key, None)
+            else:
+                self.views[record.key] = json.loads(record.value)
+            ref = self.watcher.refs.get(record.key)
+            if ref is not None:
+                await self.refresh(ref)
+
+    async def _follow_verdicts(self, bootstrap: str, topic: str) -> None:
+        async for record in client.follow(bootstrap, topic):
+            if record.value is None:
+                continue
+            verdict = json.loads(record.value)
+            event_id = verdict.get("event", "")
+            ref = self.watcher.event_refs.get(event_id)
+            if ref is None:
+                if event_id.startswith("k8s-"):
+                    self.verdicts[event_id] = verdict  # for an object the watcher has not listed yet
+                continue
+            await self._on_verdict(ref, event_id, verdict)
+
+    async def _on_verdict(self, ref: ObjectRef, event_id: str, verdict: dict[str, Any]) -> None:
+        self.verdicts[event_id] = verdict
+        if ref.plural in KINDS:
+            refused = verdict.get("reason") if verdict.get("verdict") == "refused" else None
+            previous = self.answered.get(ref.name, (0, None))[0]
+            if ref.generation >= previous:
+                self.answered[ref.name] = (ref.generation, refused)
+        current = self.watcher.refs.get(ref.name) if ref.plural in KINDS else ref
+        if current is not None:
+            await self.refresh(current)
+
+    async def refresh(self, ref: ObjectRef) -> None:
+        """Write `ref`'s status (and an Event) if it changed since last written."""
+        async with self._lock:
+            if ref.plural in KINDS:
+                await self._refresh_module(ref)
+            else:
+                await self._refresh_request(ref)
+
+    async def _refresh_module(self, ref: ObjectRef) -> None:
+        key = (ref.plural, ref.namespace, ref.name)
+        previous = self.written.get(key) or (self.watcher.objects.get(key) or {}).get("status")
+        problem = self.watcher.problems.get(ref.name)
+        if problem is not None:
+            status = invalid_status(problem, generation=ref.generation, previous=previous, now=self.now())
+        else:
+            generation, refusal = self.answered.get(ref.name, (None, None))
+            if generation is None and previous:
+                generation = previous.get("observedGeneration")  # answered before this writer started
+            view = self.views.get(ref.name)
+            status = resource_status(view, generation=generation, previous=previous, now=self.now(), refusal=refusal)
+        if status == previous:
+            return
+        if await self._write(ref, status):
+            change = phase_change(previous, status)
+            if change is not None:
+                await self._event(ref, *change)
+
+    async def _refresh_request(self, ref: ObjectRef) -> None:
+        key = (ref.plural, ref.namespace, ref.name)
+        previous = self.written.get(key) or (self.watcher.objects.get(key) or {}).get("status")
+        event_id = f"k8s-{ref.uid}"
+        problem = self.watcher.problems.get(event_id)
+        verdict = self.verdicts.get(event_id)
+        if problem is not None:
+            status = {"verdict": "Invalid", "message": problem}
+        elif verdict is not None:
+            accepted = verdict.get("verdict") == "accepted"
+            status = {"eventId": event_id, "verdict": "Accepted" if accepted else "Refused"}
+            status["message"] = verdict.get("reason") or ("accepted" if accepted else "refused")
+        else:
+            status = {"eventId": event_id, "verdict": "Published", "message": "waiting for the engine's verdict"}
+        if status != previous:
+            await self._write(ref, status)
+
+    async def _write(self, ref: ObjectRef, status: dict[str, Any]) -> bool:
+        custom = CustomObjectsApi(self.api)
+        try:
+            await call(
+                custom.patch_namespaced_custom_object_status,
+                GROUP,
+                VERSION,
+                ref.namespace,
+                ref.plural,
+                ref.name,
+                [{"op": "add", "path": "/status", "value": status}],  # JSON patch: replaces the whole status
+                policy=self.policy,
+                what=f"status of {ref.kind} {ref.namespace}/{ref.name}",
+            )
+        except ApiException as error:
+            if error.status != 404:
+                log.warning("status of %s %s/%s: %s", ref.kind, ref.namespace, ref.name, describe(error))
+            return False
+        self.written[(ref.plural, ref.namespace, ref.name)] = status
+        return True
+
+    async def _event(self, ref: ObjectRef, reason: str, kind: str, message: str) -> None:
+        now = self.now()
+        body = {
+            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace},
+            "involvedObject": ref.involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await call(
+                CoreV1Api(self.api).create_namespaced_event,
+                ref.namespace,
+                body,
+                policy=self.policy,
+                what=f"event on {ref.kind} {ref.namespace}/{ref.name}",
+            )
+        except ApiException as error:
+            log.warning("event %s on %s %s/%s: %s", reason, ref.kind, ref.namespace, ref.name, describe(error))

@@ -1,0 +1,353 @@
+"""The module watcher: Module, BootstrapModule, RolloutApproval and RolloutCommand objects
+of the management cluster become intents on Kafka.
+
+What flows through here: the four `rollout.dev/v1alpha1` kinds, listed and watched in the
+namespaces given (or all) with `projections.informer.list_and_watch`, go in; the same
+events `rollout apply`, `rollout delete`, `rollout approve` and `rollout pause|resume|...`
+publish come out on the intents topic:
+
+- a Module/BootstrapModule created or changed → `ModuleApplied` (its manifest: name,
+  namespace, labels, annotations and spec, validated by `rollout/manifests.py`), stamped
+  with the cluster-observation positions known when it is published (`fleet`, causal
+  order: rollout_cli/intents.py); only when the manifest differs from what was last
+  published for that name. An object the manifest rules refuse is reported on its status
+  (`InvalidSpec`) and not published.
+- deleted (or gone while nobody watched) → `ModuleDeleted`.
+- a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
+  RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`. Once per
+  object, whatever happens to it later (its spec is immutable; deleting it undoes nothing).
+
+Event ids are derived from the object (`k8s-<uid>-g<generation>-rv<resourceVersion>`,
+`k8s-<uid>` for approvals and commands), so the same object version always gives the same
+event, and the engine — which drops an intent id it has handled — applies it once even if
+two watchers published it. The marker annotation `rollout.dev/applied-by: watch-modules`
+on published manifests tells the modules this watcher owns from those applied with
+`rollout apply`: only those are deleted when their object is gone.
+
+Seeding (`PublishedIntents.fold`): what was published before, read from the intents topic
+after the publisher fenced any previous leader (projections/fenced_publisher.py), so a
+restart or a new leader republishes nothing that is unchanged. Nothing is published before
+all four kinds have been listed once. Names are fleet-wide keys: a module name used in two
+namespaces (or by both kinds) is a conflict, logged, and only the first is published.
+
+`on_change(ref)` tells the status writer (projections/module_status.py) which objects to
+refresh; `refs` and `event_refs` are what it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from pydantic import ValidationError
+
+from projections.informer import list_and_watch
+from projections.kube import RetryPolicy
+from rollout.events import EventRejected, ModuleApplied, ModuleDeleted, RolloutCommanded, parse_event
+from rollout.manifests import MANIFEST_ADAPTER
+from rollout.resources import ApprovalSpec, CommandSpec
+
+__all__ = ["APPLIED_BY", "GROUP", "KINDS", "ModuleWatcher", "ObjectRef", "PublishedIntents", "problem_text"]
+
+log = logging.getLogger("rollout.modules")
+
+GROUP, VERSION = "rollout.dev", "v1alpha1"
+APPLIED_BY = ("rollout.dev/applied-by", "watch-modules")
+KINDS = {"modules": "Module", "bootstrapmodules": "BootstrapModule"}
+REQUESTS = {"rolloutapprovals": "RolloutApproval", "rolloutcommands": "RolloutCommand"}
+_DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+Publish = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
+Fleet = Callable[[], Awaitable[dict[int, int]]]
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Where an object lives, and the version of it an event was made from."""
+
+    plural: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 0
+
+    @property
+    def involved(self) -> dict[str, str]:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+        }
+
+
+@dataclass
+class PublishedIntents:
+    """What the intents topic already holds from this watcher: manifests by name, event ids."""
+
+    modules: dict[str, Any] = field(default_factory=dict)
+    ids: set[str] = field(default_factory=set)
+
+    @classmethod
+    def fold(cls, records: Iterable[bytes | None]) -> PublishedIntents:
+        seen = cls()
+        for value in records:
+            try:
+                event = parse_event(value)
+            except EventRejected:
+                continue
+            if isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded):
+                if event.id.startswith("k8s-"):
+                    seen.ids.add(event.id)
+            if isinstance(event, ModuleApplied):
+                if event.module.metadata.annotations.get(APPLIED_BY[0]) == APPLIED_BY[1]:
+                    seen.modules[event.module.name] = event.module
+                else:
+                    seen.modules.pop(event.module.name, None)
+            elif isinstance(event, ModuleDeleted):
+                seen.modules.pop(event.name, None)
+        return seen
+
+
+def problem_text(error: ValidationError) -> str:
+    """Pydantic's errors as one line per field: `spec.rollout.stages.0.name: ...`."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'object'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in error.errors()
+    )
+
+
+def manifest_of(obj: Mapping[str, Any]) -> Any:
+    """The manifest `rollout apply` would take for this object; ValidationError if refused."""
+    metadata = obj.get("metadata") or {}
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS}
+    annotations[APPLIED_BY[0]] = APPLIED_BY[1]
+    return MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": {
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "labels": dict(metadata.get("labels") or {}),
+                "annotations": annotations,
+            },
+            "spec": obj.get("spec"),
+        }
+    )
+
+
+def _ref(plural: str, obj: Mapping[str, Any]) -> ObjectRef:
+    metadata = obj.get("metadata") or {}
+    return ObjectRef(
+        plural=plural,
+        kind=KINDS.get(plural) or REQUESTS[plural],
+        namespace=metadata.get("namespace", ""),
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        generation=int(metadata.get("generation") or 0),
+    )
+
+
+class ModuleWatcher:
+    """Publishes intents for the rollout.dev objects; see the module docstring."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        publish: Publish,
+        fleet: Fleet,
+        *,
+        namespaces: Sequence[str] = (),
+        seed: PublishedIntents | None = None,
+        on_change: Callable[[ObjectRef], Awaitable[None]] | None = None,
+        policy: RetryPolicy | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.api = api
+        self.publish = publish
+        self.fleet = fleet
+        self.namespaces: list[str | None] = list(dict.fromkeys(namespaces)) or [None]
+        self.published = seed or PublishedIntents()
+        self.on_change = on_change
+        self.policy = policy or RetryPolicy()
+        self.watch_timeout = watch_timeout
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
+        self.refs: dict[str, ObjectRef] = {}  # module name → its object
+        self.problems: dict[str, str] = {}  # module name → why its spec is refused
+        self.event_refs: dict[str, ObjectRef] = {}  # event id → the object version it came from
+        self._listed: set[tuple[str | None, str]] = set()
+        self._lock = asyncio.Lock()
+
+    @property
+    def synced(self) -> bool:
+        plurals = (*KINDS, *REQUESTS)
+        return all((scope, plural) in self._listed for scope in self.namespaces for plural in plurals)
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        custom = CustomObjectsApi(self.api)
+        tasks = []
+        for scope in self.namespaces:
+            for plural in (*KINDS, *REQUESTS):
+                if scope is None:
+                    list_fn = partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
+                else:
+                    list_fn = partial(custom.list_namespaced_custom_object, GROUP, VERSION, scope, plural)
+                tasks.append(self._informer(scope, plural, list_fn))
+        await asyncio.gather(*tasks)
+
+    def _informer(self, scope: str | None, plural: str, list_fn: Callable[..., Awaitable[Any]]) -> Awaitable[None]:
+        async def on_list(items: list[dict[str, Any]]) -> None:
+            async with self._lock:
+                first = not self.synced
+                self._listed.add((scope, plural))
+                for key in [k for k in self.objects if k[0] == plural and (scope is None or k[1] == scope)]:
+                    del self.objects[key]
+                for item in items:
+                    self.objects[(plural, *_key(item))] = item
+                if self.synced:
+                    await self._reconcile_all(None if first else scope)
+
+        async def on_event(kind: str, obj: dict[str, Any]) -> None:
+            async with self._lock:
+                if kind == "DELETED":
+                    self.objects.pop((plural, *_key(obj)), None)
+                else:
+                    self.objects[(plural, *_key(obj))] = obj
+                if self.synced:
+                    await self._reconcile_object(plural, obj, deleted=kind == "DELETED")
+
+        return list_and_watch(
+            list_fn,
+            on_list=on_list,
+            on_event=on_event,
+            what=f"{plural} in {scope or 'all namespaces'}",
+            policy=self.policy,
+            watch_timeout=self.watch_timeout,
+        )
+
+    async def _reconcile_all(self, scope: str | None) -> None:
+        for (plural, namespace, _name), obj in sorted(self.objects.items(), key=lambda item: item[0]):
+            if scope is None or namespace == scope:
+                await self._reconcile_object(plural, obj, deleted=False)
+        present = {name for (plural, _ns, name) in self.objects if plural in KINDS}
+        for name, manifest in sorted(self.published.modules.items()):
+            in_scope = scope is None or manifest.metadata.namespace == scope
+            if (
+                name not in present
+                and in_scope
+                and (None in self.namespaces or manifest.metadata.namespace in self.namespaces)
+            ):
+                digest = hashlib.sha256(manifest.model_dump_json(by_alias=True).encode()).hexdigest()[:16]
+                await self._delete(manifest.kind, name, f"k8s-gone-{name}-{digest}")
+
+    async def _reconcile_object(self, plural: str, obj: dict[str, Any], *, deleted: bool) -> None:
+        if plural in KINDS:
+            if deleted:
+                await self._module_deleted(_ref(plural, obj))
+            else:
+                await self._module_changed(plural, obj)
+        elif not deleted:
+            await self._request(plural, obj)
+
+    async def _module_changed(self, plural: str, obj: dict[str, Any]) -> None:
+        ref = _ref(plural, obj)
+        owner = self.refs.get(ref.name)
+        if owner is not None and (owner.namespace, owner.kind) != (ref.namespace, ref.kind):
+            if (owner.plural, owner.namespace, owner.name) in self.objects:
+                log.error(
+                    "%s %s/%s: the name is taken by %s %s/%s; module names are fleet-wide",
+                    ref.kind, ref.namespace, ref.name, owner.kind, owner.namespace, owner.name,
+                )  # fmt: skip
+                return
+        self.refs[ref.name] = ref
+        try:
+            manifest = manifest_of(obj)
+        except ValidationError as error:
+            self.problems[ref.name] = problem_text(error)
+            log.error("%s %s/%s refused: %s", ref.kind, ref.namespace, ref.name, self.problems[ref.name])
+            await self._changed(ref)
+            return
+        self.problems.pop(ref.name, None)
+        event_id = f"k8s-{ref.uid}-g{ref.generation}-rv{obj['metadata'].get('resourceVersion', '')}"
+        self.event_refs.setdefault(event_id, ref)
+        if self.published.modules.get(ref.name) != manifest:
+            event = ModuleApplied(id=event_id, module=manifest, fleet=await self.fleet())
+            await self.publish([(ref.name, event.to_bytes())])
+            self.published.modules[ref.name] = manifest
+            self.published.ids.add(event_id)
+            log.info("%s %s/%s generation %d published", ref.kind, ref.namespace, ref.name, ref.generation)
+        await self._changed(ref)
+
+    async def _module_deleted(self, ref: ObjectRef) -> None:
+        owner = self.refs.get(ref.name)
+        if owner is not None and owner.uid == ref.uid:
+            self.refs.pop(ref.name, None)
+            self.problems.pop(ref.name, None)
+        manifest = self.published.modules.get(ref.name)
+        if manifest is not None and (manifest.metadata.namespace, manifest.kind) == (ref.namespace, ref.kind):
+            await self._delete(ref.kind, ref.name, f"k8s-{ref.uid}-deleted")
+
+    async def _delete(self, kind: str, name: str, event_id: str) -> None:
+        event = ModuleDeleted(id=event_id, kind=kind, name=name)  # type: ignore[arg-type]
+        await self.publish([(name, event.to_bytes())])
+        self.published.modules.pop(name, None)
+        self.published.ids.add(event_id)
+        log.info("%s %s deleted", kind, name)
+
+    async def _request(self, plural: str, obj: dict[str, Any]) -> None:
+        ref = _ref(plural, obj)
+        event_id = f"k8s-{ref.uid}"
+        self.event_refs.setdefault(event_id, ref)
+        if event_id in self.published.ids:
+            return
+        try:
+            event = _command_event(plural, obj, event_id)
+        except ValidationError as error:
+            self.problems[event_id] = problem_text(error)
+            log.error("%s %s/%s refused: %s", ref.kind, ref.namespace, ref.name, self.problems[event_id])
+            self.published.ids.add(event_id)
+            await self._changed(ref)
+            return
+        await self.publish([(event.module, event.to_bytes())])
+        self.published.ids.add(event_id)
+        log.info("%s %s/%s published (%s by %s)", ref.kind, ref.namespace, ref.name, event.command, event.user)
+        await self._changed(ref)
+
+    async def _changed(self, ref: ObjectRef) -> None:
+        if self.on_change is not None:
+            await self.on_change(ref)
+
+
+def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> RolloutCommanded:
+    if plural == "rolloutapprovals":
+        approval = ApprovalSpec.model_validate(obj.get("spec") or {})
+        return RolloutCommanded(
+            id=event_id, module=approval.module, command="approve", stage=approval.stage, user=approval.approver
+        )
+    command = CommandSpec.model_validate(obj.get("spec") or {})
+    if command.command in ("pin", "unpin") and command.cluster is None:
+        raise ValidationError.from_exception_data(
+            "CommandSpec", [{"type": "missing", "loc": ("spec", "cluster"), "input": obj.get("spec")}]
+        )
+    return RolloutCommanded(
+        id=event_id,
+        module=command.module,
+        command=command.command,
+        cluster=command.cluster,
+        user=command.requested_by,
+    )
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return metadata.get("namespace", ""), metadata.get("name", "")

@@ -1,0 +1,138 @@
+"""`rollout watch-modules`: the Module watcher and the status writer, as one leader.
+
+    win the Lease (with --leader-elect) ─► FencedPublisher.start() (fences the last leader)
+      ─► seed from the intents topic ─► ModuleWatcher (objects → intents)
+                                      + StatusWriter (module-status, verdicts → status, Events)
+
+Everything after the Lease is built anew each time leadership is won
+(`projections.leadership.run_as_leader`). The transactional id is
+`rollout-watch-modules.<topic prefix>`: without --leader-elect two instances still cannot
+both publish — the second one's start fences the first.
+
+Serves /metrics, /healthz and /readyz when --web-port is not 0: ready once the broker
+answers and, if leading, the four kinds have been listed (a follower is ready: it waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from kubernetes_asyncio.client import ApiClient
+
+from infra import client
+from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer
+from infra.settings import kafka_client_options
+from infra.topics import TopicNames
+from projections.fenced_publisher import FencedPublisher
+from projections.kube import KubeconfigError, management_client
+from projections.leadership import LeaseSettings, run_as_leader
+from projections.module_status import StatusWriter
+from projections.module_watcher import ModuleWatcher, ObjectRef, PublishedIntents
+from rollout_cli.leadership_options import Leadership
+
+__all__ = ["run_watch_modules"]
+
+
+@dataclass
+class ModuleWatcherHealth(Health):
+    watcher: ModuleWatcher | None = None
+
+    def ready(self) -> tuple[bool, list[str]]:
+        problems = self.process_problems()
+        if self.watcher is not None and not self.watcher.synced:
+            problems.append("Module, BootstrapModule, RolloutApproval and RolloutCommand objects not listed yet")
+        return (not problems, problems)
+
+
+async def watch_as_leader(
+    api: ApiClient, *, bootstrap: str, prefix: str, namespaces: tuple[str, ...] | list[str], health: ModuleWatcherHealth
+) -> None:
+    """Fence, seed, then watch and write status until cancelled."""
+    topics = TopicNames(prefix)
+    await client.require_topics(bootstrap, [topics.intents, topics.clusters, topics.module_status, topics.verdicts])
+    publisher = FencedPublisher(bootstrap, f"rollout-watch-modules.{prefix}")
+    await publisher.start()
+    try:
+        seed = PublishedIntents.fold(record.value for record in await client.read_all(bootstrap, topics.intents))
+        writer: StatusWriter | None = None
+
+        async def publish(records: list[tuple[str, bytes]]) -> None:
+            await publisher.publish(topics.intents, records)
+
+        async def fleet() -> dict[int, int]:
+            return {p: o for p, o in sorted((await client.end_offsets(bootstrap, topics.clusters)).items()) if o > 0}
+
+        async def changed(ref: ObjectRef) -> None:
+            if writer is not None:
+                await writer.refresh(ref)
+
+        watcher = ModuleWatcher(api, publish, fleet, namespaces=namespaces, seed=seed, on_change=changed)
+        writer = StatusWriter(api, watcher)
+        health.watcher = watcher
+        await asyncio.gather(watcher.run(), writer.follow(bootstrap, topics.module_status, topics.verdicts))
+    finally:
+        health.watcher = None
+        await publisher.close()
+
+
+async def run_watch_modules(
+    *,
+    kubeconfig: str | Path | None,
+    context: str | None,
+    namespaces: tuple[str, ...] | list[str],
+    bootstrap: str,
+    prefix: str,
+    leadership: Leadership,
+    stop: asyncio.Event,
+    web_port: int = 0,
+    web_host: str | None = None,
+) -> None:
+    """Watch until `stop` is set; see the module docstring."""
+    try:
+        api = await management_client(kubeconfig, context)
+    except KubeconfigError as error:
+        raise click.ClickException(str(error)) from None
+    health = ModuleWatcherHealth()
+    probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
+    server = ObservabilityServer(port=web_port, metrics=Metrics(), health=health, host=web_host) if web_port else None
+    probe.start()
+    if server is not None:
+        await server.start()
+    click.echo(f"watch-modules: rollout.dev objects → {TopicNames(prefix).intents}", err=True)
+
+    def work() -> asyncio.Future[None]:
+        return asyncio.ensure_future(
+            watch_as_leader(api, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, health=health)
+        )
+
+    try:
+        if leadership.enabled:
+            lease = LeaseSettings(
+                name=leadership.lease_name,
+                namespace=leadership.lease_namespace,
+                identity=leadership.identity,
+                lease_duration=leadership.lease_duration,
+                renew_deadline=leadership.renew_deadline,
+                retry_period=leadership.retry_period,
+            )
+            await run_as_leader(api, lease, work, stop)
+        else:
+            task, stopped = work(), asyncio.ensure_future(stop.wait())
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            for pending in (task, stopped):
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pending
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    except Exception as error:
+        raise click.ClickException(f"watch-modules stopped: {error}") from None
+    finally:
+        await probe.stop()
+        if server is not None:
+            await server.stop()
+        await api.close()

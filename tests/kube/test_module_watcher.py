@@ -1,0 +1,192 @@
+"""`rollout watch-modules` against the real kube-apiserver and the real Kafka broker:
+Module objects become intents (created, changed, deleted, refused), the engine's module
+status and verdicts come back as the object's status, conditions and Events, and a
+restarted watcher republishes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.config import new_client_from_config_dict
+
+from infra import client
+from infra.topics import TopicNames
+from projections.module_watcher import APPLIED_BY
+from rollout.events import ModuleApplied, ModuleDeleted, parse_event
+from rollout_cli.kube_modules import ModuleWatcherHealth, watch_as_leader
+from tests.kube.cluster import KubeCluster
+from tests.kube.conftest import eventually
+from tests.kube.rollout_objects import GROUP, VERSION, create, install_rollout_crds, module_object, read
+
+pytestmark = pytest.mark.integration
+
+
+@contextlib.asynccontextmanager
+async def running_watcher(cluster: KubeCluster, bootstrap: str, prefix: str) -> AsyncIterator[ModuleWatcherHealth]:
+    api = await new_client_from_config_dict(cluster.kubeconfig())
+    health = ModuleWatcherHealth()
+    task = asyncio.create_task(watch_as_leader(api, bootstrap=bootstrap, prefix=prefix, namespaces=[], health=health))
+    try:
+        await eventually(lambda: (health.watcher is not None and health.watcher.synced) or task.done(), timeout=20)
+        if task.done():
+            task.result()
+        yield health
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await api.close()
+
+
+async def intents(bootstrap: str, prefix: str) -> list[Any]:
+    return [parse_event(r.value) for r in await client.read_all(bootstrap, TopicNames(prefix).intents)]
+
+
+def view(phase: str, stage: str, counts: dict[str, int]) -> dict[str, Any]:
+    """A module-status document as the engine writes it (rollout/views.py)."""
+    return {
+        "module": "web",
+        "kind": "Module",
+        "namespace": "fleet",
+        "targetRevision": "6.7.0",
+        "stableRevision": None,
+        "phase": phase,
+        "currentStage": stage,
+        "stages": [
+            {"name": "canary", "state": "Succeeded", "counts": {"members": 1, "succeeded": 1}},
+            {
+                "name": "prod",
+                "state": "AwaitingApproval" if phase == "AwaitingApproval" else "Running",
+                "counts": counts,
+            },
+        ],
+        "unstaged": {"members": 0},
+        "lastDecision": "canary succeeded",
+    }
+
+
+@pytest.fixture
+async def fleet(management: KubeCluster) -> KubeCluster:
+    await install_rollout_crds(management)
+    return management
+
+
+async def test_a_module_object_becomes_an_intent_and_its_rollout_comes_back_as_status(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    topics = TopicNames(topic_prefix)
+    stages = [{"name": "canary"}, {"name": "prod", "requireApproval": True}]
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        created = await create(fleet, "modules", module_object("web", stages=stages))
+        [applied] = await eventually(lambda: intents(kafka_bootstrap, topic_prefix))
+        assert isinstance(applied, ModuleApplied)
+        assert applied.module.name == "web" and applied.module.spec.sync.revision == "6.7.0"
+        assert applied.module.metadata.annotations[APPLIED_BY[0]] == APPLIED_BY[1]
+        assert applied.id.startswith(f"k8s-{created['metadata']['uid']}-g1-")
+
+        await client.publish(
+            kafka_bootstrap,
+            topics.verdicts,
+            [(applied.id, json.dumps({"event": applied.id, "verdict": "accepted", "module": "web"}).encode())],
+        )
+        await client.publish(
+            kafka_bootstrap,
+            topics.module_status,
+            [("web", json.dumps(view("AwaitingApproval", "prod", {"members": 2, "pending": 2})).encode())],
+        )
+
+        async def awaiting_approval() -> Any:
+            status = ((await read(fleet, "modules", "web")) or {}).get("status") or {}
+            return (
+                status if status.get("phase") == "AwaitingApproval" and status.get("observedGeneration") == 1 else None
+            )
+
+        status = await eventually(awaiting_approval)
+        conditions = {c["type"]: c for c in status["conditions"]}
+        assert (
+            conditions["Ready"]["status"],
+            conditions["Progressing"]["status"],
+            conditions["Stalled"]["status"],
+        ) == ("False", "True", "False")
+        assert "waits for approval" in conditions["Ready"]["message"]
+        assert status["progress"] == "1/3" and status["targetRevision"] == "6.7.0"
+        assert [(s["name"], s["members"]) for s in status["stages"]] == [("canary", 1), ("prod", 2)]
+
+        async def events() -> list[str]:
+            async with fleet.client() as api:
+                listing = await CoreV1Api(api).list_namespaced_event("fleet", field_selector="involvedObject.name=web")
+            return [e.reason for e in listing.items]
+
+        assert "WaitingForApproval" in await eventually(events)
+
+        await client.publish(
+            kafka_bootstrap,
+            topics.module_status,
+            [("web", json.dumps(view("Complete", "prod", {"members": 2, "succeeded": 2})).encode())],
+        )
+
+        async def complete() -> Any:
+            status = ((await read(fleet, "modules", "web")) or {}).get("status") or {}
+            return status if status.get("phase") == "Complete" else None
+
+        conditions = {c["type"]: c["status"] for c in (await eventually(complete))["conditions"]}
+        assert conditions == {"Ready": "True", "Progressing": "False", "Stalled": "False"}
+        assert "Complete" in await eventually(events)
+
+        async with fleet.client() as api:
+            await CustomObjectsApi(api).patch_namespaced_custom_object(
+                GROUP, VERSION, "fleet", "modules", "web",
+                [{"op": "replace", "path": "/spec/sync/source/git/version/tag", "value": "6.8.0"}],
+            )  # fmt: skip
+        published = await eventually(lambda: _at_least(intents(kafka_bootstrap, topic_prefix), 2))
+        assert published[1].module.spec.sync.revision == "6.8.0" and "-g2-" in published[1].id
+
+        async with fleet.client() as api:
+            await CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, "fleet", "modules", "web")
+        published = await eventually(lambda: _at_least(intents(kafka_bootstrap, topic_prefix), 3))
+        assert isinstance(published[2], ModuleDeleted) and published[2].name == "web"
+
+
+async def _at_least(listing: Any, count: int) -> list[Any] | None:
+    items = await listing
+    return items if len(items) >= count else None
+
+
+async def test_a_module_the_manifest_rules_refuse_is_stalled_and_not_published(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        await create(fleet, "modules", module_object("bad", tag="has space"))
+
+        async def stalled() -> Any:
+            status = ((await read(fleet, "modules", "bad")) or {}).get("status") or {}
+            return status if status.get("phase") == "Invalid" else None
+
+        status = await eventually(stalled)
+    stalled_condition = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled_condition["status"] == "True" and stalled_condition["reason"] == "InvalidSpec"
+    assert "spec.sync.source.git.version" in stalled_condition["message"]
+    assert await intents(kafka_bootstrap, topic_prefix) == []
+
+
+async def test_a_restarted_watcher_republishes_nothing_and_deletes_what_went_while_it_was_down(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        await create(fleet, "modules", module_object("web"))
+        await create(fleet, "modules", module_object("api"))
+        await eventually(lambda: _at_least(intents(kafka_bootstrap, topic_prefix), 2))
+    async with fleet.client() as api:
+        await CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, "fleet", "modules", "api")
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        published = await eventually(lambda: _at_least(intents(kafka_bootstrap, topic_prefix), 3))
+        await asyncio.sleep(1.0)
+    published = await intents(kafka_bootstrap, topic_prefix)
+    assert [type(e).__name__ for e in published] == ["ModuleApplied", "ModuleApplied", "ModuleDeleted"]
+    assert published[2].name == "api"
