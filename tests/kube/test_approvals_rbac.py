@@ -1,0 +1,169 @@
+"""Approvals decided by RBAC, on the real kube-apiserver (RBAC authorization) with the
+chart's ValidatingAdmissionPolicy, and the approver recorded as the Kubernetes user.
+
+Two users, the service accounts `alice` and `bob` (bearer tokens from the TokenRequest
+API: real authenticated users to RBAC and to the policy): a Role lets alice create
+RolloutApprovals; bob has no grant. alice's approval in her own name is admitted and
+reaches the intents topic with `user` = her username; an approval she signs as someone
+else is refused by the policy; bob's is refused by RBAC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import (
+    CoreV1Api,
+    RbacAuthorizationV1Api,
+    V1ObjectMeta,
+    V1ServiceAccount,
+)
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import new_client_from_config_dict
+
+from infra import client
+from infra.topics import TopicNames
+from rollout.events import RolloutCommanded, parse_event
+from tests.kube.cluster import KubeCluster
+from tests.kube.conftest import eventually
+from tests.kube.rollout_objects import GROUP, VERSION, install_rollout_crds
+from tests.kube.test_module_watcher import running_watcher
+from tests.packaging.conftest import CHART, Helm, install_helm
+
+pytestmark = pytest.mark.integration
+
+
+def chart_policy() -> list[dict[str, Any]]:
+    """The approval policy and its binding, as the chart renders them."""
+    rendered = Helm(install_helm()).run(
+        "template", "rollout", str(CHART), "--namespace", "fleet", "--kube-version", "1.33.0",
+        "--set", "approvals.admissionPolicy.enabled=true", "--show-only", "templates/approval-policy.yaml",
+    ).stdout  # fmt: skip
+    return [d for d in yaml.safe_load_all(rendered) if d]
+
+
+async def user_token(cluster: KubeCluster, name: str) -> str:
+    async with cluster.client() as api:
+        core = CoreV1Api(api)
+        try:
+            await core.create_namespaced_service_account("fleet", V1ServiceAccount(metadata=V1ObjectMeta(name=name)))
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        issued = await core.create_namespaced_service_account_token(
+            name, "fleet", {"spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}}
+        )
+    return str(issued.status.token)
+
+
+async def create_as(cluster: KubeCluster, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    config = cluster.kubeconfig()
+    config["users"] = [{"name": "admin", "user": {"token": token}}]
+    api = await new_client_from_config_dict(config)
+    async with api:
+        return await api.call_api(  # type: ignore[no-any-return]
+            f"/apis/{GROUP}/{VERSION}/namespaces/fleet/rolloutapprovals",
+            "POST",
+            body=body,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            response_types_map={201: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
+
+def approval(name: str, approver: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "RolloutApproval",
+        "metadata": {"name": name, "namespace": "fleet"},
+        "spec": {"module": "web", "stage": "prod", "approver": approver},
+    }
+
+
+@pytest.fixture
+async def rbac_cluster(management: KubeCluster) -> KubeCluster:
+    await install_rollout_crds(management)
+    async with management.client() as api:
+        for document in chart_policy():
+            group, version = document["apiVersion"].split("/")
+            plural = (
+                "validatingadmissionpolicies"
+                if document["kind"] == "ValidatingAdmissionPolicy"
+                else "validatingadmissionpolicybindings"
+            )
+            path = f"/apis/{group}/{version}/{plural}"
+            try:
+                await api.call_api(
+                    path,
+                    "POST",
+                    body=document,
+                    auth_settings=["BearerToken"],
+                    header_params={"Content-Type": "application/json"},
+                )
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+        rbac = RbacAuthorizationV1Api(api)
+        for kind in ("role", "role_binding"):
+            for name in ("rollout-approver",):
+                try:
+                    await getattr(rbac, f"delete_namespaced_{kind}")(name, "fleet")
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+        await rbac.create_namespaced_role(
+            "fleet",
+            {
+                "metadata": {"name": "rollout-approver"},
+                "rules": [
+                    {"apiGroups": [GROUP], "resources": ["rolloutapprovals"], "verbs": ["create", "get", "list"]}
+                ],
+            },
+        )
+        await rbac.create_namespaced_role_binding(
+            "fleet",
+            {
+                "metadata": {"name": "rollout-approver"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rollout-approver"},
+                "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "fleet"}],
+            },
+        )
+    return management
+
+
+async def test_rbac_decides_who_approves_and_the_approver_is_the_kubernetes_user(
+    rbac_cluster: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    alice, bob = await user_token(rbac_cluster, "alice"), await user_token(rbac_cluster, "bob")
+    alice_name = "system:serviceaccount:fleet:alice"
+
+    async def policy_refuses_impostor() -> str | None:  # the policy takes a moment to load
+        try:
+            await create_as(rbac_cluster, alice, approval("impostor", "system:serviceaccount:fleet:bob"))
+        except ApiException as error:
+            message = json.loads(error.body)["message"]
+            return message if "spec.approver must be the user creating the approval" in message else None
+        raise AssertionError("alice could approve in bob's name")
+
+    refused = await eventually(policy_refuses_impostor, timeout=20, interval=0.5)
+    assert alice_name in refused
+
+    with pytest.raises(ApiException) as forbidden:
+        await create_as(rbac_cluster, bob, approval("by-bob", "system:serviceaccount:fleet:bob"))
+    assert forbidden.value.status == 403 and "cannot create resource" in json.loads(forbidden.value.body)["message"]
+
+    async with running_watcher(rbac_cluster, kafka_bootstrap, topic_prefix):
+        await create_as(rbac_cluster, alice, approval("by-alice", alice_name))
+
+        async def approvals() -> list[Any]:
+            records = await client.read_all(kafka_bootstrap, TopicNames(topic_prefix).intents)
+            return [e for e in map(parse_event, (r.value for r in records)) if isinstance(e, RolloutCommanded)]
+
+        [approved] = await eventually(approvals)
+        await asyncio.sleep(0.5)
+    assert (approved.command, approved.module, approved.stage, approved.user) == ("approve", "web", "prod", alice_name)
+    assert len(await approvals()) == 1
