@@ -41,9 +41,9 @@ class LeaseSettings:
     name: str
     namespace: str
     identity: str
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: int = 15  # whole seconds: the Lease stores leaseDurationSeconds
+    renew_deadline: int = 10
+    retry_period: int = 2
 
 
 async def run_as_leader(
@@ -90,6 +90,8 @@ async def run_as_leader(
                 election.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await election
+            elif election.exception() is not None and not finished.done():
+                finished.set_exception(election.exception())  # type: ignore[arg-type]
             for task in running:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -24,9 +24,9 @@ class Leadership:
     lease_name: str
     lease_namespace: str
     identity: str
-    lease_duration: float
-    renew_deadline: float
-    retry_period: float
+    lease_duration: int
+    renew_deadline: int
+    retry_period: int
 
 
 def leadership_options(default_lease: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -52,15 +52,15 @@ def leadership_options(default_lease: str) -> Callable[[Callable[..., Any]], Cal
             default=None,
             help="This instance's name in the Lease (env POD_NAME; default: host-pid-random).",
         )
-        @click.option("--lease-duration", type=float, default=15.0, show_default=True, help="Seconds a Lease holds.")
+        @click.option("--lease-duration", type=int, default=15, show_default=True, help="Seconds a Lease holds.")
         @click.option(
             "--renew-deadline",
-            type=float,
-            default=10.0,
+            type=int,
+            default=10,
             show_default=True,
             help="Seconds the leader may fail to renew before it stops acting (< --lease-duration).",
         )
-        @click.option("--retry-period", type=float, default=2.0, show_default=True, help="Seconds between tries.")
+        @click.option("--retry-period", type=int, default=2, show_default=True, help="Seconds between tries.")
         @functools.wraps(command)
         def wrapper(
             *args: Any,
@@ -68,9 +68,9 @@ def leadership_options(default_lease: str) -> Callable[[Callable[..., Any]], Cal
             lease_name: str,
             lease_namespace: str,
             identity: str | None,
-            lease_duration: float,
-            renew_deadline: float,
-            retry_period: float,
+            lease_duration: int,
+            renew_deadline: int,
+            retry_period: int,
             **kwargs: Any,
         ) -> Any:
             if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period >= 1.2:
