@@ -87,7 +87,7 @@ def test_status_wait_exits_2_when_the_condition_does_not_hold_in_time(worker: Wo
     assert json.loads(output)["phase"] == "AwaitingApproval"
     started = time.monotonic()
     code, output = rollout(worker, "status", "gate-slow", "--wait", "--timeout", "2s")
-    assert code == 2 and 2 <= time.monotonic() - started < 10, output
+    assert code == 2 and 2 <= time.monotonic() - started < 30, output
     assert "error: module/gate-slow: still AwaitingApproval after 2s (waiting for phase=Complete)" in output
 
 

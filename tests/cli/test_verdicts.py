@@ -124,7 +124,7 @@ def test_without_a_worker_the_command_exits_2_after_its_timeout(kafka_bootstrap:
     result = CliRunner().invoke(
         cli, ["pause", "podinfo", "--timeout", "1s", "--bootstrap-servers", kafka_bootstrap, "--topic-prefix", prefix]
     )
-    assert result.exit_code == 2 and time.monotonic() - started < 8
+    assert result.exit_code == 2 and time.monotonic() - started < 30, result.output
     assert result.output.startswith("error: module/podinfo: pause: no verdict from the engine within 1s")
     published = asyncio.run(client.read_all(kafka_bootstrap, TopicNames(prefix).intents))
     assert [record.json()["command"] for record in published] == ["pause"]
