@@ -136,6 +136,9 @@ async def read_all(bootstrap: str, topic: str) -> list[Record]:
                         records.append(
                             Record(topic, tp.partition, message.offset, key, message.value, _seconds(message))
                         )
+            # every partition, not only those with records: the tail of one may be an aborted
+            # transaction (skipped, no records) whose position still moves to the end
+            for tp in list(remaining):
                 if await consumer.position(tp) >= end[tp]:
                     remaining.discard(tp)
         return records
