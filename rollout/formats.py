@@ -54,8 +54,8 @@ def check_dns1123_label(value: str) -> str:
 
 
 def check_label_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         raise ValueError(f"label key {shown(key)}: prefix {shown(prefix)} is not a DNS-1123 subdomain")
     if len(name) > 63 or not LABEL_NAME.match(name):
         raise ValueError(f"label key {shown(key)}: name part must be 1-63 alphanumerics, '-', '_' or '.'")

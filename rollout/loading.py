@@ -48,6 +48,8 @@ class DocumentProblem:
     field: str = ""
 
     def __post_init__(self) -> None:
+        if "\n" in self.reason:  # one problem, one line
+            object.__setattr__(self, "reason", " ".join(self.reason.split()))
         if len(self.reason) > MAX_REASON:
             object.__setattr__(self, "reason", self.reason[:MAX_REASON] + f"... ({len(self.reason)} characters)")
 

@@ -27,6 +27,7 @@ import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
 from rollout.formats import shown
@@ -85,7 +86,7 @@ def yaml_documents(text: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterator[tu
                 raise YamlProblem(_yaml_reason(error), document=loader.document, identity=identity) from None
             yield loader.document, value
     except yaml.YAMLError as error:
-        raise YamlProblem(_yaml_reason(error), document=max(loader.document, 1)) from None
+        raise YamlProblem(_yaml_reason(error, text), document=max(loader.document, 1)) from None
     finally:
         loader.dispose()
 
@@ -239,7 +240,11 @@ def _plain(text: str) -> str:
     return text if len(text) <= 63 and text.isprintable() else shown(text)
 
 
-def _yaml_reason(error: Exception) -> str:
+def _yaml_reason(error: Exception, text: str = "") -> str:
+    if isinstance(error, ReaderError) and isinstance(error.character, int):
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        return f"not valid YAML: line {line}, column {column}: U+{error.character:04X} ({error.reason})"
     if isinstance(error, yaml.MarkedYAMLError):
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -180,3 +180,9 @@ def test_every_document_is_numbered_from_one_and_every_problem_reported() -> Non
 def test_a_syntax_error_names_the_document_and_line() -> None:
     [problem] = problems(CLUSTER + b"---\nkind: [unclosed\n")
     assert problem.startswith("fleet.yaml: document 2: not valid YAML: line 6, column 1:")  # lines of the file
+
+
+@pytest.mark.parametrize("key", ['"/env"', '"a b"', '"-env"', '"env/"'])
+def test_a_label_key_that_kubernetes_refuses_is_refused(key: str) -> None:
+    [problem] = problems(CLUSTER.replace(b"{env: prod}", b"{" + key.encode() + b": prod}"))
+    assert problem.startswith("fleet.yaml: document 1 (Cluster/prod-eu-1): metadata.labels: label key "), problem
