@@ -1,8 +1,9 @@
 """Rendering of Flux primitives from the sync records of an assemblage.
 
 What flows through here: one cluster's assemblage snapshot and one of its sync records go
-in; two plain dicts come out — the source (a `GitRepository` or `OCIRepository`) and the
-`Kustomization` that applies it — already validated against the real CRD schemas
+in; two plain dicts come out — the source (a `GitRepository`, `OCIRepository` or
+`HelmRepository`) and the `Kustomization` or `HelmRelease` (projections/render_helm.py)
+that applies it — already validated against the real CRD schemas
 (`projections.crds`), ready for a sink to write to a directory or apply to a cluster.
 
 Where the objects go depends on the assemblage:
@@ -36,6 +37,8 @@ Template variables:
     source                 {kind, name, url, ref}; ref is {tag} or {commit} (Git),
                            {tag} or {digest} (OCI)
     kustomize              {path, substitute} — substitute with bindings already expanded
+    helm                   {chart, version, release_name, target_namespace, merged_values} for a
+                           Helm sync (merged values), else None — see render_helm.py
     kubeconfig             {secretRef: {name, key}} for remote, none for proxy
 
 Errors: a template that does not parse or fails while rendering raises `TemplateError`
@@ -60,6 +63,12 @@ from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, PrefixLoader, 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from projections import crds
+from projections.render_helm import (
+    HELM_CHART_LAYER,
+    helm_release_context,
+    helm_repository_context,
+    source_reference,
+)
 from rollout.assemblages import Assemblage, AssignedSync
 from rollout.manifests import DNS1123_LABEL, check_dns1123_label, parse_duration
 
@@ -85,7 +94,14 @@ ANNOTATION_GENERATION = "rollout.dev/generation"  # the module generation assign
 GIT_TEMPLATE = "gitrepository.yaml.j2"
 OCI_TEMPLATE = "ocirepository.yaml.j2"
 KUSTOMIZATION_TEMPLATE = "kustomization.yaml.j2"
-TEMPLATE_NAMES = (GIT_TEMPLATE, OCI_TEMPLATE, KUSTOMIZATION_TEMPLATE)
+HELM_REPOSITORY_TEMPLATE = "helmrepository.yaml.j2"
+HELM_RELEASE_TEMPLATE = "helmrelease.yaml.j2"
+TEMPLATE_NAMES = (GIT_TEMPLATE, OCI_TEMPLATE, KUSTOMIZATION_TEMPLATE, HELM_REPOSITORY_TEMPLATE, HELM_RELEASE_TEMPLATE)
+_SOURCE_TEMPLATES = {
+    "GitRepository": GIT_TEMPLATE,
+    "OCIRepository": OCI_TEMPLATE,
+    "HelmRepository": HELM_REPOSITORY_TEMPLATE,
+}
 BUILTIN_PREFIX = "builtin"
 
 _MAX_NAME = 63
@@ -248,15 +264,17 @@ class FluxRenderer:
         )
 
     def render(self, assemblage: Assemblage, sync: AssignedSync) -> list[dict[str, Any]]:
-        """[source object, Kustomization] for one sync of the assemblage, both validated."""
+        """[source object, Kustomization or HelmRelease] for one sync of the assemblage, validated."""
         context = self.context(assemblage, sync)
-        source = sync.sync.source
-        source_template = GIT_TEMPLATE if source.git is not None else OCI_TEMPLATE
+        source_template = _SOURCE_TEMPLATES[context["source"]["kind"]]
+        package_template, package_kind = (
+            (HELM_RELEASE_TEMPLATE, "HelmRelease") if context["helm"] else (KUSTOMIZATION_TEMPLATE, "Kustomization")
+        )
         rendered = [
             self._render_object(source_template, context, expected_kind=context["source"]["kind"]),
-            self._render_object(KUSTOMIZATION_TEMPLATE, context, expected_kind="Kustomization"),
+            self._render_object(package_template, context, expected_kind=package_kind),
         ]
-        self._check_sourceref(rendered[1], context, filename=self._filename(KUSTOMIZATION_TEMPLATE))
+        self._check_sourceref(rendered[1], context, template=package_template)
         return rendered
 
     def context(self, assemblage: Assemblage, sync: AssignedSync) -> dict[str, Any]:
@@ -265,7 +283,9 @@ class FluxRenderer:
         cluster = assemblage.metadata.name
         name = object_name(sync.module, cluster)
         source = sync.sync.source
-        if source.git is not None:
+        if source.helm is not None:
+            source_context = helm_repository_context(sync)
+        elif source.git is not None:
             version = source.git.version
             ref = (
                 {"tag": version.tag}
@@ -277,7 +297,9 @@ class FluxRenderer:
             assert source.oci is not None  # Source validates exactly one of git/oci
             oci_version = source.oci.version
             ref = {"tag": oci_version.tag} if oci_version.tag is not None else {"digest": oci_version.digest}
-            source_context = {"kind": "OCIRepository", "url": source.oci.url, "ref": ref}
+            source_context = {"kind": "OCIRepository", "url": source.oci.url, "ref": ref, "layer_media_type": None}
+            if sync.sync.package.helm is not None:
+                source_context["layer_media_type"] = HELM_CHART_LAYER
         kustomize = sync.sync.package.kustomize
         return {
             "name": name,
@@ -302,6 +324,7 @@ class FluxRenderer:
             "assemblage": "remote" if remote else "proxy",
             "source": {**source_context, "name": name},
             "kustomize": {"path": kustomize.path, "substitute": dict(kustomize.substitute)},
+            "helm": helm_release_context(sync),
             "kubeconfig": (
                 {"secretRef": {"name": f"{cluster}-kubeconfig", "key": KUBECONFIG_SECRET_KEY}} if remote else None
             ),
@@ -390,16 +413,16 @@ class FluxRenderer:
     def _filename(self, template_name: str) -> str:
         return self.environment.get_template(template_name).filename or template_name
 
-    @staticmethod
-    def _check_sourceref(kustomization: dict[str, Any], context: dict[str, Any], *, filename: str) -> None:
-        ref = kustomization["spec"]["sourceRef"]
+    def _check_sourceref(self, package: dict[str, Any], context: dict[str, Any], *, template: str) -> None:
+        filename = self._filename(template)
+        ref = source_reference(package)
         expected = {"kind": context["source"]["kind"], "name": context["name"]}
         actual = {"kind": ref.get("kind"), "name": ref.get("name")}
         namespace = ref.get("namespace", context["namespace"])
         if actual != expected or namespace != context["namespace"]:
             raise TemplateError(
-                template=KUSTOMIZATION_TEMPLATE,
+                template=template,
                 filename=filename,
                 lineno=None,
-                reason=f"spec.sourceRef must point at the rendered source {expected}, not {ref}",
+                reason=f"its source reference must point at the rendered source {expected}, not {ref}",
             )

@@ -44,6 +44,7 @@ below it:
     stages.py      StageMachine    advance, fill, budget, rollback
     membership.py  Membership      cluster events; which clusters a module covers
     reports.py     Reports         sync status reports and ticks
+    live_values.py LiveValues      Helm values observed on clusters: re-merged, re-sent
     intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
     causal.py      CausalOrder     redelivery and held intents; FleetSeen
     engine.py      RolloutEngine   `handle`: routes each event to its layer
@@ -58,6 +59,7 @@ from rollout.events import (
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
+    HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
@@ -65,8 +67,9 @@ from rollout.events import (
     Tick,
 )
 from rollout.intents import Intent, intent_module
+from rollout.live_values import LiveValues
 from rollout.outcome import Assignment, Decision, Outcome
-from rollout.reports import MAX_TICK_STEP, Reports
+from rollout.reports import MAX_TICK_STEP
 from rollout.state import ENGINE_MAPPINGS
 from rollout.strategy import IMPLICIT_STAGE, bindings_digest, resolve_count, sort_key, stage_for, stages_of
 from rollout.views import format_positions, module_view
@@ -91,7 +94,7 @@ __all__ = [
 ]
 
 
-class RolloutEngine(CausalOrder, Reports):
+class RolloutEngine(CausalOrder, LiveValues):
     """Folds events into the mappings it is given. One instance per journal partition."""
 
     def handle(self, event: Any) -> Outcome:
@@ -108,6 +111,8 @@ class RolloutEngine(CausalOrder, Reports):
             self._on_cluster_removed(event, out)
         elif isinstance(event, SyncStatusReported):
             self._on_sync_status(event, out)
+        elif isinstance(event, HelmValuesObserved):
+            self._on_helm_values(event, out)
         else:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")
         return out

@@ -4,7 +4,7 @@ Inputs arrive on four topics, each event a JSON object with a `type` discriminat
 
 * intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved
-* sync status (key: cluster)    — SyncStatusReported (what appliers saw)
+* sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw)
 * ticks                         — Tick (time enters the engine only as these events)
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
@@ -33,7 +33,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rollout.manifests import (
     AnyModule,
@@ -169,6 +169,34 @@ class SyncStatusReported(EventBase):
         return check_dns1123_label(value)
 
 
+class HelmValuesObserved(EventBase):
+    """What an applier saw of one (cluster, module) Helm release, on the sync-status topic.
+
+    `values`: the release's live values (None: not observed this time, the last ones stay).
+    `chartDefaults`: the chart's own default values, for chart version `chartVersion`
+    (required with them). The engine merges them as the chart and live layers of the
+    module's values (rollout/values.py) and re-sends the cluster's sync if that changes it.
+    """
+
+    type: Literal["HelmValuesObserved"] = "HelmValuesObserved"
+    cluster: str
+    module: str
+    values: dict[str, Any] | None = None
+    chart_defaults: dict[str, Any] | None = Field(default=None, alias="chartDefaults")
+    chart_version: str | None = Field(default=None, alias="chartVersion")
+
+    @field_validator("cluster", "module")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @model_validator(mode="after")
+    def _defaults_name_their_chart(self) -> HelmValuesObserved:
+        if self.chart_defaults is not None and self.chart_version is None:
+            raise ValueError("chartDefaults need the chartVersion they belong to")
+        return self
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -200,6 +228,7 @@ InputEvent = Annotated[
     | ClusterObserved
     | ClusterRemoved
     | SyncStatusReported
+    | HelmValuesObserved
     | Tick
     | FleetSeen,
     Field(discriminator="type"),

@@ -17,6 +17,8 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
 * ``held_intents[module/seq]``   HeldIntent — one waiting intent, as it came on the journal
 * ``capped_ticks["recent"]``     TickLog — ids of the latest ticks whose jump was capped
+* ``observed_values[module/cluster]`` ObservedValues — a Helm release's live values and
+                                 chart defaults, as last observed (HelmValuesObserved)
 
 Per-stage counters live in the ModuleRecord and are maintained incrementally, so a sync
 status report costs O(1) state writes whatever the fleet size.
@@ -40,6 +42,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from rollout.manifests import ModuleSpec, Sync
+from rollout.releases import ObservedValues
 
 Phase = Literal[
     "Progressing",
@@ -254,4 +257,5 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "held_queues": HeldQueue,
     "held_intents": HeldIntent,
     "capped_ticks": TickLog,
+    "observed_values": ObservedValues,
 }

@@ -23,7 +23,9 @@ from typing import Any
 
 from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.bindings import binding_values, expand_sync
+from rollout.manifests import Sync
 from rollout.outcome import DEFERRED, Assignment, Decision, Outcome
+from rollout.releases import ObservedValues, release_sync
 from rollout.state import (
     Category,
     ClusterFacts,
@@ -39,6 +41,8 @@ from rollout.state import (
     held_key,
     target_key,
 )
+from rollout.strategy import stage_for
+from rollout.values import MergedValues
 from rollout.views import held_view, module_view, target_view
 
 
@@ -69,6 +73,7 @@ class TargetBook:
         held_queues: MutableMapping[str, HeldQueue] | None = None,
         held_intents: MutableMapping[str, HeldIntent] | None = None,
         capped_ticks: MutableMapping[str, TickLog] | None = None,
+        observed_values: MutableMapping[str, ObservedValues] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -84,6 +89,7 @@ class TargetBook:
         self.held_queues = held_queues if held_queues is not None else {}
         self.held_intents = held_intents if held_intents is not None else {}
         self.capped_ticks = capped_ticks if capped_ticks is not None else {}
+        self.observed_values = observed_values if observed_values is not None else {}
         self.partition = partition
         # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
         self._members: dict[str, set[str]] = {}
@@ -237,6 +243,8 @@ class TargetBook:
                 reason=reason,
             )
         )
+        if generation is not None and record.spec.sync.package.helm is not None:
+            self._note_refusals(record, target.cluster, self._release_for(record, generation, facts)[1], out)
         self._decide(
             record,
             "assign" if generation is not None else "unassign",
@@ -250,7 +258,24 @@ class TargetBook:
         return new
 
     def _assigned_sync(self, record: ModuleRecord, generation: int, facts: ClusterFacts | None) -> AssignedSync:
-        revision = record.revisions[generation]
+        sync, _ = self._release_for(record, generation, facts)
+        return AssignedSync(
+            module=record.name,
+            moduleNamespace=record.namespace,
+            revision=record.revisions[generation].revision,
+            generation=generation,
+            sync=sync,
+        )
+
+    def _release_for(
+        self,
+        record: ModuleRecord,
+        generation: int,
+        facts: ClusterFacts | None,
+        observed: ObservedValues | bool | None = True,
+    ) -> tuple[Sync, MergedValues | None]:
+        """The sync `generation` gives this cluster: bindings expanded and, for a Helm
+        release, values merged (with `observed`; True: what was last observed)."""
         cluster = facts or ClusterFacts(name="", namespace=record.namespace)
         values = binding_values(
             record.spec.bindings,
@@ -259,13 +284,19 @@ class TargetBook:
             labels=cluster.labels,
             annotations=cluster.annotations,
         )
-        return AssignedSync(
-            module=record.name,
-            moduleNamespace=record.namespace,
-            revision=revision.revision,
-            generation=generation,
-            sync=expand_sync(revision.sync, values),
+        if observed is True:
+            observed = self.observed_values.get(target_key(record.name, cluster.name))
+        return release_sync(
+            expand_sync(record.revisions[generation].sync, values),
+            stage=stage_for(record, cluster.labels)[1],
+            bindings=values,
+            observed=observed or None,
         )
+
+    def _note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:
+        """A `values-refused` decision for each change a readOnly path refused."""
+        for refusal in merged.refusals if merged is not None else []:
+            self._decide(record, "values-refused", f"{cluster}: {refusal.reason}", out, cluster=cluster)
 
     def _prune_revisions(self, record: ModuleRecord) -> None:
         keep = {record.target, record.stable}

@@ -32,6 +32,7 @@ from rollout.events import (
     ClusterRemoved,
     EventRejected,
     FleetSeen,
+    HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
@@ -50,6 +51,7 @@ TOPIC_ROLE: dict[type, str] = {
     ClusterObserved: "clusters",
     ClusterRemoved: "clusters",
     SyncStatusReported: "status",
+    HelmValuesObserved: "status",
     Tick: "ticks",
 }
 BROADCAST = (ClusterObserved, ClusterRemoved, Tick)
@@ -60,7 +62,7 @@ def journal_key(event: Any) -> str:
         return str(event.module.metadata.name)
     if isinstance(event, ModuleDeleted):
         return event.name
-    if isinstance(event, (RolloutCommanded, SyncStatusReported)):
+    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved)):
         return event.module
     if isinstance(event, ClusterObserved):
         return str(event.cluster.metadata.name)

@@ -30,6 +30,7 @@ from tests.rollout.builders import (
     stage,
     tick,
 )
+from tests.rollout.test_helm_releases import helm_module, values_observed
 
 NOTHING = serialize(Outcome())
 STAGED = (stage("canary", {"ring": "canary"}), stage("wave"))
@@ -350,6 +351,7 @@ def test_discarded_writes_and_reset_indexes_give_the_same_outcomes() -> None:
 def test_every_state_value_is_json() -> None:
     fleet = given(cluster("a"), cluster("b"), applied(module("app", {}, "v1"), fleet={0: 1}))
     fleet.send(fleet_seen(0, 0), applied(module("base", {}, "v1")), tick(T0 + 5 * MAX_TICK_STEP))
+    fleet.send(helm_module(), values_observed("a", {"replicaCount": 3}))
     fleet.delete("base")
     fleet.remove("b")
     for name, mapping in fleet.snapshot().items():

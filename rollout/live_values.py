@@ -1,0 +1,86 @@
+"""Values observed on a cluster: HelmValuesObserved → the chart and live layers → a re-send.
+
+    HelmValuesObserved -> observed_values[module/cluster] -> the cluster's sync re-merged
+                       -> an Assignment (same generation) if its values changed
+
+The engine never reads a cluster: an applier reports a release's live values (and, when it
+knows them, the chart's defaults for the chart version it installed) as an event. They are
+folded into `observed_values` and, if the cluster is assigned a generation of the module,
+its sync is merged again (rollout/releases.py, rollout/values.py). Only if that changes the
+values sent to the cluster is an Assignment emitted — so an applier reporting back what it
+applied moves nothing (the merge is a fixed point). A readOnly path that refuses a change is
+recorded as a `values-refused` decision naming the path and why.
+
+Observations are remembered by id in the cluster's report window, like status reports: a
+redelivered one changes nothing. An observation about a module or cluster the engine does
+not know is dropped (an applier may report a release the engine has since removed).
+"""
+
+from __future__ import annotations
+
+from rollout.assemblages import ASSEMBLAGE_FOR
+from rollout.events import HelmValuesObserved
+from rollout.outcome import Assignment, Outcome
+from rollout.releases import ObservedValues
+from rollout.reports import Reports
+from rollout.state import REPORT_IDS_KEPT, remember, target_key
+
+
+class LiveValues(Reports):
+    """Folds HelmValuesObserved."""
+
+    def _on_helm_values(self, event: HelmValuesObserved, out: Outcome) -> None:
+        facts = self.clusters.get(event.cluster)
+        if facts is None or event.id in facts.report_ids:
+            return  # a cluster the engine does not know, or a redelivery
+        self.clusters[event.cluster] = facts.model_copy(
+            update={"report_ids": remember(facts.report_ids, event.id, REPORT_IDS_KEPT)}
+        )
+        stored = self.modules.get(event.module)
+        if stored is None or stored.spec.sync.package.helm is None:
+            return
+        key = target_key(event.module, event.cluster)
+        before = self.observed_values.get(key)
+        observed = _folded(before, event)
+        if observed == before:
+            return
+        self.observed_values[key] = observed
+        target = self.targets.get(key)
+        if target is None or target.assigned is None or target.assigned not in stored.revisions:
+            return
+        old, _ = self._release_for(stored, target.assigned, facts, before)
+        new, merged = self._release_for(stored, target.assigned, facts, observed)
+        if new == old:
+            return
+        record = stored.working_copy()
+        out.assignments.append(
+            Assignment(
+                cluster=event.cluster,
+                cluster_namespace=facts.namespace,
+                module=record.name,
+                assemblage=ASSEMBLAGE_FOR[record.kind],
+                sync=self._assigned_sync(record, target.assigned, facts),
+                reason="values observed on the cluster: values merged again",
+            )
+        )
+        self._decide(
+            record,
+            "values",
+            f"{event.cluster}: values observed on the cluster changed its merged values",
+            out,
+            cluster=event.cluster,
+            generation=target.assigned,
+            revision=record.revisions[target.assigned].revision,
+        )
+        self._note_refusals(record, event.cluster, merged, out)
+        self._save_module(record, out)
+
+
+def _folded(before: ObservedValues | None, event: HelmValuesObserved) -> ObservedValues:
+    """The observation after `event`: what it does not say stays as it was."""
+    values = event.values if event.values is not None else (before.values if before else None)
+    if event.chart_defaults is not None:
+        return ObservedValues(values=values, chartDefaults=event.chart_defaults, chartVersion=event.chart_version)
+    if before is None:
+        return ObservedValues(values=values)
+    return before.model_copy(update={"values": values})
