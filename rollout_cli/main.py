@@ -101,11 +101,11 @@ def apply(ctx: Context, files: tuple[str, ...], wait: Wait) -> None:
     for warning in prepared.warnings:
         click.echo(f"warning: {warning}", err=True)
     modules = [(i.description, i.event.id) for i in prepared.intents if i.role == "intents"]
+    publishing = applying.publish(ctx, prepared)
     try:
-        verdicts = client.run(
-            awaiting(ctx, wait, [event_id for _, event_id in modules], applying.publish(ctx, prepared))
-        )
+        verdicts = client.run(awaiting(ctx, wait, [event_id for _, event_id in modules], publishing))
     except Exception as error:
+        publishing.close()  # not awaited if the verdicts topic could not be read first: nothing was sent
         if not prepared.committed:
             fail(f"nothing was applied: {error}")
         fail(f"applied, but cannot read the engine's verdicts at {ctx.bootstrap}: {error}")
