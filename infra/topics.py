@@ -4,7 +4,8 @@
                  │                       ├──► decisions, module-status, rollout-targets
                  └──► dead-letters ◄─────┘
 
-* Inputs keep everything (retention -1): they are the source of truth users write to.
+* Inputs keep everything (retention -1): they are the source of truth users write to —
+  but cluster heartbeats, compacted (the latest per cluster; the journal keeps them all).
 * The journal is the engine's own totally ordered log per partition: every decision is a
   pure function of it (`rollout replay` refolds it). It keeps everything too.
 * Assignments are the decider's per-(cluster, module) output, the assembler's input.
@@ -51,6 +52,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("clusters", "cluster-observations", KEEP_FOREVER, description="cluster applied/removed, readiness"),
     TopicSpec("status", "sync-status", KEEP_FOREVER, description="sync status reported by appliers"),
     TopicSpec("ticks", "ticks", KEEP_FOREVER, single_partition=True, description="time, as events"),
+    TopicSpec("heartbeats", "cluster-heartbeats", COMPACTED, description="applier heartbeats: cluster leases"),
     TopicSpec("journal", "journal", KEEP_FOREVER, description="the engine's ordered input log"),
     TopicSpec("assignments", "assignments", KEEP_FOREVER, description="per cluster+module sync assignments"),
     TopicSpec("remote", "remote-assemblages", COMPACTED, description="RemoteAssemblage snapshots"),
@@ -91,6 +93,10 @@ class TopicNames:
     @property
     def ticks(self) -> str:
         return self.name("ticks")
+
+    @property
+    def heartbeats(self) -> str:
+        return self.name("heartbeats")
 
     @property
     def journal(self) -> str:

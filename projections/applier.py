@@ -46,6 +46,7 @@ from infra import observability
 from infra.observability import RATE_LIMITED, Health, Metrics, log_fields
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames
+from projections.heartbeats import Heartbeats
 from projections.sinks import Sink, SinkResult
 from rollout.assemblages import Assemblage
 from rollout.events import SyncStatusReported
@@ -90,8 +91,10 @@ async def run_applier(
     on_result: Callable[[SinkResult], None] | None = None,
     metrics: Metrics | None = None,
     health: Health | None = None,
+    heartbeats: Heartbeats | None = None,
 ) -> ApplierStats:
-    """Apply snapshots until `stop` is set, through any number of broker outages."""
+    """Apply snapshots until `stop` is set, through any number of broker outages; with
+    `heartbeats`, publish a heartbeat per cluster reached (projections/heartbeats.py)."""
     names = TopicNames(prefix)
     kinds = {names.remote: "RemoteAssemblage", names.proxy: "ProxyAssemblage"}
     metrics = metrics or Metrics()
@@ -106,6 +109,8 @@ async def run_applier(
             for kind, cluster in sorted(handled.pop(tp, set())):
                 if release is not None:
                     release(kind, cluster)
+                if heartbeats is not None:
+                    heartbeats.forget(kind, cluster)
 
     class Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
         """Hands clusters over between replicas: a replica that loses a partition stops
@@ -122,7 +127,8 @@ async def run_applier(
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
             health.assigned = True
-            if assigned and getattr(sink, "replay_on_assignment", False):
+            # heartbeats name the clusters written: a replay tells them again after a restart
+            if assigned and (getattr(sink, "replay_on_assignment", False) or heartbeats is not None):
                 await self.consumer.seek_to_beginning(*assigned)
 
     async def session() -> None:
@@ -198,6 +204,8 @@ async def run_applier(
             written = sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
             result = await written if inspect.isawaitable(written) else written
         except Exception as error:  # one bad snapshot must not stall the others
+            if heartbeats is not None:
+                heartbeats.failed(kind, cluster)
             stats.errors += 1
             metrics.apply_errors.labels(kind).inc()
             metrics.applies.labels(kind, "error").inc()
@@ -210,6 +218,8 @@ async def run_applier(
                 extra=log_fields(cluster=cluster),
             )
             return
+        if heartbeats is not None:
+            (heartbeats.written if assemblage is not None else heartbeats.forget)(kind, cluster)
         stats.snapshots += assemblage is not None
         stats.tombstones += assemblage is None
         stats.written += result.written
@@ -235,38 +245,44 @@ async def run_applier(
                 )
                 await producer.send(names.status, key=cluster.encode(), value=event.to_bytes())
 
-    backoff = RESTART_BACKOFF
-    while not stop.is_set():
-        started = time.monotonic()
-        task = asyncio.create_task(session())
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():  # stop: let the current batch finish, within reason
-                await asyncio.wait({task}, timeout=STOP_GRACE)
-        finally:
-            stopping.cancel()
-            if not task.done():
-                task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        error = None if task.cancelled() else task.exception()
-        if error is None:
-            break
-        if not isinstance(error, (*CLIENT_FAILURES, ConsumerStuck)):
-            raise error
-        health.assigned = False
-        forget(list(handled))  # as on a revocation: the new consumer's assignment replays them
-        if time.monotonic() - started > 2 * RESTART_BACKOFF_MAX:
-            backoff = RESTART_BACKOFF  # it had been working for a while: a fresh failure
-        log.warning(
-            "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
-            _describe(error),
-            backoff,
-            extra=RATE_LIMITED,
-        )
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), backoff)
-        backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+    beating = asyncio.create_task(heartbeats.run(stop)) if heartbeats is not None else None
+    try:
+        backoff = RESTART_BACKOFF
+        while not stop.is_set():
+            started = time.monotonic()
+            task = asyncio.create_task(session())
+            stopping = asyncio.create_task(stop.wait())
+            try:
+                await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not task.done():  # stop: let the current batch finish, within reason
+                    await asyncio.wait({task}, timeout=STOP_GRACE)
+            finally:
+                stopping.cancel()
+                if not task.done():
+                    task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            error = None if task.cancelled() else task.exception()
+            if error is None:
+                break
+            if not isinstance(error, (*CLIENT_FAILURES, ConsumerStuck)):
+                raise error
+            health.assigned = False
+            forget(list(handled))  # as on a revocation: the new consumer's assignment replays them
+            if time.monotonic() - started > 2 * RESTART_BACKOFF_MAX:
+                backoff = RESTART_BACKOFF  # it had been working for a while: a fresh failure
+            log.warning(
+                "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
+                _describe(error),
+                backoff,
+                extra=RATE_LIMITED,
+            )
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+    finally:
+        if beating is not None:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
     return stats
 
 

@@ -45,6 +45,7 @@ below it:
     membership.py  Membership      cluster events; which clusters a module covers
     reports.py     Reports         sync status reports and ticks
     live_values.py LiveValues      Helm values observed on clusters: re-merged, re-sent
+    leases.py      Leases          heartbeats, lease expiry, leave/join: cluster readiness
     intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
     causal.py      CausalOrder     redelivery and held intents; FleetSeen
     engine.py      RolloutEngine   `handle`: routes each event to its layer
@@ -56,6 +57,8 @@ from typing import Any
 
 from rollout.causal import CausalOrder
 from rollout.events import (
+    ClusterCommanded,
+    ClusterHeartbeat,
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
@@ -67,6 +70,7 @@ from rollout.events import (
     Tick,
 )
 from rollout.intents import Intent, intent_module
+from rollout.leases import Leases
 from rollout.live_values import LiveValues
 from rollout.outcome import Assignment, Decision, Outcome
 from rollout.reports import MAX_TICK_STEP
@@ -94,7 +98,7 @@ __all__ = [
 ]
 
 
-class RolloutEngine(CausalOrder, LiveValues):
+class RolloutEngine(CausalOrder, Leases, LiveValues):
     """Folds events into the mappings it is given. One instance per journal partition."""
 
     def handle(self, event: Any) -> Outcome:
@@ -113,6 +117,10 @@ class RolloutEngine(CausalOrder, LiveValues):
             self._on_sync_status(event, out)
         elif isinstance(event, HelmValuesObserved):
             self._on_helm_values(event, out)
+        elif isinstance(event, ClusterHeartbeat):
+            self._on_heartbeat(event, out)
+        elif isinstance(event, ClusterCommanded):
+            self._on_cluster_command(event, out)
         else:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")
         return out

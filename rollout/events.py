@@ -1,11 +1,13 @@
 """Events: everything that enters the engine, as it travels on Kafka.
 
-Inputs arrive on four topics, each event a JSON object with a `type` discriminator:
+Inputs arrive on five topics, each event a JSON object with a `type` discriminator:
 
 * intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw)
 * ticks                         — Tick (time enters the engine only as these events)
+* cluster heartbeats (key: cluster) — ClusterHeartbeat (an applier reaches the cluster;
+  leases.py). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
 `at`, the producer's wall-clock time — informational only: decisions read time from Tick
@@ -169,6 +171,49 @@ class SyncStatusReported(EventBase):
         return check_dns1123_label(value)
 
 
+MAX_LEASE_SECONDS = 86_400.0
+
+
+class ClusterHeartbeat(EventBase):
+    """An applier reached `cluster`: its lease is renewed for `lease_seconds` of engine
+    time (from the latest Tick). A cluster whose lease expires is not ready for new moves
+    until heartbeats return (rollout/leases.py). `holder`: which applier, informational."""
+
+    type: Literal["ClusterHeartbeat"] = "ClusterHeartbeat"
+    cluster: str
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+    holder: str | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("lease_seconds")
+    @classmethod
+    def _lease(cls, value: float) -> float:
+        if not math.isfinite(value) or not 1.0 <= value <= MAX_LEASE_SECONDS:
+            raise ValueError(f"must be between 1 and {MAX_LEASE_SECONDS:.0f} seconds")
+        return value
+
+
+class ClusterCommanded(EventBase):
+    """An operator takes `cluster` out of every rollout (`leave`: not ready for new moves
+    whatever its heartbeats say; what it runs stays) or back in (`join`). `reply`: ask for
+    a verdict (journal partition 0 answers)."""
+
+    type: Literal["ClusterCommanded"] = "ClusterCommanded"
+    cluster: str
+    command: Literal["leave", "join"]
+    user: str | None = None
+    reply: bool | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
 class HelmValuesObserved(EventBase):
     """What an applier saw of one (cluster, module) Helm release, on the sync-status topic.
 
@@ -230,7 +275,9 @@ InputEvent = Annotated[
     | SyncStatusReported
     | HelmValuesObserved
     | Tick
-    | FleetSeen,
+    | FleetSeen
+    | ClusterHeartbeat
+    | ClusterCommanded,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

@@ -50,10 +50,15 @@ class Membership(StageMachine):
             namespace=manifest.metadata.namespace,
             labels=dict(manifest.metadata.labels),
             annotations=dict(manifest.metadata.annotations),
-            ready=manifest.status.ready,
+            observed_ready=manifest.status.ready,
+            lease=previous.lease if previous else None,  # leases.py: heartbeats and leave/join
+            left=previous.left if previous else False,
             observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
             report_ids=list(known.report_ids) if known else [],
+            command_ids=list(known.command_ids) if known else [],
+            heartbeat_ids=list(known.heartbeat_ids) if known else [],
         )
+        facts.ready = facts.readiness()
         if previous is None:
             self.removed_clusters.pop(name, None)
         self.clusters[name] = facts
@@ -73,6 +78,8 @@ class Membership(StageMachine):
             name=event.name,
             observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
             report_ids=list(known.report_ids) if known else [],
+            command_ids=list(known.command_ids) if known else [],
+            heartbeat_ids=list(known.heartbeat_ids) if known else [],
         )
         if previous is None:  # not a member of the fleet: only its id is remembered
             if answer:
@@ -163,7 +170,8 @@ class Membership(StageMachine):
                 self._decide(
                     record,
                     "readiness",
-                    f"{cluster} is {'ready' if facts.ready else 'not ready'}",
+                    f"{cluster} is {'ready' if facts.ready else 'not ready'}"
+                    + (f": {facts.not_ready_because()}" if facts.not_ready_because() else ""),
                     out,
                     cluster=cluster,
                 )

@@ -109,6 +109,9 @@ class Reports(StageMachine):
         self._advance(record, out)
         self._save_module(record, out)
 
+    def _clock_moved(self, first: bool, out: Outcome) -> None:
+        """Hook: the clock moved (`first`: from no time at all); before modules settle."""
+
     def _remember_report(self, event: SyncStatusReported) -> bool:
         """Note the report's id on its cluster; False if it was seen before (or the
         cluster never was)."""
@@ -138,6 +141,7 @@ class Reports(StageMachine):
             # a jump: catch up by MAX_TICK_STEP per tick, so deadlines fire in turn, not all at once
             self.capped_ticks["recent"] = TickLog(ids=remember(log.ids, event.id, CAPPED_TICK_IDS_KEPT))
             self.clock["now"] = self.now + MAX_TICK_STEP
+        self._clock_moved(first, out)  # leases expire (leases.py) before modules move
         for name in sorted(self.modules.keys()):
             stored = self.modules[name]
             if stored.partition != self.partition or stored.phase in ("Complete", "RolledBack", "Aborted"):

@@ -65,6 +65,8 @@ INTENT_IDS_KEPT = 256  # per module: applies, deletes, commands
 OBSERVATION_IDS_KEPT = 32  # per cluster: observations and removals
 REPORT_IDS_KEPT = 64  # per cluster: status reports (all modules)
 CAPPED_TICK_IDS_KEPT = 16
+HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
+CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 
 
@@ -77,14 +79,44 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Lease(Record):
+    """A cluster's lease, renewed by appliers' heartbeats (leases.py). `expires_at` None:
+    renewed before the engine saw any tick; it runs from the first one."""
+
+    seconds: float
+    renewed_at: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
+
+
 class ClusterFacts(Record):
+    """`ready`: whether the cluster may be moved — observed ready, its lease (if it has
+    one) not expired, and it has not left (`rollout cluster leave`)."""
+
     name: str
     namespace: str
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     ready: bool = False
+    observed_ready: bool | None = None  # the observation's readiness (None: as `ready`)
+    lease: Lease | None = None  # None: no applier ever heartbeated for it, no lease applies
+    left: bool = False
     observation_ids: list[str] = Field(default_factory=list)  # ClusterObserved/ClusterRemoved
     report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about this cluster
+    command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about this cluster
+    heartbeat_ids: list[str] = Field(default_factory=list)  # ClusterHeartbeat for this cluster
+
+    def readiness(self) -> bool:
+        """What `ready` must be, given the observation, the lease and leave/join."""
+        observed = self.ready if self.observed_ready is None else self.observed_ready
+        return observed and not self.left and not (self.lease is not None and self.lease.expired)
+
+    def not_ready_because(self) -> str:
+        if self.left:
+            return "it left the fleet (rollout cluster leave)"
+        if self.lease is not None and self.lease.expired:
+            return f"its lease expired (no heartbeat for {self.lease.seconds:.0f}s)"
+        return ""
 
     def same_facts(self, other: ClusterFacts) -> bool:
         """Equal in everything but the remembered event ids."""
@@ -104,6 +136,8 @@ class RemovedCluster(Record):
     name: str
     observation_ids: list[str] = Field(default_factory=list)
     report_ids: list[str] = Field(default_factory=list)
+    command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about it
+    heartbeat_ids: list[str] = Field(default_factory=list)
 
 
 class Revision(Record):

@@ -2,7 +2,8 @@
 topics hold.
 
     modules             the module-status topic (latest document per module)
-    clusters            the cluster-observations topic, folded (views.clusters_from_records)
+    clusters            the cluster-observations topic, folded (views.clusters_from_records),
+                        with leave/join and the lease age from cluster-heartbeats
     remote/proxy        the assemblage topics (latest snapshot per cluster)
 
 `-l` filters by labels, kubectl syntax (selecting.py): a cluster's own labels, and for an
@@ -13,6 +14,7 @@ assemblage the labels of the cluster it belongs to. Module statuses carry no lab
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -27,6 +29,8 @@ def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, se
     from rollout_cli import views
 
     clusters = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
+    if role == "clusters":
+        clusters = views.with_leases(clusters, ctx.latest(ctx.topics.heartbeats), time.time())
     documents = clusters if role == "clusters" else ctx.latest(ctx.topics.name(role))
     if selector is not None:
         documents = _selected(documents, role, selector, clusters)
@@ -74,11 +78,25 @@ def _cluster_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
     status = doc.get("status", {})
     ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret")
     labels = ",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("labels") or {}).items()))
-    row = [name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", labels]
+    row = [name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", _lease(doc), labels]
     if wide:
         row += [str(bool(status.get("controlPlaneReady"))), str(bool(status.get("kubeconfigSecret")))]
         row += [",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("annotations") or {}).items()))]
     return row
+
+
+def _lease(doc: dict[str, Any]) -> str:
+    """LEASE: `left` after `rollout cluster leave`; the age of the latest heartbeat (and
+    `expired` past its lease); `-` when no applier ever heartbeated for the cluster."""
+    fleet = doc.get("fleet") or {}
+    if fleet.get("left"):
+        return "left"
+    lease = fleet.get("lease")
+    if not lease:
+        return "-"
+    age = lease.get("ageSeconds")
+    shown = "?" if age is None else f"{age:.0f}s"
+    return f"{shown} (expired)" if lease.get("expired") else shown
 
 
 def _assemblage_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
@@ -93,7 +111,7 @@ def _assemblage_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
 
 COLUMNS = {
     "module_status": (["NAME", "KIND", "PHASE", "TARGET", "STABLE", "STAGE", "PROGRESS"], _module_row),
-    "clusters": (["NAME", "NAMESPACE", "READY", "LABELS"], _cluster_row),
+    "clusters": (["NAME", "NAMESPACE", "READY", "LEASE", "LABELS"], _cluster_row),
     "remote": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], _assemblage_row),
     "proxy": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], _assemblage_row),
 }

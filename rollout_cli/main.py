@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from rollout_cli.clusters import cluster_group
 from rollout_cli.dashboarding import dashboard
 from rollout_cli.gates import Condition, ConditionType
 from rollout_cli.kafka import kafka as kafka_group
@@ -55,6 +56,7 @@ def cli() -> None:
 cli.add_command(kafka_group)
 cli.add_command(watch_clusters)
 cli.add_command(dashboard)
+cli.add_command(cluster_group)
 cli.add_command(watch_modules)
 cli.add_command(crds)
 
@@ -586,6 +588,14 @@ def worker(
     multiple=True,
     help="Fleet namespaces where kubeconfig secrets live (repeatable; --sink kubernetes).",
 )
+@click.option(
+    "--lease-seconds",
+    envvar="ROLLOUT_LEASE_SECONDS",
+    type=click.FloatRange(min=0, max=86400),
+    default=60.0,
+    show_default=True,
+    help="Lease of each cluster reached: a heartbeat every third of it (0: no heartbeats) (env ROLLOUT_LEASE_SECONDS).",
+)
 @sink_timing_options
 @web_options(6067)
 @kafka_options
@@ -603,6 +613,7 @@ def applier(
     kubeconfig: str | None,
     context: str | None,
     namespaces: tuple[str, ...],
+    lease_seconds: float,
     **timings: Any,
 ) -> None:
     """Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM.
@@ -630,6 +641,7 @@ def applier(
         context=context,
         namespaces=namespaces,
         timings=timings_from(timings),
+        lease_seconds=lease_seconds,
     )
 
 

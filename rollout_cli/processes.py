@@ -26,6 +26,8 @@ from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServe
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames, ensure_topics
 from projections.applier import run_applier
+from projections.heartbeats import Heartbeats
+from projections.publisher import KafkaPublisher
 from projections.render import FluxRenderer
 from projections.sinks import Sink
 from projections.sinks.directory import DirectorySink
@@ -82,8 +84,11 @@ def run_applier_forever(
     context: str | None = None,
     namespaces: tuple[str, ...] = (),
     timings: SinkTimings | None = None,
+    lease_seconds: float = 60.0,
 ) -> None:
     logging.config.dictConfig(logging_config(log_format, loglevel))
+    if 0 < lease_seconds < 1:
+        raise click.ClickException(f"--lease-seconds {lease_seconds}: 0 (no heartbeats) or at least 1 second")
     if sink_spec == "kubernetes" and report:
         raise click.ClickException(
             "--simulate-status is for the directory sink; the Kubernetes sink reports real status"
@@ -113,6 +118,8 @@ def run_applier_forever(
             await server.start()
         probe.start()
         click.echo(f"applier: {TopicNames(prefix).remote}, {TopicNames(prefix).proxy} → {sink_spec}", err=True)
+        beats = KafkaPublisher(bootstrap, TopicNames(prefix).heartbeats)
+        heartbeats = Heartbeats(beats, lease_seconds=lease_seconds) if lease_seconds > 0 else None
         stats = await run_applier(
             bootstrap=bootstrap,
             prefix=prefix,
@@ -122,6 +129,7 @@ def run_applier_forever(
             stop=stop,
             metrics=metrics,
             health=health,
+            heartbeats=heartbeats,
             on_result=lambda r: (
                 r.changed
                 and click.echo(
@@ -132,6 +140,7 @@ def run_applier_forever(
         close = getattr(sink, "close", None)
         if close is not None:
             await close()
+        await beats.close()
         await probe.stop()
         await server.stop()
         click.echo(

@@ -41,7 +41,36 @@ def clusters_from_records(records: list[client.Record]) -> dict[str, Any]:
             clusters[event["cluster"]["metadata"]["name"]] = event["cluster"]
         elif event.get("type") == "ClusterRemoved":
             clusters.pop(event.get("name"), None)
+        elif event.get("type") == "ClusterCommanded" and event.get("cluster") in clusters:
+            name = event["cluster"]
+            clusters[name] = {**clusters[name], "fleet": {"left": event.get("command") == "leave"}}
     return dict(sorted(clusters.items()))
+
+
+def with_leases(clusters: dict[str, Any], heartbeats: dict[str, Any], now: float) -> dict[str, Any]:
+    """`clusters` with each one's lease from its latest heartbeat (cluster-heartbeats topic):
+    `fleet.lease` = holder, leaseSeconds, ageSeconds (wall clock now - the heartbeat's `at`)
+    and expired (age > leaseSeconds; the engine decides in tick time, a tick later at most)."""
+    from datetime import datetime
+
+    shown: dict[str, Any] = {}
+    for name, doc in clusters.items():
+        fleet = dict(doc.get("fleet") or {"left": False})
+        beat = heartbeats.get(name)
+        if isinstance(beat, dict) and isinstance(beat.get("at"), str):
+            try:
+                age = max(now - datetime.fromisoformat(beat["at"]).timestamp(), 0.0)
+            except ValueError:
+                age = None
+            seconds = beat.get("leaseSeconds", 60.0)
+            fleet["lease"] = {
+                "holder": beat.get("holder"),
+                "leaseSeconds": seconds,
+                "ageSeconds": None if age is None else round(age, 1),
+                "expired": age is None or age > seconds,
+            }
+        shown[name] = {**doc, "fleet": fleet}
+    return shown
 
 
 def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:

@@ -1,12 +1,13 @@
 """The router stage: inputs → the journal, the engine's one ordered log per partition.
 
-    intents, cluster-observations, sync-status, ticks ──► route ──► journal (+ dead letters)
+    intents, cluster-observations, sync-status, ticks, cluster-heartbeats ──► route ──► journal (+ dead letters)
 
 Every input is parsed and validated once, here (`rollout.events.parse_event`); what fails —
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
-journal partition. Cluster observations and ticks are broadcast to every journal
-partition, because every partition's modules need the fleet and the time.
+journal partition. Cluster observations (and leave/join), heartbeats and ticks are
+broadcast to every journal partition, because every partition's modules need the fleet,
+its leases and the time.
 
 After each batch of a cluster-observations partition, the router also writes a
 `FleetSeen(partition, position)` into every journal partition: "everything of that input
@@ -28,6 +29,8 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
 from rollout.events import (
+    ClusterCommanded,
+    ClusterHeartbeat,
     ClusterObserved,
     ClusterRemoved,
     EventRejected,
@@ -53,8 +56,10 @@ TOPIC_ROLE: dict[type, str] = {
     SyncStatusReported: "status",
     HelmValuesObserved: "status",
     Tick: "ticks",
+    ClusterCommanded: "clusters",
+    ClusterHeartbeat: "heartbeats",
 }
-BROADCAST = (ClusterObserved, ClusterRemoved, Tick)
+BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat)
 
 
 def journal_key(event: Any) -> str:
@@ -68,6 +73,8 @@ def journal_key(event: Any) -> str:
         return str(event.cluster.metadata.name)
     if isinstance(event, ClusterRemoved):
         return event.name
+    if isinstance(event, ClusterCommanded | ClusterHeartbeat):
+        return event.cluster
     return "tick"
 
 
@@ -80,7 +87,7 @@ class RoutePartition:
         self.tp = tp
         self.topics = topics
         self.partitions = partitions
-        self.role = {topics.name(r): r for r in ("intents", "clusters", "status", "ticks")}[tp.topic]
+        self.role = {topics.name(r): r for r in ("intents", "clusters", "status", "ticks", "heartbeats")}[tp.topic]
         self.fleet_seen = -1  # the last FleetSeen position written (re-written after a restart)
 
     def reset(self) -> None:

@@ -23,6 +23,8 @@ from typing import Any
 from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.engine import Decision, Outcome, RolloutEngine, stage_for, stages_of
 from rollout.events import (
+    ClusterCommanded,
+    ClusterHeartbeat,
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
@@ -214,6 +216,14 @@ def command(module_name: str, name: str, *, stage: str | None = None, cluster: s
         stage=stage,
         cluster=cluster,
     )
+
+
+def heartbeat(cluster_name: str, lease_seconds: float = 60.0) -> ClusterHeartbeat:
+    return ClusterHeartbeat(id=next_id(), at=AT, cluster=cluster_name, lease_seconds=lease_seconds)
+
+
+def cluster_command(cluster_name: str, name: str, *, reply: bool | None = None) -> ClusterCommanded:
+    return ClusterCommanded(id=next_id(), at=AT, cluster=cluster_name, command=name, reply=reply)  # type: ignore[arg-type]
 
 
 def as_event(item: Any) -> Any:

@@ -4,7 +4,8 @@ Hypothesis draws a fleet (up to 40 clusters), one or two modules with random str
 (1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
-module deletes and re-creations, redeliveries. After every event it checks:
+module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
+joining, redeliveries. After every event it checks:
 
 * the stored state is consistent (counters = a recount of the targets, categories follow
   the rules, assemblages agree with the targets — `builders.check_consistency`);
@@ -52,8 +53,10 @@ from tests.rollout.builders import (
     Fleet,
     applied,
     cluster,
+    cluster_command,
     command,
     deleted,
+    heartbeat,
     module,
     observed,
     removed,
@@ -138,9 +141,11 @@ OPERATIONS: dict[str, Any] = {
     ),
     "delete": st.tuples(st.just("delete"), st.sampled_from(MODULES)),
     "dup": st.tuples(st.just("dup")),
+    "heartbeat": st.tuples(st.just("heartbeat"), st.integers(0, 99), st.sampled_from([30.0, 60.0, 600.0])),
+    "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
 }
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
-WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "leave": 1, "join": 1}
+WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2}
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
     lambda kind: OPERATIONS[kind]
 )
@@ -271,6 +276,11 @@ class World:
                 spec = {**spec, "labels": labels}
             self.clusters[name] = spec
             return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+        if kind in ("heartbeat", "participate"):  # leases.py: a lease renewed, a cluster leaving/joining
+            if not names:
+                return None
+            name = names[step[1] % len(names)]
+            return heartbeat(name, step[2]) if kind == "heartbeat" else cluster_command(name, step[2])
         if kind == "join":
             _, number, spec = step
             if self.gone and number % 2 == 0:

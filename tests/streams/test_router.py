@@ -9,7 +9,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
-from rollout.events import FleetSeen, SyncStatusReported, Tick
+from rollout.events import ClusterCommanded, ClusterHeartbeat, FleetSeen, SyncStatusReported, Tick
 from streams.delivery import Outputs
 from streams.router import RoutePartition
 from tests.integration.chaos import cluster
@@ -63,3 +63,17 @@ def test_no_fleet_mark_when_the_position_did_not_move() -> None:
     again = Outputs(TOPICS.dead_letters)
     router.process([], 4, again)
     assert len(first.all()) == PARTITIONS and again.all() == []
+
+
+def test_heartbeats_are_broadcast_keyed_by_cluster_without_a_fleet_mark() -> None:
+    beat = ClusterHeartbeat(cluster="c1", lease_seconds=30).to_bytes()
+    out = route(TOPICS.heartbeats, beat)
+    assert [(r.topic, r.key, r.partition) for r in out.all()] == [(TOPICS.journal, b"c1", p) for p in range(3)]
+
+
+def test_leave_and_join_travel_with_the_cluster_observations_to_every_partition() -> None:
+    leave = ClusterCommanded(cluster="c1", command="leave").to_bytes()
+    journal = [r for r in route(TOPICS.clusters, leave).all() if r.key == b"c1"]
+    assert [r.partition for r in journal] == [0, 1, 2]
+    misplaced = route(TOPICS.heartbeats, leave)
+    assert misplaced.dead_letters == 1

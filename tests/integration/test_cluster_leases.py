@@ -1,0 +1,126 @@
+"""Cluster leases end to end on the real broker: a real worker (ticks every second) and a
+real directory-sink applier (simulating success, heartbeating with a 3 s lease).
+
+The applier heartbeats for the clusters it writes; `rollout get clusters` shows the lease
+age; `rollout cluster leave` keeps a cluster out of a rollout without blocking it and
+`join` brings it back; with the applier stopped the leases expire and nothing moves;
+with it back (it replays its partitions, so it names its clusters again) they move.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from rollout.events import ClusterObserved, ModuleApplied
+from rollout.manifests import MANIFEST_ADAPTER
+from rollout_cli.main import cli
+from tests.integration.stack import Stack, wait_for
+
+pytestmark = pytest.mark.integration
+
+LEASE = "3"
+
+
+def cluster(name: str, ring: str) -> ClusterObserved:
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": "leased", "ring": ring}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+    )
+    return ClusterObserved(cluster=manifest)
+
+
+def module(tag: str) -> ModuleApplied:
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": "leased", "namespace": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "leased"}},
+                "sync": {"source": {"git": {"url": "https://example.com/repo", "version": {"tag": tag}}}},
+                "rollout": {
+                    "stages": [
+                        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+                        {"name": "wave", "selector": {"matchLabels": {"ring": "wave"}}},
+                    ]
+                },
+            },
+        }
+    )
+    return ModuleApplied(module=manifest)
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("leases"), partitions=2, tick_interval=1.0)
+    stack.start_worker()
+    stack.start_applier("--simulate-status", "--lease-seconds", LEASE)
+    yield stack
+    stack.stop()
+
+
+def rollout(stack: Stack, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
+    return result.exit_code, result.output
+
+
+def targets(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {k.split("/", 1)[1]: v for k, v in stack.latest("targets").items() if k.startswith("leased/") and v}
+
+
+def phase(stack: Stack, tag: str) -> str | None:
+    status = stack.latest("module_status").get("leased") or {}
+    return status.get("phase") if status.get("targetRevision") == tag else None
+
+
+def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
+    stack.send("clusters", "c1", cluster("c1", "canary"))
+    stack.send("clusters", "w1", cluster("w1", "wave"))
+    stack.send("intents", "leased", module("1.0.0"))
+    wait_for("1.0.0 complete", lambda: phase(stack, "1.0.0") == "Complete")
+
+    # the applier heartbeats for both clusters; get clusters shows the lease age
+    wait_for("heartbeats", lambda: {"c1", "w1"} <= set(stack.latest("heartbeats")))
+    code, output = rollout(stack, "get", "clusters", "-o", "json")
+    assert code == 0, output
+    leases = {doc["metadata"]["name"]: doc["fleet"]["lease"] for doc in json.loads(output)}
+    assert leases["c1"]["leaseSeconds"] == 3.0 and leases["c1"]["ageSeconds"] < 30
+    code, output = rollout(stack, "get", "clusters")
+    assert "LEASE" in output.splitlines()[0] and "expired" not in output
+
+    # w1 leaves: the rollout of 1.1.0 passes it by and completes; join brings it along
+    code, output = rollout(stack, "cluster", "leave", "w1")
+    assert code == 0 and output.startswith("cluster/w1: leave accepted"), output
+    code, output = rollout(stack, "get", "clusters", "w1")
+    assert " left " in output, output
+    stack.send("intents", "leased", module("1.1.0"))
+    wait_for("1.1.0 complete", lambda: phase(stack, "1.1.0") == "Complete")
+    assert targets(stack)["w1"]["revision"] == "1.0.0" and targets(stack)["w1"]["state"] == "not_ready"
+    code, output = rollout(stack, "cluster", "join", "w1")
+    assert code == 0, output
+    wait_for("w1 on 1.1.0", lambda: targets(stack)["w1"]["state"] == "succeeded" and targets(stack)["w1"])
+    assert targets(stack)["w1"]["revision"] == "1.1.0"
+    code, output = rollout(stack, "cluster", "leave", "nosuchcluster")
+    assert (code, output) == (1, "error: cluster/nosuchcluster: leave refused: cluster 'nosuchcluster' not found\n")
+
+    # the applier stops: leases expire, nothing moves; it comes back: the clusters move
+    stack._stop(stack.applier)
+    wait_for("leases expired", lambda: not any(t["ready"] for t in targets(stack).values()), timeout=30)
+    stack.send("intents", "leased", module("1.2.0"))
+    wait_for("1.2.0 passes the unready fleet", lambda: phase(stack, "1.2.0") == "Complete")
+    assert {t["revision"] for t in targets(stack).values()} == {"1.1.0"}
+    stack.start_applier("--simulate-status", "--lease-seconds", LEASE)
+    wait_for(
+        "clusters back on 1.2.0",
+        lambda: all(t["revision"] == "1.2.0" and t["state"] == "succeeded" for t in targets(stack).values()),
+        timeout=90,
+    )
