@@ -16,6 +16,10 @@ writes fail.
 
 On a clean stop the leader releases the Lease (holder cleared), so a rolling update hands
 over at once rather than after the lease duration.
+
+`run_role` is what the watchers (`watch-clusters`, `watch-modules`) call: with a Lease,
+`run_as_leader`; without one (no `--leader-elect`), `work` runs at once until `stop` — the
+fenced publisher still keeps a second instance from publishing beside the first.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-__all__ = ["LeaseSettings", "run_as_leader"]
+__all__ = ["LeaseSettings", "run_as_leader", "run_role"]
 
 log = logging.getLogger("rollout.leadership")
 
@@ -103,6 +107,24 @@ async def run_as_leader(
         stopped.cancel()
     if finished.done():
         finished.result()
+
+
+async def run_role(
+    api: ApiClient, lease: LeaseSettings | None, work: Callable[[], Awaitable[None]], stop: asyncio.Event
+) -> None:
+    """Run `work()` as the one holder of a role: under `lease` when given, else at once,
+    until `stop` is set or `work` ends by itself (its error is raised)."""
+    if lease is not None:
+        await run_as_leader(api, lease, work, stop)
+        return
+    task, stopped = asyncio.ensure_future(work()), asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    for pending in (task, stopped):
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pending
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
 
 
 async def _release(api: ApiClient, lease: LeaseSettings) -> None:

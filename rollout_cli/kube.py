@@ -2,9 +2,12 @@
 
 - `watch-clusters` runs `projections.watcher.ClusterWatcher` against the management
   cluster: Cluster API Clusters and their kubeconfig secrets in the given namespaces (or
-  all) become ClusterObserved/ClusterRemoved events on the cluster-observations topic. On
-  start it reads that topic to learn what it published before, so that only changes are
-  published and Clusters deleted while it was down are removed.
+  all) become ClusterObserved/ClusterRemoved events on the cluster-observations topic. As
+  one leader (`rollout_cli.leader_process`: a Lease with --leader-elect), it first fences
+  the previous leader (the transactional id `rollout-watch-clusters.<topic prefix>`,
+  `projections.fenced_publisher`), then reads that topic to learn what was published
+  before, so that only changes are published and Clusters deleted while nobody watched
+  are removed.
 - `make_kubernetes_sink(...)` builds the sink behind `rollout applier --sink kubernetes`:
   `projections.sinks.kubernetes.KubernetesSink` with, when a broker is given, the sync
   status reporter (`projections.status.StatusReporter`) publishing to the sync-status
@@ -18,7 +21,6 @@ in-cluster service account) and the usual `--bootstrap-servers`/`--topic-prefix`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +29,11 @@ import click
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
-from infra.observability import (
-    BrokerProbe,
-    Health,
-    Metrics,
-    ObservabilityServer,
-)
-from infra.settings import DEFAULT_PREFIX, kafka_client_options
+from infra.observability import Metrics
+from infra.settings import DEFAULT_PREFIX
 from infra.topics import TopicNames
-from projections.kube import KubeconfigError, RetryPolicy, management_client
+from projections.fenced_publisher import FencedPublisher
+from projections.kube import RetryPolicy, management_client
 from projections.publisher import KafkaPublisher
 from projections.render import FluxRenderer
 from projections.sinks.kubernetes import KubernetesSink
@@ -43,6 +41,8 @@ from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout.manifests import ClusterManifest
+from rollout_cli.leader_process import LeaderHealth, run_leader_process
+from rollout_cli.leadership_options import Leadership
 from rollout_cli.sink_options import SinkTimings
 from rollout_cli.watching import DEFAULT_WATCHER_PORT, watch_clusters
 
@@ -110,16 +110,43 @@ def last_observations(records: list[bytes | None]) -> list[ClusterManifest]:
 
 
 @dataclass
-class WatcherHealth(Health):
-    """Ready once the broker answers and Clusters and secrets have been listed."""
+class WatcherHealth(LeaderHealth):
+    """Ready once the broker answers and, while leading, Clusters and secrets have been listed."""
 
-    watcher: ClusterWatcher | None = None
+    unsynced: str = "Clusters and kubeconfig secrets not listed yet"
 
-    def ready(self) -> tuple[bool, list[str]]:
-        problems = self.process_problems()
-        if self.watcher is None or not self.watcher.synced:
-            problems.append("Clusters and kubeconfig secrets not listed yet")
-        return (not problems, problems)
+
+async def watch_clusters_as_leader(
+    api: ApiClient,
+    *,
+    bootstrap: str,
+    prefix: str,
+    namespaces: tuple[str, ...] | list[str],
+    health: WatcherHealth,
+    published: Counter,
+) -> None:
+    """Fence the last leader, seed from the cluster-observations topic, then watch until
+    cancelled. Each event is one transaction of the fenced publisher (`published` counts them)."""
+    from infra import client
+
+    topic = TopicNames(prefix).clusters
+    await client.require_topics(bootstrap, [topic])
+    publisher = FencedPublisher(bootstrap, f"rollout-watch-clusters.{prefix}")
+    await publisher.start()
+    try:
+        seed = last_observations([record.value for record in await client.read_all(bootstrap, topic)])
+
+        async def publish(key: str, value: bytes) -> None:
+            await publisher.publish(topic, [(key, value)])
+            published.labels("ClusterRemoved" if b'"ClusterRemoved"' in value else "ClusterObserved").inc()
+
+        watcher = ClusterWatcher(api, publish, namespaces=namespaces, seed=seed)
+        health.watcher = watcher
+        click.echo(f"watch-clusters: Cluster API clusters → {topic} ({len(seed)} known)", err=True)
+        await watcher.run()
+    finally:
+        health.watcher = None
+        await publisher.close()
 
 
 async def run_watch_clusters(
@@ -130,55 +157,33 @@ async def run_watch_clusters(
     bootstrap: str,
     prefix: str,
     stop: asyncio.Event,
+    leadership: Leadership | None = None,
     web_port: int = 0,
     web_host: str | None = None,
 ) -> None:
-    """Seed from the cluster-observations topic, then watch until `stop` is set.
-
-    With `web_port`, serves /metrics, /healthz and /readyz (`infra.observability`).
-    """
-    from infra import client
-
-    topic = TopicNames(prefix).clusters
-    try:
-        seed = last_observations([record.value for record in await client.read_all(bootstrap, topic)])
-    except LookupError as error:
-        raise click.ClickException(str(error)) from None
-    try:
-        api = await management_client(kubeconfig, context)
-    except KubeconfigError as error:
-        raise click.ClickException(str(error)) from None
+    """Watch until `stop` is set: as one leader with `leadership` enabled (--leader-elect),
+    else at once. With `web_port`, serves /metrics, /healthz and /readyz."""
     metrics = Metrics()
     published = Counter(
         "rollout_cluster_events_published", "Cluster events published", ["type"], registry=metrics.registry
     )
-    kafka = KafkaPublisher(bootstrap, topic)
+    health = WatcherHealth()
 
-    async def publish(key: str, value: bytes) -> None:
-        await kafka(key, value)
-        published.labels("ClusterRemoved" if b'"ClusterRemoved"' in value else "ClusterObserved").inc()
+    async def lead(api: ApiClient) -> None:
+        await watch_clusters_as_leader(
+            api, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, health=health, published=published
+        )
 
-    watcher = ClusterWatcher(api, publish, namespaces=namespaces, seed=seed)
-    health = WatcherHealth(watcher=watcher)
-    probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
-    server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host) if web_port else None
-    probe.start()
-    if server is not None:
-        await server.start()
-    click.echo(f"watch-clusters: Cluster API clusters → {topic} ({len(seed)} known)", err=True)
-    task = asyncio.create_task(watcher.run())
-    stopped = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pending in (task, stopped):
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pending
-        await probe.stop()
-        if server is not None:
-            await server.stop()
-        await kafka.close()
-        await api.close()
-    if not task.cancelled() and task.exception() is not None:
-        raise click.ClickException(f"watch-clusters stopped: {task.exception()}")
+    await run_leader_process(
+        name="watch-clusters",
+        kubeconfig=kubeconfig,
+        context=context,
+        leadership=leadership,
+        bootstrap=bootstrap,
+        health=health,
+        lead=lead,
+        stop=stop,
+        metrics=metrics,
+        web_port=web_port,
+        web_host=web_host,
+    )

@@ -5,7 +5,8 @@
                                       + StatusWriter (module-status, verdicts → status, Events)
 
 Everything after the Lease is built anew each time leadership is won
-(`projections.leadership.run_as_leader`). The transactional id is
+(`projections.leadership.run_as_leader`; the process around it, shared with
+`watch-clusters`, is `rollout_cli.leader_process`). The transactional id is
 `rollout-watch-modules.<topic prefix>`: without --leader-elect two instances still cannot
 both publish — the second one's start fences the first.
 
@@ -16,7 +17,6 @@ answers and, if leading, the four kinds have been listed (a follower is ready: i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,28 +24,19 @@ import click
 from kubernetes_asyncio.client import ApiClient
 
 from infra import client
-from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer
-from infra.settings import kafka_client_options
 from infra.topics import TopicNames
 from projections.fenced_publisher import FencedPublisher
-from projections.kube import KubeconfigError, management_client
-from projections.leadership import LeaseSettings, run_as_leader
 from projections.module_status import StatusWriter
 from projections.module_watcher import ModuleWatcher, ObjectRef, PublishedIntents
+from rollout_cli.leader_process import LeaderHealth, run_leader_process
 from rollout_cli.leadership_options import Leadership
 
 __all__ = ["run_watch_modules"]
 
 
 @dataclass
-class ModuleWatcherHealth(Health):
-    watcher: ModuleWatcher | None = None
-
-    def ready(self) -> tuple[bool, list[str]]:
-        problems = self.process_problems()
-        if self.watcher is not None and not self.watcher.synced:
-            problems.append("Module, BootstrapModule, RolloutApproval and RolloutCommand objects not listed yet")
-        return (not problems, problems)
+class ModuleWatcherHealth(LeaderHealth):
+    unsynced: str = "Module, BootstrapModule, RolloutApproval and RolloutCommand objects not listed yet"
 
 
 async def watch_as_leader(
@@ -92,47 +83,21 @@ async def run_watch_modules(
     web_host: str | None = None,
 ) -> None:
     """Watch until `stop` is set; see the module docstring."""
-    try:
-        api = await management_client(kubeconfig, context)
-    except KubeconfigError as error:
-        raise click.ClickException(str(error)) from None
     health = ModuleWatcherHealth()
-    probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
-    server = ObservabilityServer(port=web_port, metrics=Metrics(), health=health, host=web_host) if web_port else None
-    probe.start()
-    if server is not None:
-        await server.start()
     click.echo(f"watch-modules: rollout.dev objects → {TopicNames(prefix).intents}", err=True)
 
-    def work() -> asyncio.Future[None]:
-        return asyncio.ensure_future(
-            watch_as_leader(api, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, health=health)
-        )
+    async def lead(api: ApiClient) -> None:
+        await watch_as_leader(api, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, health=health)
 
-    try:
-        if leadership.enabled:
-            lease = LeaseSettings(
-                name=leadership.lease_name,
-                namespace=leadership.lease_namespace,
-                identity=leadership.identity,
-                lease_duration=leadership.lease_duration,
-                renew_deadline=leadership.renew_deadline,
-                retry_period=leadership.retry_period,
-            )
-            await run_as_leader(api, lease, work, stop)
-        else:
-            task, stopped = work(), asyncio.ensure_future(stop.wait())
-            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            for pending in (task, stopped):
-                pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pending
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-    except Exception as error:
-        raise click.ClickException(f"watch-modules stopped: {error}") from None
-    finally:
-        await probe.stop()
-        if server is not None:
-            await server.stop()
-        await api.close()
+    await run_leader_process(
+        name="watch-modules",
+        kubeconfig=kubeconfig,
+        context=context,
+        leadership=leadership,
+        bootstrap=bootstrap,
+        health=health,
+        lead=lead,
+        stop=stop,
+        web_port=web_port,
+        web_host=web_host,
+    )

@@ -13,9 +13,12 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from projections.leadership import LeaseSettings
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,21 @@ class Leadership:
     lease_duration: int
     renew_deadline: int
     retry_period: int
+
+    def lease(self) -> LeaseSettings | None:
+        """The Lease to hold with --leader-elect; None without it."""
+        if not self.enabled:
+            return None
+        from projections.leadership import LeaseSettings
+
+        return LeaseSettings(
+            name=self.lease_name,
+            namespace=self.lease_namespace,
+            identity=self.identity,
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
 
 
 def leadership_options(default_lease: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -12,6 +12,7 @@ import signal
 
 import click
 
+from rollout_cli.leadership_options import Leadership, leadership_options
 from rollout_cli.options import Context, check_port_free, kafka_options, web_options
 
 DEFAULT_WATCHER_PORT = 6068
@@ -26,6 +27,7 @@ DEFAULT_WATCHER_PORT = 6068
     multiple=True,
     help="Namespace of Cluster API clusters to watch (repeatable; default: all namespaces).",
 )
+@leadership_options("rollout-watch-clusters")
 @web_options(DEFAULT_WATCHER_PORT)
 @kafka_options
 def watch_clusters(
@@ -33,6 +35,7 @@ def watch_clusters(
     kubeconfig: str | None,
     context: str | None,
     namespaces: tuple[str, ...],
+    leadership: Leadership,
     web_port: int,
     web_host: str,
     log_format: str,
@@ -59,6 +62,7 @@ def watch_clusters(
             bootstrap=bootstrap,
             prefix=topic_prefix,
             stop=stop,
+            leadership=leadership,
             web_port=web_port,
             web_host=web_host,
         )
