@@ -5,6 +5,11 @@ rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine
 every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
 `maxConcurrency`. Not-ready clusters are listed as skipped; clusters that match the
 selector but no stage as not rolled out.
+
+For a Helm module the plan also gives each selected cluster's values (`values`): what its
+HelmRelease would get, and which layer and policy decided each path — the same merge the
+engine does (rollout/releases.py), without live values (the plan reads no cluster; paths
+under keepCurrent/readOnly are then decided by the declared layers).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from rollout.bindings import binding_values
 from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
+from rollout.releases import release_sync
 from rollout.selectors import selects
 from rollout.state import ModuleRecord
 from rollout.strategy import resolve_count, sort_key, stage_for, stages_of
+from rollout.values import PathDecision, Refusal, Values
 
 
 class StagePlan(BaseModel):
@@ -29,6 +37,17 @@ class StagePlan(BaseModel):
     skipped_not_ready: list[str]
 
 
+class ClusterValues(BaseModel):
+    """One cluster's Helm values: emitted, effective, and who decided each path."""
+
+    cluster: str
+    stage: str
+    values: Values
+    effective: Values
+    decisions: list[PathDecision]
+    refusals: list[Refusal]
+
+
 class RolloutPlan(BaseModel):
     module: str
     kind: str
@@ -36,6 +55,31 @@ class RolloutPlan(BaseModel):
     stages: list[StagePlan]
     unstaged: list[str]
     not_selected: int
+    values: list[ClusterValues] = []
+
+
+def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterValues | None:
+    """The values `cluster` gets from the module's sync (None: not a Helm sync)."""
+    labels = dict(cluster.metadata.labels)
+    bindings = binding_values(
+        record.spec.bindings,
+        cluster_name=cluster.metadata.name,
+        cluster_namespace=cluster.metadata.namespace,
+        labels=labels,
+        annotations=dict(cluster.metadata.annotations),
+    )
+    stage = stage_for(record, labels)[1]
+    _, merged = release_sync(record.spec.sync, stage=stage, bindings=bindings, observed=None)
+    if merged is None:
+        return None
+    return ClusterValues(
+        cluster=cluster.metadata.name,
+        stage=stage,
+        values=merged.values,
+        effective=merged.effective,
+        decisions=merged.decisions,
+        refusals=merged.refusals,
+    )
 
 
 def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterable[ClusterManifest]) -> RolloutPlan:
@@ -47,11 +91,14 @@ def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterab
     members: dict[int, list[ClusterManifest]] = {i: [] for i in range(len(stages))}
     unstaged: list[str] = []
     not_selected = 0
+    values: list[ClusterValues] = []
     for cluster in fleet:
         labels = dict(cluster.metadata.labels)
         if not selects(module.spec.selector, labels):
             not_selected += 1
             continue
+        if (per_cluster := cluster_values(record, cluster)) is not None:
+            values.append(per_cluster)
         index, _ = stage_for(record, labels)
         if index is None:
             unstaged.append(cluster.metadata.name)
@@ -81,4 +128,5 @@ def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterab
         stages=plans,
         unstaged=sorted(unstaged),
         not_selected=not_selected,
+        values=sorted(values, key=lambda v: v.cluster),
     )

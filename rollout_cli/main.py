@@ -393,10 +393,11 @@ def history(ctx: Context, module: str, output: str) -> None:
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
     """Show which clusters each stage would move, in order and in batches, without publishing.
 
-    A module or stage that would move no cluster gets a `warning:` line (as in `apply`)."""
+    A module or stage that would move no cluster gets a `warning:` line (as in `apply`). A
+    Helm module also shows each cluster's values and which layer and policy decided each path."""
     from rollout.plan import plan_rollout
     from rollout.surprises import surprises
-    from rollout_cli import applying, views
+    from rollout_cli import applying, values_view, views
 
     manifests = [item.manifest for item in applying.load(files, outcome="nothing was planned")]
     if cluster_files:
@@ -416,6 +417,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     else:
         for rollout_plan in plans:
             views.print_plan(rollout_plan)
+            values_view.print_values(rollout_plan)
 
 
 @cli.command(name="dead-letters")

@@ -55,8 +55,13 @@ def module_phases(port: int) -> dict[str, list[str]] | None:
 
 
 def expected_phases(phases: dict[str, list[str]] | None) -> bool:
-    """podinfo soaks after its canary (5 minutes); the other two examples complete."""
-    return phases is not None and phases.get("podinfo") == ["Soaking"] and len(phases) == 3
+    """podinfo and web soak after their canaries (5 minutes); the other two examples complete."""
+    return (
+        phases is not None
+        and phases.get("podinfo") == ["Soaking"]
+        and phases.get("web") == ["Soaking"]
+        and len(phases) == 4
+    )
 
 
 def names_used_by_rules_and_dashboard() -> set[str]:

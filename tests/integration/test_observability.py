@@ -60,7 +60,7 @@ def test_a_scrape_after_processing_events_shows_the_counters_moved(stack: Stack)
     assert metric(worker, "rollout_events_consumed_total", topic=stack.topics.intents) >= 4
     assert metric(worker, "rollout_events_consumed_total", topic=stack.topics.clusters) == 12
     assert metric(worker, "rollout_decisions_total", action="assign") >= 21
-    assert metric(worker, "rollout_modules", phase="Soaking") == 1  # podinfo, after its canary
+    assert metric(worker, "rollout_modules", phase="Soaking") == 2  # podinfo and web, after their canaries
     assert metric(worker, "rollout_snapshots_published_total", kind="RemoteAssemblage", type="snapshot") == 10
     applier = http_get(stack.applier_port, "/metrics")[1]  # type: ignore[index]
     assert metric(applier, "rollout_applies_total", kind="ProxyAssemblage", outcome="changed") >= 10

@@ -63,12 +63,15 @@ def test_example_fleet_becomes_crd_valid_flux_yaml(stack: Stack) -> None:
         {f"remote/fleet/{c}/flux-install.yaml" for c in READY}
         | {f"proxy/{c}/monitoring.yaml" for c in READY}
         | {"proxy/prod-eu-1/podinfo.yaml"}  # podinfo is staged: only its canary so far
+        | {"proxy/prod-eu-1/web.yaml"}  # so is web, the Helm release (a HelmRelease)
     )
     files = wait_for("the example fleet's Flux files", lambda: stack.files() >= expected and stack.files())
     assert files == expected, files ^ expected
     for relative in files:
         documents = list(yaml.safe_load_all((stack.out / relative).read_text()))
-        assert [d["kind"] for d in documents][1] == "Kustomization"
+        assert [d["kind"] for d in documents][1] == (
+            "HelmRelease" if relative.endswith("web.yaml") else "Kustomization"
+        )
         for document in documents:
             crds.validate(document)  # raises SchemaError naming the field
     remote = yaml.safe_load_all((stack.out / "remote/fleet/prod-eu-1/flux-install.yaml").read_text())
@@ -92,7 +95,7 @@ def test_projection_topics_hold_one_snapshot_per_ready_cluster(stack: Stack) -> 
     proxy = stack.latest("proxy")
     assert set(remote) == READY
     assert set(proxy) == READY
-    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["monitoring", "podinfo"]
+    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["monitoring", "podinfo", "web"]
     assert all(doc["kind"] == "RemoteAssemblage" for doc in remote.values())
     table = run_cli(stack, "get", "remoteassemblages")
     assert "prod-eu-1" in table and "flux-install@v2.7.3" in table
@@ -118,7 +121,7 @@ def test_deleted_module_is_pruned_from_files_and_snapshots(stack: Stack) -> None
     wait_for("monitoring's files to be pruned", lambda: not any("monitoring" in f for f in stack.files()))
     proxy = stack.latest("proxy")
     assert set(proxy) == {"prod-eu-1"}  # the others had only monitoring: tombstoned
-    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["podinfo"]
+    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["podinfo", "web"]
     assert not (stack.out / "proxy/staging-ap-3").exists()
     assert "monitoring" not in stack.latest("module_status")
 
@@ -150,11 +153,14 @@ def test_worker_restart_recovers_state_without_duplicate_or_missing_snapshots(st
 
     def moved() -> dict | None:
         now = stack.latest("proxy")["prod-eu-1"]
-        return now if now["version"] > before["version"] else None
+        return now if now["version"] >= before["version"] + 2 else None
 
+    # both modules that bind REGION are re-expanded: one new snapshot each
     after = wait_for("prod-eu-1's re-expanded snapshot", moved)
-    assert after["version"] == before["version"] + 1
-    assert after["spec"]["syncs"][0]["sync"]["package"]["kustomize"]["substitute"]["REGION"] == "us"
+    assert after["version"] == before["version"] + 2
+    podinfo, web = after["spec"]["syncs"]
+    assert podinfo["sync"]["package"]["kustomize"]["substitute"]["REGION"] == "us"
+    assert web["sync"]["package"]["helm"]["values"]["ui"]["message"] == "prod-eu-1 in us"
     for role in ("remote", "proxy"):
         versions: dict[str, list[int]] = {}
         for record in stack.records(role):
