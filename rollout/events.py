@@ -35,6 +35,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rollout.manifests import (
@@ -349,6 +350,28 @@ def _holds_lone_surrogate(data: Any) -> bool:
     return False
 
 
+# An integer literal beyond 64 bits: orjson would read it as a float (and round it)
+_LONG_INTEGER = re.compile(rb"\d{19}")
+
+
+def _decode_json(data_bytes: bytes) -> Any:
+    """JSON → Python, strictly: no NaN/Infinity, no number out of a double's range, no lone
+    surrogate, UTF-8 only. orjson enforces all of that (and is ~5x faster than `json`);
+    the rare event with a 19-digit number goes through `json`, which keeps integers exact."""
+    if _LONG_INTEGER.search(data_bytes) is None:
+        try:
+            return orjson.loads(data_bytes)
+        except orjson.JSONDecodeError as error:
+            raise EventRejected(f"not JSON: {error}") from None
+    try:
+        data = json.loads(data_bytes, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise EventRejected(f"not JSON: {error}") from None
+    if (b"\\u" in data_bytes or b"\xed" in data_bytes) and _holds_lone_surrogate(data):  # cheap test first
+        raise EventRejected("not JSON: a string holds a lone UTF-16 surrogate, which is not Unicode text")
+    return data
+
+
 def parse_event(raw: bytes | str | None) -> Any:
     """Raw bytes → a typed input event, or `EventRejected` (and nothing else) with a reason."""
     try:
@@ -385,12 +408,7 @@ def _parse(raw: bytes | str | None) -> Any:
         )
     if json_depth_exceeds(data_bytes, MAX_JSON_DEPTH):
         raise EventRejected(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        data = json.loads(data_bytes, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise EventRejected(f"not JSON: {error}") from None
-    if (b"\\u" in data_bytes or b"\xed" in data_bytes) and _holds_lone_surrogate(data):  # cheap test first
-        raise EventRejected("not JSON: a string holds a lone UTF-16 surrogate, which is not Unicode text")
+    data = _decode_json(data_bytes)
     if not isinstance(data, dict):
         raise EventRejected("not a JSON object")
     try:
