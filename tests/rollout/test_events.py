@@ -190,3 +190,28 @@ def test_status_report_generation_is_optional() -> None:
     raw = b'{"type":"SyncStatusReported","cluster":"a","module":"app","revision":"v1","state":"succeeded"}'
     event = parse_event(raw)
     assert isinstance(event, SyncStatusReported) and event.generation is None
+
+
+def test_a_long_integer_is_read_exactly_not_rounded_through_a_float() -> None:
+    raw = (
+        b'{"id":"r1","type":"SyncStatusReported","cluster":"c","module":"m","revision":"1.0.0",'
+        b'"state":"succeeded","generation":123456789012345678901234567890}'
+    )
+    assert parse_event(raw).generation == 123456789012345678901234567890
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'{"type":"Tick","now":1e400}', "infinity"),
+        (b'{"type":"Tick","now":NaN}', "expected a JSON value"),
+        (b'{"type":"Tick","now":-Infinity}', "no digit after sign"),
+        (b'{"id":"\\ud800","type":"Tick","now":1}', "surrogate"),
+        (b'{"id":"\xed\xa0\x80","type":"Tick","now":1}', "surrogates not allowed"),
+        (b'{"id":"\xff","type":"Tick","now":1}', "UTF-8"),
+    ],
+)
+def test_what_strict_json_refuses_is_a_rejection_naming_why(raw: bytes, why: str) -> None:
+    with pytest.raises(EventRejected, match=r"^not JSON: ") as refused:
+        parse_event(raw)
+    assert why in str(refused.value)
