@@ -14,9 +14,12 @@ rewritten (`structural`): `$ref`s are inlined; `X | None` becomes X (optional = 
 required); `int | str` becomes `x-kubernetes-int-or-string`; `additionalProperties: false`
 (pydantic's `extra="forbid"`) is dropped — the API server forbids it beside `properties`
 and prunes unknown fields instead; `kubectl apply` (field validation `Strict`, its default)
-rejects them — titles and null defaults go. The rules the schema cannot express (DNS names,
-Git tags, durations, "exactly one of") are checked by `rollout watch-modules` with the same
-pydantic models; an object that fails them gets `Stalled` with reason `InvalidSpec`.
+rejects them — titles and null defaults go. A free-form mapping (`dict[str, Any]`, pydantic's
+`additionalProperties: true`: Helm values and their layers) becomes
+`x-kubernetes-preserve-unknown-fields: true`, else the API server would prune it to `{}`.
+The rules the schema cannot express (DNS names, Git tags, durations, "exactly one of") are
+checked by `rollout watch-modules` with the same pydantic models; an object that fails
+them gets `Stalled` with reason `InvalidSpec`.
 
 The committed copy is `charts/rollout/crds/rollout.dev.yaml` (Helm installs `crds/` before
 the release); `rollout crds` prints the same text; `python -m projections.crd_schema
@@ -75,6 +78,9 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
             if key in _DROPPED or (key == "default" and value is None):
                 continue
             if key == "additionalProperties" and value is False:
+                continue
+            if key == "additionalProperties" and value is True:  # free-form JSON (Helm values)
+                out["x-kubernetes-preserve-unknown-fields"] = True
                 continue
             if key == "const":
                 out["enum"] = [value]

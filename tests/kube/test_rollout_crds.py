@@ -95,3 +95,18 @@ async def test_kubectl_get_modules_shows_phase_target_stable_progress_age(manage
         )
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Phase", "Target", "Stable", "Progress", "Age"]
     assert table["rows"][0]["cells"][0] == "web"
+
+
+async def test_a_helm_module_with_nested_values_round_trips_unchanged(management_with_crds: KubeCluster) -> None:
+    """Free-form values keep every key: the API server would prune them to {} without
+    `x-kubernetes-preserve-unknown-fields`."""
+    documents = list(yaml.safe_load_all((EXAMPLES / "helm.yaml").read_text()))
+    [document] = [d for d in documents if d and d.get("kind") == "Module"]
+    helm = document["spec"]["sync"]["package"]["helm"]
+    helm["values"]["extra"] = {"deep": {"list": [1, {"x": None}, "s"], "flag": True, "ratio": 0.5}}
+    stored = await create(management_with_crds, "modules", document)
+    stored_helm = stored["spec"]["sync"]["package"]["helm"]
+    for layer in ("values", "chartDefaults", "stageValues", "clusterValues", "valuesPolicy"):
+        assert stored_helm[layer] == helm[layer], layer
+    reread = MANIFEST_ADAPTER.validate_python({**document, "spec": stored["spec"]})
+    assert reread == MANIFEST_ADAPTER.validate_python(document)
