@@ -295,19 +295,21 @@ def test_plaintext_sets_no_credentials(render: Render) -> None:
 # --- components -------------------------------------------------------------------------------
 
 
-def test_default_install_runs_the_four_components_and_the_topics_job(render: Render) -> None:
+def test_default_install_runs_the_five_components_and_the_topics_job(render: Render) -> None:
     objects = render(None)
     kinds = {c.component: c.workload["kind"] for c in containers(objects)}
     assert kinds == {
         "worker": "Deployment",
         "applier": "Deployment",
         "watcher": "Deployment",
+        "module-watcher": "Deployment",
         "dashboard": "Deployment",
         "topics": "Job",
     }
     assert component(objects, "worker").args[0] == "worker"
     assert component(objects, "applier").args[:3] == ["applier", "--sink", "kubernetes"]
     assert component(objects, "watcher").args[0] == "watch-clusters"
+    assert component(objects, "module-watcher").args[0] == "watch-modules"
     assert component(objects, "topics").args[:2] == ["topics", "create"]
 
 
@@ -402,7 +404,8 @@ def test_replicas_come_from_the_values(render: Render) -> None:
     objects = render(CI["replicas"])
     assert component(objects, "worker").workload["spec"]["replicas"] == 3
     assert component(objects, "applier").workload["spec"]["replicas"] == 4
-    assert component(objects, "watcher").workload["spec"]["replicas"] == 1
+    assert component(objects, "watcher").workload["spec"]["replicas"] == 2
+    assert component(objects, "module-watcher").workload["spec"]["replicas"] == 2
     assert component(objects, "applier").flag("--group-id") == "rollout-applier-eu"
 
 
@@ -496,6 +499,7 @@ def test_service_monitor_scrapes_the_metrics_path_of_every_metrics_service(rende
         "worker",
         "applier",
         "watcher",
+        "module-watcher",
     }
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
 
@@ -523,6 +527,28 @@ def watcher_rules() -> set[Rule]:
         ("cluster.x-k8s.io", "clusters", READ, ()),
         ("", "secrets", frozenset({"list", "watch"}), ()),
     }
+
+
+def module_watcher_rules() -> set[Rule]:
+    objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
+    return (
+        {("rollout.dev", plural, READ, ()) for plural in objects}
+        | {("rollout.dev", f"{plural}/status", frozenset({"get", "update", "patch"}), ()) for plural in objects}
+        | {("", "events", frozenset({"create", "patch"}), ())}
+    )
+
+
+def lease_rules(lease: str) -> set[Rule]:
+    return {
+        ("coordination.k8s.io", "leases", frozenset({"create"}), ()),
+        ("coordination.k8s.io", "leases", frozenset({"get", "update"}), (lease,)),
+    }
+
+
+LEASE_GRANTS = {
+    ("rollout-watcher", NAMESPACE): lease_rules("rollout-watcher"),
+    ("rollout-module-watcher", NAMESPACE): lease_rules("rollout-module-watcher"),
+}
 
 
 def applier_rules(secret_names: tuple[str, ...] = ()) -> set[Rule]:
@@ -564,33 +590,50 @@ def grants(objects: list[dict[str, Any]]) -> dict[tuple[str, str | None], set[Ru
 
 def test_rbac_rules_default_to_the_release_namespace(render: Render) -> None:
     assert grants(render(None)) == {
-        ("rollout-watcher", NAMESPACE): watcher_rules(),
+        ("rollout-watcher", NAMESPACE): watcher_rules() | lease_rules("rollout-watcher"),
+        ("rollout-module-watcher", NAMESPACE): module_watcher_rules() | lease_rules("rollout-module-watcher"),
         ("rollout-applier", NAMESPACE): applier_rules(),
         ("rollout-applier", None): applier_read_rules(),
     }
 
 
 def test_rbac_rules_cover_each_fleet_namespace_and_only_the_named_kubeconfig_secrets(render: Render) -> None:
-    assert grants(render(CI["replicas"])) == {
-        ("rollout-watcher", "fleet-eu"): watcher_rules(),
-        ("rollout-watcher", "fleet-us"): watcher_rules(),
-        ("rollout-applier", "fleet-eu"): applier_rules(KUBECONFIG_SECRETS),
-        ("rollout-applier", "fleet-us"): applier_rules(KUBECONFIG_SECRETS),
-        ("rollout-applier", None): applier_read_rules(),
-    }
-    watcher = component(render(CI["replicas"]), "watcher")
-    namespaces = [watcher.args[i + 1] for i, arg in enumerate(watcher.args) if arg == "--namespace"]
-    assert namespaces == ["fleet-eu", "fleet-us"]
+    assert (
+        grants(render(CI["replicas"]))
+        == {
+            ("rollout-watcher", "fleet-eu"): watcher_rules(),
+            ("rollout-watcher", "fleet-us"): watcher_rules(),
+            ("rollout-module-watcher", "fleet-eu"): module_watcher_rules(),
+            ("rollout-module-watcher", "fleet-us"): module_watcher_rules(),
+            ("rollout-applier", "fleet-eu"): applier_rules(KUBECONFIG_SECRETS),
+            ("rollout-applier", "fleet-us"): applier_rules(KUBECONFIG_SECRETS),
+            ("rollout-applier", None): applier_read_rules(),
+        }
+        | LEASE_GRANTS
+    )  # the Leases stay in the release namespace
+    for name in ("watcher", "module-watcher"):
+        watcher = component(render(CI["replicas"]), name)
+        namespaces = [watcher.args[i + 1] for i, arg in enumerate(watcher.args) if arg == "--namespace"]
+        assert namespaces == ["fleet-eu", "fleet-us"], name
 
 
 def test_rbac_rules_cluster_wide(render: Render) -> None:
     objects = render(CI["servicemonitor"])
-    assert not of_kind(objects, "Role")
-    assert grants(objects) == {
-        ("rollout-watcher", None): watcher_rules(),
-        ("rollout-applier", None): applier_rules(),
+    assert {r["metadata"]["name"] for r in of_kind(objects, "Role")} == {
+        "rollout-watcher-lease",
+        "rollout-module-watcher-lease",
     }
+    assert (
+        grants(objects)
+        == {
+            ("rollout-watcher", None): watcher_rules(),
+            ("rollout-module-watcher", None): module_watcher_rules(),
+            ("rollout-applier", None): applier_rules(),
+        }
+        | LEASE_GRANTS
+    )  # the Leases stay in the release namespace: a Role, not a ClusterRole
     assert "--namespace" not in component(objects, "watcher").args
+    assert "--namespace" not in component(objects, "module-watcher").args
 
 
 @by_values

@@ -103,13 +103,21 @@ def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
     return {(port["port"], port["protocol"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
 
 
-def test_network_policies_by_default_confine_the_worker_and_the_applier(helm: Helm, tmp_path: Path) -> None:
+def test_network_policies_by_default_confine_the_worker_the_applier_and_the_watchers(
+    helm: Helm, tmp_path: Path
+) -> None:
     objects = rendered(helm, tmp_path, {"kafka": {"bootstrapServers": "kafka-0:9092,kafka-1:9093"}})
     policies = of_kind(objects, "NetworkPolicy")
-    assert sorted(p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in policies) == ["applier", "worker"]
+    assert sorted(p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in policies) == [
+        "applier",
+        "module-watcher",
+        "watcher",
+        "worker",
+    ]
     dns_and_kafka = {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (9093, "TCP")}
     assert egress_ports(policy_of(objects, "worker")) == dns_and_kafka
-    assert egress_ports(policy_of(objects, "applier")) == dns_and_kafka | {(443, "TCP"), (6443, "TCP")}
+    for name in ("applier", "watcher", "module-watcher"):
+        assert egress_ports(policy_of(objects, name)) == dns_and_kafka | {(443, "TCP"), (6443, "TCP")}, name
     for policy in policies:
         assert validation_problems(policy) == []
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
@@ -144,9 +152,14 @@ def test_every_multi_replica_component_gets_a_disruption_budget(helm: Helm, tmp_
     def budgets(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return {pdb["metadata"]["labels"][SELECTOR_LABELS[2]]: pdb for pdb in of_kind(objects, "PodDisruptionBudget")}
 
-    defaults = parse_manifests(helm.template().stdout)  # worker: 1 replica, applier: 2
-    assert set(budgets(defaults)) == {"applier"}
-    objects = rendered(helm, tmp_path, {"worker": {"replicas": 3}, "applier": {"replicas": 1}})
+    defaults = parse_manifests(helm.template().stdout)  # worker: 1 replica, applier and watchers: 2
+    assert set(budgets(defaults)) == {"applier", "watcher", "module-watcher"}
+    one_each = {"replicas": 1}
+    objects = rendered(
+        helm,
+        tmp_path,
+        {"worker": {"replicas": 3}, "applier": one_each, "watcher": one_each, "moduleWatcher": one_each},
+    )
     assert set(budgets(objects)) == {"worker"}
     for name, budget in budgets(defaults).items():
         assert budget["spec"]["maxUnavailable"] == 1
@@ -157,6 +170,67 @@ def test_every_multi_replica_component_gets_a_disruption_budget(helm: Helm, tmp_
             if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
         ]
         assert selected == [name]
+
+
+# --- leader election ------------------------------------------------------------------------
+
+WATCHERS = {"watcher": "watch-clusters", "module-watcher": "watch-modules"}
+
+
+def test_watchers_run_two_candidates_for_their_own_lease_named_through_the_downward_api(
+    helm: Helm, tmp_path: Path
+) -> None:
+    objects = parse_manifests(helm.template().stdout)
+    roles = {r["metadata"]["name"]: r for r in of_kind(objects, "Role")}
+    for name, command in WATCHERS.items():
+        watcher = component(objects, name)
+        assert watcher.args[0] == command
+        assert watcher.workload["spec"]["replicas"] == 2
+        assert watcher.workload["spec"]["strategy"] == {"type": "RollingUpdate"}
+        assert "--leader-elect" in watcher.args
+        lease = watcher.flag("--lease-name")
+        assert lease == watcher.workload["metadata"]["name"]  # one Lease per watcher and release
+        timings = [watcher.flag(f) for f in ("--lease-duration", "--renew-deadline", "--retry-period")]
+        assert timings == ["15", "10", "2"]
+        assert watcher.env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+        assert watcher.env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+        lease_role = roles[f"{lease}-lease"]
+        assert lease_role["metadata"]["namespace"] == watcher.workload["metadata"]["namespace"]
+        assert {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [lease],
+            "verbs": [
+                "get",
+                "update",
+            ],
+        } in lease_role["rules"]
+
+
+def test_without_leader_election_each_watcher_runs_alone_and_two_are_refused(helm: Helm, tmp_path: Path) -> None:
+    alone = {"replicas": 1}
+    objects = rendered(helm, tmp_path, {"leaderElection": {"enabled": False}, "watcher": alone, "moduleWatcher": alone})
+    for name in WATCHERS:
+        watcher = component(objects, name)
+        assert watcher.workload["spec"]["strategy"] == {"type": "Recreate"}
+        assert "--leader-elect" not in watcher.args and "POD_NAME" not in watcher.env
+    assert not [r for r in of_kind(objects, "Role") if r["metadata"]["name"].endswith("-lease")]
+    message = refusal(helm, tmp_path, {"leaderElection": {"enabled": False}, "moduleWatcher": alone})
+    assert "watcher.replicas is 2" in message and "needs leaderElection.enabled" in message
+
+
+@pytest.mark.parametrize(
+    ("timings", "why"),
+    [
+        ({"leaseDuration": 10, "renewDeadline": 10}, "the leader may renew no later than another takes over"),
+        ({"renewDeadline": 2, "retryPeriod": 2}, "a renewal needs more than one try"),
+    ],
+)
+def test_lease_timings_that_cannot_work_are_refused(
+    helm: Helm, tmp_path: Path, timings: dict[str, int], why: str
+) -> None:
+    message = refusal(helm, tmp_path, {"leaderElection": timings})
+    assert "leaseDuration > renewDeadline > 1.2 x retryPeriod" in message, why
 
 
 # --- Prometheus Operator and Grafana -------------------------------------------------------
@@ -176,7 +250,7 @@ def test_pod_monitor_scrapes_the_metrics_port_of_every_pod(helm: Helm, tmp_path:
         if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
         and any(p.get("name") == "metrics" for p in c.spec["ports"])
     ]
-    assert sorted(scraped) == ["applier", "watcher", "worker"]
+    assert sorted(scraped) == ["applier", "module-watcher", "watcher", "worker"]
 
 
 def test_pod_monitor_and_service_monitor_together_are_refused(helm: Helm, tmp_path: Path) -> None:

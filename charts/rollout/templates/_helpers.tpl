@@ -1,7 +1,14 @@
 {{/*
 Names, labels, and the pieces every component's pod shares: Kafka environment, volumes,
-security contexts, probes, scheduling. Components: worker, applier, watcher, topics.
+security contexts, probes, scheduling. Components: worker, applier, watcher,
+module-watcher, dashboard, topics.
 */}}
+
+{{/* The values key of a component: its name, in camelCase where the name has a dash
+(module-watcher: moduleWatcher). */}}
+{{- define "rollout.valuesKey" -}}
+{{- get (dict "module-watcher" "moduleWatcher") . | default . -}}
+{{- end -}}
 
 {{- define "rollout.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
@@ -61,7 +68,7 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 
 {{/* The ServiceAccount of a component (its own unless serviceAccount.create is false). */}}
 {{- define "rollout.serviceAccountName" -}}
-{{- $sa := (index .root.Values .component).serviceAccount -}}
+{{- $sa := (index .root.Values (include "rollout.valuesKey" .component)).serviceAccount -}}
 {{- if $sa.create -}}
 {{- default (include "rollout.componentName" .) $sa.name -}}
 {{- else -}}
@@ -172,7 +179,7 @@ readinessProbe:
 
 {{/* Pod-level settings shared by every component: scheduling and security. */}}
 {{- define "rollout.podSpecCommon" -}}
-{{- $values := index .root.Values .component | default dict -}}
+{{- $values := index .root.Values (include "rollout.valuesKey" .component) | default dict -}}
 {{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -212,7 +219,7 @@ Services: refused. Any other chart label (version, part-of, ...) may be overridd
 {{- end -}}
 
 {{- define "rollout.podMetadata" -}}
-{{- $values := index .root.Values .component | default dict -}}
+{{- $values := index .root.Values (include "rollout.valuesKey" .component) | default dict -}}
 metadata:
   labels:
     {{- include "rollout.podLabels" . | nindent 4 }}

@@ -19,6 +19,31 @@
   verbs: [list, watch]
 {{- end -}}
 
+{{/* The module watcher: the rollout.dev objects and their status, Events on them. */}}
+{{- define "rollout.moduleWatcherRules" -}}
+- apiGroups: [rollout.dev]
+  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands]
+  verbs: [get, list, watch]
+- apiGroups: [rollout.dev]
+  resources: [modules/status, bootstrapmodules/status, rolloutapprovals/status, rolloutcommands/status]
+  verbs: [get, update, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+
+{{/* A leader-elected watcher, in the release namespace: its own Lease (kubernetes-asyncio's
+LeaseLock reads, creates and replaces it; `create` cannot be limited to a name). */}}
+{{- define "rollout.leaseRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ .lease }}]
+  verbs: [get, update]
+{{- end -}}
+
 {{/* The applier in the fleet namespaces: own Flux objects, read kubeconfig secrets by name. */}}
 {{- define "rollout.applierRules" -}}
 {{ include "rollout.fluxResourceRules" (dict "verbs" "[get, list, watch, create, update, patch, delete]") }}
