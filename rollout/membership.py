@@ -7,7 +7,9 @@
 A cluster is a member of a module when the module's selector picks its labels; its stage
 is the first whose selector matches (none: unstaged). A cluster joining a stage the
 rollout has not reached is given the stable generation at once (`_join_at_stage_revision`);
-changed labels or namespace re-send its assigned sync (bindings are expanded per cluster).
+changed labels or namespace re-send its assigned sync (bindings are expanded per cluster;
+a Helm release's values depend on the cluster's stage too: a relabel into a stage with other
+`stageValues` re-sends it, bindings or not).
 Observations are remembered by id on the ClusterFacts, so a redelivered one changes nothing.
 """
 
@@ -110,10 +112,13 @@ class Membership(StageMachine):
             record = stored.working_copy()
             self._refresh_membership(record, {cluster}, out)
             target = self.targets.get(target_key(name, cluster))
+            assigned = target.assigned if target is not None else None
             resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
+            if not resend and bindings_changed and assigned is not None and assigned in record.revisions:
+                resend = self._release_moved(record, assigned, previous, facts)
             if resend and target is not None and target.assigned is not None:
-                # the cluster's labels feed its bindings, its namespace CLUSTER_NAMESPACE and
-                # its assemblage's place: re-send its expanded sync
+                # the cluster's labels feed its bindings, its stage's Helm values, its
+                # namespace CLUSTER_NAMESPACE and its assemblage's place: re-send its sync
                 out.assignments.append(
                     Assignment(
                         cluster=cluster,
@@ -123,12 +128,22 @@ class Membership(StageMachine):
                         sync=self._assigned_sync(record, target.assigned, facts),
                         reason="cluster namespace changed: sync re-sent"
                         if moved_namespace
+                        else "cluster labels changed: bindings re-expanded, values merged again"
+                        if record.spec.sync.package.helm is not None
                         else "cluster labels changed: bindings re-expanded",
                     )
                 )
             self._advance(record, out)
             if record != stored:
                 self._save_module(record, out)
+
+    def _release_moved(
+        self, record: ModuleRecord, generation: int, previous: ClusterFacts | None, facts: ClusterFacts | None
+    ) -> bool:
+        """Do new labels change a Helm release's values (another stage's `stageValues`)?"""
+        if record.spec.sync.package.helm is None:
+            return False
+        return self._release_for(record, generation, previous)[0] != self._release_for(record, generation, facts)[0]
 
     def _refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
         """Add, move or drop the Targets of `clusters` to match selector, stages, readiness."""

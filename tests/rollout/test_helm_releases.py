@@ -24,6 +24,7 @@ def helm_module(
     cluster_values: dict[str, Any] | None = None,
     policies: dict[str, str] | None = None,
     chart_defaults: dict[str, Any] | None = None,
+    bindings: bool = True,
 ) -> ModuleManifest:
     helm: dict[str, Any] = {
         "values": values or {},
@@ -44,7 +45,7 @@ def helm_module(
                     "source": {"helm": {"url": CHART_URL, "chart": "podinfo", "version": version}},
                     "package": {"helm": helm},
                 },
-                "bindings": [{"name": "REGION", "fromLabel": "region"}],
+                "bindings": [{"name": "REGION", "fromLabel": "region"}] if bindings else [],
                 "rollout": {
                     "stages": [
                         {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
@@ -160,6 +161,25 @@ def test_observation_survives_a_restart_of_the_engine() -> None:
     fleet.restart()
     fleet.send(cluster("c1", {"region": "eu"}))  # labels change: the sync is re-expanded
     assert released(fleet, "c1") == {"ui": {"color": "red"}}
+
+
+def test_a_cluster_relabelled_into_another_stage_gets_that_stages_values_without_bindings() -> None:
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        helm_module(values={"replicaCount": 2}, stage_values={"canary": {"replicaCount": 1}}, bindings=False),
+    )
+    assert released(fleet, "c1") == {"replicaCount": 1}
+    fleet.succeed("podinfo", "c1")
+    fleet.send(cluster("c1", {"ring": "main"}))  # now in stage rest: its values, re-sent
+    assert released(fleet, "c1") == {"replicaCount": 2}
+    assert fleet.moved() == [("c1", "6.7.0")]
+
+
+def test_a_relabel_that_leaves_a_clusters_values_as_they_were_sends_nothing() -> None:
+    fleet = given(cluster("c1", {"ring": "canary"}), helm_module(values={"replicaCount": 2}, bindings=False))
+    fleet.succeed("podinfo", "c1")
+    outcome = fleet.send(cluster("c1", {"ring": "canary", "team": "web"}))
+    assert outcome.assignments == []
 
 
 def test_helm_values_observed_parses_from_json_and_needs_the_chart_version_with_defaults() -> None:
