@@ -226,8 +226,10 @@ def resource_status(
 def invalid_status(
     message: str, *, generation: int | None, previous: dict[str, Any] | None, now: str
 ) -> dict[str, Any]:
-    """The status of an object whose spec the manifest rules refuse: Stalled, InvalidSpec."""
-    conditions = conditions_for("Halted", message, generation=generation, previous=[], now=now)
+    """The status of an object whose spec the manifest rules refuse: Stalled, InvalidSpec.
+    Conditions that held before keep their lastTransitionTime, as in `resource_status`."""
+    before = (previous or {}).get("conditions") or []
+    conditions = conditions_for("Halted", message, generation=generation, previous=before, now=now)
     conditions = [{**c, "reason": "InvalidSpec"} for c in conditions]
     kept = {k: v for k, v in (previous or {}).items() if k not in ("conditions", "phase", "observedGeneration")}
     return {**kept, "phase": "Invalid", "observedGeneration": generation, "conditions": conditions}
