@@ -50,6 +50,7 @@ from rollout.formats import LABEL_NAME as LABEL_NAME
 from rollout.formats import LABEL_VALUE as LABEL_VALUE
 from rollout.formats import parse_duration as parse_duration
 from rollout.helm import HelmChartSource, HelmPackage
+from rollout.windows import MaintenanceWindow, check_windows
 
 API_VERSION = "rollout.dev/v1alpha1"
 
@@ -322,6 +323,8 @@ class Stage(Strict):
     max_failures: IntOrPercent | None = Field(default=None, alias="maxFailures")
     min_success_time: str | None = Field(default=None, alias="minSuccessTime")
     require_approval: bool = Field(default=False, alias="requireApproval")
+    # maintenance windows of this stage (rollout/windows.py), replacing the module's
+    windows: list[MaintenanceWindow] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -341,6 +344,11 @@ class Stage(Strict):
     def _failures(cls, value: Any) -> IntOrPercent | None:
         return _check_int_or_percent(value, "maxFailures")
 
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
+        return check_windows(value)
+
     @field_validator("min_success_time")
     @classmethod
     def _soak(cls, value: str | None) -> str | None:
@@ -352,11 +360,18 @@ class RolloutStrategy(Strict):
     progress_deadline: str | None = Field(default=None, alias="progressDeadline")
     on_failure: Literal["Halt", "Rollback"] = Field(default="Halt", alias="onFailure")
     sorting_label_key: str | None = Field(default=None, alias="sortingLabelKey")
+    # maintenance windows of every stage (rollout/windows.py): clusters move only inside
+    windows: list[MaintenanceWindow] = Field(default_factory=list)
 
     @field_validator("progress_deadline")
     @classmethod
     def _deadline(cls, value: str | None) -> str | None:
         return check_duration(value, field="progressDeadline", positive=True) if value is not None else None
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
+        return check_windows(value)
 
     @field_validator("sorting_label_key")
     @classmethod

@@ -15,16 +15,18 @@ under keepCurrent/readOnly are then decided by the declared layers).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel
 
 from rollout.bindings import binding_values
-from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
+from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest, Stage
 from rollout.releases import release_sync
 from rollout.selectors import selects
 from rollout.state import ModuleRecord
 from rollout.strategy import resolve_count, sort_key, stage_for, stages_of
 from rollout.values import PathDecision, Refusal, Values
+from rollout.windows import iso, stage_window_state, stage_windows
 
 
 class StagePlan(BaseModel):
@@ -35,6 +37,9 @@ class StagePlan(BaseModel):
     require_approval: bool
     batches: list[list[str]]
     skipped_not_ready: list[str]
+    windows: list[str] = []  # its maintenance windows (rollout/windows.py), described
+    window_open: bool | None = None  # at the plan's `now` (None: no windows, or no time given)
+    next_window: str | None = None  # when the next window opens (ISO 8601, UTC)
 
 
 class ClusterValues(BaseModel):
@@ -82,7 +87,20 @@ def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterVal
     )
 
 
-def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterable[ClusterManifest]) -> RolloutPlan:
+def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[str, Any]:
+    """A stage's windows, described, and (given `now`) whether they are open, when next."""
+    windows = stage_windows(record, stage)
+    described = [f"{w.kind} {w.schedule} for {w.duration} ({w.time_zone})" for w in windows]
+    state = stage_window_state(record, stage, now) if now is not None else None
+    if state is None:
+        return {"windows": described}
+    return {"windows": described, "window_open": state.open, "next_window": iso(state.next_open)}
+
+
+def plan_rollout(
+    module: ModuleManifest | BootstrapModuleManifest, fleet: Iterable[ClusterManifest], *, now: float | None = None
+) -> RolloutPlan:
+    """The plan; with `now` (seconds since the epoch), each stage's window state then."""
     record = ModuleRecord(
         name=module.metadata.name, kind=module.kind, namespace=module.metadata.namespace, spec=module.spec
     )
@@ -119,6 +137,7 @@ def plan_rollout(module: ModuleManifest | BootstrapModuleManifest, fleet: Iterab
                 require_approval=stage.require_approval,
                 batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
                 skipped_not_ready=[c.metadata.name for c in ordered if not c.status.ready],
+                **window_plan(record, stage, now),
             )
         )
     return RolloutPlan(

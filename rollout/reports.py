@@ -144,7 +144,8 @@ class Reports(StageMachine):
         self._clock_moved(first, out)  # leases expire (leases.py) before modules move
         for name in sorted(self.modules.keys()):
             stored = self.modules[name]
-            if stored.partition != self.partition or stored.phase in ("Complete", "RolledBack", "Aborted"):
+            settled = stored.phase in ("Complete", "RolledBack", "Aborted") and not stored.window_waits
+            if stored.partition != self.partition or settled:
                 continue
             record = stored.working_copy()
             self._index(name)

@@ -19,10 +19,10 @@ from rollout.manifests import Stage, parse_duration
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord, target_key
 from rollout.strategy import resolve_count, stages_of
-from rollout.targets import TargetBook
+from rollout.window_gate import WindowGate
 
 
-class StageMachine(TargetBook):
+class StageMachine(WindowGate):
     """Moves clusters to the target stage by stage, within each stage's budget."""
 
     def _stage_open(self, record: ModuleRecord, index: int) -> bool:
@@ -180,6 +180,8 @@ class StageMachine(TargetBook):
         queue = self._pending.get((record.name, index), [])
         counts = self._counts(record, stage.name)
         revision = record.revisions[record.target].revision
+        if not self._window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
+            return  # outside its maintenance windows (window_gate.py)
         while queue and counts.updating < concurrency:
             _, cluster = queue[0]
             target = self.targets[target_key(record.name, cluster)]

@@ -187,6 +187,7 @@ class ModuleRecord(Record):
         default_factory=list, validation_alias=AliasChoices("handled_intents", "handled_commands")
     )
     last_reason: str = ""
+    window_waits: list[str] = Field(default_factory=list)  # stages waiting for a maintenance window (window_gate.py)
 
     def working_copy(self) -> ModuleRecord:
         """A copy the engine may change: the record itself and, one level down, the
@@ -200,6 +201,7 @@ class ModuleRecord(Record):
                 "approvals": list(self.approvals),
                 "pinned": list(self.pinned),
                 "handled_intents": list(self.handled_intents),
+                "window_waits": list(self.window_waits),
             }
         )
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollout.manifests import Stage
 from rollout.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Target
 from rollout.strategy import resolve_count, stages_of
+from rollout.windows import iso, stage_window_state, stage_windows
 
 NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
 
@@ -34,8 +36,10 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
             )
         else:
             state = "Pending"
+        window = window_view(record, stage, now)
         views.append(
             {
+                **({"window": window} if window is not None else {}),
                 "name": stage.name,
                 "state": state,
                 "maxConcurrency": resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
@@ -65,6 +69,22 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         "pinned": record.pinned,
         "lastDecision": record.last_reason,
         "observedAt": now,
+    }
+
+
+def window_view(record: ModuleRecord, stage: Stage, now: float) -> dict[str, Any] | None:
+    """A stage's maintenance windows at `now` (None: it has none): open, when the next
+    opens or the current closes (seconds since the epoch, and ISO 8601 in UTC)."""
+    windows = stage_windows(record, stage)
+    state = stage_window_state(record, stage, now)
+    if state is None:
+        return None
+    return {
+        "open": state.open,
+        "nextOpen": state.next_open,
+        "nextOpenAt": iso(state.next_open),
+        "closesAt": iso(state.closes_at),
+        "windows": [w.model_dump(by_alias=True) for w in windows],
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -408,7 +409,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     modules = [m for m in manifests if m.kind != "Cluster"]
     if not modules:
         fail("no Module or BootstrapModule in the given files")
-    plans = [plan_rollout(m, fleet) for m in modules]
+    plans = [plan_rollout(m, fleet, now=time.time()) for m in modules]  # windows: open now?
     for module, rollout_plan in zip(modules, plans, strict=True):
         for warning in surprises(module, rollout_plan):
             click.echo(f"warning: {warning}", err=True)

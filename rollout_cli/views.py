@@ -139,6 +139,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
             limits += f", soak {stage['minSuccessTime']}"
         if stage["requireApproval"]:
             limits += ", approval " + ("given" if stage["approved"] else "required")
+        limits += _window_limits(stage.get("window"))
         stages.add_row(
             stage["name"],
             stage["state"],
@@ -170,6 +171,15 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
             )
         parts += [Text(""), table]
     return Group(*parts)
+
+
+def _window_limits(window: dict[str, Any] | None) -> str:
+    """A stage's maintenance window state, for the LIMITS column."""
+    if not window:
+        return ""
+    if window["open"]:
+        return ", window open" + (f" until {window['closesAt']}" if window.get("closesAt") else "")
+    return ", window closed" + (f", opens {window['nextOpenAt']}" if window.get("nextOpenAt") else "")
 
 
 def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str, Any] | None, Group | None]:
@@ -210,6 +220,10 @@ def print_plan(plan: Any) -> None:
             gates.append("waits for approval")
         if stage.min_success_time:
             gates.append(f"soaks {stage.min_success_time} after success")
+        if stage.windows:
+            now = "" if stage.window_open is None else (" (open now)" if stage.window_open else " (closed now)")
+            opens = f", next opens {stage.next_window}" if stage.next_window else ""
+            gates.append(f"moves only in windows: {'; '.join(stage.windows)}{now}{opens}")
         console.print(
             f"  {index}. stage [bold]{stage.name}[/]: {sum(len(b) for b in stage.batches)} cluster(s), "
             f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"

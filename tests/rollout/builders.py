@@ -128,6 +128,7 @@ def module(
     substitute: dict[str, str] | None = None,
     path: str = "./deploy",
     rollout: bool = True,
+    windows: list[dict[str, Any]] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
     selector (shorthand for matchLabels; `{}` everything; None: no selector at all)."""
@@ -149,6 +150,8 @@ def module(
         strategy["progressDeadline"] = deadline
     if sorting is not None:
         strategy["sortingLabelKey"] = sorting
+    if windows is not None:
+        strategy["windows"] = windows
     if rollout and strategy:
         spec["rollout"] = strategy
     document = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": spec}

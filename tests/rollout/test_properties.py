@@ -1,7 +1,7 @@
 """Properties of the decision core over random fleets, strategies and event interleavings.
 
 Hypothesis draws a fleet (up to 40 clusters), one or two modules with random strategies
-(1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting) and a sequence of
+(1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting, maintenance windows) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
@@ -11,6 +11,7 @@ joining, redeliveries. After every event it checks:
   the rules, assemblages agree with the targets — `builders.check_consistency`);
 * moves never take a stage over `maxConcurrency` (counted from the targets), and no event
   but an unpin, a cluster observation or a module apply makes a stage exceed it;
+* no member gets the target outside its stage's maintenance windows;
 * no member of stage k+1 gets the target before stage k was done, soaked and approved
   (tracked from the decisions alone);
 * once over the failure budget with `Halt`, the target is assigned nowhere until a resume
@@ -49,6 +50,7 @@ from rollout.engine import Outcome, resolve_count, stages_of
 from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from rollout.manifests import parse_duration
 from rollout.state import ModuleRecord, target_key
+from rollout.windows import stage_window_state
 from tests.rollout.builders import (
     Fleet,
     applied,
@@ -73,6 +75,11 @@ MODULES = ["app", "base"]
 
 # --- what to draw -------------------------------------------------------------------------
 
+# maintenance windows: open 50 minutes of every hour, but for 5 minutes at half past —
+# ticks 10 minutes apart (`finish`) always reach an open moment within the hour
+HOURLY = {"schedule": "0 * * * *", "duration": "50m"}
+DENY = {"kind": "deny", "schedule": "30 * * * *", "duration": "5m"}
+
 limits = st.one_of(st.none(), st.integers(1, 5), st.sampled_from(["1%", "10%", "25%", "50%", "100%"]))
 failure_limits = st.one_of(st.none(), st.integers(0, 3), st.sampled_from(["0%", "10%", "50%"]))
 
@@ -84,17 +91,17 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
     for index in range(count):
         last = index == count - 1
         labels = None if last and draw(st.booleans()) else STAGE_SELECTORS[index]
-        stages.append(
-            stage(
-                f"s{index}",
-                labels,
-                concurrency=draw(limits),
-                failures=draw(failure_limits),
-                soak=draw(st.sampled_from([None, None, "30s", "5m"])),
-                approval=draw(st.booleans()) and draw(st.booleans()),
-            )
+        drawn = stage(
+            f"s{index}",
+            labels,
+            concurrency=draw(limits),
+            failures=draw(failure_limits),
+            soak=draw(st.sampled_from([None, None, "30s", "5m"])),
+            approval=draw(st.booleans()) and draw(st.booleans()),
         )
+        stages.append({**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn)
     return {
+        "windows": draw(st.sampled_from([None, None, None, [HOURLY], [HOURLY, DENY]])),
         "stages": stages,
         "on_failure": draw(st.sampled_from([None, "Halt", "Rollback"])),
         "deadline": draw(st.sampled_from([None, None, "2m", "10m"])),
@@ -196,6 +203,7 @@ class World:
             on_failure=spec["on_failure"],
             deadline=spec["deadline"],
             sorting=spec["sorting"],
+            windows=spec.get("windows"),
         )
 
     def modules(self) -> list[str]:
@@ -408,6 +416,7 @@ class Checker:
             assert fleet.snapshot() == before["snapshot"], f"redelivered {event.type} changed the state"
         self.check_stage_order(outcome)
         self.check_halt(event, outcome, before)
+        self.check_windows(outcome)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
             if record.mode == "rollback" and record.phase == "RolledBack":
@@ -441,6 +450,18 @@ class Checker:
                 assert updating <= max(concurrency, previously.get(name, 0)), (
                     f"{record.name} stage {name}: {updating} updating > maxConcurrency {concurrency}"
                 )
+
+    def check_windows(self, outcome: Outcome) -> None:
+        """No cluster is moved to the target outside its stage's maintenance windows."""
+        for decision in outcome.decisions:
+            record = self.fleet.modules.get(decision.module)
+            if decision.action != "assign" or record is None or record.mode != "rollout":
+                continue
+            found = self.fleet.targets.get(target_key(decision.module, decision.cluster or ""))
+            if decision.generation != record.target or found is None or found.stage_index is None:
+                continue
+            state = stage_window_state(record, stages_of(record)[found.stage_index], decision.at)
+            assert state is None or state.open, f"{decision.module}: {decision.reason} outside its windows"
 
     def check_halt(self, event: Any, outcome: Outcome, before: dict[str, Any]) -> None:
         for name in list(self.halted):
