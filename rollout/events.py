@@ -222,6 +222,9 @@ class HelmValuesObserved(EventBase):
     `chartDefaults`: the chart's own default values, for chart version `chartVersion`
     (required with them). The engine merges them as the chart and live layers of the
     module's values (rollout/values.py) and re-sends the cluster's sync if that changes it.
+    `reply`: ask for a verdict (`rollout report-values`): refused with the reason for an
+    unknown cluster or module, or one that syncs no Helm chart; accepted otherwise, with the
+    decision it caused (`values`, `values-refused`) as its reason.
     """
 
     type: Literal["HelmValuesObserved"] = "HelmValuesObserved"
@@ -230,6 +233,7 @@ class HelmValuesObserved(EventBase):
     values: dict[str, Any] | None = None
     chart_defaults: dict[str, Any] | None = Field(default=None, alias="chartDefaults")
     chart_version: str | None = Field(default=None, alias="chartVersion")
+    reply: bool | None = None
 
     @field_validator("cluster", "module")
     @classmethod

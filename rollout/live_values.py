@@ -13,14 +13,16 @@ recorded as a `values-refused` decision naming the path and why.
 
 Observations are remembered by id in the cluster's report window, like status reports: a
 redelivered one changes nothing. An observation about a module or cluster the engine does
-not know is dropped (an applier may report a release the engine has since removed).
+not know is dropped (an applier may report a release the engine has since removed). One
+with `reply` (`rollout report-values`) gets a verdict: refused naming why it does not
+count, accepted otherwise with the decision it caused (or "stay as they are").
 """
 
 from __future__ import annotations
 
 from rollout.assemblages import ASSEMBLAGE_FOR
 from rollout.events import HelmValuesObserved
-from rollout.outcome import Assignment, Outcome
+from rollout.outcome import Assignment, Outcome, verdict
 from rollout.releases import ObservedValues
 from rollout.reports import Reports
 from rollout.state import REPORT_IDS_KEPT, remember, target_key
@@ -30,28 +32,45 @@ class LiveValues(Reports):
     """Folds HelmValuesObserved."""
 
     def _on_helm_values(self, event: HelmValuesObserved, out: Outcome) -> None:
+        rejections, decisions = len(out.rejections), len(out.decisions)
+        refusal = self._fold_helm_values(event, out)
+        if not event.reply or refusal == _REDELIVERED:
+            return
+        if refusal is not None:
+            out.rejections.append(refusal)
+        quiet = "values observed: the values sent to the cluster stay as they are"
+        out.verdicts.append(
+            verdict(event.id, event.module, out, rejections=rejections, decisions=decisions, quiet=quiet)
+        )
+
+    def _fold_helm_values(self, event: HelmValuesObserved, out: Outcome) -> str | None:
+        """Fold one observation; why it does not count (or `_REDELIVERED`), None if it does."""
         facts = self.clusters.get(event.cluster)
-        if facts is None or event.id in facts.report_ids:
-            return  # a cluster the engine does not know, or a redelivery
+        if facts is None:
+            return f"cluster {event.cluster!r} not found"
+        if event.id in facts.report_ids:
+            return _REDELIVERED
         self.clusters[event.cluster] = facts.model_copy(
             update={"report_ids": remember(facts.report_ids, event.id, REPORT_IDS_KEPT)}
         )
         stored = self.modules.get(event.module)
-        if stored is None or stored.spec.sync.package.helm is None:
-            return
+        if stored is None:
+            return f"module {event.module!r} not found"
+        if stored.spec.sync.package.helm is None:
+            return f"module {event.module} does not sync a Helm chart: it has no values to observe"
         key = target_key(event.module, event.cluster)
         before = self.observed_values.get(key)
         observed = _folded(before, event)
         if observed == before:
-            return
+            return None
         self.observed_values[key] = observed
         target = self.targets.get(key)
         if target is None or target.assigned is None or target.assigned not in stored.revisions:
-            return
+            return None
         old, _ = self._release_for(stored, target.assigned, facts, before)
         new, merged = self._release_for(stored, target.assigned, facts, observed)
         if new == old:
-            return
+            return None
         record = stored.working_copy()
         out.assignments.append(
             Assignment(
@@ -74,6 +93,10 @@ class LiveValues(Reports):
         )
         self._note_refusals(record, event.cluster, merged, out)
         self._save_module(record, out)
+        return None
+
+
+_REDELIVERED = "redelivered"
 
 
 def _folded(before: ObservedValues | None, event: HelmValuesObserved) -> ObservedValues:

@@ -37,6 +37,7 @@ from rollout_cli.options import (
 )
 from rollout_cli.output import emit, output_option
 from rollout_cli.sink_options import sink_timing_options, timings_from
+from rollout_cli.values_reporting import report_values
 from rollout_cli.verdicts import Wait, verdict_options
 from rollout_cli.watching import watch_clusters
 
@@ -60,6 +61,7 @@ cli.add_command(dashboard)
 cli.add_command(cluster_group)
 cli.add_command(watch_modules)
 cli.add_command(crds)
+cli.add_command(report_values)
 
 
 @cli.command()

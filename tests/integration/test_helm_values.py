@@ -133,3 +133,29 @@ def test_plan_shows_the_layers_and_policies_of_the_applied_module(stack: Stack, 
     assert decisions["/image/tag"] == ("chart", "preferChart")
     assert decisions["/resources/limits/memory"] == ("module", "max")
     assert decisions["/ui/message"] == ("cluster", None)
+
+
+def test_report_values_publishes_live_values_and_prints_the_engines_verdict(stack: Stack, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from rollout_cli.main import cli
+
+    wait_for("eu-1's HelmRelease", lambda: release(stack, "eu-1"))
+    live = tmp_path / "live.yaml"
+    live.write_text("ui: {color: green, message: edited}\n")
+    command = ["report-values", "--cluster", "eu-1", "-f", str(live), "--timeout", "30s"]
+    result = CliRunner().invoke(cli, [*command, "--module", "web"], env=stack.env)
+    assert result.exit_code == 0, result.output
+    assert "eu-1/web: values observed accepted: eu-1: values observed on the cluster changed" in result.output
+
+    def kept() -> dict[str, Any] | None:
+        document = release(stack, "eu-1")
+        return document if document and document["spec"]["values"]["ui"]["color"] == "green" else None
+
+    values = wait_for("eu-1's HelmRelease to keep the reported colour", kept)["spec"]["values"]
+    assert values["ui"]["message"] == "eu-1 in eu"  # no policy: the declared value stays
+    refused = CliRunner().invoke(cli, [*command, "--module", "nope"], env=stack.env)
+    assert refused.exit_code == 1 and "module 'nope' not found" in refused.output
+    live.write_text("[not, a, mapping]\n")
+    bad = CliRunner().invoke(cli, [*command, "--module", "web"], env=stack.env)
+    assert bad.exit_code == 2 and "values must be one mapping" in bad.output

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from rollout.events import HelmValuesObserved, parse_event
 from rollout.manifests import ModuleManifest
-from tests.rollout.builders import API, AT, cluster, given, next_id
+from tests.rollout.builders import API, AT, cluster, given, module, next_id
 
 CHART_URL = "https://stefanprodan.github.io/podinfo"
 
@@ -179,6 +179,32 @@ def test_a_relabel_that_leaves_a_clusters_values_as_they_were_sends_nothing() ->
     fleet = given(cluster("c1", {"ring": "canary"}), helm_module(values={"replicaCount": 2}, bindings=False))
     fleet.succeed("podinfo", "c1")
     outcome = fleet.send(cluster("c1", {"ring": "canary", "team": "web"}))
+    assert outcome.assignments == []
+
+
+def test_values_reported_with_reply_get_a_verdict_naming_the_decision() -> None:
+    fleet = given(cluster("c1"), helm_module(values={"ui": {"color": "blue"}}, policies={"/ui/color": "keepCurrent"}))
+    outcome = fleet.send(values_observed("c1", {"ui": {"color": "red"}}, reply=True))
+    [answer] = outcome.verdicts
+    assert answer.accepted and "changed its merged values" in answer.reason
+    outcome = fleet.send(values_observed("c1", {"ui": {"color": "red"}}, reply=True))
+    [answer] = outcome.verdicts
+    assert answer.accepted and "stay as they are" in answer.reason
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ({"cluster": "nowhere", "module": "podinfo"}, "cluster 'nowhere' not found"),
+        ({"cluster": "c1", "module": "missing"}, "module 'missing' not found"),
+        ({"cluster": "c1", "module": "plain"}, "does not sync a Helm chart"),
+    ],
+)
+def test_values_reported_with_reply_are_refused_naming_why(event: dict[str, Any], why: str) -> None:
+    fleet = given(cluster("c1"), helm_module(), module("plain"))
+    outcome = fleet.send(HelmValuesObserved(id=next_id(), at=AT, values={"a": 1}, reply=True, **event))
+    [answer] = outcome.verdicts
+    assert not answer.accepted and why in answer.reason
     assert outcome.assignments == []
 
 
