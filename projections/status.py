@@ -1,11 +1,13 @@
-"""Sync status: what Flux says about the Kustomizations the appliers manage, as events.
+"""Sync status: what Flux says about the Kustomizations and HelmReleases the appliers manage.
 
-What flows through here: Kustomization objects (watched in the management cluster for
-RemoteAssemblage syncs, and inside each workload cluster for ProxyAssemblage syncs) go in;
+What flows through here: Kustomization and HelmRelease objects (watched in the management
+cluster for RemoteAssemblage syncs, and inside each workload cluster for ProxyAssemblage
+syncs) go in;
 `SyncStatusReported` events (key: cluster) come out on the sync-status topic — one per
 change of (revision, state) of a (cluster, module), never one per watch event.
 
-The rules (`sync_state`), from what Flux's kustomize-controller writes:
+The rules for a Kustomization (`sync_state`), from what Flux's kustomize-controller writes
+(a HelmRelease's, from helm-controller, are `projections.helm_status.release_state`):
 
 - `succeeded`: `metadata.generation == status.observedGeneration`, condition
   `Ready=True` with reason `ReconciliationSucceeded`, `status.lastAppliedRevision` is the
@@ -39,7 +41,7 @@ reports `6.7.0@sha1:<hash>`, `sha1:<hash>` (a bare commit), `<tag>@sha256:<diges
 and a commit or digest (`sha1:`/`sha256:` labels) with the part after it; a short commit
 matches the full hash it starts.
 
-Which Kustomizations. Those labelled `app.kubernetes.io/managed-by=rollout` and
+Which objects. Kustomizations and HelmReleases labelled `app.kubernetes.io/managed-by=rollout` and
 `rollout.dev/assemblage=remote|proxy`; cluster and module come from their
 `rollout.dev/cluster` and `rollout.dev/module` labels. The reporter runs inside the
 applier and reports only for the clusters its sink currently manages (`claim`/`release`),
@@ -57,9 +59,11 @@ from functools import partial
 from typing import Any, Literal
 
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from projections.helm_status import release_state
 from projections.informer import list_and_watch
-from projections.kube import RetryPolicy, describe, resource
+from projections.kube import Resource, RetryPolicy, call, describe, resource
 from projections.publisher import Publish
 from projections.render import (
     ANNOTATION_GENERATION,
@@ -84,6 +88,11 @@ __all__ = [
 log = logging.getLogger("rollout.status")
 
 KUSTOMIZATION = resource("kustomize.toolkit.fluxcd.io/v1", "Kustomization")
+HELM_RELEASE = resource("helm.toolkit.fluxcd.io/v2", "HelmRelease")
+WATCHED: tuple[Resource, ...] = (KUSTOMIZATION, HELM_RELEASE)
+NOT_SERVED_INTERVAL = 60.0
+"""Seconds between looks for a kind a cluster does not serve (HelmReleases without helm-controller)."""
+ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
 # Ready=False reasons that mean "not there yet" rather than "broken".
 WAITING_REASONS = frozenset({"Progressing", "DependencyNotReady"})
@@ -153,8 +162,8 @@ def sync_state(kustomization: Mapping[str, Any], assigned_revision: str) -> Sync
     return "updating"
 
 
-def report_for(kustomization: Mapping[str, Any]) -> SyncStatusReported | None:
-    """The event for a managed Kustomization, or None when it is not one of ours."""
+def report_for(kustomization: Mapping[str, Any], kind: str = "Kustomization") -> SyncStatusReported | None:
+    """The event for a managed Kustomization (or HelmRelease), or None when it is not one of ours."""
     metadata = kustomization.get("metadata") or {}
     labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
@@ -165,7 +174,7 @@ def report_for(kustomization: Mapping[str, Any]) -> SyncStatusReported | None:
     cluster, module = labels.get(LABEL_CLUSTER), labels.get(LABEL_MODULE)
     if labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE or not (revision and cluster and module):
         return None
-    state = sync_state(kustomization, revision)
+    state = release_state(kustomization, revision) if kind == "HelmRelease" else sync_state(kustomization, revision)
     ready = _condition(kustomization.get("status") or {}, "Ready")
     message = None
     if ready is not None and (ready.get("reason") or ready.get("message")):
@@ -184,7 +193,7 @@ Connect = Callable[[], Awaitable[ApiClient | None]]
 
 
 class StatusReporter:
-    """Watches managed Kustomizations and publishes their state on change."""
+    """Watches managed Kustomizations and HelmReleases and publishes their state on change."""
 
     def __init__(
         self,
@@ -200,7 +209,7 @@ class StatusReporter:
         self.retry_interval = retry_interval
         self._published: dict[tuple[AssemblageLabel, str, str], tuple[tuple[str, int | None], SyncState]] = {}
         self._remote_claims: set[str] = set()
-        self._remote_objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self._remote_objects: dict[ObjectKey, dict[str, Any]] = {}
         self._proxy_watches: dict[str, asyncio.Task[None]] = {}
         self._management_watch: asyncio.Task[None] | None = None
         self._locks: dict[tuple[AssemblageLabel, str, str], asyncio.Lock] = {}
@@ -208,17 +217,17 @@ class StatusReporter:
     # -- what the sink tells the reporter ----------------------------------------------------
 
     def watch_management(self, api: ApiClient) -> None:
-        """Start watching remote-sync Kustomizations in the management cluster (once)."""
+        """Start watching remote-sync objects in the management cluster (once)."""
         if self._management_watch is None or self._management_watch.done():
             self._management_watch = asyncio.create_task(self._watch_remote(api), name="status: management")
 
     async def claim_remote(self, cluster: str) -> None:
-        """The sink manages this cluster's RemoteAssemblage: report its Kustomizations."""
+        """The sink manages this cluster's RemoteAssemblage: report its Kustomizations and HelmReleases."""
         if cluster in self._remote_claims:
             return
         self._remote_claims.add(cluster)
-        for obj in [o for o in self._remote_objects.values() if _cluster_of(o) == cluster]:
-            await self._consider("remote", obj)
+        for key, obj in [(k, o) for k, o in self._remote_objects.items() if _cluster_of(o) == cluster]:
+            await self._consider("remote", obj, key[0])
 
     def claim_proxy(self, cluster: str, connect: Connect) -> None:
         """The sink manages this cluster's ProxyAssemblage: watch inside the workload cluster."""
@@ -251,8 +260,8 @@ class StatusReporter:
 
     # -- deciding and publishing ---------------------------------------------------------------
 
-    async def _consider(self, assemblage: AssemblageLabel, obj: Mapping[str, Any]) -> None:
-        event = report_for(obj)
+    async def _consider(self, assemblage: AssemblageLabel, obj: Mapping[str, Any], kind: str) -> None:
+        event = report_for(obj, kind)
         if event is None:
             return
         key = (assemblage, event.cluster, event.module)
@@ -278,36 +287,71 @@ class StatusReporter:
 
     # -- watches ---------------------------------------------------------------------------
 
-    def _list_fn(self, api: ApiClient) -> Callable[..., Awaitable[Any]]:
+    def _list_fn(self, api: ApiClient, kind: Resource) -> Callable[..., Awaitable[Any]]:
         custom = CustomObjectsApi(api)
-        return partial(
-            custom.list_cluster_custom_object, KUSTOMIZATION.group, KUSTOMIZATION.version, KUSTOMIZATION.plural
-        )
+        return partial(custom.list_cluster_custom_object, kind.group, kind.version, kind.plural)
 
     async def _watch_remote(self, api: ApiClient) -> None:
+        async with asyncio.TaskGroup() as watches:
+            for kind in WATCHED:
+                watches.create_task(self._watch_remote_kind(api, kind))
+
+    async def _served(self, api: ApiClient, kind: Resource, where: str) -> None:
+        """Wait until `kind` is served: a cluster without helm-controller has no HelmRelease CRD,
+        and its Kustomizations must still be reported."""
+        if kind == KUSTOMIZATION:
+            return
+        custom, said = CustomObjectsApi(api), False
+        while True:
+            try:
+                found = await call(
+                    custom.get_api_resources,
+                    kind.group,
+                    kind.version,
+                    policy=self.policy,
+                    what=f"discover {kind.plural}",
+                )
+                if any(r.name == kind.plural for r in found.resources or []):
+                    return
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            if not said:
+                log.info(
+                    "%s does not serve %s %s: looking again every %.0fs",
+                    where,
+                    kind.api_version,
+                    kind.plural,
+                    NOT_SERVED_INTERVAL,
+                )
+                said = True
+            await asyncio.sleep(NOT_SERVED_INTERVAL)
+
+    async def _watch_remote_kind(self, api: ApiClient, kind: Resource) -> None:
         async def on_list(items: list[dict[str, Any]]) -> None:
-            current = {_key(obj): obj for obj in items}
-            for key in set(self._remote_objects) - set(current):
-                self._forget("remote", self._remote_objects[key])
-            self._remote_objects = current
+            current = {_key(kind, obj): obj for obj in items}
+            for key in [k for k in self._remote_objects if k[0] == kind.kind and k not in current]:
+                self._forget("remote", self._remote_objects.pop(key))
+            self._remote_objects.update(current)
             for obj in items:
                 if _cluster_of(obj) in self._remote_claims:
-                    await self._consider("remote", obj)
+                    await self._consider("remote", obj, kind.kind)
 
-        async def on_event(kind: str, obj: dict[str, Any]) -> None:
-            if kind == "DELETED":
-                self._remote_objects.pop(_key(obj), None)
+        async def on_event(event: str, obj: dict[str, Any]) -> None:
+            if event == "DELETED":
+                self._remote_objects.pop(_key(kind, obj), None)
                 self._forget("remote", obj)
                 return
-            self._remote_objects[_key(obj)] = obj
+            self._remote_objects[_key(kind, obj)] = obj
             if _cluster_of(obj) in self._remote_claims:
-                await self._consider("remote", obj)
+                await self._consider("remote", obj, kind.kind)
 
+        await self._served(api, kind, "the management cluster")
         await list_and_watch(
-            self._list_fn(api),
+            self._list_fn(api, kind),
             on_list=on_list,
             on_event=on_event,
-            what="remote Kustomizations (management cluster)",
+            what=f"remote {kind.plural} (management cluster)",
             label_selector=_selector("remote"),
             policy=self.policy,
             watch_timeout=self.watch_timeout,
@@ -315,27 +359,6 @@ class StatusReporter:
 
     async def _watch_proxy(self, cluster: str, connect: Connect) -> None:
         """Watch one workload cluster; reconnect (re-reading its kubeconfig) when that fails."""
-        known: dict[tuple[str, str], dict[str, Any]] = {}
-
-        async def on_list(items: list[dict[str, Any]]) -> None:
-            nonlocal known
-            current = {_key(obj): obj for obj in items if _cluster_of(obj) == cluster}
-            for key in set(known) - set(current):
-                self._forget("proxy", known[key])
-            known = current
-            for obj in current.values():
-                await self._consider("proxy", obj)
-
-        async def on_event(kind: str, obj: dict[str, Any]) -> None:
-            if _cluster_of(obj) != cluster:
-                return
-            if kind == "DELETED":
-                known.pop(_key(obj), None)
-                self._forget("proxy", obj)
-            else:
-                known[_key(obj)] = obj
-                await self._consider("proxy", obj)
-
         while True:
             try:
                 api = await connect()
@@ -348,32 +371,59 @@ class StatusReporter:
                 await asyncio.sleep(self.retry_interval)
                 continue
             try:
-                async with api:
-                    await list_and_watch(
-                        self._list_fn(api),
-                        on_list=on_list,
-                        on_event=on_event,
-                        what=f"proxy Kustomizations in {cluster}",
-                        label_selector=_selector("proxy"),
-                        policy=self.policy,
-                        watch_timeout=self.watch_timeout,
-                        relist_backoff=self.retry_interval,
-                        max_failures=3,
-                    )
+                async with api, asyncio.TaskGroup() as watches:  # one failing watch ends both
+                    for kind in WATCHED:
+                        watches.create_task(self._watch_proxy_kind(cluster, api, kind))
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # reconnect: the kubeconfig may have been rotated
-                log.warning("status of %s: %s; reconnecting in %.1fs", cluster, describe(error), self.retry_interval)
+                reason = describe(error.exceptions[0] if isinstance(error, ExceptionGroup) else error)
+                log.warning("status of %s: %s; reconnecting in %.1fs", cluster, reason, self.retry_interval)
                 await asyncio.sleep(self.retry_interval)
+
+    async def _watch_proxy_kind(self, cluster: str, api: ApiClient, kind: Resource) -> None:
+        known: dict[ObjectKey, dict[str, Any]] = {}
+
+        async def on_list(items: list[dict[str, Any]]) -> None:
+            nonlocal known
+            current = {_key(kind, obj): obj for obj in items if _cluster_of(obj) == cluster}
+            for key in set(known) - set(current):
+                self._forget("proxy", known[key])
+            known = current
+            for obj in current.values():
+                await self._consider("proxy", obj, kind.kind)
+
+        async def on_event(event: str, obj: dict[str, Any]) -> None:
+            if _cluster_of(obj) != cluster:
+                return
+            if event == "DELETED":
+                known.pop(_key(kind, obj), None)
+                self._forget("proxy", obj)
+            else:
+                known[_key(kind, obj)] = obj
+                await self._consider("proxy", obj, kind.kind)
+
+        await self._served(api, kind, cluster)
+        await list_and_watch(
+            self._list_fn(api, kind),
+            on_list=on_list,
+            on_event=on_event,
+            what=f"proxy {kind.plural} in {cluster}",
+            label_selector=_selector("proxy"),
+            policy=self.policy,
+            watch_timeout=self.watch_timeout,
+            relist_backoff=self.retry_interval,
+            max_failures=3,
+        )
 
 
 def _selector(assemblage: AssemblageLabel) -> str:
     return f"{LABEL_MANAGED_BY}={MANAGED_BY_VALUE},{LABEL_ASSEMBLAGE}={assemblage}"
 
 
-def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+def _key(kind: Resource, obj: Mapping[str, Any]) -> ObjectKey:
     metadata = obj.get("metadata") or {}
-    return metadata.get("namespace", ""), metadata.get("name", "")
+    return kind.kind, metadata.get("namespace", ""), metadata.get("name", "")
 
 
 def _cluster_of(obj: Mapping[str, Any]) -> str | None:

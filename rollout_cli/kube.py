@@ -10,8 +10,9 @@
   are removed.
 - `make_kubernetes_sink(...)` builds the sink behind `rollout applier --sink kubernetes`:
   `projections.sinks.kubernetes.KubernetesSink` with, when a broker is given, the sync
-  status reporter (`projections.status.StatusReporter`) publishing to the sync-status
-  topic. Clients are made lazily, inside the applier's event loop.
+  status reporter (`projections.status.StatusReporter`) and the live Helm values reporter
+  (`projections.sinks.live_values.LiveValues`) publishing to the sync-status topic.
+  Clients are made lazily, inside the applier's event loop.
 
 Both take `--kubeconfig`/`--context` (default: $KUBECONFIG or ~/.kube/config, else the
 in-cluster service account) and the usual `--bootstrap-servers`/`--topic-prefix`
@@ -37,6 +38,7 @@ from projections.kube import RetryPolicy, management_client
 from projections.publisher import KafkaPublisher
 from projections.render import FluxRenderer
 from projections.sinks.kubernetes import KubernetesSink
+from projections.sinks.live_values import LiveValues
 from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
@@ -61,21 +63,19 @@ def make_kubernetes_sink(
 ) -> KubernetesSink:
     """The sink for `rollout applier --sink kubernetes`.
 
-    With `bootstrap`, sync status is reported on `<prefix>sync-status`; the applier must
-    then not simulate status itself. `namespaces`: the fleet namespaces, where kubeconfig
+    With `bootstrap`, sync status and live Helm values are reported on `<prefix>sync-status`;
+    the applier must then not simulate status itself. `namespaces`: the fleet namespaces, where kubeconfig
     secrets are looked up by name when a cluster's namespace is unknown (otherwise secrets
     are listed cluster-wide for that). `timings`: the `rollout applier` flags (defaults
     otherwise). Call `await sink.close()` when the applier stops.
     """
     timings = timings or SinkTimings()
     policy = RetryPolicy(request_timeout=timings.request_timeout)
-    reporter = None
+    reporter = live_values = None
     if bootstrap is not None:
-        reporter = StatusReporter(
-            KafkaPublisher(bootstrap, TopicNames(prefix).status),
-            policy=policy,
-            retry_interval=timings.not_ready_interval,
-        )
+        publisher = KafkaPublisher(bootstrap, TopicNames(prefix).status)
+        reporter = StatusReporter(publisher, policy=policy, retry_interval=timings.not_ready_interval)
+        live_values = LiveValues(publisher, grace=timings.values_grace)
 
     async def management() -> ApiClient:
         return await management_client(kubeconfig, context)
@@ -91,6 +91,7 @@ def make_kubernetes_sink(
         max_backoff=timings.max_backoff,
         watch_drift=timings.watch_drift,
         fleet_namespaces=namespaces,
+        live_values=live_values,
     )
 
 

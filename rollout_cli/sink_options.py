@@ -25,6 +25,7 @@ class SinkTimings:
     request_timeout: float = 10.0
     write_timeout: float = 5.0
     max_backoff: float = 300.0
+    values_grace: float = 30.0
     watch_drift: bool = True
 
 
@@ -39,6 +40,12 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--request-timeout", "ROLLOUT_REQUEST_TIMEOUT", "Timeout of one Kubernetes API request."),
     ("--write-timeout", "ROLLOUT_WRITE_TIMEOUT", "Wait this long for a cluster's converge before moving on."),
     ("--max-backoff", "ROLLOUT_MAX_BACKOFF", "Longest wait between retries of a failing cluster."),
+    (
+        "--values-grace",
+        "ROLLOUT_VALUES_GRACE",
+        "Leave a HelmRelease whose values were changed on the cluster as it is this long (reported, "
+        "for the engine's values policy to decide) before applying the declared values.",
+    ),
 )
 
 

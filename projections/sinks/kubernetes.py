@@ -49,7 +49,10 @@ of clusters. `forget(kind, cluster)` drops a cluster without touching its object
 replica that lost the cluster's partition); `close()` stops every worker.
 
 Sync status: with a `StatusReporter`, the sink tells it which clusters it manages, and
-the reporter watches their Kustomizations (see `projections.status`).
+the reporter watches their Kustomizations and HelmReleases (see `projections.status`).
+Live Helm values: with `LiveValues`, a HelmRelease whose `spec.values` were changed out of
+band is reported (`HelmValuesObserved`) and left alone for a grace period instead of being
+reverted, so the engine's values policy decides (`projections.sinks.live_values`).
 
 Modules: this one holds the per-cluster workers and gates; `projections.sinks.objects`
 the list/apply/prune of one cluster's objects (steps 2 to 4) and the namespace lookup of a
@@ -77,6 +80,7 @@ from projections.kube import (
 from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY, FluxRenderer
 from projections.sinks import SinkResult
 from projections.sinks.drift import DriftWatch
+from projections.sinks.live_values import LiveValues
 from projections.sinks.objects import (
     FIELD_MANAGER,
     MANAGED_RESOURCES,
@@ -148,8 +152,10 @@ class KubernetesSink:
         fleet_namespaces: Sequence[str] = (),
         watch_drift: bool = True,
         drift_watch_timeout: int = 300,
+        live_values: LiveValues | None = None,
     ) -> None:
         self.renderer = renderer
+        self.live_values = live_values
         self.fleet_namespaces = list(fleet_namespaces)
         self.reporter = reporter
         self.field_manager = field_manager
@@ -230,6 +236,8 @@ class KubernetesSink:
             self._stop_drift_watch(cluster)
         if self.reporter is not None:
             self.reporter.release(_ASSEMBLAGE_LABEL[kind], cluster)  # type: ignore[arg-type]
+        if self.live_values is not None:
+            self.live_values.forget(cluster)
 
     async def close(self) -> None:
         tasks = [t.task for t in self._targets.values() if t.task is not None]
@@ -310,6 +318,9 @@ class KubernetesSink:
                             self._stop_drift_watch(target.cluster)
                     return
                 delay = self.resync_interval
+                recheck = self.live_values.recheck_in(target.cluster) if self.live_values is not None else None
+                if recheck is not None:  # a held HelmRelease: look again when its grace runs out
+                    delay = min(delay, recheck + 0.05)
             elif outcome.state == "not-ready":
                 delay = self.not_ready_interval
             else:
@@ -379,6 +390,7 @@ class KubernetesSink:
             objects=objects,
             field_manager=self.field_manager,
             policy=self.policy,
+            hold=self.live_values.hold if self.live_values is not None else None,
         )
         if self.reporter is not None and desired is not None:
             await self.reporter.claim_remote(target.cluster)
@@ -413,6 +425,7 @@ class KubernetesSink:
                 objects=objects,
                 field_manager=self.field_manager,
                 policy=self.policy,
+                hold=self.live_values.hold if self.live_values is not None else None,
             )
         if desired is not None:
             cluster_name = target.cluster

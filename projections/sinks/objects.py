@@ -5,6 +5,8 @@ the cluster they belong in go into `sync_objects`; an `Outcome` (how many writte
 unchanged, pruned) comes out. Ownership is by label (`app.kubernetes.io/managed-by`,
 `rollout.dev/cluster`, `rollout.dev/assemblage`); applies are server-side with the sink's
 field manager and `force`, sources before Kustomizations; prunes go Kustomizations first.
+A `hold` callback may leave a rendered object as the cluster has it for now (a HelmRelease
+whose values were changed out of band: `projections.sinks.live_values`).
 
 `find_cluster_namespace` answers, for a tombstone after a restart, in which namespace a
 cluster's kubeconfig secret lives (see its docstring for the lookups and RBAC fallbacks).
@@ -40,14 +42,19 @@ log = logging.getLogger("rollout.sink.kubernetes")
 FIELD_MANAGER = "rollout"
 APPLY_PATCH = "application/apply-patch+yaml"
 
-# Everything the renderer produces, in deletion order (Kustomizations before their sources).
+# Everything the renderer produces, in deletion order (Kustomizations and HelmReleases
+# before their sources).
 MANAGED_RESOURCES: tuple[Resource, ...] = (
     resource("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+    resource("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
     resource("source.toolkit.fluxcd.io/v1", "GitRepository"),
     resource("source.toolkit.fluxcd.io/v1", "OCIRepository"),
+    resource("source.toolkit.fluxcd.io/v1", "HelmRepository"),
 )
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
+Hold = Callable[[dict[str, Any], dict[str, Any] | None], Awaitable[bool]]
+"""(rendered object, live object or None) -> leave the live object as it is for now?"""
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Outcome:
     written: int = 0
     unchanged: int = 0
     pruned: int = 0
+    held: int = 0  # rendered but left as the cluster has it for now (projections.sinks.live_values)
     reason: str = ""
 
 
@@ -69,11 +77,13 @@ async def sync_objects(
     objects: list[dict[str, Any]],
     field_manager: str,
     policy: RetryPolicy,
+    hold: Hold | None = None,
 ) -> Outcome:
-    """Apply `objects`, delete every other object owned for (cluster, assemblage)."""
+    """Apply `objects` (but those `hold` says to leave as they are), delete every other
+    object owned for (cluster, assemblage)."""
     custom = CustomObjectsApi(api)
     selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={cluster},{LABEL_ASSEMBLAGE}={label}"
-    existing: dict[ObjectKey, str] = {}
+    existing: dict[ObjectKey, dict[str, Any]] = {}
     for kind in MANAGED_RESOURCES:
         try:
             listing = await call(
@@ -91,13 +101,17 @@ async def sync_objects(
             raise
         for item in listing.get("items") or []:
             meta = item["metadata"]
-            existing[(kind.kind, meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
+            existing[(kind.kind, meta["namespace"], meta["name"])] = item
 
-    written = unchanged = 0
+    written = unchanged = held = 0
     for obj in objects:
         kind = resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         key = (kind.kind, meta["namespace"], meta["name"])
+        if hold is not None and await hold(obj, existing.get(key)):
+            existing.pop(key, None)
+            held += 1
+            continue
         result = await call(
             custom.patch_namespaced_custom_object,
             kind.group,
@@ -114,7 +128,8 @@ async def sync_objects(
         )
         # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
         after = ((result or {}).get("metadata") or {}).get("resourceVersion")
-        before = existing.pop(key, None)
+        live = existing.pop(key, None)
+        before = live["metadata"].get("resourceVersion", "") if live is not None else None
         if before is not None and before == after:
             unchanged += 1
         else:
@@ -139,7 +154,7 @@ async def sync_objects(
             if error.status != 404:
                 raise
         pruned += 1
-    return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned)
+    return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned, held=held)
 
 
 async def find_cluster_namespace(

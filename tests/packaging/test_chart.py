@@ -555,7 +555,9 @@ def applier_rules(secret_names: tuple[str, ...] = ()) -> set[Rule]:
     return {
         ("source.toolkit.fluxcd.io", "gitrepositories", FLUX_WRITE, ()),
         ("source.toolkit.fluxcd.io", "ocirepositories", FLUX_WRITE, ()),
+        ("source.toolkit.fluxcd.io", "helmrepositories", FLUX_WRITE, ()),
         ("kustomize.toolkit.fluxcd.io", "kustomizations", FLUX_WRITE, ()),
+        ("helm.toolkit.fluxcd.io", "helmreleases", FLUX_WRITE, ()),
         ("", "secrets", frozenset({"get"}), secret_names),
     }
 
@@ -564,7 +566,9 @@ def applier_read_rules() -> set[Rule]:
     return {
         ("source.toolkit.fluxcd.io", "gitrepositories", READ, ()),
         ("source.toolkit.fluxcd.io", "ocirepositories", READ, ()),
+        ("source.toolkit.fluxcd.io", "helmrepositories", READ, ()),
         ("kustomize.toolkit.fluxcd.io", "kustomizations", READ, ()),
+        ("helm.toolkit.fluxcd.io", "helmreleases", READ, ()),
     }
 
 

@@ -2,10 +2,13 @@
 
 {{- define "rollout.fluxResourceRules" -}}
 - apiGroups: [source.toolkit.fluxcd.io]
-  resources: [gitrepositories, ocirepositories]
+  resources: [gitrepositories, ocirepositories, helmrepositories]
   verbs: {{ .verbs }}
 - apiGroups: [kustomize.toolkit.fluxcd.io]
   resources: [kustomizations]
+  verbs: {{ .verbs }}
+- apiGroups: [helm.toolkit.fluxcd.io]
+  resources: [helmreleases]
   verbs: {{ .verbs }}
 {{- end -}}
 
