@@ -206,9 +206,9 @@ class StageRunner:
             session_timeout_ms=int(self.session_timeout * 1000),
             heartbeat_interval_ms=int(self.session_timeout * 1000 / 4),
             max_partition_fetch_bytes=4 * 1024 * 1024,
-            # a read_committed fetch that finds nothing waits on the broker until this passes,
-            # even once a transaction commits (the broker's delayed fetch counts bytes, not the
-            # last stable offset): the default 500 ms would be a stage's latency between batches
+            # a fetch that finds nothing new may wait on the broker this long: with the default
+            # 500 ms the stages (each reading the previous one's committed output) idled
+            # between batches in benchmarks/throughput.py
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
             **self.client_options,
         )
