@@ -19,7 +19,11 @@
 Status is written through the status subresource with a JSON patch replacing it whole, only when it
 differs from what was last written (so an unchanged module-status record costs nothing).
 Both topics are read from the beginning (`read_committed`) by `infra.client.follow`, so a
-restarted writer rebuilds what it needs. Failures to write are logged and retried on the
+restarted writer rebuilds what it needs. The module-status topic is first read to its end
+(`seed`, before the watcher lists anything): a new leader starts from the engine's current
+view of each module, and the older records `follow` then replays are skipped — otherwise a
+takeover would walk every object back through its history (Pending, an earlier stage, ...)
+and record its Events a second time. Failures to write are logged and retried on the
 next change: status is a view, never a source of truth.
 """
 
@@ -71,7 +75,21 @@ class StatusWriter:
         self.answered: dict[str, tuple[int, str | None]] = {}  # module → (generation, refusal)
         self.verdicts: dict[str, dict[str, Any]] = {}  # event id → verdict document
         self.written: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name) → status
+        self._seeded: dict[str, tuple[int, int]] = {}  # module → (partition, offset) read by `seed`
         self._lock = asyncio.Lock()
+
+    async def seed(self, bootstrap: str, module_status: str) -> None:
+        """Read the module-status topic to its end: the engine's current view of each module."""
+        for record in await client.read_all(bootstrap, module_status):
+            if record.key is not None:
+                self._seeded[record.key] = (record.partition, record.offset)
+                self._view(record.key, record.value)
+
+    def _view(self, module: str, value: bytes | None) -> None:
+        if value is None:
+            self.views.pop(module, None)
+        else:
+            self.views[module] = json.loads(value)
 
     async def follow(self, bootstrap: str, module_status: str, verdicts: str) -> None:
         """Read both topics until cancelled."""
@@ -79,12 +97,9 @@ class StatusWriter:
 
     async def _follow_status(self, bootstrap: str, topic: str) -> None:
         async for record in client.follow(bootstrap, topic):
-            if record.key is None:
-                continue
-            if record.value is None:
-                self.views.pop(record.key, None)
-            else:
-                self.views[record.key] = json.loads(record.value)
+            if record.key is None or (record.partition, record.offset) <= self._seeded.get(record.key, (-1, -1)):
+                continue  # history `seed` has read past
+            self._view(record.key, record.value)
             ref = self.watcher.refs.get(record.key)
             if ref is not None:
                 await self.refresh(ref)

@@ -63,6 +63,7 @@ async def watch_as_leader(
 
         watcher = ModuleWatcher(api, publish, fleet, namespaces=namespaces, seed=seed, on_change=changed)
         writer = StatusWriter(api, watcher)
+        await writer.seed(bootstrap, topics.module_status)  # before the watcher's first status write
         health.watcher = watcher
         await asyncio.gather(watcher.run(), writer.follow(bootstrap, topics.module_status, topics.verdicts))
     finally:

@@ -190,3 +190,38 @@ async def test_a_restarted_watcher_republishes_nothing_and_deletes_what_went_whi
     published = await intents(kafka_bootstrap, topic_prefix)
     assert [type(e).__name__ for e in published] == ["ModuleApplied", "ModuleApplied", "ModuleDeleted"]
     assert published[2].name == "api"
+
+
+async def test_a_new_leader_starts_from_the_current_status_and_records_no_event_twice(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """A takeover must not walk the object back through the module-status history."""
+    topics = TopicNames(topic_prefix)
+    created = await create(fleet, "modules", module_object("takeover", stages=[{"name": "canary"}, {"name": "prod"}]))
+    uid = created["metadata"]["uid"]  # events of earlier tests' objects stay in the namespace
+    history = [
+        view("Progressing", "prod", {"members": 2, "updating": 2}),  # StageStarted prod
+        view("AwaitingApproval", "prod", {"members": 2, "pending": 2}),  # WaitingForApproval
+    ]
+    await client.publish(kafka_bootstrap, topics.module_status, [("takeover", json.dumps(v).encode()) for v in history])
+
+    async def events() -> list[str]:
+        async with fleet.client() as api:
+            listing = await CoreV1Api(api).list_namespaced_event("fleet", field_selector=f"involvedObject.uid={uid}")
+        return sorted(e.reason for e in listing.items)
+
+    async def phase() -> str | None:
+        return (((await read(fleet, "modules", "takeover")) or {}).get("status") or {}).get("phase")
+
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        await eventually(lambda: _is(phase(), "AwaitingApproval"), timeout=20)
+        first = await eventually(events)
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):  # the next leader
+        await asyncio.sleep(2.0)  # it has listed the object and followed the topic
+        assert await phase() == "AwaitingApproval"
+    assert first == ["WaitingForApproval"]
+    assert await events() == first
+
+
+async def _is(value: Any, expected: str) -> bool:
+    return await value == expected  # type: ignore[no-any-return]
