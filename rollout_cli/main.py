@@ -349,7 +349,11 @@ def status(
         document = ctx.latest(ctx.topics.module_status).get(module)
         if document is None:
             fail(f"module {module} not found", code=1)
-        emit(document, output)
+        from rollout_cli.status_values import module_values
+
+        decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
+        values = module_values(ctx, module, document, decisions)  # a Helm module: its values per cluster
+        emit(document if values is None else {**document, "values": values}, output)
     else:
         views.show_status(ctx, module, watch=watch, decision_count=decision_count)
 

@@ -188,8 +188,12 @@ def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str,
     if status is None:
         return None, None
     targets = [t for key, t in ctx.latest(ctx.topics.targets).items() if key.startswith(f"{module}/")]
-    decisions = decisions_for(ctx.records(ctx.topics.decisions), module)[-decision_count:]
-    return status, status_renderable(status, targets, decisions)
+    every = decisions_for(ctx.records(ctx.topics.decisions), module)
+    renderable = status_renderable(status, targets, every[-decision_count:])
+    from rollout_cli.status_values import module_values, values_renderable
+
+    values = module_values(ctx, module, status, every)  # a Helm module: its values per cluster
+    return status, Group(renderable, values_renderable(values)) if values is not None else renderable
 
 
 def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> None:

@@ -137,7 +137,21 @@ def module_page(view: FleetView, name: str) -> Document | None:
         "failed": [_target_row(t) for t in failed[:20]],
         "failedTotal": len(failed),
         "decisions": decisions[-DECISIONS_SHOWN:][::-1],
+        "valuesRefused": values_refused(decisions),
     }
+
+
+def values_refused(decisions: list[Document]) -> list[Document]:
+    """The latest `values-refused` decision per cluster and path (a readOnly Helm value kept)."""
+    latest: dict[tuple[str, str], Document] = {}
+    for decision in decisions:
+        if decision.get("action") == "values-refused" and isinstance(decision.get("reason"), str):
+            path = decision["reason"].partition(" is readOnly")[0].rpartition(" ")[2]
+            latest[(str(decision.get("cluster")), path)] = {
+                "cluster": decision.get("cluster"),
+                "reason": decision["reason"],
+            }
+    return [latest[key] for key in sorted(latest)]
 
 
 def _target_row(target: Document) -> Document:

@@ -159,3 +159,30 @@ def test_report_values_publishes_live_values_and_prints_the_engines_verdict(stac
     live.write_text("[not, a, mapping]\n")
     bad = CliRunner().invoke(cli, [*command, "--module", "web"], env=stack.env)
     assert bad.exit_code == 2 and "values must be one mapping" in bad.output
+
+
+def test_status_shows_each_clusters_values_and_the_layer_that_decided_each_path(stack: Stack) -> None:
+    from click.testing import CliRunner
+
+    from rollout_cli.main import cli
+
+    def kept() -> dict[str, Any] | None:
+        document = release(stack, "us-2")
+        return document if document and document["spec"]["values"]["ui"]["color"] == "red" else None
+
+    wait_for("us-2's HelmRelease to keep the live colour", kept, timeout=90)
+    result = CliRunner().invoke(cli, ["status", "web", "-o", "json"], env=stack.env)
+    assert result.exit_code == 0, result.output
+    rows = {row["cluster"]: row for row in yaml.safe_load(result.output)["values"]}
+    assert rows["us-2"]["values"] == release(stack, "us-2")["spec"]["values"]  # type: ignore[index]
+    decided = {d["path"]: (d["value"], d["layer"], d["policy"]) for d in rows["us-2"]["decisions"]}
+    assert decided["/ui/color"] == ("red", "live", "keepCurrent")
+    assert decided["/resources/limits/memory"] == ("1Gi", "live", "max")
+    assert decided["/replicaCount"] == (2, "module", None)
+    assert decided["/ui/message"] == ("us-2 in us", "cluster", None)
+    assert rows["eu-1"]["stage"] == "canary" and rows["us-2"]["refused"] == []
+
+    table = CliRunner().invoke(cli, ["status", "web"], env=stack.env)
+    assert table.exit_code == 0, table.output
+    assert "Values (what each cluster was sent" in table.output
+    assert "/ui/color" in table.output and "keepCurrent" in table.output

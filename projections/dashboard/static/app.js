@@ -119,6 +119,7 @@ function moduleView(root, name) {
   const stages = h("div", { class: "stage-cards", testid: "stages" });
   const clusters = h("div", { testid: "stage-clusters" });
   const decisions = h("div", { testid: "decisions" });
+  const refused = h("div", { testid: "values-refused" });
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   let currentStage = "";
   const shownStage = () => (selection.stage === null ? currentStage : selection.stage);
@@ -132,7 +133,7 @@ function moduleView(root, name) {
     { name: "state", options: [["", "any state"], ...STATE_ORDER.map((s) => [s, s])] },
   ], (values) => { Object.assign(selection, values, { offset: 0 }); loadClusters(); });
   root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, controls, verdict, h("h2", {}, "Stages"), stages,
-    h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, h("h2", {}, "Decisions"), decisions);
+    h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, refused, h("h2", {}, "Decisions"), decisions);
 
   async function loadClusters() {
     const query = queryString({ ...selection, stage: shownStage(), limit: PAGE_SIZE });
@@ -192,6 +193,8 @@ function moduleView(root, name) {
       stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
         h("button", { class: value === shownStage() ? "tab active" : "tab", testid: `tab-${value || "all"}`,
           onclick: () => { selection.stage = value; selection.offset = 0; this.refresh(); } }, label)));
+      refused.replaceChildren(...(page.valuesRefused || []).length ? [h("h2", {}, "Helm values refused (readOnly)"),
+        h("ul", {}, page.valuesRefused.map((r) => h("li", { class: "warning", testid: "value-refused" }, r.reason)))] : []);
       decisions.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Action", "Cluster", "Reason"].map((c) => h("th", {}, c)))),
         h("tbody", {}, page.decisions.map((d) => h("tr", { testid: "decision" },
           h("td", { class: "nowrap" }, when(d.at)), h("td", {}, badge(d.action, "action")), h("td", {}, d.cluster || ""), h("td", {}, d.reason))))));
@@ -264,8 +267,11 @@ function clustersView(root) {
 function clusterView(root, name) {
   const body = h("div", { testid: "cluster" });
   root.append(h("h1", {}, link("#/clusters", "Clusters"), " / ", name), body);
+  const helmValues = (s) => s.sync?.package?.helm
+    ? h("pre", { class: "mono", testid: `helm-values-${s.module}` }, `values: ${JSON.stringify(s.sync.package.helm.values || {}, null, 2)}`)
+    : null;
   const syncs = (snapshot) => snapshot ? h("ul", {}, (snapshot.spec?.syncs || []).map((s) =>
-    h("li", { class: "mono" }, `${s.module}@${s.revision}`))) : h("p", { class: "muted" }, "none");
+    h("li", { class: "mono" }, `${s.module}@${s.revision}`, helmValues(s)))) : h("p", { class: "muted" }, "none");
   return {
     async refresh() {
       const c = await api(`/api/clusters/${encodeURIComponent(name)}`);

@@ -181,3 +181,41 @@ def test_the_cluster_page_shows_its_modules_and_assemblages(page: Page, stack: S
     expect(row).to_contain_text("succeeded", timeout=60_000)
     expect(page.get_by_test_id("cluster")).to_contain_text("edge@3.1.0")
     assert same_page(page)
+
+
+def test_a_helm_module_shows_each_clusters_values_and_what_a_read_only_path_refused(page: Page, stack: Stack) -> None:
+    from rollout.events import HelmValuesObserved, ModuleApplied
+    from rollout.manifests import MANIFEST_ADAPTER
+
+    publish_fleet(stack, "chart", "chart", 2)
+    helm = {
+        "values": {"ui": {"logo": "a.png"}, "replicaCount": 2},
+        "valuesPolicy": [{"path": "/ui/logo", "policy": "readOnly"}],
+    }
+    source = {"helm": {"url": "https://stefanprodan.github.io/podinfo", "chart": "podinfo", "version": "6.7.0"}}
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": "chart", "namespace": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "chart"}},
+                "sync": {"source": source, "package": {"helm": helm}},
+            },
+        }
+    )
+    off_loop(stack.send, "intents", "chart", ModuleApplied(module=manifest))
+    open_dashboard(page, stack, "#/clusters/chart-00")
+    values = page.get_by_test_id("helm-values-chart")
+    expect(values).to_contain_text('"logo": "a.png"', timeout=60_000)
+    expect(values).to_contain_text('"replicaCount": 2')
+
+    live = HelmValuesObserved(cluster="chart-00", module="chart", values={"ui": {"logo": "b.png"}, "replicaCount": 2})
+    off_loop(stack.send, "status", "chart-00", live)
+    expect(values).to_contain_text('"logo": "b.png"', timeout=30_000)  # readOnly: the cluster's value stays
+    page.get_by_role("link", name="chart").first.click()
+    refused = page.get_by_test_id("value-refused")
+    expect(refused).to_have_count(1, timeout=30_000)
+    expect(refused).to_contain_text("chart-00: /ui/logo is readOnly")
+    expect(refused).to_contain_text("'a.png'")
+    assert same_page(page)

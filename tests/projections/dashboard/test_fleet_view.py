@@ -109,6 +109,34 @@ def test_redelivered_decisions_are_shown_once_newest_first() -> None:
     assert [d["id"] for d in page["decisions"]] == ["d2", "d1"]
 
 
+def test_module_page_lists_the_latest_values_refusal_per_cluster_and_path() -> None:
+    view = FleetView()
+    reasons = [
+        ("c1", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'a'; refused"),
+        ("c1", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'b'; refused"),
+        ("c1", "c1: /logo is readOnly: the cluster has 'l', the module layer wants 'm'; refused"),
+        ("c2", "c2: /seed is readOnly: the cluster has 'y', the module layer wants 'b'; refused"),
+    ]
+    for index, (cluster, reason) in enumerate(reasons):
+        decision = {
+            "id": f"d{index}",
+            "module": "web",
+            "action": "values-refused",
+            "cluster": cluster,
+            "reason": reason,
+        }
+        absorb(view, "decisions", record("web", decision))
+    absorb(view, "decisions", record("web", {"id": "x", "module": "web", "action": "values", "reason": "kept"}))
+    page = pages.module_page(view, "web")
+    assert page is not None
+    assert [(r["cluster"], r["reason"].split(": ")[1]) for r in page["valuesRefused"]] == [
+        ("c1", "/logo is readOnly"),
+        ("c1", "/seed is readOnly"),
+        ("c2", "/seed is readOnly"),
+    ]
+    assert "wants 'b'" in page["valuesRefused"][1]["reason"]
+
+
 def test_stage_clusters_filter_by_stage_state_and_name_then_paginate() -> None:
     view = FleetView()
     for i in range(30):

@@ -1,0 +1,122 @@
+"""`rollout status MODULE`'s Helm values: per cluster, what it was sent and what decided it.
+
+    intents topic            the module's last ModuleApplied (its values layers, policies)
+    cluster observations     each cluster's labels (stage, bindings)
+    proxy/remote assemblages the values each cluster was sent (the engine's output)
+    decisions                `values-refused`: what a readOnly path refused, and why
+        ──► rollout.sent_values.explain_sent ──► a table per cluster, or `values` in -o json
+
+A cluster on an earlier generation than the module's target shows its values as sent,
+without layers (those of its spec are gone). The table lists at most `SHOWN` clusters
+(`-o json` has them all); refusals are listed for every cluster, latest per cluster and path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+SHOWN = 10
+
+
+def _module_manifest(ctx: Any, module: str) -> Any | None:
+    """The module as last applied (None: unknown, or it syncs no Helm chart)."""
+    from rollout.events import EventRejected, ModuleApplied, parse_event
+
+    applied = None
+    for record in ctx.records(ctx.topics.intents):
+        if record.key != module or record.value is None:
+            continue
+        try:
+            event = parse_event(record.value)
+        except EventRejected:
+            continue
+        if isinstance(event, ModuleApplied):
+            applied = event.module
+    return applied if applied is not None and applied.spec.sync.package.helm is not None else None
+
+
+def _sent(ctx: Any, kind: str, module: str) -> dict[str, tuple[int | None, dict[str, Any]]]:
+    """(generation, values) each cluster was sent for `module`, from its assemblage."""
+    from rollout.assemblages import ASSEMBLAGE_FOR
+
+    topic = ctx.topics.remote if ASSEMBLAGE_FOR[kind] == "RemoteAssemblage" else ctx.topics.proxy
+    sent = {}
+    for cluster, snapshot in ctx.latest(topic).items():
+        for sync in ((snapshot or {}).get("spec") or {}).get("syncs") or []:
+            helm = ((sync.get("sync") or {}).get("package") or {}).get("helm")
+            if sync.get("module") == module and helm is not None:
+                sent[cluster] = (sync.get("generation"), helm.get("values") or {})
+    return sent
+
+
+def _refusals(decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The latest `values-refused` reason per cluster and path."""
+    latest: dict[tuple[str, str], str] = {}
+    for decision in decisions:
+        if decision.get("action") == "values-refused" and decision.get("cluster"):
+            path = decision["reason"].partition(" is readOnly")[0].rpartition(" ")[2]
+            latest[(decision["cluster"], path)] = decision["reason"]
+    refused: dict[str, list[str]] = {}
+    for (cluster, _), reason in sorted(latest.items()):
+        refused.setdefault(cluster, []).append(reason)
+    return refused
+
+
+def module_values(
+    ctx: Any, module: str, status: dict[str, Any], decisions: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """Per cluster: stage, generation, values sent, decisions by path, refusals (None: no chart)."""
+    from rollout.manifests import ClusterManifest
+    from rollout.sent_values import explain_sent
+    from rollout.state import ModuleRecord
+    from rollout_cli.views import clusters_from_records
+
+    manifest = _module_manifest(ctx, module)
+    if manifest is None:
+        return None
+    record = ModuleRecord(name=module, kind=manifest.kind, namespace=manifest.metadata.namespace, spec=manifest.spec)
+    clusters = clusters_from_records(ctx.records(ctx.topics.clusters))
+    refused = _refusals(decisions)
+    rows = []
+    for cluster, (generation, values) in sorted(_sent(ctx, manifest.kind, module).items()):
+        row: dict[str, Any] = {"cluster": cluster, "generation": generation, "values": values, "decisions": None}
+        observed = clusters.get(cluster)
+        if observed is not None and generation == status.get("generation"):
+            explained = explain_sent(record, ClusterManifest.model_validate(observed), values)
+            if explained is not None:
+                row["stage"] = explained.stage
+                row["decisions"] = [d.model_dump(exclude={"known"}) for d in explained.decisions]
+        row["refused"] = refused.get(cluster, [])
+        rows.append(row)
+    return rows
+
+
+def values_renderable(rows: list[dict[str, Any]]) -> Group:
+    """The VALUES section of `rollout status`."""
+    parts: list[Any] = [Text("\nValues (what each cluster was sent; layer and policy that decided each path)")]
+    for row in rows[:SHOWN]:
+        parts.append(Text(f"  {row['cluster']} (generation {row['generation']}):", style="bold"))
+        table = Table("    PATH", "VALUE", "LAYER", "POLICY", box=None, header_style="dim")
+        if row["decisions"] is None:
+            table.add_row("    (an earlier generation: as sent)", json.dumps(row["values"]), "", "")
+        for decision in row["decisions"] or []:
+            note = "" if decision["emitted"] else " (left to the chart)"
+            table.add_row(
+                f"    {decision['path']}",
+                json.dumps(decision["value"]),
+                decision["layer"] + note,
+                decision["policy"] or "-",
+            )
+        parts.append(table)
+    if len(rows) > SHOWN:
+        parts.append(Text(f"  … and {len(rows) - SHOWN} more clusters (rollout status -o json has them all)"))
+    refused = [(row["cluster"], reason) for row in rows for reason in row["refused"]]
+    if refused:
+        parts.append(Text("\nValues refused (readOnly):", style="yellow"))
+        parts += [Text(f"  {reason}", style="yellow") for _, reason in refused]
+    return Group(*parts)
