@@ -12,6 +12,9 @@
 * Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
   compacted: the latest document per key, tombstones when gone.
 * Decisions are append-only history; dead letters keep every rejected input with a reason.
+* Dependencies carry what the decider of one module tells the partition of another
+  (DependentLinked, DependencyReported; key: the receiving module), back through the router;
+  kept 7 days: the journal keeps them for good.
 * Verdicts answer each intent (keyed by its event id) for the CLI that waits for them: kept
   7 days, not compacted (each key is written once).
 * The stages' state topics (`decide-state`, `assemble-state`) are compacted changelogs,
@@ -53,6 +56,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("status", "sync-status", KEEP_FOREVER, description="sync status reported by appliers"),
     TopicSpec("ticks", "ticks", KEEP_FOREVER, single_partition=True, description="time, as events"),
     TopicSpec("heartbeats", "cluster-heartbeats", COMPACTED, description="applier heartbeats: cluster leases"),
+    TopicSpec(
+        "dependencies", "dependencies", ANSWERS, description="one module's state for another's partition (dependsOn)"
+    ),
     TopicSpec("journal", "journal", KEEP_FOREVER, description="the engine's ordered input log"),
     TopicSpec("assignments", "assignments", KEEP_FOREVER, description="per cluster+module sync assignments"),
     TopicSpec("remote", "remote-assemblages", COMPACTED, description="RemoteAssemblage snapshots"),
@@ -97,6 +103,10 @@ class TopicNames:
     @property
     def heartbeats(self) -> str:
         return self.name("heartbeats")
+
+    @property
+    def dependencies(self) -> str:
+        return self.name("dependencies")
 
     @property
     def journal(self) -> str:

@@ -41,11 +41,13 @@ The engine is one class assembled from one layer per concern, each building on t
 below it:
 
     targets.py     TargetBook      the mappings; Targets, their indexes and counters; _assign
+    window_gate.py WindowGate      maintenance windows: may a stage's clusters move now?
     stages.py      StageMachine    advance, fill, budget, rollback
     membership.py  Membership      cluster events; which clusters a module covers
     reports.py     Reports         sync status reports and ticks
     live_values.py LiveValues      Helm values observed on clusters: re-merged, re-sent
     leases.py      Leases          heartbeats, lease expiry, leave/join: cluster readiness
+    dependencies.py DependencyIntents  dependsOn across partitions (and dependency_links.py)
     intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
     causal.py      CausalOrder     redelivery and held intents; FleetSeen
     engine.py      RolloutEngine   `handle`: routes each event to its layer
@@ -56,11 +58,14 @@ from __future__ import annotations
 from typing import Any
 
 from rollout.causal import CausalOrder
+from rollout.dependencies import DependencyIntents
 from rollout.events import (
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterObserved,
     ClusterRemoved,
+    DependencyReported,
+    DependentLinked,
     FleetSeen,
     HelmValuesObserved,
     ModuleApplied,
@@ -98,7 +103,7 @@ __all__ = [
 ]
 
 
-class RolloutEngine(CausalOrder, Leases, LiveValues):
+class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues):
     """Folds events into the mappings it is given. One instance per journal partition."""
 
     def handle(self, event: Any) -> Outcome:
@@ -121,6 +126,10 @@ class RolloutEngine(CausalOrder, Leases, LiveValues):
             self._on_heartbeat(event, out)
         elif isinstance(event, ClusterCommanded):
             self._on_cluster_command(event, out)
+        elif isinstance(event, DependentLinked):
+            self._on_dependent_linked(event, out)
+        elif isinstance(event, DependencyReported):
+            self._on_dependency_reported(event, out)
         else:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")
         return out

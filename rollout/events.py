@@ -1,6 +1,6 @@
 """Events: everything that enters the engine, as it travels on Kafka.
 
-Inputs arrive on five topics, each event a JSON object with a `type` discriminator:
+Inputs arrive on six topics, each event a JSON object with a `type` discriminator:
 
 * intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved
@@ -8,6 +8,8 @@ Inputs arrive on five topics, each event a JSON object with a `type` discriminat
 * ticks                         — Tick (time enters the engine only as these events)
 * cluster heartbeats (key: cluster) — ClusterHeartbeat (an applier reaches the cluster;
   leases.py). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
+* dependencies (key: the receiving module) — DependentLinked, DependencyReported, written by
+  the decider so that one module's per-cluster state reaches another's partition.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
 `at`, the producer's wall-clock time — informational only: decisions read time from Tick
@@ -247,6 +249,42 @@ class HelmValuesObserved(EventBase):
         return self
 
 
+class DependentLinked(EventBase):
+    """Engine-written, through the dependencies topic (rollout/dependencies.py): module
+    `dependent` now depends on `module` (`linked`) or no longer does (changed `dependsOn`,
+    deleted). Keyed by `module`: it reaches the partition that folds `module`. `seq`: the
+    sender partition's sequence — an older one than the last folded is stale."""
+
+    type: Literal["DependentLinked"] = "DependentLinked"
+    module: str
+    dependent: str
+    linked: bool
+    seq: int = Field(ge=0)
+
+    @field_validator("module", "dependent")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class DependencyReported(EventBase):
+    """Engine-written, through the dependencies topic (rollout/dependencies.py): dependency
+    `module` is (`ready`) or is not on its target and succeeded on `cluster`. Keyed by
+    `dependent`: it reaches the partition that folds the dependent. `seq`: as above."""
+
+    type: Literal["DependencyReported"] = "DependencyReported"
+    dependent: str
+    module: str
+    cluster: str
+    ready: bool
+    seq: int = Field(ge=0)
+
+    @field_validator("module", "dependent", "cluster")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -282,7 +320,9 @@ InputEvent = Annotated[
     | Tick
     | FleetSeen
     | ClusterHeartbeat
-    | ClusterCommanded,
+    | ClusterCommanded
+    | DependentLinked
+    | DependencyReported,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

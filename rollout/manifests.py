@@ -53,6 +53,7 @@ from rollout.helm import HelmChartSource, HelmPackage
 from rollout.windows import MaintenanceWindow, check_windows
 
 API_VERSION = "rollout.dev/v1alpha1"
+MAX_DEPENDENCIES = 32
 
 
 class Strict(BaseModel):
@@ -392,6 +393,20 @@ class ModuleSpec(Strict):
     sync: Sync
     bindings: list[Binding] = Field(default_factory=list)
     rollout: RolloutStrategy | None = None
+    # modules whose sync must be on its target and succeeded on a cluster before this
+    # module's sync moves there (rollout/dependencies.py); deleted only after its dependents
+    depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+
+    @field_validator("depends_on")
+    @classmethod
+    def _dependencies(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(value) != len(set(value)):
+            raise ValueError("dependsOn names a module more than once")
+        if len(value) > MAX_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_DEPENDENCIES} dependencies")
+        return value
 
     @model_validator(mode="after")
     def _unique_bindings(self) -> ModuleSpec:
@@ -409,11 +424,21 @@ class ModuleSpec(Strict):
         return self
 
 
+def _not_own_dependency(name: str, spec: ModuleSpec) -> None:
+    if name in spec.depends_on:
+        raise ValueError(f"spec.dependsOn: {name} cannot depend on itself (a dependency cycle)")
+
+
 class ModuleManifest(Strict):
     api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
     kind: Literal["Module"]
     metadata: Metadata
     spec: ModuleSpec
+
+    @model_validator(mode="after")
+    def _no_self_dependency(self) -> ModuleManifest:
+        _not_own_dependency(self.metadata.name, self.spec)
+        return self
 
     @property
     def name(self) -> str:
@@ -425,6 +450,11 @@ class BootstrapModuleManifest(Strict):
     kind: Literal["BootstrapModule"]
     metadata: Metadata
     spec: ModuleSpec
+
+    @model_validator(mode="after")
+    def _no_self_dependency(self) -> BootstrapModuleManifest:
+        _not_own_dependency(self.metadata.name, self.spec)
+        return self
 
     @property
     def name(self) -> str:

@@ -89,6 +89,9 @@ class Outcome:
     target_status: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     rejections: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
+    # DependentLinked/DependencyReported for other modules' partitions (dependencies.py):
+    # the decider publishes them on the dependencies topic, keyed by the receiving module
+    dependency_events: list[Any] = field(default_factory=list)
 
     def merge(self, other: Outcome) -> None:
         shift = len(self.decisions)
@@ -100,3 +103,4 @@ class Outcome:
         self.module_status.update(other.module_status)
         self.target_status.update(other.target_status)
         self.rejections += other.rejections
+        self.dependency_events += other.dependency_events

@@ -60,6 +60,7 @@ class RolloutPlan(BaseModel):
     stages: list[StagePlan]
     unstaged: list[str]
     not_selected: int
+    depends_on: list[str] = []  # dependsOn: moves on a cluster wait for these there
     values: list[ClusterValues] = []
 
 
@@ -147,5 +148,6 @@ def plan_rollout(
         stages=plans,
         unstaged=sorted(unstaged),
         not_selected=not_selected,
+        depends_on=list(module.spec.depends_on),
         values=sorted(values, key=lambda v: v.cluster),
     )

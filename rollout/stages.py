@@ -115,7 +115,7 @@ class StageMachine(WindowGate):
         """Settle the started current stage; True when the next stage is up."""
         counts = self._counts(record, stage.name)
         _, max_failures = self._budget(record, record.stage_index)
-        done = counts.pending == 0 and counts.updating == 0 and counts.failed <= max_failures
+        done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
         if not done:
             record.stage_completed_at = None
             record.phase = "Progressing"

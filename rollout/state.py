@@ -17,6 +17,9 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
 * ``held_intents[module/seq]``   HeldIntent — one waiting intent, as it came on the journal
 * ``capped_ticks["recent"]``     TickLog — ids of the latest ticks whose jump was capped
+* ``dependents[module]``         Dependents — the modules depending on `module`
+* ``upstream[module/cluster]``   Upstream — a dependency's readiness on one cluster
+* ``sequences["dependencies"]``  Sequence — numbers the DependentLinked/DependencyReported sent
 * ``observed_values[module/cluster]`` ObservedValues — a Helm release's live values and
                                  chart defaults, as last observed (HelmValuesObserved)
 
@@ -37,6 +40,7 @@ under ``"<mapping>:<key>"`` and rebuilt with `model_validate`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -56,8 +60,8 @@ Phase = Literal[
     "Aborted",
 ]
 # Where one cluster stands relative to the revision the rollout drives it to.
-Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned"]
-CATEGORIES: tuple[Category, ...] = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned")
+Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked"]
+CATEGORIES: tuple[Category, ...] = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
 UNSTAGED = "-"  # the counters' key for members that match no stage
 
 # Redelivery windows: how many recent event ids a record remembers.
@@ -158,6 +162,7 @@ class StageCounts(Record):
     failed: int = 0
     not_ready: int = 0
     pinned: int = 0
+    blocked: int = 0  # ready, waiting for its dependencies there (dependencies.py)
 
 
 class ModuleRecord(Record):
@@ -187,6 +192,7 @@ class ModuleRecord(Record):
         default_factory=list, validation_alias=AliasChoices("handled_intents", "handled_commands")
     )
     last_reason: str = ""
+    deleting: str | None = None  # id of a delete waiting for the module's dependents (dependencies.py)
     window_waits: list[str] = Field(default_factory=list)  # stages waiting for a maintenance window (window_gate.py)
 
     def working_copy(self) -> ModuleRecord:
@@ -269,6 +275,48 @@ class Target(Record):
     status_message: str = ""
     updating_since: float | None = None
     category: Category = "pending"
+    dependents_ready: bool = False  # on the target and succeeded: what dependents were told
+
+
+class DependentLink(Record):
+    linked: bool
+    seq: int  # of the DependentLinked that set it (the dependent's partition's sequence)
+
+
+class Dependents(Record):
+    """The modules that ever declared `dependsOn: [module]` (dependencies.py): every one is
+    told the module's per-cluster readiness; `linked` ones hold its deletion back."""
+
+    module: str
+    links: dict[str, DependentLink] = Field(default_factory=dict)
+
+    def linked(self) -> list[str]:
+        return sorted(name for name, link in self.links.items() if link.linked)
+
+
+class Upstream(Record):
+    """Whether dependency `module` is on its target and succeeded on `cluster`, as last
+    reported (DependencyReported `seq`: older reports are stale)."""
+
+    module: str
+    cluster: str
+    ready: bool
+    seq: int
+
+
+class Sequence(Record):
+    """A partition's counter for the events it sends to other partitions."""
+
+    next: int = 0
+
+
+def dependencies_ready(upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str) -> bool:
+    """Whether every module of `depends_on` was last reported ready on `cluster`."""
+    for dependency in depends_on:
+        known = upstream.get(target_key(dependency, cluster))
+        if known is None or not known.ready:
+            return False
+    return True
 
 
 def target_key(module: str, cluster: str) -> str:
@@ -293,5 +341,8 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "held_queues": HeldQueue,
     "held_intents": HeldIntent,
     "capped_ticks": TickLog,
+    "dependents": Dependents,
+    "upstream": Upstream,
+    "sequences": Sequence,
     "observed_values": ObservedValues,
 }

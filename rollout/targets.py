@@ -30,14 +30,18 @@ from rollout.state import (
     Category,
     ClusterFacts,
     DeletedModule,
+    Dependents,
     FleetPosition,
     HeldIntent,
     HeldQueue,
     ModuleRecord,
     RemovedCluster,
+    Sequence,
     StageCounts,
     Target,
     TickLog,
+    Upstream,
+    dependencies_ready,
     held_key,
     target_key,
 )
@@ -74,6 +78,9 @@ class TargetBook:
         held_intents: MutableMapping[str, HeldIntent] | None = None,
         capped_ticks: MutableMapping[str, TickLog] | None = None,
         observed_values: MutableMapping[str, ObservedValues] | None = None,
+        dependents: MutableMapping[str, Dependents] | None = None,
+        upstream: MutableMapping[str, Upstream] | None = None,
+        sequences: MutableMapping[str, Sequence] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -90,6 +97,9 @@ class TargetBook:
         self.held_intents = held_intents if held_intents is not None else {}
         self.capped_ticks = capped_ticks if capped_ticks is not None else {}
         self.observed_values = observed_values if observed_values is not None else {}
+        self.dependents = dependents if dependents is not None else {}
+        self.upstream = upstream if upstream is not None else {}
+        self.sequences = sequences if sequences is not None else {}
         self.partition = partition
         # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
         self._members: dict[str, set[str]] = {}
@@ -173,6 +183,9 @@ class TargetBook:
             return "succeeded"  # unstaged and never given anything: a rollback has nothing to undo
         if not target.ready and record.mode == "rollout":
             return "not_ready"
+        if record.spec.depends_on and record.mode == "rollout":
+            if not dependencies_ready(self.upstream, record.spec.depends_on, target.cluster):
+                return "blocked"  # its dependencies are not on their target there (dependencies.py)
         return "pending"
 
     def _counts(self, record: ModuleRecord, stage: str) -> StageCounts:

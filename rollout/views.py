@@ -67,6 +67,8 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         "stages": views,
         "unstaged": {c: getattr(unstaged, c) for c in ("members", *CATEGORIES)},
         "pinned": record.pinned,
+        "dependsOn": list(record.spec.depends_on),
+        "deleting": record.deleting is not None,  # held until its dependents are deleted
         "lastDecision": record.last_reason,
         "observedAt": now,
     }

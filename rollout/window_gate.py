@@ -18,14 +18,14 @@ joiners move as soon as a window opens.
 
 from __future__ import annotations
 
+from rollout.dependency_links import DependencyLinks
 from rollout.manifests import Stage
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord
-from rollout.targets import TargetBook
 from rollout.windows import iso, stage_window_state
 
 
-class WindowGate(TargetBook):
+class WindowGate(DependencyLinks):
     """Tells `_fill` whether a stage's maintenance windows let its clusters move now."""
 
     def _window_open(self, record: ModuleRecord, stage: Stage, out: Outcome, *, moving: bool) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from infra import client, transactions
+from rollout.dependency_graph import DependencyCycle, check_acyclic
 from rollout.loading import Loaded, ManifestError
 from rollout.manifests import ClusterManifest
 from rollout.plan import plan_rollout
@@ -97,6 +98,7 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
         fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"nothing was applied: cannot read the topics at {ctx.bootstrap}: {error}")
+    refuse_cycles(loaded, client.run(_known_dependencies(ctx)))
     sources = {(_role(item.manifest), item.manifest.metadata.name): item for item in loaded}
     too_large = []
     for intent in intents:
@@ -113,6 +115,31 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     prepared.cluster_changes = cluster_changes(loaded, fleet)
     prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
     return prepared
+
+
+def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]]) -> None:
+    """A dependsOn cycle among the applied modules and the known ones is refused
+    (rollout/dependency_graph.py): the engine's partitions cannot see one."""
+    graph = dict(known)
+    where: dict[str, str] = {}
+    for item in loaded:
+        if item.manifest.kind != "Cluster":
+            graph[item.manifest.metadata.name] = list(item.manifest.spec.depends_on)
+            where[item.manifest.metadata.name] = item.where
+    try:
+        check_acyclic(graph)
+    except DependencyCycle as error:
+        named = next((where[name] for name in error.cycle if name in where), None)
+        fail_with([f"{named}: {error}" if named else str(error)])
+
+
+async def _known_dependencies(ctx: Context) -> dict[str, list[str]]:
+    """dependsOn of every module the module-status topic knows (none if it has no topic)."""
+    try:
+        documents = await client.read_latest(ctx.bootstrap, ctx.topics.module_status)
+    except LookupError:
+        return {}
+    return {name: list(doc.get("dependsOn") or []) for name, doc in documents.items() if isinstance(doc, dict)}
 
 
 def _role(manifest: Any) -> str:

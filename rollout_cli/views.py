@@ -119,6 +119,11 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
     header.add_row("Target", f"{status['targetRevision']} (generation {status['generation']})")
     header.add_row("Stable", status["stableRevision"] or "-")
     header.add_row("Stage", status["currentStage"])
+    if status.get("dependsOn"):
+        waits = " (deletion waits for its dependents)" if status.get("deleting") else ""
+        header.add_row("Depends on", ", ".join(status["dependsOn"]) + waits)
+    elif status.get("deleting"):
+        header.add_row("Deleting", "waits for the modules depending on it")
     stages = Table(
         "STAGE",
         "STATE",
@@ -128,6 +133,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         "SUCCEEDED",
         "FAILED",
         "NOT READY",
+        "BLOCKED",
         "PINNED",
         "LIMITS",
         box=None,
@@ -149,6 +155,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
             str(c["succeeded"]),
             str(c["failed"]),
             str(c["not_ready"]),
+            str(c.get("blocked", 0)),
             str(c["pinned"]),
             limits,
         )
@@ -218,6 +225,9 @@ def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> N
 
 def print_plan(plan: Any) -> None:
     console.print(f"[bold]{plan.kind} {plan.module}[/] → {plan.revision}")
+    if plan.depends_on:
+        names = ", ".join(plan.depends_on)
+        console.print(f"  depends on {names}: a cluster moves once {names} is on its target there and succeeded")
     for index, stage in enumerate(plan.stages, start=1):
         gates = []
         if stage.require_approval:

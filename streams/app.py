@@ -65,7 +65,14 @@ def _all_stage_specs(settings: Settings, metrics: Metrics) -> list[StageSpec]:
     return [
         StageSpec(
             name="route",
-            topics=(topics.intents, topics.clusters, topics.status, topics.ticks, topics.heartbeats),
+            topics=(
+                topics.intents,
+                topics.clusters,
+                topics.status,
+                topics.ticks,
+                topics.heartbeats,
+                topics.dependencies,
+            ),
             group_id=f"{group}.route",
             dead_letter_topic=topics.dead_letters,
             new_processor=lambda tp: RoutePartition(tp, topics, partitions),

@@ -1,7 +1,8 @@
 """The decider stage: each journal partition folded through a `RolloutEngine`.
 
     journal ──► decide ──► assignments (key: cluster), decisions, module-status,
-                           rollout-targets, verdicts (key: event id), dead letters
+                           rollout-targets, verdicts (key: event id), dead letters,
+                           dependencies (key: the receiving module; rollout/dependencies.py)
 
 The engine's state for the partition lives in memory as the mappings it evolves
 (`rollout.state.ENGINE_MAPPINGS`), changelogged to the `decide-state` topic in the same
@@ -32,6 +33,7 @@ from infra.observability import Metrics, log_fields
 from infra.topics import TopicNames
 from rollout.engine import Outcome, RolloutEngine, intent_module
 from rollout.events import (
+    DependentLinked,
     EventRejected,
     ModuleApplied,
     ModuleDeleted,
@@ -124,6 +126,9 @@ class DecidePartition:
             out.send(topics.decisions, decision.module.encode(), document(body))
             if decision.action in NOTED_ACTIONS:
                 self._note(decision, event_id)
+        for event in outcome.dependency_events:  # to another module's partition, via the router
+            receiver = event.module if isinstance(event, DependentLinked) else event.dependent
+            out.send(topics.dependencies, receiver.encode(), event.to_bytes())
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))
         if outcome.verdicts:

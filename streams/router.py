@@ -1,6 +1,7 @@
 """The router stage: inputs → the journal, the engine's one ordered log per partition.
 
-    intents, cluster-observations, sync-status, ticks, cluster-heartbeats ──► route ──► journal (+ dead letters)
+    intents, cluster-observations, sync-status, ticks, cluster-heartbeats,
+    dependencies (written by the decider)                                  ──► route ──► journal (+ dead letters)
 
 Every input is parsed and validated once, here (`rollout.events.parse_event`); what fails —
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
@@ -33,6 +34,8 @@ from rollout.events import (
     ClusterHeartbeat,
     ClusterObserved,
     ClusterRemoved,
+    DependencyReported,
+    DependentLinked,
     EventRejected,
     FleetSeen,
     HelmValuesObserved,
@@ -58,7 +61,10 @@ TOPIC_ROLE: dict[type, str] = {
     Tick: "ticks",
     ClusterCommanded: "clusters",
     ClusterHeartbeat: "heartbeats",
+    DependentLinked: "dependencies",
+    DependencyReported: "dependencies",
 }
+INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
 BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat)
 
 
@@ -75,6 +81,10 @@ def journal_key(event: Any) -> str:
         return event.name
     if isinstance(event, ClusterCommanded | ClusterHeartbeat):
         return event.cluster
+    if isinstance(event, DependentLinked):
+        return event.module  # the dependency's partition
+    if isinstance(event, DependencyReported):
+        return event.dependent  # the dependent's partition
     return "tick"
 
 
@@ -87,7 +97,7 @@ class RoutePartition:
         self.tp = tp
         self.topics = topics
         self.partitions = partitions
-        self.role = {topics.name(r): r for r in ("intents", "clusters", "status", "ticks", "heartbeats")}[tp.topic]
+        self.role = {topics.name(r): r for r in INPUT_ROLES}[tp.topic]
         self.fleet_seen = -1  # the last FleetSeen position written (re-written after a restart)
 
     def reset(self) -> None:

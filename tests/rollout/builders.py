@@ -129,6 +129,7 @@ def module(
     path: str = "./deploy",
     rollout: bool = True,
     windows: list[dict[str, Any]] | None = None,
+    depends_on: list[str] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
     selector (shorthand for matchLabels; `{}` everything; None: no selector at all)."""
@@ -141,6 +142,8 @@ def module(
     }
     if labels is not None:
         spec["selector"] = selector(labels)
+    if depends_on is not None:
+        spec["dependsOn"] = depends_on
     strategy: dict[str, Any] = {}
     if stages:
         strategy["stages"] = list(stages)
@@ -270,6 +273,8 @@ class Fleet:
         self.module_status: dict[str, dict[str, Any] | None] = {}
         self.target_status: dict[str, dict[str, Any] | None] = {}
         self.check_each_event = True
+        # feed the events the engine sends to other partitions back, as the router would
+        self.feedback = True
 
     def _new_engine(self) -> RolloutEngine:
         return RolloutEngine(**self.state)  # type: ignore[arg-type]
@@ -295,8 +300,9 @@ class Fleet:
     def send(self, *items: Any) -> Outcome:
         """Feed events (manifests become Applied/Observed events); returns their merged outcome."""
         merged = Outcome()
-        for item in items:
-            event = as_event(item)
+        queue = [as_event(item) for item in items]
+        while queue:
+            event = queue.pop(0)
             outcome = self.engine.handle(event)
             self.journal.append(event)
             self.outcomes.append(outcome)
@@ -304,6 +310,8 @@ class Fleet:
             merged.merge(outcome)
             if self.check_each_event:
                 check_consistency(self)
+            if self.feedback:
+                queue[:0] = outcome.dependency_events
         self.last = merged
         return merged
 
@@ -483,7 +491,7 @@ def _round_trip(mapping: dict[str, Any], kind: type) -> dict[str, Any]:
 # --- consistency of the stored state ----------------------------------------------------
 
 
-def expected_category(record: ModuleRecord, target: Target) -> str:
+def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, Any] | None = None) -> str:
     """Where a member stands, in the words of docs/rollout-semantics.md."""
     if target.pinned:
         return "pinned"
@@ -496,6 +504,11 @@ def expected_category(record: ModuleRecord, target: Target) -> str:
         return "succeeded"  # unstaged, never given anything: nothing for a rollback to undo
     if not target.ready and record.mode == "rollout":
         return "not_ready"
+    if record.mode == "rollout":
+        for dependency in record.spec.depends_on:  # every dependency on its target there
+            known = (upstream or {}).get(target_key(dependency, target.cluster))
+            if known is None or not known.ready:
+                return "blocked"
     return "pending"
 
 
@@ -551,9 +564,9 @@ def check_consistency(fleet: Fleet) -> None:
             assert (found.stage_index, found.stage) == stage_for(record, facts.labels)
             assert found.ready == facts.ready
             assert found.pinned == (found.cluster in record.pinned)
-            assert found.category == expected_category(record, found), (
-                f"{name}/{found.cluster}: stored category {found.category}, "
-                f"the rules say {expected_category(record, found)}"
+            expected = expected_category(record, found, fleet.state["upstream"])
+            assert found.category == expected, (
+                f"{name}/{found.cluster}: stored category {found.category}, the rules say {expected}"
             )
             key = (found.cluster, name)
             if found.assigned is None:

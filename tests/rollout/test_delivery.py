@@ -352,6 +352,8 @@ def test_every_state_value_is_json() -> None:
     fleet = given(cluster("a"), cluster("b"), applied(module("app", {}, "v1"), fleet={0: 1}))
     fleet.send(fleet_seen(0, 0), applied(module("base", {}, "v1")), tick(T0 + 5 * MAX_TICK_STEP))
     fleet.send(helm_module(), values_observed("a", {"replicaCount": 3}))
+    fleet.send(applied(module("dep", {}, "d1")), applied(module("top", {}, "v1", depends_on=["dep"])))
+    fleet.send(reported("dep", "a", "d1", "succeeded"))
     fleet.delete("base")
     fleet.remove("b")
     for name, mapping in fleet.snapshot().items():

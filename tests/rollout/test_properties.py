@@ -1,7 +1,8 @@
 """Properties of the decision core over random fleets, strategies and event interleavings.
 
 Hypothesis draws a fleet (up to 40 clusters), one or two modules with random strategies
-(1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting, maintenance windows) and a sequence of
+(1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting, maintenance windows,
+base dependsOn app or not) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
@@ -171,6 +172,7 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
         "first_tick": draw(st.booleans()),
         "final_strategy": draw(strategies()),
+        "depends": draw(st.booleans()),  # base dependsOn app
         "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
     }
 
@@ -204,6 +206,7 @@ class World:
             deadline=spec["deadline"],
             sorting=spec["sorting"],
             windows=spec.get("windows"),
+            depends_on=["app"] if index == 1 and self.scenario.get("depends") else None,
         )
 
     def modules(self) -> list[str]:
@@ -421,7 +424,8 @@ class Checker:
             self.check_concurrency(event, outcome, before, record)
             if record.mode == "rollback" and record.phase == "RolledBack":
                 for t in fleet.targets.values():
-                    if t.module == name and not t.pinned:
+                    never_given = t.stage_index is None and t.assigned is None  # a rollback undoes nothing
+                    if t.module == name and not t.pinned and not never_given:
                         assert t.assigned == record.stable, f"rolled back, but {t.cluster} holds {t.assigned}"
         for key, assigned in before["pinned"].items():
             now = fleet.targets.get(key)
@@ -556,6 +560,7 @@ class Run:
     def __post_init__(self) -> None:
         self.world = World(self.fleet, self.scenario)
         self.checker = Checker(self.fleet)
+        self.journal = self.fleet.journal  # with the events fed back (dependencies)
         for item in [*self.world.setup_events(), *self.scenario["steps"]]:
             duplicate = isinstance(item, tuple) and item[0] == "dup"
             for event in self.world.events_for(item) if isinstance(item, tuple) else [item]:
@@ -566,12 +571,13 @@ class Run:
         outcome = self.fleet.send(event)
         self.checker.note_respec(event, before)
         self.checker.after(event, outcome, before, duplicate)
-        self.journal.append(event)
         self.world.previous = event
 
     def finish(self, *, new_revision: bool) -> None:
         """Drive every module to Complete: (a new revision,) resume, approve every stage,
         let every updating cluster succeed, let time pass — then check where members are."""
+        if self.scenario.get("depends"):
+            self.satisfy_dependencies()
         names = self.world.modules()
         if new_revision:
             for name in names:
@@ -600,6 +606,19 @@ class Run:
                 if found.module == name and found.stage_index is not None and found.ready and not found.pinned:
                     assert found.assigned == record.target, f"{found.cluster} missed the rollout of {name}"
 
+    def satisfy_dependencies(self) -> None:
+        """base depends on app: app exists, selects and stages every cluster base does,
+        and holds no cluster back by a pin — so that base can complete wherever app does."""
+        if "app" in self.world.dropped:
+            self.feed(self.world.event_for(("revision", "app")))
+        app = self.world.specs["app"]
+        last = {key: value for key, value in app["stages"][-1].items() if key != "selector"}
+        self.world.specs["app"] = {**app, "stages": [*app["stages"][:-1], last]}  # app stages every member
+        for name in self.world.modules():
+            self.feed(self.world.event_for(("respec", name, self.world.specs[name], "all")))
+        for pinned in list(self.fleet.record("app").pinned):
+            self.feed(command("app", "unpin", cluster=pinned))
+
 
 def refold(journal: list[Any], *, restart: bool) -> Fleet:
     """The journal folded by a fresh engine; with `restart`, by a new engine before every
@@ -607,6 +626,7 @@ def refold(journal: list[Any], *, restart: bool) -> Fleet:
     recovered with cold indexes, then the rest folded)."""
     fleet = Fleet()
     fleet.check_each_event = False
+    fleet.feedback = False  # the journal holds the events fed back already
     for event in journal:
         if restart:
             fleet.restart()

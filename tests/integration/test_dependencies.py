@@ -1,0 +1,100 @@
+"""Dependencies end to end on the real broker: a real worker with three journal
+partitions; the test plays the appliers (status reports). The dependency's per-cluster
+readiness reaches the dependent's partition through the dependencies topic and the router:
+the dependent is blocked on a cluster until its dependency succeeded there; deleting the
+dependency waits for the dependent; `rollout apply` refuses a dependency cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.manifests import MANIFEST_ADAPTER
+from rollout_cli.main import cli
+from tests.integration.stack import Stack, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def manifest(name: str, tag: str, depends_on: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Module",
+        "metadata": {"name": name, "namespace": "fleet"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "deps"}},
+            "sync": {"source": {"git": {"url": f"https://example.com/{name}", "version": {"tag": tag}}}},
+            "dependsOn": depends_on or [],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("deps"), partitions=3, tick_interval=1.0)
+    stack.start_worker()
+    yield stack
+    stack.stop()
+
+
+def rollout(stack: Stack, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
+    return result.exit_code, result.output
+
+
+def targets(stack: Stack, module: str) -> dict[str, dict[str, Any]]:
+    prefix = f"{module}/"
+    return {k[len(prefix) :]: v for k, v in stack.latest("targets").items() if k.startswith(prefix) and v}
+
+
+def test_dependent_waits_for_its_dependency_per_cluster_and_is_deleted_first(stack: Stack) -> None:
+    for name in ("d1", "d2"):
+        cluster = {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": "deps"}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+        stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
+    stack.send(
+        "intents", "shop", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(manifest("shop", "s1", ["platform"])))
+    )
+    stack.send(
+        "intents", "platform", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(manifest("platform", "p1")))
+    )
+    wait_for("platform on both", lambda: {t["revision"] for t in targets(stack, "platform").values()} == {"p1"})
+    wait_for("shop blocked on both", lambda: [t["state"] for t in targets(stack, "shop").values()] == ["blocked"] * 2)
+    status = stack.latest("module_status")["shop"]
+    assert status["dependsOn"] == ["platform"] and status["stages"][0]["counts"]["blocked"] == 2
+
+    report = SyncStatusReported(cluster="d1", module="platform", revision="p1", state="succeeded", generation=1)
+    stack.send("status", "d1", report)
+    wait_for("shop on d1", lambda: targets(stack, "shop")["d1"]["revision"] == "s1")
+    assert targets(stack, "shop")["d2"]["state"] == "blocked"
+
+    code, output = rollout(stack, "delete", "module", "platform")
+    assert code == 0 and "deleted once the modules depending on it are: shop" in output, output
+    assert stack.latest("module_status")["platform"]["deleting"] is True
+    code, output = rollout(stack, "delete", "module", "shop")
+    assert code == 0, output
+    wait_for("platform deleted after shop", lambda: "platform" not in stack.latest("module_status"))
+    assert targets(stack, "platform") == {} and targets(stack, "shop") == {}
+
+
+def test_apply_refuses_a_dependency_cycle(stack: Stack, tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(manifest("cycle-a", "1", ["cycle-b"])))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(manifest("cycle-b", "1", ["cycle-a"])))
+    result = CliRunner().invoke(
+        cli, ["apply", "-f", str(tmp_path), "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix]
+    )
+    assert result.exit_code != 0
+    assert "dependency cycle: cycle-a → cycle-b → cycle-a" in result.output
+    assert "nothing was applied" in result.output
+    assert "cycle-a" not in stack.latest("module_status")

@@ -1,0 +1,137 @@
+"""Dependencies between modules (docs/rollout-semantics.md, "Dependencies"): one
+given/when/then test per rule. The harness feeds the events the engine sends to other
+modules' partitions (DependentLinked, DependencyReported) back, as the router would."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from rollout.dependency_graph import DependencyCycle, check_acyclic
+from rollout.events import DependencyReported
+from tests.rollout.builders import AT, cluster, given, module, stage
+
+CANARY = {"ring": "canary"}
+WAVE = {"ring": "wave"}
+
+
+def base(tag: str = "b1", labels: dict[str, str] | None = None):
+    return module("base", {} if labels is None else labels, tag, stage("canary", CANARY), stage("wave", WAVE))
+
+
+def app(tag: str = "v1", depends_on: list[str] | None = None):
+    return module("app", {}, tag, stage("canary", CANARY), stage("wave", WAVE), depends_on=depends_on or ["base"])
+
+
+def fleet_of_two():
+    return given(cluster("c1", CANARY), cluster("w1", WAVE), base(), app())
+
+
+def test_dependent_moves_on_a_cluster_only_once_its_dependency_succeeded_there() -> None:
+    fleet = fleet_of_two()
+    assert fleet.revision("base", "c1") == "b1"
+    assert fleet.revision("app", "c1") is None and fleet.category("app", "c1") == "blocked"
+    fleet.succeed("base", "c1")
+    assert fleet.revision("app", "c1") == "v1"
+
+
+def test_blocked_cluster_keeps_its_stage_from_being_done() -> None:
+    fleet = fleet_of_two()
+    assert fleet.counts("app", "canary")["blocked"] == 1
+    assert fleet.record("app").stage_index == 0 and fleet.phase("app") == "Progressing"
+    fleet.succeed("base", "c1")
+    fleet.succeed("app", "c1")
+    assert fleet.record("app").stage_index == 1  # and the wave waits for base there
+    assert fleet.category("app", "w1") == "blocked"
+
+
+def test_dependency_that_does_not_select_the_cluster_blocks_it() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("c2", {**CANARY, "team": "x"}), base(labels={"team": "x"}), app())
+    fleet.succeed("base", "c2")
+    assert fleet.revision("app", "c2") == "v1"
+    assert fleet.category("app", "c1") == "blocked"
+
+
+def test_dependency_applied_after_the_dependent_unblocks_it() -> None:
+    fleet = given(cluster("c1", CANARY), app())
+    assert fleet.category("app", "c1") == "blocked"
+    fleet.apply(base())
+    fleet.succeed("base", "c1")
+    assert fleet.revision("app", "c1") == "v1"
+
+
+def test_new_revision_of_a_dependency_blocks_moves_until_it_is_there_again() -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    fleet.succeed("app", "c1")
+    fleet.apply(base("b2"))
+    fleet.apply(app("v2"))
+    assert fleet.revision("app", "c1") == "v1" and fleet.category("app", "c1") == "blocked"
+    fleet.succeed("base", "c1")
+    assert fleet.revision("app", "c1") == "v2"
+
+
+def test_cluster_already_on_the_target_stays_when_its_dependency_moves_on() -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    fleet.succeed("app", "c1")
+    fleet.apply(base("b2"))
+    assert fleet.category("app", "c1") == "succeeded"
+
+
+def test_dropping_a_dependency_unblocks_its_clusters() -> None:
+    fleet = fleet_of_two()
+    fleet.apply(module("app", {}, "v1", stage("canary", CANARY), stage("wave", WAVE)))
+    assert fleet.revision("app", "c1") == "v1"
+
+
+def test_deleting_a_dependency_waits_for_its_dependents() -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    outcome = fleet.delete("base")
+    assert outcome.verdicts[0].accepted
+    assert outcome.verdicts[0].reason == (
+        "Module base is deleted once the modules depending on it are: app (reverse dependency order)"
+    )
+    assert fleet.revision("base", "c1") == "b1" and fleet.status("base")["deleting"]
+    fleet.delete("app")
+    assert "base" not in fleet.modules and fleet.revision("base", "c1") is None
+    removals = [(a.module, a.cluster) for a in fleet.last.assignments if a.sync is None]
+    assert removals == [("app", "c1"), ("base", "c1"), ("base", "w1")]  # dependents first
+
+
+def test_applying_a_deleting_module_again_cancels_the_deletion() -> None:
+    fleet = fleet_of_two()
+    fleet.delete("base")
+    fleet.apply(base())
+    fleet.delete("app")
+    assert "base" in fleet.modules and fleet.revision("base", "c1") == "b1"
+    assert "delete-cancelled" in fleet.actions("base")
+
+
+def test_stale_dependency_report_changes_nothing() -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    newest = fleet.state["upstream"]["base/c1"].seq
+    before = fleet.snapshot()
+    stale = DependencyReported(
+        id="old", at=AT, dependent="app", module="base", cluster="c1", ready=False, seq=newest - 1
+    )
+    outcome = fleet.send(stale)
+    assert fleet.snapshot() == before and not outcome.decisions
+
+
+def test_status_names_the_dependencies() -> None:
+    fleet = fleet_of_two()
+    assert fleet.status("app")["dependsOn"] == ["base"]
+
+
+def test_module_cannot_depend_on_itself() -> None:
+    with pytest.raises(ValidationError, match="app cannot depend on itself"):
+        module("app", {}, "v1", depends_on=["app"])
+
+
+def test_a_dependency_cycle_is_refused_naming_it() -> None:
+    with pytest.raises(DependencyCycle, match="dependency cycle: a → b → c → a"):
+        check_acyclic({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]})
+    check_acyclic({"a": ["b"], "b": [], "c": ["a", "b"]})
