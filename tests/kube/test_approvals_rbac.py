@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -86,7 +87,18 @@ def approval(name: str, approver: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def rbac_cluster(management: KubeCluster) -> KubeCluster:
+async def rbac_cluster(management: KubeCluster) -> AsyncIterator[KubeCluster]:
+    """The management cluster with the chart's approval policy (cluster-wide, like in a real
+    install) and alice's Role; the policy goes again afterwards — the session shares the
+    API server, and other tests create approvals signed for anyone."""
+    installed = await install_approval_rbac(management)
+    yield management
+    await remove_policy(management, installed)
+
+
+async def install_approval_rbac(management: KubeCluster) -> list[str]:
+    """Install the policy, its binding and alice's Role; the policy objects' API paths."""
+    installed: list[str] = []
     await install_rollout_crds(management)
     async with management.client() as api:
         for document in chart_policy():
@@ -97,6 +109,7 @@ async def rbac_cluster(management: KubeCluster) -> KubeCluster:
                 else "validatingadmissionpolicybindings"
             )
             path = f"/apis/{group}/{version}/{plural}"
+            installed.append(f"{path}/{document['metadata']['name']}")
             try:
                 await api.call_api(
                     path,
@@ -133,7 +146,32 @@ async def rbac_cluster(management: KubeCluster) -> KubeCluster:
                 "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "fleet"}],
             },
         )
-    return management
+    return installed
+
+
+async def remove_policy(management: KubeCluster, installed: list[str]) -> None:
+    """Delete the policy objects, then wait until admission lets an approval signed for
+    someone else through again (a dry run: nothing is stored)."""
+    async with management.client() as api:
+        for path in installed:
+            try:
+                await api.call_api(path, "DELETE", auth_settings=["BearerToken"])
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+        async def admitted() -> bool | None:
+            try:
+                await CustomObjectsApi(api).create_namespaced_custom_object(
+                    GROUP, VERSION, "fleet", "rolloutapprovals", approval("policy-gone", "someone-else"), dry_run="All"
+                )
+            except ApiException as error:
+                if error.status == 403:
+                    return None
+                raise
+            return True
+
+        assert await eventually(admitted, timeout=20, interval=0.5), "the approval policy is still in force"
 
 
 async def test_rbac_decides_who_approves_and_the_approver_is_the_kubernetes_user(
