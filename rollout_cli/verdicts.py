@@ -25,6 +25,7 @@ imported inside the functions that use it.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -106,7 +107,12 @@ async def publish_and_wait(
 ) -> dict[str, dict[str, Any]]:
     """Subscribe to `topic` (the verdicts), await `publish`, then collect the verdicts of
     `ids` until all are in or `timeout` seconds have passed; event id → verdict document."""
-    consumer = await _watch(bootstrap, topic)
+    try:
+        consumer = await _watch(bootstrap, topic)
+    except BaseException:
+        if inspect.iscoroutine(publish):
+            publish.close()  # never started: nothing was published (and no "never awaited" warning)
+        raise
     try:
         await publish
         wanted, found = set(ids), {}
