@@ -46,6 +46,7 @@ below it:
     membership.py  Membership      cluster events; which clusters a module covers
     reports.py     Reports         sync status reports and ticks
     live_values.py LiveValues      Helm values observed on clusters: re-merged, re-sent
+    gate_results.py GateResults    health gate results: stages wait for them, failures halt
     leases.py      Leases          heartbeats, lease expiry, leave/join: cluster readiness
     dependencies.py DependencyIntents  dependsOn across partitions (and dependency_links.py)
     intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
@@ -67,6 +68,7 @@ from rollout.events import (
     DependencyReported,
     DependentLinked,
     FleetSeen,
+    GateEvaluated,
     HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
@@ -74,6 +76,7 @@ from rollout.events import (
     SyncStatusReported,
     Tick,
 )
+from rollout.gate_results import GateResults
 from rollout.intents import Intent, intent_module
 from rollout.leases import Leases
 from rollout.live_values import LiveValues
@@ -103,7 +106,7 @@ __all__ = [
 ]
 
 
-class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues):
+class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues, GateResults):
     """Folds events into the mappings it is given. One instance per journal partition."""
 
     def handle(self, event: Any) -> Outcome:
@@ -130,6 +133,8 @@ class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues):
             self._on_dependent_linked(event, out)
         elif isinstance(event, DependencyReported):
             self._on_dependency_reported(event, out)
+        elif isinstance(event, GateEvaluated):
+            self._on_gate_evaluated(event, out)
         else:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")
         return out

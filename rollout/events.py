@@ -4,7 +4,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 
 * intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved
-* sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw)
+* sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
+  (a health gate's result, from `rollout gate-runner`; key: module)
 * ticks                         — Tick (time enters the engine only as these events)
 * cluster heartbeats (key: cluster) — ClusterHeartbeat (an applier reaches the cluster;
   leases.py). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
@@ -285,6 +286,26 @@ class DependencyReported(EventBase):
         return check_dns1123_label(value)
 
 
+class GateEvaluated(EventBase):
+    """A health gate's result (rollout/gates.py), from `rollout gate-runner`, on the
+    sync-status topic keyed by module: gate `gate` of stage `stage` of `module`, for the
+    target generation `generation`, passed (True), failed (False) or could not be
+    evaluated (None: inconclusive). `message` says what was seen."""
+
+    type: Literal["GateEvaluated"] = "GateEvaluated"
+    module: str
+    stage: str
+    gate: str
+    generation: int = Field(ge=1)
+    passed: bool | None
+    message: str = Field(default="", max_length=1000)
+
+    @field_validator("module", "stage", "gate")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -322,7 +343,8 @@ InputEvent = Annotated[
     | ClusterHeartbeat
     | ClusterCommanded
     | DependentLinked
-    | DependencyReported,
+    | DependencyReported
+    | GateEvaluated,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

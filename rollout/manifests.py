@@ -49,6 +49,7 @@ from rollout.formats import DNS1123_SUBDOMAIN as DNS1123_SUBDOMAIN
 from rollout.formats import LABEL_NAME as LABEL_NAME
 from rollout.formats import LABEL_VALUE as LABEL_VALUE
 from rollout.formats import parse_duration as parse_duration
+from rollout.gates import HealthGate, check_gates
 from rollout.helm import HelmChartSource, HelmPackage
 from rollout.windows import MaintenanceWindow, check_windows
 
@@ -326,6 +327,13 @@ class Stage(Strict):
     require_approval: bool = Field(default=False, alias="requireApproval")
     # maintenance windows of this stage (rollout/windows.py), replacing the module's
     windows: list[MaintenanceWindow] = Field(default_factory=list)
+    # health gates that must pass while the stage soaks (rollout/gates.py)
+    gates: list[HealthGate] = Field(default_factory=list)
+
+    @field_validator("gates")
+    @classmethod
+    def _gates(cls, value: list[HealthGate]) -> list[HealthGate]:
+        return check_gates(value)
 
     @field_validator("name")
     @classmethod

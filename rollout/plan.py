@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rollout.bindings import binding_values
+from rollout.gates import HealthGate
 from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest, Stage
 from rollout.releases import release_sync
 from rollout.selectors import selects
@@ -37,6 +38,7 @@ class StagePlan(BaseModel):
     require_approval: bool
     batches: list[list[str]]
     skipped_not_ready: list[str]
+    gates: list[str] = []  # its health gates (rollout/gates.py), described
     windows: list[str] = []  # its maintenance windows (rollout/windows.py), described
     window_open: bool | None = None  # at the plan's `now` (None: no windows, or no time given)
     next_window: str | None = None  # when the next window opens (ISO 8601, UTC)
@@ -86,6 +88,14 @@ def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterVal
         decisions=merged.decisions,
         refusals=merged.refusals,
     )
+
+
+def describe_gate(gate: HealthGate) -> str:
+    if gate.prometheus is not None:
+        bounds = [f"≥ {gate.prometheus.min:g}"] if gate.prometheus.min is not None else []
+        bounds += [f"≤ {gate.prometheus.max:g}"] if gate.prometheus.max is not None else []
+        return f"{gate.name} (Prometheus {gate.prometheus.query} {' and '.join(bounds)})"
+    return f"{gate.name} (webhook {gate.webhook.url})"  # type: ignore[union-attr]
 
 
 def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[str, Any]:
@@ -139,6 +149,7 @@ def plan_rollout(
                 batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
                 skipped_not_ready=[c.metadata.name for c in ordered if not c.status.ready],
                 **window_plan(record, stage, now),
+                gates=[describe_gate(gate) for gate in stage.gates],
             )
         )
     return RolloutPlan(

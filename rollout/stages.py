@@ -15,6 +15,7 @@ shows.
 
 from __future__ import annotations
 
+from rollout.gates import gates_passed
 from rollout.manifests import Stage, parse_duration
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord, target_key
@@ -134,6 +135,10 @@ class StageMachine(WindowGate):
         soak = parse_duration(stage.min_success_time) if stage.min_success_time and counts.succeeded else 0.0
         if self.now < record.stage_completed_at + soak:
             record.phase = "Soaking"
+            return False
+        gate_soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
+        if stage.gates and not gates_passed(record, stage, self.now, gate_soak):
+            record.phase = "Soaking"  # its health gates have not passed for the soak yet (gates.py)
             return False
         if record.stage_index == len(stages_of(record)) - 1:
             self._complete(record, out)

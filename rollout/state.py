@@ -71,6 +71,7 @@ REPORT_IDS_KEPT = 64  # per cluster: status reports (all modules)
 CAPPED_TICK_IDS_KEPT = 16
 HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
 CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
+GATE_IDS_KEPT = 64  # per module: health gate results
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 
 
@@ -165,6 +166,18 @@ class StageCounts(Record):
     blocked: int = 0  # ready, waiting for its dependencies there (dependencies.py)
 
 
+class GateState(Record):
+    """The latest result of one health gate of one stage (gates.py); `since`: engine time
+    of the first passing result in the current run of passes (None unless passing)."""
+
+    stage: str
+    gate: str
+    generation: int
+    passed: bool | None
+    since: float | None = None
+    message: str = ""
+
+
 class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
@@ -193,6 +206,8 @@ class ModuleRecord(Record):
     )
     last_reason: str = ""
     deleting: str | None = None  # id of a delete waiting for the module's dependents (dependencies.py)
+    gates: dict[str, GateState] = Field(default_factory=dict)  # "<stage>/<gate>" (gates.py)
+    gate_ids: list[str] = Field(default_factory=list)  # GateEvaluated handled (GATE_IDS_KEPT)
     window_waits: list[str] = Field(default_factory=list)  # stages waiting for a maintenance window (window_gate.py)
 
     def working_copy(self) -> ModuleRecord:
@@ -208,6 +223,8 @@ class ModuleRecord(Record):
                 "pinned": list(self.pinned),
                 "handled_intents": list(self.handled_intents),
                 "window_waits": list(self.window_waits),
+                "gates": dict(self.gates),
+                "gate_ids": list(self.gate_ids),
             }
         )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollout.gates import gate_key
 from rollout.manifests import Stage
 from rollout.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Target
 from rollout.strategy import resolve_count, stages_of
@@ -40,6 +41,7 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         views.append(
             {
                 **({"window": window} if window is not None else {}),
+                **({"gates": gates_view(record, stage)} if stage.gates else {}),
                 "name": stage.name,
                 "state": state,
                 "maxConcurrency": resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
@@ -88,6 +90,24 @@ def window_view(record: ModuleRecord, stage: Stage, now: float) -> dict[str, Any
         "closesAt": iso(state.closes_at),
         "windows": [w.model_dump(by_alias=True) for w in windows],
     }
+
+
+def gates_view(record: ModuleRecord, stage: Stage) -> list[dict[str, Any]]:
+    """A stage's health gates (gates.py): each one's definition, for the gate runner, and
+    its latest result for the current target (passed None: none yet, or inconclusive)."""
+    views = []
+    for gate in stage.gates:
+        state = record.gates.get(gate_key(stage.name, gate.name))
+        current = state if state is not None and state.generation == record.target else None
+        views.append(
+            {
+                **gate.model_dump(by_alias=True, exclude_none=True),
+                "passed": current.passed if current else None,
+                "passingSince": current.since if current else None,
+                "message": current.message if current else "",
+            }
+        )
+    return views
 
 
 def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:

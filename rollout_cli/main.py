@@ -14,6 +14,7 @@ import click
 from rollout_cli import asking, reading, running
 from rollout_cli.clusters import cluster_group
 from rollout_cli.dashboarding import dashboard
+from rollout_cli.gate_running import gate_runner
 from rollout_cli.kafka import kafka as kafka_group
 from rollout_cli.module_watching import crds, watch_modules
 from rollout_cli.values_reporting import report_values
@@ -36,6 +37,7 @@ cli.add_command(kafka_group)
 cli.add_command(watch_clusters)
 cli.add_command(dashboard)
 cli.add_command(cluster_group)
+cli.add_command(gate_runner)
 cli.add_command(watch_modules)
 cli.add_command(crds)
 cli.add_command(report_values)

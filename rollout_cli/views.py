@@ -146,6 +146,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         if stage["requireApproval"]:
             limits += ", approval " + ("given" if stage["approved"] else "required")
         limits += _window_limits(stage.get("window"))
+        limits += _gate_limits(stage.get("gates"))
         stages.add_row(
             stage["name"],
             stage["state"],
@@ -187,6 +188,12 @@ def _window_limits(window: dict[str, Any] | None) -> str:
     if window["open"]:
         return ", window open" + (f" until {window['closesAt']}" if window.get("closesAt") else "")
     return ", window closed" + (f", opens {window['nextOpenAt']}" if window.get("nextOpenAt") else "")
+
+
+def _gate_limits(gates: list[dict[str, Any]] | None) -> str:
+    """A stage's health gates and their latest results, for the LIMITS column."""
+    shown = {True: "passing", False: "failing", None: "no result"}
+    return "".join(f", gate {g['name']} {shown[g.get('passed')]}" for g in gates or [])
 
 
 def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str, Any] | None, Group | None]:
@@ -234,6 +241,8 @@ def print_plan(plan: Any) -> None:
             gates.append("waits for approval")
         if stage.min_success_time:
             gates.append(f"soaks {stage.min_success_time} after success")
+        if stage.gates:
+            gates.append(f"health gates pass for the soak: {', '.join(stage.gates)}")
         if stage.windows:
             now = "" if stage.window_open is None else (" (open now)" if stage.window_open else " (closed now)")
             opens = f", next opens {stage.next_window}" if stage.next_window else ""

@@ -38,6 +38,7 @@ from rollout.events import (
     DependentLinked,
     EventRejected,
     FleetSeen,
+    GateEvaluated,
     HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
@@ -63,6 +64,7 @@ TOPIC_ROLE: dict[type, str] = {
     ClusterHeartbeat: "heartbeats",
     DependentLinked: "dependencies",
     DependencyReported: "dependencies",
+    GateEvaluated: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
 BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat)
@@ -73,7 +75,7 @@ def journal_key(event: Any) -> str:
         return str(event.module.metadata.name)
     if isinstance(event, ModuleDeleted):
         return event.name
-    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved)):
+    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved, GateEvaluated)):
         return event.module
     if isinstance(event, ClusterObserved):
         return str(event.cluster.metadata.name)

@@ -28,6 +28,7 @@ from rollout.events import (
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
+    GateEvaluated,
     ModuleApplied,
     ModuleDeleted,
     RolloutCommanded,
@@ -230,6 +231,21 @@ def heartbeat(cluster_name: str, lease_seconds: float = 60.0) -> ClusterHeartbea
 
 def cluster_command(cluster_name: str, name: str, *, reply: bool | None = None) -> ClusterCommanded:
     return ClusterCommanded(id=next_id(), at=AT, cluster=cluster_name, command=name, reply=reply)  # type: ignore[arg-type]
+
+
+def gate_result(
+    module_name: str, stage_name: str, gate: str, passed: bool | None, *, generation: int = 1, message: str = ""
+) -> GateEvaluated:
+    return GateEvaluated(
+        id=next_id(),
+        at=AT,
+        module=module_name,
+        stage=stage_name,
+        gate=gate,
+        generation=generation,
+        passed=passed,
+        message=message,
+    )
 
 
 def as_event(item: Any) -> Any:

@@ -2,17 +2,18 @@
 
 Hypothesis draws a fleet (up to 40 clusters), one or two modules with random strategies
 (1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting, maintenance windows,
-base dependsOn app or not) and a sequence of
+health gates, base dependsOn app or not) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
-joining, redeliveries. After every event it checks:
+joining, health gate results (passing, failing, inconclusive, stale), redeliveries. After every event it checks:
 
 * the stored state is consistent (counters = a recount of the targets, categories follow
   the rules, assemblages agree with the targets — `builders.check_consistency`);
 * moves never take a stage over `maxConcurrency` (counted from the targets), and no event
   but an unpin, a cluster observation or a module apply makes a stage exceed it;
 * no member gets the target outside its stage's maintenance windows;
+* no stage is passed before each of its health gates passed for its soak;
 * no member of stage k+1 gets the target before stage k was done, soaked and approved
   (tracked from the decisions alone);
 * once over the failure budget with `Halt`, the target is assigned nowhere until a resume
@@ -59,6 +60,7 @@ from tests.rollout.builders import (
     cluster_command,
     command,
     deleted,
+    gate_result,
     heartbeat,
     module,
     observed,
@@ -78,6 +80,8 @@ MODULES = ["app", "base"]
 
 # maintenance windows: open 50 minutes of every hour, but for 5 minutes at half past —
 # ticks 10 minutes apart (`finish`) always reach an open moment within the hour
+# a health gate: its results are drawn as operations ("gate"), and `finish` passes it
+GATE = {"name": "errors", "webhook": {"url": "http://gates.test/errors"}}
 HOURLY = {"schedule": "0 * * * *", "duration": "50m"}
 DENY = {"kind": "deny", "schedule": "30 * * * *", "duration": "5m"}
 
@@ -100,7 +104,8 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
             soak=draw(st.sampled_from([None, None, "30s", "5m"])),
             approval=draw(st.booleans()) and draw(st.booleans()),
         )
-        stages.append({**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn)
+        drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
+        stages.append({**drawn, "gates": [GATE]} if draw(st.integers(0, 3)) == 0 else drawn)
     return {
         "windows": draw(st.sampled_from([None, None, None, [HOURLY], [HOURLY, DENY]])),
         "stages": stages,
@@ -150,6 +155,9 @@ OPERATIONS: dict[str, Any] = {
     "delete": st.tuples(st.just("delete"), st.sampled_from(MODULES)),
     "dup": st.tuples(st.just("dup")),
     "heartbeat": st.tuples(st.just("heartbeat"), st.integers(0, 99), st.sampled_from([30.0, 60.0, 600.0])),
+    "gate": st.tuples(
+        st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
+    ),
     "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
 }
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
@@ -287,6 +295,14 @@ class World:
                 spec = {**spec, "labels": labels}
             self.clusters[name] = spec
             return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+        if kind == "gate":  # a health gate result for the stage running now (or a stale one)
+            _, name, passed, stale = step
+            if name not in self.modules():
+                return None
+            record = fleet.record(name)
+            current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)].name
+            generation = record.target - 1 if stale and record.target > 1 else record.target
+            return gate_result(name, current, "errors", passed, generation=generation)
         if kind in ("heartbeat", "participate"):  # leases.py: a lease renewed, a cluster leaving/joining
             if not names:
                 return None
@@ -455,6 +471,16 @@ class Checker:
                     f"{record.name} stage {name}: {updating} updating > maxConcurrency {concurrency}"
                 )
 
+    def check_gates_passed(self, record: ModuleRecord, stage: Any, at: float, generation: int) -> None:
+        """A stage with health gates passed only after each passed for its soak."""
+        soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
+        for gate in stage.gates:
+            state = record.gates.get(f"{stage.name}/{gate.name}")
+            assert state is not None and state.passed and state.generation == generation, (
+                f"{record.name}: stage {stage.name} passed without gate {gate.name}: {state}"
+            )
+            assert state.since is not None and at - state.since >= soak, f"{record.name}: gate not passed for {soak}s"
+
     def check_windows(self, outcome: Outcome) -> None:
         """No cluster is moved to the target outside its stage's maintenance windows."""
         for decision in outcome.decisions:
@@ -515,6 +541,7 @@ class Checker:
                     previous = stages[index - 1]
                     assert previous.name in tracker.started, f"{name}: {started} started before {previous.name}"
                     assert previous.name in tracker.succeeded, f"{name}: {started} started, {previous.name} not done"
+                    self.check_gates_passed(record, previous, decision.at, tracker.generation)
                     done_at, succeeded = tracker.succeeded[previous.name]
                     if previous.min_success_time and succeeded:
                         soak = parse_duration(previous.min_success_time)
@@ -595,6 +622,10 @@ class Run:
                 for spec in self.world.specs[name]["stages"]:
                     if spec["name"] not in self.fleet.record(name).approvals:
                         self.feed(command(name, "approve", stage=spec["name"]))
+                record = self.fleet.record(name)
+                current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)]
+                if current.gates and record.mode == "rollout":  # before the settling: it may move clusters
+                    self.feed(gate_result(name, current.name, "errors", True, generation=record.target))
                 while settled := self.world.settle(name, 1_000, 0):  # successes free slots: repeat
                     for event in settled:
                         self.feed(event)

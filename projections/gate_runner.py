@@ -1,0 +1,151 @@
+"""The gate runner: evaluates the health gates of soaking stages; the engine never does I/O.
+
+    module-status topic ──► stages soaking with gates ──► Prometheus / webhook (HTTP)
+                        ──► GateEvaluated(module, stage, gate, generation, passed)
+                        ──► sync-status topic (key: module) ──► router ──► the engine
+
+Every `interval` seconds the runner reads the latest module statuses (a compacted topic)
+and, for each module whose current stage is `Soaking` and has gates (the status carries
+each gate's definition, rollout/views.py), evaluates every gate and publishes the result:
+
+* prometheus — GET `<url>/api/v1/query?query=…` (the instant-query API); passed when the
+  answer holds at least one sample and every sample is within [min, max], failed when one
+  is outside; inconclusive (`passed: null`) when the server cannot be reached, answers an
+  error or something else than a vector or scalar, has no samples or a NaN one;
+* webhook — POST `url` with JSON `{module, stage, gate, revision, generation}`; a 2xx
+  answer passes, any other status fails, no answer is inconclusive.
+
+Like the appliers, the runner holds no state the engine needs: several may run (each
+result is an event with its own id; the engine keeps the latest), and a restarted one
+simply evaluates again. Results are for the generation the status named, so a result that
+arrives after a new revision started is ignored by the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from infra import client
+from infra.observability import RATE_LIMITED
+from infra.topics import TopicNames
+from projections.publisher import Publish
+from rollout.events import GateEvaluated
+
+log = logging.getLogger("rollout.gates")
+
+REQUEST_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Result:
+    passed: bool | None
+    message: str
+
+
+def soaking_gates(status: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(stage, gate definition) of every gate of the module's current stage, if it soaks."""
+    for stage in status.get("stages") or []:
+        if stage.get("name") == status.get("currentStage") and stage.get("state") == "Soaking":
+            return [(stage["name"], gate) for gate in stage.get("gates") or []]
+    return []
+
+
+def judge_samples(payload: Any, low: float | None, high: float | None) -> Result:
+    """A Prometheus instant-query answer against the bounds [low, high]."""
+    if not isinstance(payload, dict) or payload.get("status") != "success":
+        error = payload.get("error") if isinstance(payload, dict) else None
+        return Result(None, f"Prometheus answered an error: {error or 'not a success'}")
+    data = payload.get("data") or {}
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "scalar" and isinstance(result, list) and len(result) == 2:
+        samples = [result[1]]
+    elif kind == "vector" and isinstance(result, list):
+        samples = [item.get("value", [None, None])[1] for item in result if isinstance(item, dict)]
+    else:
+        return Result(None, f"expected a vector or scalar, got {kind}")
+    try:
+        values = [float(sample) for sample in samples]
+    except (TypeError, ValueError):
+        return Result(None, "a sample is not a number")
+    if not values:
+        return Result(None, "no samples")
+    if any(math.isnan(v) for v in values):
+        return Result(None, "a sample is NaN (no data)")
+    outside = [v for v in values if (low is not None and v < low) or (high is not None and v > high)]
+    bounds = f"[{'-∞' if low is None else f'{low:g}'}, {'∞' if high is None else f'{high:g}'}]"
+    if outside:
+        return Result(False, f"{outside[0]:g} outside {bounds} ({len(outside)} of {len(values)} samples)")
+    return Result(True, f"{len(values)} sample(s) within {bounds}, latest {values[-1]:g}")
+
+
+class GateRunner:
+    """Evaluates the gates of soaking stages and publishes the results."""
+
+    def __init__(self, *, bootstrap: str, prefix: str, publish: Publish, interval: float = 15.0) -> None:
+        self.bootstrap = bootstrap
+        self.topics = TopicNames(prefix)
+        self.publish = publish
+        self.interval = interval
+        self.published = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not stop.is_set():
+                try:
+                    await self.round(session)
+                except Exception as error:  # the broker may be away: the next round tries again
+                    log.warning("gate round failed: %s", error, extra=RATE_LIMITED)
+                try:
+                    await asyncio.wait_for(stop.wait(), self.interval)
+                except TimeoutError:
+                    pass
+
+    async def round(self, session: aiohttp.ClientSession) -> None:
+        """One evaluation of every gate of every soaking stage."""
+        statuses = await client.read_latest(self.bootstrap, self.topics.module_status)
+        for module, status in sorted(statuses.items()):
+            if not isinstance(status, dict):
+                continue
+            for stage, gate in soaking_gates(status):
+                result = await self.evaluate(session, module, stage, gate, status)
+                event = GateEvaluated(
+                    module=module,
+                    stage=stage,
+                    gate=gate["name"],
+                    generation=status["generation"],
+                    passed=result.passed,
+                    message=result.message[:1000],
+                )
+                await self.publish(module, event.to_bytes())
+                self.published += 1
+
+    async def evaluate(
+        self, session: aiohttp.ClientSession, module: str, stage: str, gate: dict[str, Any], status: dict[str, Any]
+    ) -> Result:
+        try:
+            if "prometheus" in gate:
+                spec = gate["prometheus"]
+                url = spec["url"].rstrip("/") + "/api/v1/query"
+                async with session.get(url, params={"query": spec["query"]}) as response:
+                    payload = await response.json(content_type=None)
+                return judge_samples(payload, spec.get("min"), spec.get("max"))
+            facts = {
+                "module": module,
+                "stage": stage,
+                "gate": gate["name"],
+                "revision": status.get("targetRevision"),
+                "generation": status.get("generation"),
+            }
+            async with session.post(gate["webhook"]["url"], json=facts) as response:
+                text = (await response.text())[:200]
+                passed = 200 <= response.status < 300
+                return Result(passed, f"webhook answered {response.status}" + (f": {text}" if text else ""))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            return Result(None, f"cannot evaluate: {type(error).__name__}: {error}")

@@ -1,0 +1,107 @@
+"""Health gates end to end on the real broker: a real worker, a real `rollout gate-runner`
+process and a real HTTP server started by the test (a Prometheus-compatible query
+endpoint and a webhook). The test plays the appliers (status reports). A canary whose
+error-rate gate passes for the soak lets the wave start; a canary whose webhook fails
+halts the rollout, with the gate's answer as the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.manifests import MANIFEST_ADAPTER
+from tests.integration.stack import Stack, wait_for
+from tests.projections.gate_server import GateServer, running_gate_server
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[GateServer]:
+    with running_gate_server() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("gates"), partitions=2, tick_interval=1.0)
+    stack.start_worker()
+    runner = stack._spawn("gate-runner", "gate-runner", "--interval", "1s")
+    yield stack
+    stack._stop(runner)
+    stack.stop()
+
+
+def fleet(stack: Stack, app: str) -> None:
+    for name, ring in ((f"{app}-c1", "canary"), (f"{app}-w1", "wave")):
+        cluster = {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": app, "ring": ring}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+        stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
+
+
+def gated_module(app: str, gate: dict[str, Any]) -> ModuleApplied:
+    document = {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Module",
+        "metadata": {"name": app, "namespace": "fleet"},
+        "spec": {
+            "selector": {"matchLabels": {"app": app}},
+            "sync": {"source": {"git": {"url": "https://example.com/repo", "version": {"tag": "1.0.0"}}}},
+            "rollout": {
+                "stages": [
+                    {
+                        "name": "canary",
+                        "selector": {"matchLabels": {"ring": "canary"}},
+                        "minSuccessTime": "2s",
+                        "gates": [gate],
+                    },
+                    {"name": "wave"},
+                ]
+            },
+        },
+    }
+    return ModuleApplied(module=MANIFEST_ADAPTER.validate_python(document))
+
+
+def canary_succeeds(stack: Stack, app: str) -> None:
+    wait_for("the canary assigned", lambda: (stack.latest("targets").get(f"{app}/{app}-c1") or {}).get("revision"))
+    report = SyncStatusReported(cluster=f"{app}-c1", module=app, revision="1.0.0", state="succeeded", generation=1)
+    stack.send("status", f"{app}-c1", report)
+
+
+def status(stack: Stack, app: str) -> dict[str, Any]:
+    return stack.latest("module_status").get(app) or {}
+
+
+def test_a_passing_prometheus_gate_lets_the_next_stage_start_after_the_soak(stack: Stack, server: GateServer) -> None:
+    server.metrics["shop_error_rate"] = [0.001]
+    gate = {"name": "errors", "prometheus": {"url": server.url, "query": "shop_error_rate", "max": 0.05}}
+    fleet(stack, "shop")
+    stack.send("intents", "shop", gated_module("shop", gate))
+    canary_succeeds(stack, "shop")
+    wait_for("the wave to start", lambda: (stack.latest("targets").get("shop/shop-w1") or {}).get("revision"), 60)
+    gates = status(stack, "shop")["stages"][0]["gates"]
+    assert gates[0]["passed"] is True and "within [-∞, 0.05]" in gates[0]["message"]
+    decisions = [d for d in stack.records("decisions") if d.key == "shop"]
+    actions = [d.json()["action"] for d in decisions]
+    assert actions.index("gate-passed") < actions.index("stage-started", actions.index("gate-passed"))
+
+
+def test_a_failing_webhook_gate_halts_the_rollout(stack: Stack, server: GateServer) -> None:
+    server.hooks["cart-smoke"] = 500
+    gate = {"name": "smoke", "webhook": {"url": f"{server.url}/hooks/cart-smoke"}}
+    fleet(stack, "cart")
+    stack.send("intents", "cart", gated_module("cart", gate))
+    canary_succeeds(stack, "cart")
+    halted = wait_for("cart halted", lambda: status(stack, "cart").get("phase") == "Halted" and status(stack, "cart"))
+    assert halted["lastDecision"] == "halted: gate smoke of stage canary failed: webhook answered 500: hook cart-smoke"
+    assert not (stack.latest("targets").get("cart/cart-w1") or {}).get("revision")
+    assert server.calls[-1]["module"] == "cart" and server.calls[-1]["generation"] == 1

@@ -1,0 +1,76 @@
+"""A tiny real HTTP server for gate tests: a Prometheus-compatible instant-query endpoint
+and webhooks, in a thread of its own (aiohttp), on a free port of 127.0.0.1.
+
+    GET  /api/v1/query?query=Q   → {"status": "success", "data": {"resultType": "vector",
+                                    "result": [{"metric": {}, "value": [t, "<v>"]}, ...]}}
+                                    for the values `metrics[Q]` (unknown Q: no samples;
+                                    Q == "broken": an error answer)
+    POST /hooks/NAME             → status `hooks[NAME]` (default 200); bodies kept in `calls`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class GateServer:
+    port: int = 0
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    hooks: dict[str, int] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def query(self, request: web.Request) -> web.Response:
+        query = request.query.get("query", "")
+        if query == "broken":
+            return web.json_response({"status": "error", "errorType": "bad_data", "error": "parse error"}, status=400)
+        samples = [{"metric": {"q": query}, "value": [time.time(), str(v)]} for v in self.metrics.get(query, [])]
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": samples}})
+
+    async def hook(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.calls.append({"hook": name, **json.loads(await request.text())})
+        return web.Response(status=self.hooks.get(name, 200), text=f"hook {name}")
+
+
+@contextmanager
+def running_gate_server() -> Iterator[GateServer]:
+    server = GateServer()
+    app = web.Application()
+    app.router.add_get("/api/v1/query", server.query)
+    app.router.add_post("/hooks/{name}", server.hook)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        server.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)

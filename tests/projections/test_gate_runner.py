@@ -1,0 +1,89 @@
+"""The gate runner's evaluations against a real HTTP server started by the test (a tiny
+Prometheus-compatible /api/v1/query endpoint and webhooks), not a mock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from projections.gate_runner import GateRunner, Result, soaking_gates
+from tests.projections.gate_server import GateServer, running_gate_server
+
+STATUS = {"targetRevision": "v2", "generation": 2, "currentStage": "canary"}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[GateServer]:
+    with running_gate_server() as running:
+        yield running
+
+
+async def evaluate(gate: dict[str, Any]) -> Result:
+    async def publish(key: str, value: bytes) -> None:  # not used by evaluate
+        raise AssertionError("evaluate publishes nothing")
+
+    runner = GateRunner(bootstrap="unused:9092", prefix="t.", publish=publish)
+    async with aiohttp.ClientSession() as session:
+        return await runner.evaluate(session, "app", "canary", gate, STATUS)
+
+
+def prometheus(url: str, query: str, **bounds: float) -> dict[str, Any]:
+    return {"name": "errors", "prometheus": {"url": url, "query": query, **bounds}}
+
+
+async def test_prometheus_gate_passes_when_every_sample_is_within_bounds(server: GateServer) -> None:
+    server.metrics["error_rate"] = [0.01, 0.02]
+    result = await evaluate(prometheus(server.url, "error_rate", max=0.05))
+    assert result == Result(True, "2 sample(s) within [-∞, 0.05], latest 0.02")
+
+
+async def test_prometheus_gate_fails_when_a_sample_is_outside(server: GateServer) -> None:
+    server.metrics["latency"] = [0.3, 1.5]
+    result = await evaluate(prometheus(server.url, "latency", min=0.1, max=1.0))
+    assert result == Result(False, "1.5 outside [0.1, 1] (1 of 2 samples)")
+
+
+async def test_no_samples_is_inconclusive(server: GateServer) -> None:
+    result = await evaluate(prometheus(server.url, "nothing_matches", max=1))
+    assert result == Result(None, "no samples")
+
+
+async def test_a_prometheus_error_answer_is_inconclusive(server: GateServer) -> None:
+    result = await evaluate(prometheus(server.url, "broken", max=1))
+    assert result == Result(None, "Prometheus answered an error: parse error")
+
+
+async def test_an_unreachable_server_is_inconclusive() -> None:
+    result = await evaluate(prometheus("http://127.0.0.1:9", "up", min=1))
+    assert result.passed is None and result.message.startswith("cannot evaluate: ClientConnectorError")
+
+
+async def test_webhook_passes_on_2xx_and_gets_the_stage_facts(server: GateServer) -> None:
+    server.hooks["smoke"] = 204
+    result = await evaluate({"name": "smoke", "webhook": {"url": f"{server.url}/hooks/smoke"}})
+    assert result == Result(True, "webhook answered 204")
+    assert server.calls[-1] == {
+        "hook": "smoke",
+        "module": "app",
+        "stage": "canary",
+        "gate": "smoke",
+        "revision": "v2",
+        "generation": 2,
+    }
+
+
+async def test_webhook_fails_on_any_other_status(server: GateServer) -> None:
+    server.hooks["broken"] = 503
+    result = await evaluate({"name": "smoke", "webhook": {"url": f"{server.url}/hooks/broken"}})
+    assert result == Result(False, "webhook answered 503: hook broken")
+
+
+def test_only_the_gates_of_a_soaking_current_stage_are_evaluated() -> None:
+    gate = {"name": "errors", "webhook": {"url": "http://x/hook"}}
+    soaking = {"currentStage": "canary", "stages": [{"name": "canary", "state": "Soaking", "gates": [gate]}]}
+    running = {"currentStage": "canary", "stages": [{"name": "canary", "state": "Running", "gates": [gate]}]}
+    assert soaking_gates(soaking) == [("canary", gate)]
+    assert soaking_gates(running) == []
