@@ -49,7 +49,8 @@ def test_replicas_split_the_fleet_by_cluster_and_take_over(stack: Stack, tmp_pat
             lambda: all("Successfully synced group" in stack.log(f"applier-{i}") for i in range(2)),
         )
         stack.apply(EXAMPLES)
-        wait_for("the example's files", lambda: len(files_in(outs[0]) | files_in(outs[1])) == 22)
+        # 21: no status is reported here, so web (dependsOn: flux-install) never moves
+        wait_for("the example's files", lambda: len(files_in(outs[0]) | files_in(outs[1])) == 21)
         a, b = clusters_in(outs[0]), clusters_in(outs[1])
         assert a and b, "one replica did all the work"
         assert not a & b, f"clusters handled by both replicas: {a & b}"
