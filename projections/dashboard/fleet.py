@@ -7,7 +7,10 @@ and does no I/O, so a unit test is "given these records, the view is this".
 * compacted topics (module-status, rollout-targets, remote/proxy assemblages): the latest
   document per key; a tombstone removes the key. Targets are indexed both ways, by module
   (a module page lists its clusters) and by cluster (a cluster page lists its modules).
-* cluster observations: the latest `ClusterObserved` per cluster; `ClusterRemoved` drops it.
+* cluster observations: the latest `ClusterObserved` per cluster; `ClusterRemoved` drops it;
+  `ClusterCommanded` leave/join marks the cluster as having left the fleet, or not.
+* cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
+  heartbeat's time in epoch seconds; the page derives age and expiry from it (rollout/leases.py).
 * decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
 * dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
   whose input carries an event `id` is also a refusal of that event (verdicts.py).
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 DECISIONS_KEPT = 200
@@ -81,6 +85,8 @@ class FleetView:
     decisions: dict[str, deque[Document]] = field(default_factory=dict)
     dead_letters: deque[Document] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
     verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
+    heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at}
+    left: set[str] = field(default_factory=set)  # clusters that left the fleet (`rollout cluster leave`)
 
 
 def _document(value: bytes | None) -> Document | None:
@@ -140,7 +146,39 @@ def _cluster_observation(view: FleetView, record: ProjectionRecord) -> Changes:
     if event.get("type") == "ClusterRemoved" and isinstance(event.get("name"), str):
         view.clusters.pop(event["name"], None)
         return Changes(clusters={event["name"]})
+    if event.get("type") == "ClusterCommanded" and isinstance(event.get("cluster"), str):
+        if event.get("command") == "leave":
+            view.left.add(event["cluster"])
+        elif event.get("command") == "join":
+            view.left.discard(event["cluster"])
+        else:
+            return Changes()
+        return Changes(clusters={event["cluster"]})
     return Changes()
+
+
+def _heartbeat(view: FleetView, record: ProjectionRecord) -> Changes:
+    if record.key is None:
+        return Changes()
+    beat = _document(record.value)
+    if beat is None:
+        view.heartbeats.pop(record.key, None)
+        return Changes(clusters={record.key})
+    seconds, at = beat.get("leaseSeconds", 60.0), _epoch(beat.get("at"))
+    if not isinstance(seconds, int | float) or at is None:
+        return Changes()
+    view.heartbeats[record.key] = {"holder": beat.get("holder"), "leaseSeconds": float(seconds), "at": at}
+    return Changes(clusters={record.key})
+
+
+def _epoch(stamp: object) -> float | None:
+    """Epoch seconds of an ISO 8601 event time (events.py `at`); None when it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
 
 
 def _assemblage(into: str) -> Any:
@@ -236,5 +274,6 @@ _FOLDERS = {
     "decisions": _decision,
     "dead_letters": _dead_letter,
     "verdicts": _verdict,
+    "heartbeats": _heartbeat,
 }
 ROLES = tuple(_FOLDERS)

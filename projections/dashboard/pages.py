@@ -13,6 +13,12 @@ and the browser holds at most `MAX_PAGE_SIZE` rows, whatever the fleet's size.
 Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded`
 (the decision's time is the engine's Tick time), and a gated stage awaits approval from the
 end of the previous stage's soak. The browser counts down (and up) from these instants.
+
+What holds a stage (issue 11): its maintenance `window` (open / when it next opens, from the
+module status), its health gates as `gateStates` (pass / fail / pending; a passing gate is
+soaked at `soakedAt` = passing since + the stage's soak), its `blocked` count with the
+module's `dependsOn`. A cluster's `lease`: left the fleet, or the latest heartbeat's time
+and `expiresAt`; the browser shows its age and whether it expired.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from rollout.manifests import parse_duration
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 DECISIONS_SHOWN = 50
-TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned")
+TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,9 @@ def module_page(view: FleetView, name: str) -> Document | None:
     if status is None and not decisions:
         return None
     shown = (status or {}).get("stages", [])
-    stages = [{**stage, **_stage_clocks(shown, index, decisions)} for index, stage in enumerate(shown)]
+    stages = [
+        {**stage, **_stage_clocks(shown, index, decisions), **_stage_holds(stage)} for index, stage in enumerate(shown)
+    ]
     targets = view.targets.get(name, {})
     failed = sorted((t for t in targets.values() if t.get("state") == "failed"), key=lambda t: t["cluster"])
     return {
@@ -138,6 +146,32 @@ def module_page(view: FleetView, name: str) -> Document | None:
         "failedTotal": len(failed),
         "decisions": decisions[-DECISIONS_SHOWN:][::-1],
         "valuesRefused": values_refused(decisions),
+    }
+
+
+def gate_state(gate: Document, soak_seconds: float) -> Document:
+    """One gate of a stage as shown: `pass` / `fail` / `pending` (no result yet, or
+    inconclusive), and when a passing gate has passed for the stage's soak."""
+    passed, since = gate.get("passed"), gate.get("passingSince")
+    state = "pass" if passed is True else "fail" if passed is False else "pending"
+    soaked = since + soak_seconds if state == "pass" and isinstance(since, int | float) else None
+    return {
+        "name": gate.get("name"),
+        "kind": "prometheus" if gate.get("prometheus") else "webhook",
+        "state": state,
+        "passingSince": since if state == "pass" else None,
+        "soakedAt": soaked,
+        "message": gate.get("message") or "",
+    }
+
+
+def _stage_holds(stage: Document) -> Document:
+    """What may hold a stage: its gates' states and its blocked count (window: as it is)."""
+    soak = parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0
+    gates = stage.get("gates") or []
+    return {
+        "gateStates": [gate_state(g, soak) for g in gates if isinstance(g, dict)],
+        "blocked": int((stage.get("counts") or {}).get("blocked", 0)),
     }
 
 
@@ -191,6 +225,21 @@ def _labels(manifest: Document) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
+def lease(view: FleetView, name: str) -> Document:
+    """A cluster's lease: `left` after `rollout cluster leave`; the latest heartbeat's `at`,
+    `holder`, `leaseSeconds` and `expiresAt` (None: no applier ever heartbeated for it)."""
+    beat = view.heartbeats.get(name)
+    shown: Document = {"left": name in view.left, "heartbeatAt": None, "expiresAt": None}
+    if beat is not None:
+        shown.update(
+            heartbeatAt=beat["at"],
+            expiresAt=beat["at"] + beat["leaseSeconds"],
+            holder=beat.get("holder"),
+            leaseSeconds=beat["leaseSeconds"],
+        )
+    return shown
+
+
 def cluster_list(view: FleetView, query: Query) -> Document:
     """Known clusters (observed, or targeted by a module), filtered by name or label text."""
     rows = []
@@ -211,6 +260,7 @@ def cluster_list(view: FleetView, query: Query) -> Document:
                 "ready": _ready(manifest),
                 "labels": labels,
                 "states": {state: states.count(state) for state in TARGET_STATES if state in states},
+                "lease": lease(view, name),
             }
         )
     return _page(rows, query)
@@ -229,6 +279,7 @@ def cluster_page(view: FleetView, name: str) -> Document | None:
         "cluster": manifest,
         "ready": _ready(manifest or {}),
         "labels": _labels(manifest or {}),
+        "lease": lease(view, name),
         "modules": [{"module": module, **_target_row(modules[module])} for module in sorted(modules)],
         "remote": remote,
         "proxy": proxy,

@@ -11,7 +11,8 @@ into one, never queued without bound. The reader is `caught_up` once it has read
 offsets taken at start: before that, pages show the fleet as far as it has been read.
 
 A missing topic is an error naming `rollout topics create`, as everywhere; the engine's
-verdicts topic, if the topic set has one, is read when it exists and skipped otherwise.
+verdicts and cluster-heartbeats topics, if the topic set has them, are read when they exist
+and skipped otherwise (no refusals beyond the dead letters; no leases shown).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from infra.topics import TOPICS, TopicNames
 from projections.dashboard.fleet import ROLES, Changes, FleetView, ProjectionRecord, absorb
 
 log = logging.getLogger(__name__)
-OPTIONAL_ROLES = frozenset({"verdicts"})
+OPTIONAL_ROLES = frozenset({"verdicts", "heartbeats"})
 BATCH_RECORDS = 20_000
 
 
@@ -71,7 +72,7 @@ class ProjectionReader:
                 try:
                     await client.require_topics(self.bootstrap, [topic])
                 except client.MissingTopic:
-                    log.info("no %s topic (%s): refusals are read from the dead letters only", role, topic)
+                    log.info("no %s topic (%s): the dashboard shows the fleet without it", role, topic)
                     del wanted[topic]
         return wanted
 

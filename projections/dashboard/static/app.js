@@ -14,7 +14,7 @@
 
 const PAGE_SIZE = 500;
 const VERDICT_WAIT_MS = 15000;
-const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned"];
+const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned", "blocked"];
 const app = { view: null, skew: 0, live: null };
 
 function h(tag, attrs, ...children) {
@@ -122,6 +122,7 @@ function moduleView(root, name) {
   const refused = h("div", { testid: "values-refused" });
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   let currentStage = "";
+  let dependsOn = [];
   const shownStage = () => (selection.stage === null ? currentStage : selection.stage);
   const controls = h("div", { class: "commands" },
     ["pause", "resume", "rollback", "abort"].map((command) =>
@@ -163,7 +164,7 @@ function moduleView(root, name) {
       h("div", { class: "stage-title" }, h("strong", {}, stage.name), h("span", { testid: "stage-state" }, badge(stage.state))),
       progressBar(stage.counts, `stage-bar-${stage.name}`),
       h("div", { class: "muted" }, STATE_ORDER.map((s) => `${s.replace("_", " ")} ${stage.counts[s]}`).join(" · ")),
-      h("div", { class: "muted" }, limits.join(" · ")), clock, approve);
+      h("div", { class: "muted" }, limits.join(" · ")), clock, approve, ...stageHolds(stage, dependsOn));
   }
 
   const missing = () => h("p", { class: "warning", testid: "module-missing" },
@@ -185,9 +186,11 @@ function moduleView(root, name) {
         h("dt", {}, "Target"), h("dd", { class: "mono" }, `${s.targetRevision} (generation ${s.generation})`),
         h("dt", {}, "Stable"), h("dd", { class: "mono" }, s.stableRevision || "-"),
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
+        h("dt", {}, "Depends on"), h("dd", { testid: "depends-on" }, (s.dependsOn || []).join(", ") || "-"),
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"))
         : missing());
       const stageList = s ? s.stages : [];
+      dependsOn = s ? s.dependsOn || [] : [];
       stages.replaceChildren(...stageList.map(stageCard));
       currentStage = s ? s.currentStage : "";
       stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
@@ -240,6 +243,38 @@ async function sendCommand(module, request, box) {
 
 // --- clusters ------------------------------------------------------------------------------
 
+// What holds a stage: its maintenance window, its health gates, clusters blocked by dependencies.
+function stageHolds(stage, dependsOn) {
+  const holds = [];
+  const w = stage.window;
+  if (w) {
+    const text = w.open
+      ? `window open${w.closesAt ? ` until ${when(Date.parse(w.closesAt) / 1000)}` : ""}`
+      : `window closed${w.nextOpen ? `, opens ${when(w.nextOpen)}` : ""}`;
+    holds.push(h("div", { class: `hold ${w.open ? "open" : "closed"}`, testid: `window-${stage.name}` }, text));
+  }
+  for (const g of stage.gateStates || []) {
+    const kind = { pass: "succeeded", fail: "failed", pending: "pending" }[g.state];
+    holds.push(h("div", { class: "hold gate", testid: `gate-${stage.name}-${g.name}` },
+      `gate ${g.name} (${g.kind}) `, badge(g.state, kind),
+      g.soakedAt ? h("span", { class: "clock", "data-soaked": g.soakedAt }, "") : null,
+      g.message ? h("span", { class: "muted" }, ` ${g.message}`) : null));
+  }
+  if (stage.blocked) {
+    holds.push(h("div", { class: "hold blocked", testid: `blocked-${stage.name}` },
+      `${stage.blocked} blocked, waiting for ${dependsOn.join(", ") || "dependencies"}`));
+  }
+  return holds;
+}
+
+// A cluster's lease: left the fleet, the age of its latest heartbeat (expired past its lease), or none.
+function leaseCell(lease, testid) {
+  if (!lease) return h("span", { class: "muted" }, "-");
+  if (lease.left) return h("span", { testid }, badge("left", "failed"));
+  if (!lease.heartbeatAt) return h("span", { class: "muted", testid }, "no heartbeat");
+  return h("span", { testid, class: "lease", "data-lease-at": lease.heartbeatAt, "data-lease-expires": lease.expiresAt }, "");
+}
+
 function clustersView(root) {
   const list = h("div", { testid: "clusters" });
   const selection = { q: "", state: "", offset: 0 };
@@ -251,13 +286,15 @@ function clustersView(root) {
   const view = {
     async refresh() {
       const page = await api(`/api/clusters?${queryString({ ...selection, limit: 100 })}`);
-      list.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Cluster", "Namespace", "Ready", "Labels", "Modules"].map((c) => h("th", {}, c)))),
+      list.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Cluster", "Namespace", "Ready", "Lease", "Labels", "Modules"].map((c) => h("th", {}, c)))),
         h("tbody", {}, page.items.map((c) => h("tr", { testid: `cluster-row-${c.name}` },
           h("td", {}, link(`#/clusters/${encodeURIComponent(c.name)}`, c.name)), h("td", {}, c.namespace || "-"),
           h("td", {}, c.observed ? badge(c.ready ? "ready" : "not ready", c.ready ? "succeeded" : "failed") : badge("unobserved", "pending")),
+          h("td", {}, leaseCell(c.lease, `lease-${c.name}`)),
           h("td", { class: "mono small" }, Object.entries(c.labels).map(([k, v]) => `${k}=${v}`).join(" ")),
           h("td", {}, Object.entries(c.states).map(([s, n]) => badge(`${n} ${s}`, s))))))),
         pager(page, (offset) => { selection.offset = offset; view.refresh(); }));
+      tickClocks();
     },
     wants(change) { return change.all || change.clusters.length > 0; },
   };
@@ -277,6 +314,7 @@ function clusterView(root, name) {
       const c = await api(`/api/clusters/${encodeURIComponent(name)}`);
       body.replaceChildren(
         h("dl", { class: "facts" }, h("dt", {}, "Ready"), h("dd", {}, c.cluster ? (c.ready ? "yes" : "no") : "not observed"),
+          h("dt", {}, "Lease"), h("dd", {}, leaseCell(c.lease, "cluster-lease")),
           h("dt", {}, "Labels"), h("dd", { class: "mono" }, Object.entries(c.labels).map(([k, v]) => `${k}=${v}`).join(" ") || "-")),
         h("h2", {}, "Modules"),
         h("table", {}, h("thead", {}, h("tr", {}, ["Module", "Stage", "State", "Revision", "Message"].map((x) => h("th", {}, x)))),
@@ -285,6 +323,7 @@ function clusterView(root, name) {
             h("td", {}, badge(m.state)), h("td", { class: "mono" }, m.revision || "-"), h("td", {}, m.message || ""))))),
         h("h2", {}, `RemoteAssemblage${c.remote ? ` (version ${c.remote.version})` : ""}`), syncs(c.remote),
         h("h2", {}, `ProxyAssemblage${c.proxy ? ` (version ${c.proxy.version})` : ""}`), syncs(c.proxy));
+      tickClocks();
     },
     wants(change) { return change.all || change.clusters.includes(name); },
   };
@@ -356,6 +395,15 @@ function tickClocks() {
   for (const node of document.querySelectorAll("[data-until]")) {
     const left = Number(node.dataset.until) - now;
     node.textContent = left > 0 ? `soak ends in ${duration(left)}` : "soak over; waiting for the next tick";
+  }
+  for (const node of document.querySelectorAll("[data-soaked]")) {
+    const left = Number(node.dataset.soaked) - now;
+    node.textContent = left > 0 ? ` passing; soaked in ${duration(left)}` : " passed for its soak";
+  }
+  for (const node of document.querySelectorAll("[data-lease-at]")) {
+    const age = `${duration(now - Number(node.dataset.leaseAt))} ago`;
+    node.textContent = now > Number(node.dataset.leaseExpires) ? `${age} (expired)` : age;
+    node.classList.toggle("expired", now > Number(node.dataset.leaseExpires));
   }
   for (const node of document.querySelectorAll("[data-since]")) {
     node.textContent = `awaiting approval for ${duration(now - Number(node.dataset.since))}`;

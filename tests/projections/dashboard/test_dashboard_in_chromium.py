@@ -219,3 +219,16 @@ def test_a_helm_module_shows_each_clusters_values_and_what_a_read_only_path_refu
     expect(refused).to_contain_text("chart-00: /ui/logo is readOnly")
     expect(refused).to_contain_text("'a.png'")
     assert same_page(page)
+
+
+def test_a_closed_maintenance_window_shows_when_the_stage_may_next_move(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "night", "night", 2)
+    window = {"schedule": "0 0 1 1 *", "duration": "1m", "timeZone": "UTC"}  # opens once a year
+    stages = [{"name": "all", "maxConcurrency": 2, "windows": [window]}]
+    off_loop(stack.send, "intents", "night", module("night", app="night", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/night")
+    shown = page.get_by_test_id("window-all")
+    expect(shown).to_contain_text("window closed, opens", timeout=60_000)
+    expect(page.get_by_test_id("stage-all")).to_contain_text("pending 2")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-window.png"), full_page=True)
+    assert same_page(page)
