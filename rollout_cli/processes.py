@@ -1,7 +1,8 @@
 """Long-running commands: `rollout applier` and `rollout up`.
 
 `up` is the embedded default: it finds or starts the local broker, creates the topics,
-starts the worker, the directory-sink applier and the web dashboard as child processes
+starts the worker, the directory-sink applier, the gate runner (health gates) and the web
+dashboard as child processes
 (logs under the data directory), applies the example fleet when asked, and prints a live
 summary of the module status topic until Ctrl-C — then stops the children and, if it
 started it, the broker.
@@ -240,11 +241,13 @@ def run_up(
                 logs / "applier.log",
             )
         )
+        children.append(_spawn(["gate-runner"], env, logs / "gate-runner.log"))
         click.echo(f"worker:  pid {children[0].pid}, log {logs / 'worker.log'}")
         click.echo(
             f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
             + (" (reports written syncs as succeeded: simulated)" if simulate else "")
         )
+        click.echo(f"gates:   pid {children[2].pid}, log {logs / 'gate-runner.log'} (health gates of soaking stages)")
         if dashboard_port:
             web_host = env.get("ROLLOUT_WEB_HOST") or "127.0.0.1"
             children.append(

@@ -48,9 +48,9 @@ def flag(command: list[str], name: str) -> str | None:
 def test_services_are_the_broker_the_topic_creator_the_processes_and_the_example_loader(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    assert set(services) == {"kafka", "topics", "worker", "applier", "dashboard", "examples"}
+    assert set(services) == {"kafka", "topics", "worker", "applier", "gate-runner", "dashboard", "examples"}
     assert services["kafka"]["image"] == KAFKA_IMAGE
-    assert set(rollout_services(services)) == {"topics", "worker", "applier", "dashboard", "examples"}
+    assert set(rollout_services(services)) == {"topics", "worker", "applier", "gate-runner", "dashboard", "examples"}
     images = {s["image"] for s in rollout_services(services).values()}
     assert len(images) == 1, "every rollout service runs the one image built from the Dockerfile"
     for service in rollout_services(services).values():
@@ -72,6 +72,7 @@ def test_commands_are_the_ones_rollout_up_runs(services: dict[str, dict[str, Any
         "topics": ("topics", "create"),
         "worker": ("worker",),
         "applier": ("applier",),
+        "gate-runner": ("gate-runner",),
         "dashboard": ("dashboard",),
         "examples": ("apply",),
     }
