@@ -241,7 +241,7 @@ def run_up(
                 logs / "applier.log",
             )
         )
-        children.append(_spawn(["gate-runner"], env, logs / "gate-runner.log"))
+        children.append(_spawn(["gate-runner", "--web-port", "0"], env, logs / "gate-runner.log"))
         click.echo(f"worker:  pid {children[0].pid}, log {logs / 'worker.log'}")
         click.echo(
             f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"

@@ -14,7 +14,7 @@ import pytest
 
 from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout.manifests import MANIFEST_ADAPTER
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.projections.gate_server import GateServer, running_gate_server
 
 pytestmark = pytest.mark.integration
@@ -27,10 +27,15 @@ def server() -> Iterator[GateServer]:
 
 
 @pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def runner_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory, runner_port: int) -> Iterator[Stack]:
     stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("gates"), partitions=2, tick_interval=1.0)
     stack.start_worker()
-    runner = stack._spawn("gate-runner", "gate-runner", "--interval", "1s")
+    runner = stack._spawn("gate-runner", "gate-runner", "--interval", "1s", "--web-port", str(runner_port))
     yield stack
     stack._stop(runner)
     stack.stop()
@@ -105,3 +110,11 @@ def test_a_failing_webhook_gate_halts_the_rollout(stack: Stack, server: GateServ
     assert halted["lastDecision"] == "halted: gate smoke of stage canary failed: webhook answered 500: hook cart-smoke"
     assert not (stack.latest("targets").get("cart/cart-w1") or {}).get("revision")
     assert server.calls[-1]["module"] == "cart" and server.calls[-1]["generation"] == 1
+
+
+def test_the_gate_runner_serves_health_and_metrics_like_the_other_processes(stack: Stack, runner_port: int) -> None:
+    wait_for("the gate runner's /readyz", lambda: (http_get(runner_port, "/readyz") or (0, ""))[0] == 200, timeout=30)
+    assert (http_get(runner_port, "/healthz") or (0, ""))[0] == 200
+    answer = http_get(runner_port, "/metrics")
+    assert answer is not None and answer[0] == 200
+    assert "process_cpu_seconds_total" in answer[1]

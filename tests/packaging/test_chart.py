@@ -295,7 +295,7 @@ def test_plaintext_sets_no_credentials(render: Render) -> None:
 # --- components -------------------------------------------------------------------------------
 
 
-def test_default_install_runs_the_five_components_and_the_topics_job(render: Render) -> None:
+def test_default_install_runs_every_component_and_the_topics_job(render: Render) -> None:
     objects = render(None)
     kinds = {c.component: c.workload["kind"] for c in containers(objects)}
     assert kinds == {
@@ -303,6 +303,7 @@ def test_default_install_runs_the_five_components_and_the_topics_job(render: Ren
         "applier": "Deployment",
         "watcher": "Deployment",
         "module-watcher": "Deployment",
+        "gate-runner": "Deployment",
         "dashboard": "Deployment",
         "topics": "Job",
     }
@@ -310,6 +311,7 @@ def test_default_install_runs_the_five_components_and_the_topics_job(render: Ren
     assert component(objects, "applier").args[:3] == ["applier", "--sink", "kubernetes"]
     assert component(objects, "watcher").args[0] == "watch-clusters"
     assert component(objects, "module-watcher").args[0] == "watch-modules"
+    assert component(objects, "gate-runner").args[:3] == ["gate-runner", "--interval", "15s"]
     assert component(objects, "topics").args[:2] == ["topics", "create"]
 
 
@@ -500,6 +502,7 @@ def test_service_monitor_scrapes_the_metrics_path_of_every_metrics_service(rende
         "applier",
         "watcher",
         "module-watcher",
+        "gate-runner",
     }
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
 

@@ -250,7 +250,7 @@ def test_pod_monitor_scrapes_the_metrics_port_of_every_pod(helm: Helm, tmp_path:
         if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
         and any(p.get("name") == "metrics" for p in c.spec["ports"])
     ]
-    assert sorted(scraped) == ["applier", "module-watcher", "watcher", "worker"]
+    assert sorted(scraped) == ["applier", "gate-runner", "module-watcher", "watcher", "worker"]
 
 
 def test_pod_monitor_and_service_monitor_together_are_refused(helm: Helm, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ module-watcher, dashboard, topics.
 {{/* The values key of a component: its name, in camelCase where the name has a dash
 (module-watcher: moduleWatcher). */}}
 {{- define "rollout.valuesKey" -}}
-{{- get (dict "module-watcher" "moduleWatcher") . | default . -}}
+{{- get (dict "module-watcher" "moduleWatcher" "gate-runner" "gateRunner") . | default . -}}
 {{- end -}}
 
 {{- define "rollout.name" -}}
