@@ -1,0 +1,30 @@
+"""`rollout worker --stages`: a worker process may run a subset of the three stages."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from infra.observability import Metrics
+from infra.settings import STAGES, Settings
+from rollout_cli.main import cli
+from streams.app import stage_specs
+
+
+def test_a_worker_runs_the_stages_it_is_given_in_pipeline_order() -> None:
+    settings = Settings(bootstrap_servers="unused:9092", stages=("assemble", "route"))
+    assert [spec.name for spec in stage_specs(settings, Metrics())] == ["route", "assemble"]
+
+
+def test_by_default_a_worker_runs_every_stage_each_in_its_own_group() -> None:
+    specs = stage_specs(Settings(bootstrap_servers="unused:9092"), Metrics())
+    assert [spec.name for spec in specs] == list(STAGES)
+    assert len({spec.group_id for spec in specs}) == 3
+
+
+def test_an_unknown_stage_is_refused_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="stages must be some of route, decide, assemble, not nope"):
+        stage_specs(Settings(bootstrap_servers="unused:9092", stages=("nope",)), Metrics())
+    result = CliRunner().invoke(cli, ["worker", "--stages", "route,nope", "--bootstrap-servers", "unused:9092"])
+    assert result.exit_code == 2
+    assert "nope: stages are route, decide, assemble" in result.output
