@@ -84,7 +84,7 @@ class Reports(StageMachine):
             return
         if target.status == status and target.status_message == (event.message or ""):
             return
-        record = stored.working_copy()
+        record = self._working_module(stored)
         self._index(record.name)
         new = target.model_copy(update={"status": status, "status_message": event.message or ""})
         if status == "failed" and target.status != "failed":

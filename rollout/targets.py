@@ -105,6 +105,22 @@ class TargetBook:
         self._members: dict[str, set[str]] = {}
         self._pending: dict[tuple[str, int], list[tuple[tuple[int, int, str], str]]] = {}
         self._updating: dict[str, set[str]] = {}
+        # While a runtime folds a batch in one go (streams/decider.py), the module records this
+        # batch already copied, by id: a later status report of the batch changes them in place
+        # instead of copying again. None: every event works on its own copy.
+        self.private_records: dict[int, ModuleRecord] | None = None
+
+    def _working_module(self, stored: ModuleRecord) -> ModuleRecord:
+        """A copy of `stored` that this event may change — or `stored` itself when it is a copy
+        this batch already made (see `private_records`): nothing outside the batch holds it."""
+        private = self.private_records
+        if private is None:
+            return stored.working_copy()
+        if private.get(id(stored)) is stored:
+            return stored
+        record = stored.working_copy()
+        private[id(record)] = record
+        return record
 
     def reset_indexes(self) -> None:
         """Drop every derived in-memory index; they are rebuilt lazily from the mappings.

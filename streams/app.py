@@ -172,11 +172,13 @@ class Worker:
             await asyncio.gather(*(runner.stop() for runner in self.runners))
             await probe.stop()
             await server.stop()
+            self.heap.stop_freezing()
             log.info("worker stopped")
 
     async def _observe(self) -> None:
         """Keeps readiness current and announces readiness once; settles the heap once the
-        state is restored (at start, after each rebalance) and every few minutes."""
+        state is restored (at start, after each rebalance) and every few minutes, and from
+        the first settle on freezes what survives each full collection (streams/heap.py)."""
         announced = False
         ready = False
         lagging: set[tuple[str, str]] = set()
@@ -186,6 +188,7 @@ class Worker:
             was_ready, ready = ready, self.health.assigned and self.health.recovered
             if ready and not was_ready:
                 self.heap.settle()
+                self.heap.freeze_after_full_collections()
             else:
                 self.heap.settle_if_due()
             if ready and not announced:

@@ -67,6 +67,8 @@ def document(value: Any) -> bytes:
 
 
 class DecidePartition:
+    engine_type: type[RolloutEngine] = RolloutEngine
+
     def __init__(self, tp: TopicPartition, topics: TopicNames, metrics: Metrics) -> None:
         self.partition = tp.partition
         self.topics = topics
@@ -76,7 +78,7 @@ class DecidePartition:
 
     def _new_engine(self) -> RolloutEngine:
         mappings = {name: self.state.mappings[name] for name in engine_mappings()}
-        engine = RolloutEngine(**mappings, partition=self.partition)  # type: ignore[arg-type]
+        engine = self.engine_type(**mappings, partition=self.partition)  # type: ignore[arg-type]
         engine.defer_views = True  # module status: rendered once per batch, below
         return engine
 
@@ -84,35 +86,66 @@ class DecidePartition:
         self.engine = self._new_engine()  # derived indexes are per engine: rebuilt lazily
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
-        module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
+        """Fold the batch in one go: a module record copied by one event of the batch is
+        changed in place by the next (`private_records`). If any event fails, that pass is
+        dropped whole and the batch folded again event by event, each on its own copies, so
+        that the failing event alone is undone and dead-lettered."""
+        folded = Outputs(out.dead_letter_topic)
+        self.engine.private_records = {}
+        try:
+            notes = self._fold(records, folded, isolate=False)
+        except Exception:
+            self.state.drop_batch()
+            self.reset()
+            folded = Outputs(out.dead_letter_topic)
+            notes = self._fold(records, folded, isolate=True)
+        finally:
+            self.engine.private_records = None
+        out.extend(folded)
         decisions: Counter[str] = Counter()
+        for decision, event_id in notes:
+            decisions[decision.action] += 1
+            if decision.action in NOTED_ACTIONS:
+                self._note(decision, event_id)
+        for action, count in decisions.items():
+            self.metrics.decisions.labels(action).inc(count)
+
+    def _fold(self, records: Sequence[ConsumerRecord], out: Outputs, *, isolate: bool) -> list[tuple[Decision, str]]:
+        """The batch's outputs into `out`; the decisions made, with the id of their event.
+        `isolate`: an event that fails is undone alone and becomes a dead letter; otherwise
+        its exception ends the pass."""
+        module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
+        notes: list[tuple[Decision, str]] = []
         for record in records:
             event = None
             try:
                 event = parse_journal_event(record.value)
                 outcome = self.engine.handle(event)
             except EventRejected as rejected:  # only if someone writes to the journal by hand
+                if not isolate:
+                    raise
                 self.state.drop_event()
                 out.reject(rejected.reason, record, STAGE)
                 continue
             except Exception as error:  # a bug must cost one event, not the stream
+                if not isolate:
+                    raise
                 log.exception("journal-%d@%d: the engine failed", self.partition, record.offset)
                 self.state.drop_event()
                 self.reset()
                 self._refuse(event, f"the engine failed on this event: {type(error).__name__}: {error}", record, out)
                 continue
             self.state.keep_event()
-            self._publish(outcome, record, out, event.id)
+            self._publish(outcome, record, out)
             module_status.update(outcome.module_status)
-            decisions.update(decision.action for decision in outcome.decisions)
+            notes.extend((decision, event.id) for decision in outcome.decisions)
         for module, status in sorted(module_status.items()):
             if status is DEFERRED:
                 status = self.engine.status_of(module)
             out.send_latest(self.topics.module_status, module.encode(), None if status is None else document(status))
-        for action, count in decisions.items():
-            self.metrics.decisions.labels(action).inc(count)
+        return notes
 
-    def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs, event_id: str) -> None:
+    def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
         topics = self.topics
         for assignment in outcome.assignments:
             out.send(
@@ -124,8 +157,6 @@ class DecidePartition:
             # a Decision's fields are plain values: its __dict__ is its model_dump(), for less
             body = {"id": f"{self.partition}-{record.offset}-{index}", **decision.__dict__}
             out.send(topics.decisions, decision.module.encode(), document(body))
-            if decision.action in NOTED_ACTIONS:
-                self._note(decision, event_id)
         for event in outcome.dependency_events:  # to another module's partition, via the router
             receiver = event.module if isinstance(event, DependentLinked) else event.dependent
             out.send(topics.dependencies, receiver.encode(), event.to_bytes())

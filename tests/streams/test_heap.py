@@ -24,7 +24,8 @@ def unfrozen() -> Iterator[None]:
 
 
 def test_a_settle_freezes_what_is_alive() -> None:
-    state = [{"cluster": f"c-{i}"} for i in range(10_000)]
+    state = [Node() for _ in range(10_000)]
+    assert all(gc.is_tracked(record) for record in state)
     Heap().settle()
     assert gc.get_freeze_count() >= len(state)
     scanned = {id(obj) for obj in gc.get_objects()}  # what the collector still walks
@@ -65,3 +66,36 @@ def test_settles_again_only_after_the_interval() -> None:
     now[0] += 1.0
     assert heap.settle_if_due()
     assert heap.settled_at == now[0]
+
+
+def test_what_survives_a_full_collection_after_the_first_settle_is_frozen_too() -> None:
+    """State that grows after the worker settled (a fleet folded, modules rolled out) must not
+    be walked by every later full collection either: each one freezes its survivors."""
+    heap = Heap()
+    heap.settle()
+    heap.freeze_after_full_collections()
+    try:
+        grown = [Node() for _ in range(10_000)]
+        assert any(grown[0] is obj for obj in gc.get_objects())  # walked, until ...
+        gc.collect()  # ... a full collection, as the interpreter runs by itself
+        assert heap.full_collections >= 1
+        scanned = {id(obj) for obj in gc.get_objects()}
+        assert not any(id(record) in scanned for record in grown)
+    finally:
+        heap.stop_freezing()
+    later = Node()
+    gc.collect()
+    assert any(later is obj for obj in gc.get_objects())  # no longer frozen after stop
+
+
+def test_young_collections_freeze_nothing() -> None:
+    heap = Heap()
+    heap.freeze_after_full_collections()
+    try:
+        frozen = gc.get_freeze_count()
+        young = [Node() for _ in range(1_000)]
+        gc.collect(0)
+        gc.collect(1)
+        assert gc.get_freeze_count() == frozen and heap.full_collections == 0 and young
+    finally:
+        heap.stop_freezing()
