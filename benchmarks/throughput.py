@@ -72,8 +72,8 @@ from infra.topics import TopicNames, ensure_topics
 from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout.manifests import MANIFEST_ADAPTER
 from streams.decider import DecidePartition
-from streams.delivery import Outputs
 from streams.heap import Heap
+from streams.outputs import Outputs
 
 PARTITIONS = 4
 ROOT = Path(__file__).resolve().parent.parent

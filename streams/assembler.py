@@ -22,7 +22,7 @@ from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout.assembly import AssemblageRecord, assemble
 from rollout.engine import Assignment
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 from streams.state import PartitionState
 
 STAGE = "assemble"

@@ -43,7 +43,7 @@ from rollout.events import (
 )
 from rollout.outcome import DEFERRED, Decision
 from rollout.state import ENGINE_MAPPINGS
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 from streams.state import PartitionState
 from streams.verdicts import refusal_document, verdict_document
 

@@ -38,7 +38,6 @@ transactional producer of aiokafka):
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -47,12 +46,11 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
-from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
 from infra.observability import RATE_LIMITED, Metrics
-from streams.deadletters import dead_letter
+from streams.outputs import Outputs, OutRecord, key_slot
 from streams.state import PartitionState, Tracking
 
 log = logging.getLogger("rollout.delivery")
@@ -63,63 +61,7 @@ STOP_TIMEOUT = 10.0  # per step of a stop
 TAKE_OVER_TIMEOUT = 30.0  # fencing + state catch-up of one partition; retried when exceeded
 
 
-@dataclass(frozen=True)
-class OutRecord:
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    partition: int | None = None
-
-
-class Outputs:
-    """What one batch produces: records in order, and compacted-topic records coalesced
-    to the last value per key (sent after the ordered ones)."""
-
-    def __init__(self, dead_letter_topic: str) -> None:
-        self.dead_letter_topic = dead_letter_topic
-        self.records: list[OutRecord] = []
-        self.latest: dict[tuple[str, bytes], OutRecord] = {}
-        self.dead_letters = 0
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None) -> None:
-        self.records.append(OutRecord(topic, key, value, partition))
-
-    def send_latest(self, topic: str, key: bytes, value: bytes | None) -> None:
-        self.latest.pop((topic, key), None)  # keep the order of last writes
-        self.latest[(topic, key)] = OutRecord(topic, key, value)
-
-    def reject(self, reason: str, record: ConsumerRecord, stage: str, *, event: str | None = None) -> None:
-        """A dead letter for `record`; `event`: the id of the event refused, when the record
-        is not that event itself (a held intent released by a FleetSeen)."""
-        self.dead_letters += 1
-        letter = dead_letter(reason, record, stage, event=event)
-        self.records.append(OutRecord(self.dead_letter_topic, record.key, letter))
-
-    def extend(self, other: Outputs) -> None:
-        """Append what `other` produced, as if it had been sent here after what is here."""
-        self.records.extend(other.records)
-        for key, record in other.latest.items():
-            self.latest.pop(key, None)
-            self.latest[key] = record
-        self.dead_letters += other.dead_letters
-
-    def all(self) -> list[OutRecord]:
-        return [*self.records, *self.latest.values()]
-
-
 FETCH_MAX_WAIT_MS = 100
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def key_slot(key: bytes | None, count: int) -> int:
-    """Index of the partition Kafka's default partitioner picks for `key` among `count`
-    (murmur2, as the Java client and aiokafka's `send` do). aiokafka computes murmur2 in
-    Python; outputs repeat their keys (a module's decisions, a target's status), so the
-    bounded cache spares most of it. An unkeyed record goes to the first partition (the
-    default partitioner would pick one at random)."""
-    if key is None:
-        return 0
-    return (murmur2(key) & 0x7FFFFFFF) % count
 
 
 class PartitionProcessor(Protocol):

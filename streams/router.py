@@ -47,7 +47,7 @@ from rollout.events import (
     Tick,
     parse_event,
 )
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 
 STAGE = "route"
 # Which input topic each event type belongs on; anything else is a dead letter.

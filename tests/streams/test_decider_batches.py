@@ -18,7 +18,7 @@ from rollout.engine import RolloutEngine
 from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout.outcome import Outcome
 from streams.decider import DecidePartition
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 from tests.rollout.builders import cluster, module, stage
 
 TOPICS = TopicNames("t.")

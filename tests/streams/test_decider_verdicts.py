@@ -13,7 +13,7 @@ from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded, SyncStatusReported
 from streams.decider import DecidePartition
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 from tests.rollout.builders import cluster, module, stage
 
 TOPICS = TopicNames("t.")

@@ -6,7 +6,7 @@ import random
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from streams.delivery import key_slot
+from streams.outputs import key_slot
 
 
 def test_keyed_outputs_land_where_the_default_partitioner_puts_them() -> None:

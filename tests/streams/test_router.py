@@ -10,7 +10,7 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
 from rollout.events import ClusterCommanded, ClusterHeartbeat, FleetSeen, SyncStatusReported, Tick
-from streams.delivery import Outputs
+from streams.outputs import Outputs
 from streams.router import RoutePartition
 from tests.integration.chaos import cluster
 
