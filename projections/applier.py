@@ -95,48 +95,117 @@ async def run_applier(
 ) -> ApplierStats:
     """Apply snapshots until `stop` is set, through any number of broker outages; with
     `heartbeats`, publish a heartbeat per cluster reached (projections/heartbeats.py)."""
-    names = TopicNames(prefix)
-    kinds = {names.remote: "RemoteAssemblage", names.proxy: "ProxyAssemblage"}
-    metrics = metrics or Metrics()
-    health = health or Health()
-    stats = ApplierStats()
-    stop = stop or asyncio.Event()
-    handled: dict[Any, set[tuple[str, str]]] = {}  # TopicPartition -> (kind, cluster) seen there
+    applier = Applier(
+        bootstrap=bootstrap,
+        names=TopicNames(prefix),
+        sink=sink,
+        group_id=group_id,
+        report=report,
+        on_result=on_result,
+        metrics=metrics or Metrics(),
+        health=health or Health(),
+        heartbeats=heartbeats,
+    )
+    return await applier.run(stop or asyncio.Event())
 
-    def forget(partitions: Any) -> None:
-        release = getattr(sink, "forget", None)
+
+class Applier:
+    """One applier replica: a supervision loop around sessions of Kafka clients (see the
+    module doc); what it applied is counted in `stats`."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        names: TopicNames,
+        sink: Sink,
+        group_id: str,
+        report: bool,
+        on_result: Callable[[SinkResult], None] | None,
+        metrics: Metrics,
+        health: Health,
+        heartbeats: Heartbeats | None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.names = names
+        self.kinds = {names.remote: "RemoteAssemblage", names.proxy: "ProxyAssemblage"}
+        self.sink = sink
+        self.group_id = group_id
+        self.report = report
+        self.on_result = on_result
+        self.metrics = metrics
+        self.health = health
+        self.heartbeats = heartbeats
+        self.stats = ApplierStats()
+        self.handled: dict[Any, set[tuple[str, str]]] = {}  # TopicPartition -> (kind, cluster) seen there
+
+    async def run(self, stop: asyncio.Event) -> ApplierStats:
+        """Sessions until `stop` is set; a session whose clients failed is replaced after a
+        backoff (1 s doubling to 30 s; back to 1 s once one had been working for a while)."""
+        heartbeats = self.heartbeats
+        beating = asyncio.create_task(heartbeats.run(stop)) if heartbeats is not None else None
+        try:
+            backoff = RESTART_BACKOFF
+            while not stop.is_set():
+                started = time.monotonic()
+                error = await self._supervised_session(stop)
+                if error is None:
+                    break
+                self.health.assigned = False
+                self.forget(list(self.handled))  # as on a revocation: the new consumer's assignment replays them
+                if time.monotonic() - started > 2 * RESTART_BACKOFF_MAX:
+                    backoff = RESTART_BACKOFF  # it had been working for a while: a fresh failure
+                log.warning(
+                    "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
+                    _describe(error),
+                    backoff,
+                    extra=RATE_LIMITED,
+                )
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+        finally:
+            if beating is not None:
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
+        return self.stats
+
+    async def _supervised_session(self, stop: asyncio.Event) -> BaseException | None:
+        """Run one session until `stop` (the current batch may finish, within `STOP_GRACE`)
+        or until its clients fail: that failure, None on a stop. Anything but a client
+        failure is a bug, and raised."""
+        task = asyncio.create_task(self._session(stop))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # stop: let the current batch finish, within reason
+                await asyncio.wait({task}, timeout=STOP_GRACE)
+        finally:
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not isinstance(error, (*CLIENT_FAILURES, ConsumerStuck)):
+            raise error
+        return error
+
+    def forget(self, partitions: Any) -> None:
+        """Stop managing the clusters seen on `partitions` (revoked, or clients replaced)."""
+        release = getattr(self.sink, "forget", None)
         for tp in partitions:
-            for kind, cluster in sorted(handled.pop(tp, set())):
+            for kind, cluster in sorted(self.handled.pop(tp, set())):
                 if release is not None:
                     release(kind, cluster)
-                if heartbeats is not None:
-                    heartbeats.forget(kind, cluster)
+                if self.heartbeats is not None:
+                    self.heartbeats.forget(kind, cluster)
 
-    class Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
-        """Hands clusters over between replicas: a replica that loses a partition stops
-        managing its clusters; one that gains partitions replays them from the start when
-        the sink keeps live state per cluster (snapshots are full documents, older versions
-        are ignored, so the replay is harmless and closes the crash-after-commit gap)."""
-
-        def __init__(self, consumer: AIOKafkaConsumer) -> None:
-            self.consumer = consumer
-
-        async def on_partitions_revoked(self, revoked: Any) -> None:
-            health.assigned = False
-            forget(revoked)
-
-        async def on_partitions_assigned(self, assigned: Any) -> None:
-            health.assigned = True
-            # heartbeats name the clusters written: a replay tells them again after a restart
-            if assigned and (getattr(sink, "replay_on_assignment", False) or heartbeats is not None):
-                await self.consumer.seek_to_beginning(*assigned)
-
-    async def session() -> None:
+    async def _session(self, stop: asyncio.Event) -> None:
         """One consumer (and producer) from creation to `stop` or failure."""
         security = kafka_client_options()
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group_id,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             isolation_level="read_committed",
@@ -146,8 +215,8 @@ async def run_applier(
             partition_assignment_strategy=(RangePartitionAssignor,),
             **security,
         )
-        consumer.subscribe(list(kinds), listener=Assignment(consumer))
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **security) if report else None
+        consumer.subscribe(list(self.kinds), listener=_Assignment(self, consumer))
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", **security) if self.report else None
         try:
             await consumer.start()
             if producer is not None:
@@ -157,7 +226,7 @@ async def run_applier(
                 batch = await consumer.getmany(timeout_ms=500, max_records=500)
                 for tp, messages in batch.items():
                     for message in messages:
-                        await apply(tp, message, producer)
+                        await self._apply(tp, message, producer)
                 if batch:
                     if producer is not None:
                         await producer.flush()
@@ -165,17 +234,19 @@ async def run_applier(
                         await consumer.commit()
                     except KafkaError as error:  # the next batch's commit covers these offsets
                         log.warning("cannot commit the applier's offsets: %s", _describe(error), extra=RATE_LIMITED)
-                await record_lag(consumer)
-                stuck_since = watch_assignment(stuck_since)
+                await self._record_lag(consumer)
+                stuck_since = self._watch_assignment(stuck_since)
         finally:
             await _close(consumer.stop(), "the applier's consumer")
             if producer is not None:
                 await _close(producer.stop(), "the applier's status producer")
 
-    def watch_assignment(stuck_since: float | None) -> float | None:
-        seen = health.broker_seen
+    def _watch_assignment(self, stuck_since: float | None) -> float | None:
+        """When the consumer has had no assignment since (None: it has one, or the broker is
+        away); `ConsumerStuck` after `STUCK_AFTER` seconds of that while the broker answers."""
+        seen = self.health.broker_seen
         broker_answers = seen is not None and time.monotonic() - seen <= observability.BROKER_STALE_AFTER
-        if health.assigned or not broker_answers:
+        if self.health.assigned or not broker_answers:
             return None
         now = time.monotonic()
         if stuck_since is None:
@@ -184,7 +255,7 @@ async def run_applier(
             raise ConsumerStuck(f"no partition assignment for {now - stuck_since:.0f}s while the broker answers")
         return stuck_since
 
-    async def record_lag(consumer: AIOKafkaConsumer) -> None:
+    async def _record_lag(self, consumer: AIOKafkaConsumer) -> None:
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
             if highwater is None:
@@ -193,97 +264,86 @@ async def run_applier(
                 lag = highwater - await consumer.position(tp)
             except KafkaError:  # revoked meanwhile, or no position yet: next round
                 continue
-            metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
+            self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
 
-    async def apply(tp: Any, message: Any, producer: AIOKafkaProducer | None) -> None:
-        kind = kinds[tp.topic]
-        metrics.events_consumed.labels(tp.topic).inc()
+    async def _apply(self, tp: Any, message: Any, producer: AIOKafkaProducer | None) -> None:
+        """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted."""
+        kind = self.kinds[tp.topic]
+        self.metrics.events_consumed.labels(tp.topic).inc()
         cluster = message.key.decode() if message.key else ""
         try:
             assemblage = Assemblage.model_validate_json(message.value) if message.value is not None else None
-            written = sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
+            written = self.sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
             result = await written if inspect.isawaitable(written) else written
         except Exception as error:  # one bad snapshot must not stall the others
-            if heartbeats is not None:
-                heartbeats.failed(kind, cluster)
-            stats.errors += 1
-            metrics.apply_errors.labels(kind).inc()
-            metrics.applies.labels(kind, "error").inc()
-            log.error(
-                "cannot apply %s %s (offset %d): %s",
-                kind,
-                cluster,
-                message.offset,
-                error,
-                extra=log_fields(cluster=cluster),
-            )
+            self._failed(kind, cluster, message.offset, error)
             return
-        if heartbeats is not None:
-            (heartbeats.written if assemblage is not None else heartbeats.forget)(kind, cluster)
+        if self.heartbeats is not None:
+            (self.heartbeats.written if assemblage is not None else self.heartbeats.forget)(kind, cluster)
+        self._count(tp, kind, cluster, assemblage, result, message.timestamp)
+        if self.on_result is not None:
+            self.on_result(result)
+        if producer is not None and assemblage is not None and not result.stale:
+            await self._simulate_reports(producer, cluster, assemblage)
+
+    def _failed(self, kind: str, cluster: str, offset: int, error: Exception) -> None:
+        if self.heartbeats is not None:
+            self.heartbeats.failed(kind, cluster)
+        self.stats.errors += 1
+        self.metrics.apply_errors.labels(kind).inc()
+        self.metrics.applies.labels(kind, "error").inc()
+        log.error("cannot apply %s %s (offset %d): %s", kind, cluster, offset, error, extra=log_fields(cluster=cluster))
+
+    def _count(
+        self, tp: Any, kind: str, cluster: str, assemblage: Assemblage | None, result: SinkResult, timestamp: int
+    ) -> None:
+        stats = self.stats
         stats.snapshots += assemblage is not None
         stats.tombstones += assemblage is None
         stats.written += result.written
         stats.pruned += result.pruned
         stats.stale += result.stale
         stats.clusters.add(cluster)
-        handled.setdefault(tp, set()).add((kind, cluster))
+        self.handled.setdefault(tp, set()).add((kind, cluster))
         outcome = "stale" if result.stale else ("changed" if result.changed else "unchanged")
-        metrics.applies.labels(kind, outcome).inc()
+        self.metrics.applies.labels(kind, outcome).inc()
         if outcome == "changed":  # a replay that changed nothing says nothing about latency
-            metrics.apply_latency.labels(kind).observe(max(time.time() - message.timestamp / 1000, 0.0))
-        if on_result is not None:
-            on_result(result)
-        if producer is not None and assemblage is not None and not result.stale:
-            for sync in assemblage.spec.syncs:
-                event = SyncStatusReported(
-                    cluster=cluster,
-                    module=sync.module,
-                    revision=sync.revision,
-                    state="succeeded",
-                    message="simulated: written by the directory sink",
-                    generation=sync.generation,  # answers this assignment, not a tag that can repeat
-                )
-                await producer.send(names.status, key=cluster.encode(), value=event.to_bytes())
+            self.metrics.apply_latency.labels(kind).observe(max(time.time() - timestamp / 1000, 0.0))
 
-    beating = asyncio.create_task(heartbeats.run(stop)) if heartbeats is not None else None
-    try:
-        backoff = RESTART_BACKOFF
-        while not stop.is_set():
-            started = time.monotonic()
-            task = asyncio.create_task(session())
-            stopping = asyncio.create_task(stop.wait())
-            try:
-                await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                if not task.done():  # stop: let the current batch finish, within reason
-                    await asyncio.wait({task}, timeout=STOP_GRACE)
-            finally:
-                stopping.cancel()
-                if not task.done():
-                    task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-            error = None if task.cancelled() else task.exception()
-            if error is None:
-                break
-            if not isinstance(error, (*CLIENT_FAILURES, ConsumerStuck)):
-                raise error
-            health.assigned = False
-            forget(list(handled))  # as on a revocation: the new consumer's assignment replays them
-            if time.monotonic() - started > 2 * RESTART_BACKOFF_MAX:
-                backoff = RESTART_BACKOFF  # it had been working for a while: a fresh failure
-            log.warning(
-                "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
-                _describe(error),
-                backoff,
-                extra=RATE_LIMITED,
+    async def _simulate_reports(self, producer: AIOKafkaProducer, cluster: str, assemblage: Assemblage) -> None:
+        """`report`: every sync written is reported `succeeded` (see the module doc)."""
+        for sync in assemblage.spec.syncs:
+            event = SyncStatusReported(
+                cluster=cluster,
+                module=sync.module,
+                revision=sync.revision,
+                state="succeeded",
+                message="simulated: written by the directory sink",
+                generation=sync.generation,  # answers this assignment, not a tag that can repeat
             )
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff)
-            backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
-    finally:
-        if beating is not None:
-            beating.cancel()
-            await asyncio.gather(beating, return_exceptions=True)
-    return stats
+            await producer.send(self.names.status, key=cluster.encode(), value=event.to_bytes())
+
+
+class _Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Hands clusters over between replicas: a replica that loses a partition stops managing
+    its clusters; one that gains partitions replays them from the start when the sink keeps
+    live state per cluster (snapshots are full documents, older versions are ignored, so the
+    replay is harmless and closes the crash-after-commit gap)."""
+
+    def __init__(self, applier: Applier, consumer: AIOKafkaConsumer) -> None:
+        self.applier = applier
+        self.consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.applier.health.assigned = False
+        self.applier.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        applier = self.applier
+        applier.health.assigned = True
+        # heartbeats name the clusters written: a replay tells them again after a restart
+        if assigned and (getattr(applier.sink, "replay_on_assignment", False) or applier.heartbeats is not None):
+            await self.consumer.seek_to_beginning(*assigned)
 
 
 def _describe(error: BaseException) -> str:
