@@ -9,7 +9,7 @@ ever keeps the last value). `key_slot` is the partition a keyed record goes to.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
@@ -17,8 +17,9 @@ from aiokafka.structs import ConsumerRecord
 from streams.deadletters import dead_letter
 
 
-@dataclass(frozen=True)
-class OutRecord:
+class OutRecord(NamedTuple):
+    """One record to send (a tuple: a batch makes several per input event)."""
+
     topic: str
     key: bytes | None
     value: bytes | None

@@ -188,8 +188,8 @@ class PartitionState:
 
 
 def _encode(value: Any) -> bytes:
-    if isinstance(value, BaseModel):
-        return value.model_dump_json().encode()
+    if isinstance(value, BaseModel):  # model_dump_json() without its wrapper and str → bytes
+        return value.__pydantic_serializer__.to_json(value)
     return json.dumps(value).encode()
 
 
