@@ -1,7 +1,7 @@
 """Heartbeats: the applier tells the engine which clusters it reaches (cluster leases).
 
     sink writes ──► Heartbeats.written / failed / forget ──► every lease/3 seconds:
-                    ClusterHeartbeat(cluster, leaseSeconds) ──► cluster-heartbeats topic
+                    ClusterHeartbeats(clusters, leaseSeconds) ──► cluster-heartbeats topic
 
 A cluster is *reached* while the latest write of each of its assemblages the applier
 handles succeeded; a failed write stops its heartbeats until a write succeeds again, and a
@@ -19,12 +19,11 @@ import socket
 
 from infra.observability import RATE_LIMITED
 from projections.publisher import Publish
-from rollout.events import ClusterHeartbeat
+from rollout.events import MAX_HEARTBEAT_CLUSTERS, ClusterHeartbeats
 
 log = logging.getLogger("rollout.heartbeats")
 
 BEATS_PER_LEASE = 3
-SENDS_IN_FLIGHT = 100  # heartbeats awaited together
 
 
 class Heartbeats:
@@ -56,18 +55,22 @@ class Heartbeats:
         return sorted({cluster for _, cluster in self._written} - failing)
 
     async def beat(self) -> None:
-        """One heartbeat for every reached cluster."""
+        """One heartbeat for every reached cluster: a `ClusterHeartbeats` event per
+        `MAX_HEARTBEAT_CLUSTERS` of them (keyed by this applier), not an event per cluster."""
         clusters = self.reached()
-        for start in range(0, len(clusters), SENDS_IN_FLIGHT):
-            sends = [
-                self.publish(
-                    cluster,
-                    ClusterHeartbeat(cluster=cluster, lease_seconds=self.lease_seconds, holder=self.holder).to_bytes(),
-                )
-                for cluster in clusters[start : start + SENDS_IN_FLIGHT]
-            ]
-            await asyncio.gather(*sends)
-            self.sent += len(sends)
+        events = [
+            ClusterHeartbeats(
+                clusters=clusters[start : start + MAX_HEARTBEAT_CLUSTERS],
+                lease_seconds=self.lease_seconds,
+                holder=self.holder,
+            )
+            for start in range(0, len(clusters), MAX_HEARTBEAT_CLUSTERS)
+        ]
+        # keyed per chunk: the compacted topic keeps each chunk's latest beat (rollout/beats.py)
+        await asyncio.gather(
+            *(self.publish(f"{self.holder}/{index}", event.to_bytes()) for index, event in enumerate(events))
+        )
+        self.sent += len(clusters)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every lease/BEATS_PER_LEASE seconds until `stop`; a failed beat is logged."""

@@ -63,6 +63,7 @@ from rollout.dependencies import DependencyIntents
 from rollout.events import (
     ClusterCommanded,
     ClusterHeartbeat,
+    ClusterHeartbeats,
     ClusterObserved,
     ClusterRemoved,
     DependencyReported,
@@ -127,6 +128,8 @@ class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues, GateResu
             self._on_helm_values(event, out)
         elif isinstance(event, ClusterHeartbeat):
             self._on_heartbeat(event, out)
+        elif isinstance(event, ClusterHeartbeats):
+            self._on_heartbeats(event, out)
         elif isinstance(event, ClusterCommanded):
             self._on_cluster_command(event, out)
         elif isinstance(event, DependentLinked):

@@ -7,8 +7,9 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
   (a health gate's result, from `rollout gate-runner`; key: module)
 * ticks                         — Tick (time enters the engine only as these events)
-* cluster heartbeats (key: cluster) — ClusterHeartbeat (an applier reaches the cluster;
-  leases.py). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
+* cluster heartbeats (key: cluster, or the applier) — ClusterHeartbeat (an applier reaches
+  the cluster; leases.py), ClusterHeartbeats (many clusters in one event, as appliers send
+  them). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
 * dependencies (key: the receiving module) — DependentLinked, DependencyReported, written by
   the decider so that one module's per-cluster state reaches another's partition.
 
@@ -201,6 +202,33 @@ class ClusterHeartbeat(EventBase):
         return value
 
 
+MAX_HEARTBEAT_CLUSTERS = 1000
+"""Clusters per `ClusterHeartbeats` event (a DNS label is at most 63 bytes: under 70 KiB)."""
+
+
+class ClusterHeartbeats(EventBase):
+    """An applier reached every cluster in `clusters`: each one's lease is renewed, as by
+    a `ClusterHeartbeat` of each. Appliers send these — one event per beat for up to
+    `MAX_HEARTBEAT_CLUSTERS` clusters — so that a fleet's heartbeats cost the journal a
+    few records per beat, not one per cluster and journal partition."""
+
+    type: Literal["ClusterHeartbeats"] = "ClusterHeartbeats"
+    clusters: list[str] = Field(min_length=1, max_length=MAX_HEARTBEAT_CLUSTERS)
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+    holder: str | None = None
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(set(value)) != len(value):
+            raise ValueError("names a cluster more than once")
+        return value
+
+    _lease = field_validator("lease_seconds")(ClusterHeartbeat._lease.__func__)  # type: ignore[attr-defined]
+
+
 class ClusterCommanded(EventBase):
     """An operator takes `cluster` out of every rollout (`leave`: not ready for new moves
     whatever its heartbeats say; what it runs stays) or back in (`join`). `reply`: ask for
@@ -341,6 +369,7 @@ InputEvent = Annotated[
     | Tick
     | FleetSeen
     | ClusterHeartbeat
+    | ClusterHeartbeats
     | ClusterCommanded
     | DependentLinked
     | DependencyReported

@@ -1,6 +1,7 @@
 """Cluster leases and leave/join: whether a cluster still takes part in rollouts.
 
     ClusterHeartbeat  -> the cluster's Lease renewed until now + leaseSeconds
+    ClusterHeartbeats -> the same for each cluster it names (what appliers send)
     Tick              -> leases whose time ran out expire (`_clock_moved`)
     ClusterCommanded  -> leave: the cluster takes no new moves; join: it does again
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 
-from rollout.events import ClusterCommanded, ClusterHeartbeat
+from rollout.events import ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats
 from rollout.membership import Membership
 from rollout.outcome import Outcome, verdict
 from rollout.state import (
@@ -63,27 +64,35 @@ class Leases(Membership):
         return self._expiries, self._unclocked
 
     def _on_heartbeat(self, event: ClusterHeartbeat, out: Outcome) -> None:
-        facts = self.clusters.get(event.cluster)
+        self._renew(event.cluster, event.id, event.lease_seconds, out)
+
+    def _on_heartbeats(self, event: ClusterHeartbeats, out: Outcome) -> None:
+        for cluster in event.clusters:  # distinct names (validated): each renewed once
+            self._renew(cluster, event.id, event.lease_seconds, out)
+
+    def _renew(self, cluster: str, event_id: str, lease_seconds: float, out: Outcome) -> None:
+        """A heartbeat (`event_id`) for `cluster`: its lease renewed for `lease_seconds`."""
+        facts = self.clusters.get(cluster)
         if facts is None:  # not (or no longer) in the fleet: no lease; a removed one notes the id
-            removed = self.removed_clusters.get(event.cluster)
-            if removed is not None and event.id not in removed.heartbeat_ids:
-                ids = remember(removed.heartbeat_ids, event.id, HEARTBEAT_IDS_KEPT)
-                self.removed_clusters[event.cluster] = removed.model_copy(update={"heartbeat_ids": ids})
+            removed = self.removed_clusters.get(cluster)
+            if removed is not None and event_id not in removed.heartbeat_ids:
+                ids = remember(removed.heartbeat_ids, event_id, HEARTBEAT_IDS_KEPT)
+                self.removed_clusters[cluster] = removed.model_copy(update={"heartbeat_ids": ids})
             return
-        if event.id in facts.heartbeat_ids:
+        if event_id in facts.heartbeat_ids:
             return  # redelivered
         clocked = self.now > 0
         lease = Lease(
-            seconds=event.lease_seconds,
+            seconds=lease_seconds,
             renewed_at=self.now if clocked else None,
-            expires_at=self.now + event.lease_seconds if clocked else None,
+            expires_at=self.now + lease_seconds if clocked else None,
         )
         expiries, unclocked = self._lease_index()
         if lease.expires_at is None:
-            unclocked.add(event.cluster)
+            unclocked.add(cluster)
         else:
-            heapq.heappush(expiries, (lease.expires_at, event.cluster))
-        ids = remember(facts.heartbeat_ids, event.id, HEARTBEAT_IDS_KEPT)
+            heapq.heappush(expiries, (lease.expires_at, cluster))
+        ids = remember(facts.heartbeat_ids, event_id, HEARTBEAT_IDS_KEPT)
         self._refresh_facts(facts, facts.model_copy(update={"lease": lease, "heartbeat_ids": ids}), out)
 
     def _on_cluster_command(self, event: ClusterCommanded, out: Outcome) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from rollout.beats import latest_beats
 from rollout_cli.options import Context, fail
 from rollout_cli.output import emit
 
@@ -30,7 +31,7 @@ def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, se
 
     clusters = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
     if role == "clusters":
-        clusters = views.with_leases(clusters, ctx.latest(ctx.topics.heartbeats), time.time())
+        clusters = views.with_leases(clusters, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
     documents = clusters if role == "clusters" else ctx.latest(ctx.topics.name(role))
     if selector is not None:
         documents = _selected(documents, role, selector, clusters)

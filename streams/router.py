@@ -32,6 +32,7 @@ from infra.topics import TopicNames
 from rollout.events import (
     ClusterCommanded,
     ClusterHeartbeat,
+    ClusterHeartbeats,
     ClusterObserved,
     ClusterRemoved,
     DependencyReported,
@@ -62,12 +63,13 @@ TOPIC_ROLE: dict[type, str] = {
     Tick: "ticks",
     ClusterCommanded: "clusters",
     ClusterHeartbeat: "heartbeats",
+    ClusterHeartbeats: "heartbeats",
     DependentLinked: "dependencies",
     DependencyReported: "dependencies",
     GateEvaluated: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
-BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat)
+BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats)
 
 
 def journal_key(event: Any) -> str:
@@ -83,6 +85,8 @@ def journal_key(event: Any) -> str:
         return event.name
     if isinstance(event, ClusterCommanded | ClusterHeartbeat):
         return event.cluster
+    if isinstance(event, ClusterHeartbeats):
+        return event.holder or event.clusters[0]
     if isinstance(event, DependentLinked):
         return event.module  # the dependency's partition
     if isinstance(event, DependencyReported):

@@ -10,7 +10,8 @@ and does no I/O, so a unit test is "given these records, the view is this".
 * cluster observations: the latest `ClusterObserved` per cluster; `ClusterRemoved` drops it;
   `ClusterCommanded` leave/join marks the cluster as having left the fleet, or not.
 * cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
-  heartbeat's time in epoch seconds; the page derives age and expiry from it (rollout/leases.py).
+  heartbeat's time in epoch seconds — from the records naming it (one applier's beat names
+  many clusters: rollout/beats.py); the page derives age and expiry from it (rollout/leases.py).
 * decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
 * dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
   whose input carries an event `id` is also a refusal of that event (verdicts.py).
@@ -25,8 +26,9 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
+
+from rollout.beats import beat_clusters, beat_time
 
 DECISIONS_KEPT = 200
 DEAD_LETTERS_KEPT = 1000
@@ -85,7 +87,8 @@ class FleetView:
     decisions: dict[str, deque[Document]] = field(default_factory=dict)
     dead_letters: deque[Document] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
     verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
-    heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at}
+    heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at, key}
+    heartbeat_keys: dict[str, set[str]] = field(default_factory=dict)  # heartbeats key → the clusters it named
     left: set[str] = field(default_factory=set)  # clusters that left the fleet (`rollout cluster leave`)
 
 
@@ -158,27 +161,28 @@ def _cluster_observation(view: FleetView, record: ProjectionRecord) -> Changes:
 
 
 def _heartbeat(view: FleetView, record: ProjectionRecord) -> Changes:
+    """A record of the compacted cluster-heartbeats topic: the clusters it names get its
+    lease unless they have a later one; a key rewritten or deleted gives up the clusters
+    its previous record named (rollout/beats.py)."""
     if record.key is None:
         return Changes()
+    before = view.heartbeat_keys.pop(record.key, set())
     beat = _document(record.value)
-    if beat is None:
-        view.heartbeats.pop(record.key, None)
-        return Changes(clusters={record.key})
-    seconds, at = beat.get("leaseSeconds", 60.0), _epoch(beat.get("at"))
-    if not isinstance(seconds, int | float) or at is None:
-        return Changes()
-    view.heartbeats[record.key] = {"holder": beat.get("holder"), "leaseSeconds": float(seconds), "at": at}
-    return Changes(clusters={record.key})
-
-
-def _epoch(stamp: object) -> float | None:
-    """Epoch seconds of an ISO 8601 event time (events.py `at`); None when it is not one."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp).timestamp()
-    except ValueError:
-        return None
+    named: set[str] = set()
+    if beat is not None:
+        seconds, at = beat.get("leaseSeconds", 60.0), beat_time(beat)
+        if isinstance(seconds, int | float) and at is not None:
+            named = set(beat_clusters(beat, record.key))
+            lease = {"holder": beat.get("holder"), "leaseSeconds": float(seconds), "at": at, "key": record.key}
+            for name in named:
+                current = view.heartbeats.get(name)
+                if current is None or current["key"] == record.key or current["at"] <= at:
+                    view.heartbeats[name] = lease
+            view.heartbeat_keys[record.key] = named
+    for name in before - named:
+        if view.heartbeats.get(name, {}).get("key") == record.key:
+            del view.heartbeats[name]
+    return Changes(clusters=before | named)
 
 
 def _assemblage(into: str) -> Any:

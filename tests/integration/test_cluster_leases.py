@@ -82,14 +82,22 @@ def phase(stack: Stack, tag: str) -> str | None:
     return status.get("phase") if status.get("targetRevision") == tag else None
 
 
+def beating(stack: Stack) -> set[str]:
+    """The clusters the applier's latest heartbeats name."""
+    return {name for beat in stack.latest("heartbeats").values() for name in beat["clusters"]}
+
+
 def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
     stack.send("clusters", "c1", cluster("c1", "canary"))
     stack.send("clusters", "w1", cluster("w1", "wave"))
     stack.send("intents", "leased", module("1.0.0"))
     wait_for("1.0.0 complete", lambda: phase(stack, "1.0.0") == "Complete")
 
-    # the applier heartbeats for both clusters; get clusters shows the lease age
-    wait_for("heartbeats", lambda: {"c1", "w1"} <= set(stack.latest("heartbeats")))
+    # the applier heartbeats for both clusters, in one event per beat (keyed by the applier);
+    # get clusters shows the lease age
+    wait_for("heartbeats", lambda: {"c1", "w1"} <= beating(stack))
+    beats = list(stack.latest("heartbeats").values())
+    assert len(beats) == 1 and beats[0]["type"] == "ClusterHeartbeats", beats
     code, output = rollout(stack, "get", "clusters", "-o", "json")
     assert code == 0, output
     leases = {doc["metadata"]["name"]: doc["fleet"]["lease"] for doc in json.loads(output)}

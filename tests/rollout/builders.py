@@ -25,6 +25,7 @@ from rollout.engine import Decision, Outcome, RolloutEngine, stage_for, stages_o
 from rollout.events import (
     ClusterCommanded,
     ClusterHeartbeat,
+    ClusterHeartbeats,
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
@@ -227,6 +228,10 @@ def command(module_name: str, name: str, *, stage: str | None = None, cluster: s
 
 def heartbeat(cluster_name: str, lease_seconds: float = 60.0) -> ClusterHeartbeat:
     return ClusterHeartbeat(id=next_id(), at=AT, cluster=cluster_name, lease_seconds=lease_seconds)
+
+
+def heartbeats(*cluster_names: str, lease_seconds: float = 60.0) -> ClusterHeartbeats:
+    return ClusterHeartbeats(id=next_id(), at=AT, clusters=list(cluster_names), lease_seconds=lease_seconds)
 
 
 def cluster_command(cluster_name: str, name: str, *, reply: bool | None = None) -> ClusterCommanded:

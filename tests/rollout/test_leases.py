@@ -3,7 +3,7 @@ given/when/then test per rule."""
 
 from __future__ import annotations
 
-from tests.rollout.builders import T0, cluster, cluster_command, given, heartbeat, module, stage
+from tests.rollout.builders import T0, cluster, cluster_command, given, heartbeat, heartbeats, module, stage
 
 CANARY = {"ring": "canary"}
 WAVE = {"ring": "wave"}
@@ -153,3 +153,24 @@ def test_restart_rebuilds_the_lease_index() -> None:
     fleet.restart()
     fleet.wait(61)
     assert not fleet.clusters["c1"].ready
+
+
+def test_one_heartbeats_event_renews_every_cluster_it_names() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.send(heartbeats("c1", "w1", "ghost", lease_seconds=60))
+    fleet.wait(30)
+    fleet.send(heartbeats("c1", lease_seconds=60))  # w1 is no longer reached
+    fleet.wait(40)  # T0+70: c1 renewed at T0+30, w1's lease ran out at T0+60
+    assert fleet.clusters["c1"].ready and fleet.clusters["c1"].lease.expires_at == T0 + 90  # type: ignore[union-attr]
+    assert not fleet.clusters["w1"].ready and fleet.clusters["w1"].lease.expired  # type: ignore[union-attr]
+    assert "ghost" not in fleet.clusters
+
+
+def test_redelivered_heartbeats_event_renews_nothing_again() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
+    beat = heartbeats("c1", "w1", lease_seconds=60)
+    fleet.send(beat)
+    fleet.wait(30)
+    before = fleet.snapshot()
+    outcome = fleet.send(beat)
+    assert fleet.snapshot() == before and not outcome.decisions

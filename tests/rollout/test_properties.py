@@ -62,6 +62,7 @@ from tests.rollout.builders import (
     deleted,
     gate_result,
     heartbeat,
+    heartbeats,
     module,
     observed,
     removed,
@@ -307,6 +308,8 @@ class World:
             if not names:
                 return None
             name = names[step[1] % len(names)]
+            if kind == "heartbeat" and step[1] % 2:  # as appliers send them: several clusters at once
+                return heartbeats(*sorted({names[(step[1] + i) % len(names)] for i in range(3)}), lease_seconds=step[2])
             return heartbeat(name, step[2]) if kind == "heartbeat" else cluster_command(name, step[2])
         if kind == "join":
             _, number, spec = step

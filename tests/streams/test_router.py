@@ -9,7 +9,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
-from rollout.events import ClusterCommanded, ClusterHeartbeat, FleetSeen, SyncStatusReported, Tick
+from rollout.events import ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats, FleetSeen, SyncStatusReported, Tick
 from streams.outputs import Outputs
 from streams.router import RoutePartition
 from tests.integration.chaos import cluster
@@ -69,6 +69,13 @@ def test_heartbeats_are_broadcast_keyed_by_cluster_without_a_fleet_mark() -> Non
     beat = ClusterHeartbeat(cluster="c1", lease_seconds=30).to_bytes()
     out = route(TOPICS.heartbeats, beat)
     assert [(r.topic, r.key, r.partition) for r in out.all()] == [(TOPICS.journal, b"c1", p) for p in range(3)]
+
+
+def test_a_heartbeats_event_is_broadcast_keyed_by_its_applier() -> None:
+    beat = ClusterHeartbeats(clusters=["c1", "c2"], lease_seconds=30, holder="applier-0").to_bytes()
+    out = route(TOPICS.heartbeats, beat)
+    assert [(r.topic, r.key, r.partition) for r in out.all()] == [(TOPICS.journal, b"applier-0", p) for p in range(3)]
+    assert all(r.value == beat for r in out.all())
 
 
 def test_leave_and_join_travel_with_the_cluster_observations_to_every_partition() -> None:

@@ -95,3 +95,30 @@ def test_leave_and_join_show_on_the_cluster_page() -> None:
     assert page is not None and page["lease"]["left"] is True
     absorb(view, "clusters", record("eu-1", {"type": "ClusterCommanded", "cluster": "eu-1", "command": "join"}))
     assert pages.lease(view, "eu-1")["left"] is False
+
+
+def heartbeats(*clusters: str, at: str, seconds: float = 60.0) -> dict[str, Any]:
+    return {"type": "ClusterHeartbeats", "clusters": list(clusters), "leaseSeconds": seconds, "holder": "a-0", "at": at}
+
+
+def test_an_appliers_heartbeats_event_gives_every_cluster_it_names_its_lease() -> None:
+    view = FleetView()
+    for name in ("eu-1", "eu-2"):
+        absorb(view, "clusters", record(name, cluster_event(name, {})))
+    changes = absorb(view, "heartbeats", record("a-0/0", heartbeats("eu-1", "eu-2", at="2026-01-01T00:00:00+00:00")))
+    assert changes.clusters == {"eu-1", "eu-2"}
+    # the next beat no longer names eu-2: it keeps nothing from this key, eu-1 moves on
+    changes = absorb(view, "heartbeats", record("a-0/0", heartbeats("eu-1", at="2026-01-01T00:00:20+00:00")))
+    assert changes.clusters == {"eu-1", "eu-2"}
+    leases = {item["name"]: item["lease"] for item in pages.cluster_list(view, pages.Query())["items"]}
+    assert leases["eu-1"]["heartbeatAt"] == 1_767_225_620.0 and leases["eu-1"]["holder"] == "a-0"
+    assert leases["eu-2"]["heartbeatAt"] is None
+
+
+def test_a_cluster_keeps_its_latest_beat_whichever_key_wrote_it() -> None:
+    view = FleetView()
+    absorb(view, "clusters", record("eu-1", cluster_event("eu-1", {})))
+    absorb(view, "heartbeats", record("a-1/0", heartbeats("eu-1", at="2026-01-01T00:00:20+00:00")))
+    absorb(view, "heartbeats", record("a-0/0", heartbeats("eu-1", at="2026-01-01T00:00:00+00:00")))  # older
+    (item,) = pages.cluster_list(view, pages.Query())["items"]
+    assert item["lease"]["heartbeatAt"] == 1_767_225_620.0
