@@ -188,80 +188,18 @@ def run_up(
     dashboard_port: int = 0,
     log_dir: Path = Path(".rollout/logs"),
 ) -> None:
-    from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
-    from rollout_cli.intents import intents_for, publish_intents
-    from rollout_cli.manifest_files import load_manifest_files
-    from rollout_cli.options import fail
-
-    started_broker: LocalKafka | None = None
-    if bootstrap is None:
-        bootstrap = discover_bootstrap()
-    if bootstrap is None:
-        click.echo("starting the local Kafka broker (first run downloads its jars from Maven Central)...")
-        broker = LocalKafka(progress=lambda m: click.echo(f"  {m}"))
-        try:
-            info = broker.start()
-        except KafkaError as error:
-            fail(str(error))
-        started_broker = broker
-        bootstrap = info.bootstrap
+    bootstrap, started_broker = _broker_for_up(bootstrap)
     click.echo(f"kafka:   {bootstrap}")
     children: list[subprocess.Popen[bytes]] = []
     try:
         created = asyncio.run(ensure_topics(bootstrap, prefix, partitions))
         click.echo(f"topics:  prefix {prefix!r}, {partitions} partitions ({len(created)} created)")
         env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
-        logs = log_dir
-        children.append(
-            _spawn(
-                [
-                    "worker",
-                    "--partitions",
-                    str(partitions),
-                    "--tick-interval",
-                    str(tick_interval),
-                    "--web-port",
-                    str(web_port),
-                ],
-                env,
-                logs / "worker.log",
-            )
-        )
-        children.append(
-            _spawn(
-                [
-                    "applier",
-                    "--sink",
-                    sink_spec,
-                    "--web-port",
-                    str(web_port + 1 if web_port else 0),
-                    *(["--simulate-status"] if simulate else []),
-                ],
-                env,
-                logs / "applier.log",
-            )
-        )
-        children.append(_spawn(["gate-runner", "--web-port", "0"], env, logs / "gate-runner.log"))
-        click.echo(f"worker:  pid {children[0].pid}, log {logs / 'worker.log'}")
-        click.echo(
-            f"applier: pid {children[1].pid}, log {logs / 'applier.log'}"
-            + (" (reports written syncs as succeeded: simulated)" if simulate else "")
-        )
-        click.echo(f"gates:   pid {children[2].pid}, log {logs / 'gate-runner.log'} (health gates of soaking stages)")
-        if dashboard_port:
-            web_host = env.get("ROLLOUT_WEB_HOST") or "127.0.0.1"
-            children.append(
-                _spawn(["dashboard", "--port", str(dashboard_port), "--host", web_host], env, logs / "dashboard.log")
-            )
-            click.echo(
-                f"dashboard: http://{web_host}:{dashboard_port}/ (pid {children[-1].pid}, log {logs / 'dashboard.log'})"
-            )
+        worker_args = ["--partitions", str(partitions), "--tick-interval", str(tick_interval)]
+        children += _spawn_stack(env, log_dir, sink_spec, simulate, web_port, dashboard_port, worker_args)
         click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
         if example:
-            manifests = load_manifest_files([EXAMPLES])
-            intents = intents_for(manifests)
-            asyncio.run(publish_intents(bootstrap, TopicNames(prefix), intents))
-            click.echo(f"example: applied {len(intents)} manifests from {EXAMPLES}")
+            _apply_example(bootstrap, prefix)
         click.echo("running; Ctrl-C stops everything\n")
         asyncio.run(_summarize(bootstrap, prefix, children, Path(sink_spec.partition(":")[2])))
     except KeyboardInterrupt:
@@ -274,6 +212,64 @@ def run_up(
             started_broker.stop()
             click.echo("kafka broker stopped")
         click.echo("stopped")
+
+
+def _broker_for_up(bootstrap: str | None) -> tuple[str, Any]:
+    """The broker `up` uses: the one given, the local one running, or a local one it starts
+    (returned too, to be stopped with the rest)."""
+    from infra.localkafka import KafkaError, LocalKafka, discover_bootstrap
+    from rollout_cli.options import fail
+
+    if bootstrap is None:
+        bootstrap = discover_bootstrap()
+    if bootstrap is not None:
+        return bootstrap, None
+    click.echo("starting the local Kafka broker (first run downloads its jars from Maven Central)...")
+    broker = LocalKafka(progress=lambda m: click.echo(f"  {m}"))
+    try:
+        info = broker.start()
+    except KafkaError as error:
+        fail(str(error))
+    return info.bootstrap, broker
+
+
+def _spawn_stack(
+    env: dict[str, str],
+    logs: Path,
+    sink_spec: str,
+    simulate: bool,
+    web_port: int,
+    dashboard_port: int,
+    worker_args: list[str],
+) -> list[subprocess.Popen[bytes]]:
+    """Worker, applier, gate runner (and the dashboard, given a port), each logging to `logs`."""
+    worker = _spawn(["worker", *worker_args, "--web-port", str(web_port)], env, logs / "worker.log")
+    applier_args = ["applier", "--sink", sink_spec, "--web-port", str(web_port + 1 if web_port else 0)]
+    applier = _spawn([*applier_args, *(["--simulate-status"] if simulate else [])], env, logs / "applier.log")
+    gates = _spawn(["gate-runner", "--web-port", "0"], env, logs / "gate-runner.log")
+    click.echo(f"worker:  pid {worker.pid}, log {logs / 'worker.log'}")
+    click.echo(
+        f"applier: pid {applier.pid}, log {logs / 'applier.log'}"
+        + (" (reports written syncs as succeeded: simulated)" if simulate else "")
+    )
+    click.echo(f"gates:   pid {gates.pid}, log {logs / 'gate-runner.log'} (health gates of soaking stages)")
+    children = [worker, applier, gates]
+    if dashboard_port:
+        web_host = env.get("ROLLOUT_WEB_HOST") or "127.0.0.1"
+        log = logs / "dashboard.log"
+        dashboard = _spawn(["dashboard", "--port", str(dashboard_port), "--host", web_host], env, log)
+        children.append(dashboard)
+        click.echo(f"dashboard: http://{web_host}:{dashboard_port}/ (pid {dashboard.pid}, log {log})")
+    return children
+
+
+def _apply_example(bootstrap: str, prefix: str) -> None:
+    from rollout_cli.intents import intents_for, publish_intents
+    from rollout_cli.manifest_files import load_manifest_files
+
+    intents = intents_for(load_manifest_files([EXAMPLES]))
+    asyncio.run(publish_intents(bootstrap, TopicNames(prefix), intents))
+    click.echo(f"example: applied {len(intents)} manifests from {EXAMPLES}")
 
 
 async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Popen[bytes]], out: Path) -> None:
