@@ -147,6 +147,7 @@ class Worker:
             await server.start()
         probe.start()
         tasks: list[asyncio.Task[None]] = []
+        self.heap.collect_young_less_often()
         try:
             for runner in self.runners:
                 await runner.start()
@@ -173,6 +174,7 @@ class Worker:
             await probe.stop()
             await server.stop()
             self.heap.stop_freezing()
+            self.heap.restore_thresholds()
             log.info("worker stopped")
 
     async def _observe(self) -> None:

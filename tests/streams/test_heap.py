@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.heap import Heap
+from streams.heap import YOUNG_THRESHOLDS, Heap
 
 
 class Node:
@@ -99,3 +99,14 @@ def test_young_collections_freeze_nothing() -> None:
         assert gc.get_freeze_count() == frozen and heap.full_collections == 0 and young
     finally:
         heap.stop_freezing()
+
+
+def test_a_worker_collects_its_young_generation_less_often_and_gives_the_thresholds_back() -> None:
+    before = gc.get_threshold()
+    heap = Heap()
+    heap.collect_young_less_often()
+    try:
+        assert gc.get_threshold() == YOUNG_THRESHOLDS and YOUNG_THRESHOLDS[0] > before[0]
+    finally:
+        heap.restore_thresholds()
+    assert gc.get_threshold() == before
