@@ -406,6 +406,8 @@ def json_depth_exceeds(raw: bytes, limit: int) -> bool:
     brackets is deleted by `bytes.translate`, and only the brackets are walked. Malformed
     input may be judged loosely here; the decoder rejects it next anyway.
     """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False  # too few opening brackets to nest that deep, strings or not (most events)
     brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
     if len(brackets) <= limit:
         return False

@@ -215,3 +215,17 @@ def test_what_strict_json_refuses_is_a_rejection_naming_why(raw: bytes, why: str
     with pytest.raises(EventRejected, match=r"^not JSON: ") as refused:
         parse_event(raw)
     assert why in str(refused.value)
+
+
+def test_nesting_is_measured_outside_strings_and_only_where_it_can_exceed_the_limit() -> None:
+    from rollout.events import MAX_JSON_DEPTH, json_depth_exceeds
+
+    at_limit = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+    over = b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1)
+    shallow_but_bracketed = b'{"message": "' + b"[{" * MAX_JSON_DEPTH + b'"}'
+    wide = b"[" + b"[]," * (MAX_JSON_DEPTH * 2) + b"[]]"
+    assert not json_depth_exceeds(at_limit, MAX_JSON_DEPTH)
+    assert json_depth_exceeds(over, MAX_JSON_DEPTH)
+    assert not json_depth_exceeds(shallow_but_bracketed, MAX_JSON_DEPTH)  # brackets in a string
+    assert not json_depth_exceeds(wide, MAX_JSON_DEPTH)  # many brackets, depth 2
+    assert json_depth_exceeds(b'{"a": "]]]]", "b": ' + over + b"}", MAX_JSON_DEPTH)
