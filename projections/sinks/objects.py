@@ -83,6 +83,31 @@ async def sync_objects(
     object owned for (cluster, assemblage)."""
     custom = CustomObjectsApi(api)
     selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_CLUSTER}={cluster},{LABEL_ASSEMBLAGE}={label}"
+    existing = await _owned_objects(custom, selector, cluster, policy)
+    written = unchanged = held = 0
+    for obj in objects:
+        kind = resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        key = (kind.kind, meta["namespace"], meta["name"])
+        if hold is not None and await hold(obj, existing.get(key)):
+            existing.pop(key, None)
+            held += 1
+            continue
+        after = await _apply(custom, kind, obj, field_manager, policy)
+        live = existing.pop(key, None)
+        before = live["metadata"].get("resourceVersion", "") if live is not None else None
+        if before is not None and before == after:
+            unchanged += 1
+        else:
+            written += 1
+    pruned = await _prune(custom, existing, policy)
+    return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned, held=held)
+
+
+async def _owned_objects(
+    custom: CustomObjectsApi, selector: str, cluster: str, policy: RetryPolicy
+) -> dict[ObjectKey, dict[str, Any]]:
+    """The objects of every managed kind that `selector` picks, by (kind, namespace, name)."""
     existing: dict[ObjectKey, dict[str, Any]] = {}
     for kind in MANAGED_RESOURCES:
         try:
@@ -102,42 +127,36 @@ async def sync_objects(
         for item in listing.get("items") or []:
             meta = item["metadata"]
             existing[(kind.kind, meta["namespace"], meta["name"])] = item
+    return existing
 
-    written = unchanged = held = 0
-    for obj in objects:
-        kind = resource(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        key = (kind.kind, meta["namespace"], meta["name"])
-        if hold is not None and await hold(obj, existing.get(key)):
-            existing.pop(key, None)
-            held += 1
-            continue
-        result = await call(
-            custom.patch_namespaced_custom_object,
-            kind.group,
-            kind.version,
-            meta["namespace"],
-            kind.plural,
-            meta["name"],
-            obj,
-            field_manager=field_manager,
-            force=True,
-            _content_type=APPLY_PATCH,
-            policy=policy,
-            what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
-        )
-        # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
-        after = ((result or {}).get("metadata") or {}).get("resourceVersion")
-        live = existing.pop(key, None)
-        before = live["metadata"].get("resourceVersion", "") if live is not None else None
-        if before is not None and before == after:
-            unchanged += 1
-        else:
-            written += 1
 
-    pruned = 0
+async def _apply(
+    custom: CustomObjectsApi, kind: Resource, obj: dict[str, Any], field_manager: str, policy: RetryPolicy
+) -> str | None:
+    """Server-side apply `obj`; the resourceVersion it has after (None: just created)."""
+    meta = obj["metadata"]
+    result = await call(
+        custom.patch_namespaced_custom_object,
+        kind.group,
+        kind.version,
+        meta["namespace"],
+        kind.plural,
+        meta["name"],
+        obj,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY_PATCH,
+        policy=policy,
+        what=f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
+    )
+    # kubernetes-asyncio returns None for 201 Created (create-on-apply): written.
+    return ((result or {}).get("metadata") or {}).get("resourceVersion")
+
+
+async def _prune(custom: CustomObjectsApi, leftovers: dict[ObjectKey, dict[str, Any]], policy: RetryPolicy) -> int:
+    """Delete what is owned but no longer wanted, sources after the objects using them."""
     order = {kind.kind: index for index, kind in enumerate(MANAGED_RESOURCES)}
-    for kind_name, namespace, name in sorted(existing, key=lambda k: (order[k[0]], k[1], k[2])):
+    for kind_name, namespace, name in sorted(leftovers, key=lambda k: (order[k[0]], k[1], k[2])):
         kind = next(k for k in MANAGED_RESOURCES if k.kind == kind_name)
         try:
             await call(
@@ -153,8 +172,7 @@ async def sync_objects(
         except ApiException as error:
             if error.status != 404:
                 raise
-        pruned += 1
-    return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned, held=held)
+    return len(leftovers)
 
 
 async def find_cluster_namespace(
