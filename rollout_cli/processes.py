@@ -30,7 +30,7 @@ from projections.applier import run_applier
 from projections.heartbeats import Heartbeats
 from projections.publisher import KafkaPublisher
 from projections.render import FluxRenderer
-from projections.sinks import Sink
+from projections.sinks import Sink, SinkResult
 from projections.sinks.directory import DirectorySink
 from rollout_cli.sink_options import SinkTimings
 
@@ -108,37 +108,53 @@ def run_applier_forever(
         )
     except ValueError as error:
         raise click.ClickException(str(error)) from None
+    serving = ServedApplier(bootstrap, prefix, sink, sink_spec, group_id, report, lease_seconds)
+    asyncio.run(serving.run(web_port, web_host))
 
-    async def main() -> None:
+
+class ServedApplier:
+    """`rollout applier`: the applier with its observability server, broker probe and
+    heartbeats, until SIGINT/SIGTERM."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        sink: Sink,
+        sink_spec: str,
+        group_id: str,
+        report: bool,
+        lease_seconds: float,
+    ) -> None:
+        self.bootstrap, self.prefix, self.sink, self.sink_spec = bootstrap, prefix, sink, sink_spec
+        self.group_id, self.report, self.lease_seconds = group_id, report, lease_seconds
+
+    async def run(self, web_port: int, web_host: str | None) -> None:
         stop = asyncio.Event()
         _stop_on_signals(stop)
         metrics, health = Metrics(), Health()
         server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host)
-        probe = BrokerProbe(bootstrap, health, **kafka_client_options())
+        probe = BrokerProbe(self.bootstrap, health, **kafka_client_options())
         if web_port:
             await server.start()
         probe.start()
-        click.echo(f"applier: {TopicNames(prefix).remote}, {TopicNames(prefix).proxy} → {sink_spec}", err=True)
-        beats = KafkaPublisher(bootstrap, TopicNames(prefix).heartbeats)
-        heartbeats = Heartbeats(beats, lease_seconds=lease_seconds) if lease_seconds > 0 else None
+        names = TopicNames(self.prefix)
+        click.echo(f"applier: {names.remote}, {names.proxy} → {self.sink_spec}", err=True)
+        beats = KafkaPublisher(self.bootstrap, names.heartbeats)
+        heartbeats = Heartbeats(beats, lease_seconds=self.lease_seconds) if self.lease_seconds > 0 else None
         stats = await run_applier(
-            bootstrap=bootstrap,
-            prefix=prefix,
-            sink=sink,
-            group_id=group_id,
-            report=report,
+            bootstrap=self.bootstrap,
+            prefix=self.prefix,
+            sink=self.sink,
+            group_id=self.group_id,
+            report=self.report,
             stop=stop,
             metrics=metrics,
             health=health,
             heartbeats=heartbeats,
-            on_result=lambda r: (
-                r.changed
-                and click.echo(
-                    f"applier: {r.kind} {r.cluster} v{r.version}: {r.written} written, {r.pruned} pruned", err=True
-                )
-            ),
+            on_result=_echo_changed,
         )
-        close = getattr(sink, "close", None)
+        close = getattr(self.sink, "close", None)
         if close is not None:
             await close()
         await beats.close()
@@ -149,7 +165,14 @@ def run_applier_forever(
             err=True,
         )
 
-    asyncio.run(main())
+
+def _echo_changed(result: SinkResult) -> None:
+    if result.changed:
+        click.echo(
+            f"applier: {result.kind} {result.cluster} v{result.version}: "
+            f"{result.written} written, {result.pruned} pruned",
+            err=True,
+        )
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
