@@ -89,7 +89,8 @@ class DecidePartition:
         """Fold the batch in one go: a module record copied by one event of the batch is
         changed in place by the next (`private_records`). If any event fails, that pass is
         dropped whole and the batch folded again event by event, each on its own copies, so
-        that the failing event alone is undone and dead-lettered."""
+        that the failing event alone is undone and dead-lettered. (The runtime calls this with
+        nothing uncommitted in the state, so dropping the batch drops only that pass.)"""
         folded = Outputs(out.dead_letter_topic)
         self.engine.private_records = {}
         try:
