@@ -84,3 +84,15 @@ def test_leave_and_join_travel_with_the_cluster_observations_to_every_partition(
     assert [r.partition for r in journal] == [0, 1, 2]
     misplaced = route(TOPICS.heartbeats, leave)
     assert misplaced.dead_letters == 1
+
+
+def test_a_malformed_heartbeats_event_is_one_dead_letter_naming_the_field() -> None:
+    good = ClusterHeartbeats(clusters=["c1"], lease_seconds=30).to_bytes()
+    twice = json.dumps({"type": "ClusterHeartbeats", "clusters": ["c1", "c1"], "leaseSeconds": 30}).encode()
+    none = json.dumps({"type": "ClusterHeartbeats", "clusters": [], "leaseSeconds": 30}).encode()
+    out = route(TOPICS.heartbeats, twice, none, good)
+    letters = [json.loads(r.value) for r in out.all() if r.topic == TOPICS.dead_letters]
+    assert [letter["offset"] for letter in letters] == [0, 1]
+    assert "clusters" in letters[0]["reason"] and "more than once" in letters[0]["reason"]
+    assert "clusters" in letters[1]["reason"]
+    assert [r.value for r in out.all() if r.topic == TOPICS.journal] == [good] * PARTITIONS
