@@ -56,7 +56,7 @@ class Heartbeats:
 
     async def beat(self) -> None:
         """One heartbeat for every reached cluster: a `ClusterHeartbeats` event per
-        `MAX_HEARTBEAT_CLUSTERS` of them (keyed by this applier), not an event per cluster."""
+        `MAX_HEARTBEAT_CLUSTERS` of them (keyed `<applier>/<chunk>`), not an event per cluster."""
         clusters = self.reached()
         events = [
             ClusterHeartbeats(

@@ -48,7 +48,7 @@ class Heap:
         self.interval = interval
         self.clock = clock
         self.settled_at: float | None = None
-        self.full_collections = 0  # by the interpreter, their survivors frozen
+        self.full_collections = 0  # seen by the hook (a settle's own collection counts too)
         self._thresholds: tuple[int, int, int] | None = None  # as they were before `collect_young_less_often`
 
     def collect_young_less_often(self) -> None:
