@@ -256,7 +256,12 @@ class RateLimitFilter(logging.Filter):
     """Let through at most one WARNING+ record per (logger, message template, exception type)
     per `interval` seconds from the `NOISY_LOGGERS` (and their children) and from records
     logged with `extra=RATE_LIMITED`; other records always pass. The first record of a kind
-    after its interval passes with "(N similar suppressed)" appended when N > 0."""
+    after its interval passes with "(N similar suppressed)" appended when N > 0.
+
+    A record it lets through is one line: a multi-line message (asyncio's "Exception in
+    callback ... handle: ...") is joined, and an exception becomes "(Type: message)" at its
+    end instead of a traceback — unless `tracebacks` (the worker at --loglevel debug). An
+    outage must cost the log a line per failure kind per interval, not a traceback each."""
 
     def __init__(
         self,
@@ -265,8 +270,10 @@ class RateLimitFilter(logging.Filter):
         *,
         max_kinds: int = 1000,
         clock: Any = time.monotonic,
+        tracebacks: bool = False,
     ) -> None:
         super().__init__()
+        self.tracebacks = tracebacks
         self.interval = interval
         self.loggers = tuple(loggers)
         self.max_kinds = max_kinds
@@ -298,9 +305,15 @@ class RateLimitFilter(logging.Filter):
             self._kinds.move_to_end(key)
             while len(self._kinds) > self.max_kinds:
                 self._kinds.popitem(last=False)
+        text = record.getMessage()
+        if record.exc_info and not self.tracebacks:
+            text = f"{text} ({type(error).__name__}: {error})" if error is not None else text
+            record.exc_info, record.exc_text = None, None
         if suppressed:
-            record.msg = f"{record.getMessage()} ({suppressed} similar suppressed)"
-            record.args = ()
+            text = f"{text} ({suppressed} similar suppressed)"
+        if "\n" in text:
+            text = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+        record.msg, record.args = text, ()
         return True
 
 
@@ -318,7 +331,13 @@ def logging_config(
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": formatter},
-        "filters": {"rate_limit": {"()": f"{__name__}.RateLimitFilter", "interval": rate_limit_interval}},
+        "filters": {
+            "rate_limit": {
+                "()": f"{__name__}.RateLimitFilter",
+                "interval": rate_limit_interval,
+                "tracebacks": level.lower() == "debug",
+            }
+        },
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["rate_limit"]}},
         "root": {"handlers": ["console"], "level": level.upper()},
     }

@@ -126,3 +126,23 @@ def test_a_flood_through_the_configured_root_logger_is_one_line(configured: io.S
     lines = configured.getvalue().splitlines()
     assert len(lines) == 3, lines
     assert "Unable connect to node with id 1: Connect call failed" in lines[0]
+
+
+def test_a_library_traceback_during_an_outage_is_one_line(configured: io.StringIO) -> None:
+    """asyncio logs a library callback's exception with a two-line message and a traceback
+    (seen: aiokafka's accumulator raising KeyError while the broker was away)."""
+    try:
+        {}.pop("batch")
+    except KeyError:
+        logging.getLogger("asyncio").error("Exception in callback cb()\nhandle: <Handle cb()>", exc_info=True)
+    lines = configured.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert "Exception in callback cb() | handle: <Handle cb()> (KeyError: 'batch')" in lines[0]
+
+
+def test_at_debug_level_the_traceback_is_kept(clock: Clock) -> None:
+    debugging = RateLimitFilter(clock=clock, tracebacks=True)
+    rec = record(exc=KeyError("batch"))
+    assert debugging.filter(rec) and rec.exc_info is not None
+    assert logging_config("text", "debug")["filters"]["rate_limit"]["tracebacks"] is True
+    assert logging_config("text", "info")["filters"]["rate_limit"]["tracebacks"] is False
