@@ -3,8 +3,9 @@
     SyncStatusReported -> the Target's status (updating, succeeded, failed) -> _advance
     Tick               -> the clock; progressDeadline failures; soaks that end -> _advance
 
-Reports are remembered by id on the cluster's facts (a redelivered one changes nothing) and
-count only when they are about the assignment in force: the generation and revision the
+Reports are remembered by id — on their target while it exists (its record is written
+anyway when the report counts), else on the cluster's facts — so a redelivered one changes
+nothing; they count only when they are about the assignment in force: the generation and revision the
 Target was given. A report with `reply` (`rollout report-status`) gets a verdict: refused
 with the reason when it would not count, accepted otherwise. The engine reads no clock:
 time is whatever the latest Tick said, moved at most MAX_TICK_STEP ahead per Tick, so one
@@ -17,7 +18,16 @@ from rollout.events import SyncStatusReported, Tick
 from rollout.manifests import parse_duration
 from rollout.outcome import Outcome, verdict
 from rollout.stages import StageMachine
-from rollout.state import CAPPED_TICK_IDS_KEPT, REPORT_IDS_KEPT, TickLog, remember, target_key
+from rollout.state import (
+    CAPPED_TICK_IDS_KEPT,
+    REPORT_IDS_KEPT,
+    TARGET_REPORT_IDS_KEPT,
+    ModuleRecord,
+    Target,
+    TickLog,
+    remember,
+    target_key,
+)
 
 MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
 
@@ -29,22 +39,26 @@ class Reports(StageMachine):
         if event.reply:
             self._answer_sync_status(event, out)
             return
-        if not self._remember_report(event):
+        ids = self._note_report(event)
+        if ids is None:
             return  # redelivered, or about a cluster the engine never saw
-        self._fold_sync_status(event, out)
+        self._fold_sync_status(event, ids, out)
 
     def _answer_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
         """A report that asks for a verdict: refused (and dead-lettered) unless it is about
         the assignment in force; accepted with the decisions it caused otherwise."""
         known = event.cluster in self.clusters
-        if not self._remember_report(event) and known:
+        ids = self._note_report(event)
+        if ids is None and known:
             return  # redelivered: answered already
         rejections, decisions = len(out.rejections), len(out.decisions)
         refusal = f"cluster {event.cluster!r} not found" if not known else self._report_refusal(event)
         if refusal is not None:
             out.rejections.append(refusal)
-        else:
-            self._fold_sync_status(event, out)
+            if ids is not None:
+                self._fold_sync_status(event, ids, out, count=False)
+        elif ids is not None:
+            self._fold_sync_status(event, ids, out)
         out.verdicts.append(verdict(event.id, event.module, out, rejections=rejections, decisions=decisions))
 
     def _report_refusal(self, event: SyncStatusReported) -> str | None:
@@ -67,26 +81,23 @@ class Reports(StageMachine):
             return f"{assigned} of module {event.module}, not revision {event.revision}"
         return None
 
-    def _fold_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
-        stored = self.modules.get(event.module)
-        target = self.targets.get(target_key(event.module, event.cluster))
-        if stored is None or target is None or target.assigned is None:
+    def _fold_sync_status(self, event: SyncStatusReported, ids: list[str], out: Outcome, *, count: bool = True) -> None:
+        """Fold a report noted by `_note_report`: `ids` is its target's new report window
+        (stored with the target whether or not the report counts). `count` False: only
+        remember it (a refused report that asked for a verdict)."""
+        key = target_key(event.module, event.cluster)
+        target = self.targets.get(key)
+        if target is None:
             return  # about a module/cluster the engine no longer drives: nothing to decide
-        if event.generation is not None and event.generation != target.assigned:
-            return  # about another assignment than the current one (say, same tag, other path)
-        revision = stored.revisions.get(target.assigned)
-        if revision is None or revision.revision != event.revision:
-            return  # a report about an older revision than the one assigned
-        status = event.state
-        if target.status in ("succeeded", "failed") and status == "updating":
-            # Flux flips Ready to Progressing on every reconcile (and retries a failure):
-            # only `succeeded` or `failed` change what is known about the revision
+        stored = self.modules.get(event.module)
+        status = self._counted_status(event, stored, target) if count and stored is not None else None
+        if status is None:
+            self.targets[key] = target.model_copy(update={"report_ids": ids})  # only the id is new
             return
-        if target.status == status and target.status_message == (event.message or ""):
-            return
+        assert stored is not None
         record = self._working_module(stored)
         self._index(record.name)
-        new = target.model_copy(update={"status": status, "status_message": event.message or ""})
+        new = target.model_copy(update={"status": status, "status_message": event.message or "", "report_ids": ids})
         if status == "failed" and target.status != "failed":
             self._decide(
                 record,
@@ -109,24 +120,48 @@ class Reports(StageMachine):
         self._advance(record, out)
         self._save_module(record, out)
 
+    def _counted_status(self, event: SyncStatusReported, stored: ModuleRecord, target: Target) -> str | None:
+        """The status `event` gives its target, or None when it changes nothing."""
+        if target.assigned is None:
+            return None  # nothing assigned to the cluster yet
+        if event.generation is not None and event.generation != target.assigned:
+            return None  # about another assignment than the current one (say, same tag, other path)
+        revision = stored.revisions.get(target.assigned)
+        if revision is None or revision.revision != event.revision:
+            return None  # a report about an older revision than the one assigned
+        status = event.state
+        if target.status in ("succeeded", "failed") and status == "updating":
+            # Flux flips Ready to Progressing on every reconcile (and retries a failure):
+            # only `succeeded` or `failed` change what is known about the revision
+            return None
+        if target.status == status and target.status_message == (event.message or ""):
+            return None
+        return status
+
     def _clock_moved(self, first: bool, out: Outcome) -> None:
         """Hook: the clock moved (`first`: from no time at all); before modules settle."""
 
-    def _remember_report(self, event: SyncStatusReported) -> bool:
-        """Note the report's id on its cluster; False if it was seen before (or the
-        cluster never was)."""
+    def _note_report(self, event: SyncStatusReported) -> list[str] | None:
+        """None if the report was seen before (or its cluster never was). Otherwise its id
+        is remembered: while the report's target exists, in the target's window — the
+        returned list, which the caller stores with the target, since most reports change
+        it anyway; without a target, on the cluster's facts (then the list is empty). A
+        deleted target hands its ids to the cluster's facts (`_keep_report_ids`)."""
         facts = self.clusters.get(event.cluster)
-        if facts is not None:
-            if event.id in facts.report_ids:
-                return False
-            ids = remember(facts.report_ids, event.id, REPORT_IDS_KEPT)
-            self.clusters[event.cluster] = facts.model_copy(update={"report_ids": ids})
-            return True
-        removed = self.removed_clusters.get(event.cluster)
-        if removed is not None and event.id not in removed.report_ids:
-            ids = remember(removed.report_ids, event.id, REPORT_IDS_KEPT)
-            self.removed_clusters[event.cluster] = removed.model_copy(update={"report_ids": ids})
-        return False
+        if facts is None:
+            removed = self.removed_clusters.get(event.cluster)
+            if removed is not None and event.id not in removed.report_ids:
+                ids = remember(removed.report_ids, event.id, REPORT_IDS_KEPT)
+                self.removed_clusters[event.cluster] = removed.model_copy(update={"report_ids": ids})
+            return None
+        target = self.targets.get(target_key(event.module, event.cluster))
+        if event.id in facts.report_ids or (target is not None and event.id in target.report_ids):
+            return None
+        if target is not None:
+            return remember(target.report_ids, event.id, TARGET_REPORT_IDS_KEPT)
+        ids = remember(facts.report_ids, event.id, REPORT_IDS_KEPT)
+        self.clusters[event.cluster] = facts.model_copy(update={"report_ids": ids})
+        return []
 
     def _on_tick(self, event: Tick, out: Outcome) -> None:
         if event.now <= self.now:

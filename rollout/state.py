@@ -67,7 +67,8 @@ UNSTAGED = "-"  # the counters' key for members that match no stage
 # Redelivery windows: how many recent event ids a record remembers.
 INTENT_IDS_KEPT = 256  # per module: applies, deletes, commands
 OBSERVATION_IDS_KEPT = 32  # per cluster: observations and removals
-REPORT_IDS_KEPT = 64  # per cluster: status reports (all modules)
+REPORT_IDS_KEPT = 64  # per cluster: status reports with no target (all modules), a deleted target's
+TARGET_REPORT_IDS_KEPT = 32  # per target: status reports about it (reports.py)
 CAPPED_TICK_IDS_KEPT = 16
 HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
 CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
@@ -107,7 +108,7 @@ class ClusterFacts(Record):
     lease: Lease | None = None  # None: no applier ever heartbeated for it, no lease applies
     left: bool = False
     observation_ids: list[str] = Field(default_factory=list)  # ClusterObserved/ClusterRemoved
-    report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about this cluster
+    report_ids: list[str] = Field(default_factory=list)  # reports without a target; a deleted target's
     command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about this cluster
     heartbeat_ids: list[str] = Field(default_factory=list)  # ClusterHeartbeat for this cluster
 
@@ -293,6 +294,7 @@ class Target(Record):
     updating_since: float | None = None
     category: Category = "pending"
     dependents_ready: bool = False  # on the target and succeeded: what dependents were told
+    report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about it (TARGET_REPORT_IDS_KEPT)
 
 
 class DependentLink(Record):

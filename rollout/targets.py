@@ -27,6 +27,7 @@ from rollout.manifests import Sync
 from rollout.outcome import DEFERRED, Assignment, Decision, Outcome
 from rollout.releases import ObservedValues, release_sync
 from rollout.state import (
+    REPORT_IDS_KEPT,
     Category,
     ClusterFacts,
     DeletedModule,
@@ -232,8 +233,24 @@ class TargetBook:
         elif old is not None:
             key = target_key(old.module, old.cluster)
             self.targets.pop(key, None)
+            self._keep_report_ids(old)
             out.target_status[key] = None
             self._index(record.name).discard(old.cluster)
+
+    def _keep_report_ids(self, deleted: Target) -> None:
+        """A deleted target's report ids go to its cluster's facts (or tombstone), so that a
+        redelivered report still changes nothing if the target comes back (reports.py)."""
+        if not deleted.report_ids:
+            return
+        holder = self.clusters.get(deleted.cluster) or self.removed_clusters.get(deleted.cluster)
+        if holder is None:
+            return
+        kept = set(holder.report_ids)
+        ids = [*holder.report_ids, *(i for i in deleted.report_ids if i not in kept)][-REPORT_IDS_KEPT:]
+        if isinstance(holder, ClusterFacts):
+            self.clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
+        else:
+            self.removed_clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
 
     def _recategorize_all(self, record: ModuleRecord, out: Outcome) -> None:
         for cluster in sorted(self._index(record.name)):

@@ -128,6 +128,38 @@ def test_redelivered_status_report_after_the_cluster_rejoined_changes_nothing() 
     assert fleet.category("app", "a") == "updating"
 
 
+def test_redelivered_status_report_after_its_module_came_back_changes_nothing() -> None:
+    fleet = given(cluster("a"), module("app", {}, "v1"))
+    report = reported("app", "a", "v1", "succeeded")
+    fleet.send(report)
+    fleet.delete("app")  # the target goes: its report ids stay with the cluster
+    fleet.apply(module("app", {}, "v1"))
+    assert fleet.category("app", "a") == "updating"
+    assert serialize(fleet.send(report)) == NOTHING
+    assert fleet.category("app", "a") == "updating"
+
+
+def test_redelivered_status_report_after_the_cluster_was_reselected_changes_nothing() -> None:
+    fleet = given(cluster("a", {"env": "prod"}), module("app", {"env": "prod"}, "v1"))
+    report = reported("app", "a", "v1", "succeeded")
+    fleet.send(report)
+    fleet.apply(cluster("a", {"env": "dev"}))  # deselected: its target is deleted
+    fleet.apply(cluster("a", {"env": "prod"}))
+    assert fleet.category("app", "a") == "updating"
+    assert serialize(fleet.send(report)) == NOTHING
+    assert fleet.category("app", "a") == "updating"
+
+
+def test_a_counted_report_is_remembered_on_its_target_not_on_the_cluster() -> None:
+    fleet = given(cluster("a"), module("app", {}, "v1"))
+    before = fleet.snapshot()["clusters"]
+    report = reported("app", "a", "v1", "succeeded")
+    fleet.send(report)
+    snapshot = fleet.snapshot()
+    assert snapshot["clusters"] == before  # one state record per report: the target's
+    assert snapshot["targets"]["app/a"]["report_ids"] == [report.id]
+
+
 def test_redelivered_suffix_of_a_scenario_emits_nothing() -> None:
     fleet = given(cluster("c", {"ring": "canary"}), cluster("w"), cluster("x", ready=False))
     fleet.apply(module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", approval=True)))

@@ -29,8 +29,8 @@ POISON = "report-c3"
 class FailsAfterChanging(RolloutEngine):
     """Fault injection: the report `POISON` fails after the engine has folded it."""
 
-    def _fold_sync_status(self, event: SyncStatusReported, out: Outcome) -> None:
-        super()._fold_sync_status(event, out)
+    def _fold_sync_status(self, event: SyncStatusReported, ids: list[str], out: Outcome, *, count: bool = True) -> None:
+        super()._fold_sync_status(event, ids, out, count=count)
         if event.id == POISON:
             raise RuntimeError("injected after the report changed the module")
 
