@@ -447,15 +447,22 @@ def _holds_lone_surrogate(data: Any) -> bool:
     return False
 
 
-# An integer literal beyond 64 bits: orjson would read it as a float (and round it)
-_LONG_INTEGER = re.compile(rb"\d{19}")
+# An integer literal beyond 64 bits: orjson would read it as a float (and round it). Found
+# as 19 digits in a row once every digit is mapped to "0": bytes.translate and a substring
+# search are C loops, ~0.5 µs for a status report where the regex \d{19} took ~3 µs.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_INTEGER = b"0" * 19
+
+
+def _holds_long_integer(data_bytes: bytes) -> bool:
+    return _LONG_INTEGER in data_bytes.translate(_DIGITS_AS_ZERO)
 
 
 def _decode_json(data_bytes: bytes) -> Any:
     """JSON → Python, strictly: no NaN/Infinity, no number out of a double's range, no lone
     surrogate, UTF-8 only. orjson enforces all of that (and is ~5x faster than `json`);
     the rare event with a 19-digit number goes through `json`, which keeps integers exact."""
-    if _LONG_INTEGER.search(data_bytes) is None:
+    if not _holds_long_integer(data_bytes):
         try:
             return orjson.loads(data_bytes)
         except orjson.JSONDecodeError as error:
