@@ -15,12 +15,23 @@ shows.
 
 from __future__ import annotations
 
+import functools
+
 from rollout.gates import gates_passed
 from rollout.manifests import Stage, parse_duration
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord, target_key
 from rollout.strategy import resolve_count, stages_of
 from rollout.window_gate import WindowGate
+
+
+@functools.lru_cache(maxsize=4096)
+def stage_budget(max_concurrency: int | str | None, max_failures: int | str | None, members: int) -> tuple[int, int]:
+    """(maxConcurrency, maxFailures) of a stage of `members` clusters, resolved — asked
+    several times per status report, with few distinct answers: cached."""
+    concurrency = resolve_count(max_concurrency, total=members, default=max(members, 1))
+    failures = resolve_count(max_failures, total=members, default=0)
+    return max(concurrency, 1), failures
 
 
 class StageMachine(WindowGate):
@@ -32,10 +43,7 @@ class StageMachine(WindowGate):
 
     def _budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
         stage = stages_of(record)[index]
-        members = self._counts(record, stage.name).members
-        concurrency = resolve_count(stage.max_concurrency, total=members, default=max(members, 1))
-        failures = resolve_count(stage.max_failures, total=members, default=0)
-        return max(concurrency, 1), failures
+        return stage_budget(stage.max_concurrency, stage.max_failures, self._counts(record, stage.name).members)
 
     def _completed(self, record: ModuleRecord) -> bool:
         """The target's rollout finished: it is the stable generation."""

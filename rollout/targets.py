@@ -214,19 +214,29 @@ class TargetBook:
 
     def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
         """Persist a Target, keeping counters, indexes and the status view in step."""
+        category = self._categorize(record, new) if new is not None else None
+        if old is not None and new is not None and old.stage == new.stage:
+            if old.category != category:  # the stage's members stay: one counter moves
+                counts = self._counts(record, old.stage)
+                setattr(counts, old.category, getattr(counts, old.category) - 1)
+                setattr(counts, category, getattr(counts, category) + 1)  # type: ignore[arg-type]
+        else:
+            if old is not None:
+                counts = self._counts(record, old.stage)
+                counts.members -= 1
+                setattr(counts, old.category, getattr(counts, old.category) - 1)
+            if new is not None:
+                counts = self._counts(record, new.stage)
+                counts.members += 1
+                setattr(counts, category, getattr(counts, category) + 1)  # type: ignore[arg-type]
         if old is not None:
-            counts = self._counts(record, old.stage)
-            counts.members -= 1
-            setattr(counts, old.category, getattr(counts, old.category) - 1)
             self._unindex_target(old)
         if new is not None:
-            new.category = self._categorize(record, new)
-            counts = self._counts(record, new.stage)
-            counts.members += 1
-            setattr(counts, new.category, getattr(counts, new.category) + 1)
+            if new.category != category:
+                new.category = category  # type: ignore[assignment]
             self._index_target(new)
             key = target_key(new.module, new.cluster)
-            if old != new:
+            if old is None or old.__dict__ != new.__dict__:  # field values; faster than `!=`
                 self.targets[key] = new
                 out.target_status[key] = target_view(record, new)
             self._index(record.name).add(new.cluster)

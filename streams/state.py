@@ -46,15 +46,19 @@ class Tracking(BaseModel):
 class LayeredMapping(MutableMapping[str, Any]):
     """Committed values under a batch layer under an event layer (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, written: list[LayeredMapping] | None = None) -> None:
         self.committed: dict[str, Any] = {}
         self._batch: dict[str, Any] = {}
         self._event: dict[str, Any] = {}
+        # the mappings of a PartitionState share one list of those written by the current
+        # event, so that keeping or dropping an event visits those only (most events write
+        # two or three mappings of a dozen)
+        self._written = written  # None: a mapping on its own (its layers are kept by hand)
 
     # -- layers ---------------------------------------------------------------------------
 
     def keep_event(self) -> None:
-        if self._event:  # most events write a few mappings out of a dozen
+        if self._event:
             self._batch.update(self._event)
             self._event.clear()
 
@@ -102,11 +106,15 @@ class LayeredMapping(MutableMapping[str, Any]):
         return isinstance(key, str) and self._lookup(key) is not _DELETED
 
     def __setitem__(self, key: str, value: Any) -> None:
+        if not self._event and self._written is not None:
+            self._written.append(self)
         self._event[key] = value
 
     def __delitem__(self, key: str) -> None:
         if key not in self:
             raise KeyError(key)
+        if not self._event and self._written is not None:
+            self._written.append(self)
         self._event[key] = _DELETED
 
     def __iter__(self) -> Iterator[str]:
@@ -128,7 +136,8 @@ class PartitionState:
 
     def __init__(self, schema: Mapping[str, type]) -> None:
         self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
-        self.mappings: dict[str, LayeredMapping] = {name: LayeredMapping() for name in self.schema}
+        self._written: list[LayeredMapping] = []  # by the current event (LayeredMapping)
+        self.mappings: dict[str, LayeredMapping] = {name: LayeredMapping(self._written) for name in self.schema}
 
     @property
     def tracking(self) -> Tracking:
@@ -145,16 +154,19 @@ class PartitionState:
         return "position" in self.mappings[self.TRACKING]
 
     def keep_event(self) -> None:
-        for mapping in self.mappings.values():
+        for mapping in self._written:
             mapping.keep_event()
+        self._written.clear()
 
     def drop_event(self) -> None:
-        for mapping in self.mappings.values():
+        for mapping in self._written:
             mapping.drop_event()
+        self._written.clear()
 
     def drop_batch(self) -> None:
         for mapping in self.mappings.values():
             mapping.drop_batch()
+        self._written.clear()
 
     def commit_batch(self) -> None:
         for mapping in self.mappings.values():
