@@ -35,9 +35,9 @@ class DependencyLinks(TargetBook):
     def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
         was = old.dependents_ready if old is not None else False
         if new is not None:
-            new.dependents_ready = (
-                record.mode == "rollout" and new.assigned == record.target and new.status == "succeeded"
-            )
+            ready_now = record.mode == "rollout" and new.assigned == record.target and new.status == "succeeded"
+            if new.dependents_ready != ready_now:
+                new.dependents_ready = ready_now
         super()._store_target(record, old, new, out)
         ready = new.dependents_ready if new is not None else False
         if ready != was:

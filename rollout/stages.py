@@ -126,8 +126,9 @@ class StageMachine(WindowGate):
         _, max_failures = self._budget(record, record.stage_index)
         done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
         if not done:
-            record.stage_completed_at = None
-            record.phase = "Progressing"
+            if record.stage_completed_at is not None or record.phase != "Progressing":  # most reports: as they were
+                record.stage_completed_at = None
+                record.phase = "Progressing"
             return False
         if record.stage_completed_at is None:
             record.stage_completed_at = self.now
