@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
@@ -412,25 +413,24 @@ class StageRunner:
     async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> asyncio.Future[Any] | None:
         """Send `records` as record batches, one stream per topic-partition in order (no
         future, no partitioner call per record); the future of the last batch sent."""
-        by_partition: dict[tuple[str, int], list[OutRecord]] = {}
-        for item in records:
-            partition = item.partition
-            if partition is None:
-                partitions = self._partitions.get(item.topic)
-                if partitions is None:
-                    partitions = sorted(await producer.partitions_for(item.topic))
-                    self._partitions[item.topic] = partitions
-                partition = partitions[key_slot(item.key, len(partitions))]
-            by_partition.setdefault((item.topic, partition), []).append(item)
+        batches: dict[tuple[str, int], BatchBuilder] = {}
         last: asyncio.Future[Any] | None = None
-        for (topic, partition), items in by_partition.items():
-            batch = producer.create_batch()
-            for item in items:
-                if batch.append(key=item.key, value=item.value, timestamp=None) is None:
-                    last = await producer.send_batch(batch, topic, partition=partition)
-                    batch = producer.create_batch()
-                    if batch.append(key=item.key, value=item.value, timestamp=None) is None:
-                        raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
+        for topic, key, value, partition in records:
+            if partition is None:
+                partitions = self._partitions.get(topic)
+                if partitions is None:
+                    partitions = sorted(await producer.partitions_for(topic))
+                    self._partitions[topic] = partitions
+                partition = partitions[key_slot(key, len(partitions))]
+            batch = batches.get((topic, partition))
+            if batch is None:
+                batch = batches[(topic, partition)] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, go on
+                last = await producer.send_batch(batch, topic, partition=partition)
+                batch = batches[(topic, partition)] = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
+        for (topic, partition), batch in batches.items():
             last = await producer.send_batch(batch, topic, partition=partition)
         return last
 
