@@ -11,10 +11,17 @@ inputs were lost after SIGKILL (docs/architecture.md has the measurements). Here
 the three advance together or not at all (Kafka Streams' exactly-once, with the
 transactional producer of aiokafka):
 
-* **One transactional producer per owned input partition**, `transactional.id` =
-  `<group>.<topic>.<partition>`. Whoever takes a partition over initialises a producer
-  with that id first, which fences the previous owner (a zombie after a rebalance or a
-  network partition can no longer commit) and aborts its open transaction.
+* **Two transactional producers per owned input partition, used in turn**,
+  `transactional.id` = `<group>.<topic>.<partition>` and the same with `.1`. Whoever takes
+  a partition over initialises producers with both ids first, which fences the previous
+  owner (a zombie after a rebalance or a network partition can no longer commit) and
+  aborts its open transactions. Why two: a transaction begun right after the previous one
+  of the *same* id committed is told "concurrent transactions" until the broker has
+  written that one's commit markers, and aiokafka then waits a fixed 20 ms before asking
+  again — measured, nearly every transaction of a busy partition paid it (a minimal
+  begin/send/offsets/commit loop: 23 ms per transaction with one id, 2 ms alternating two).
+  A transaction still begins only once the previous one committed, so at most one is open
+  per partition and each is folded on the state the previous one committed.
 * **State is in memory and changelogged** (`streams/state.py`) to a compacted state topic,
   partition = input partition, written inside the same transaction. A new owner rebuilds
   it by reading the state topic with `read_committed`; a returning owner reads only what
@@ -64,6 +71,8 @@ TAKE_OVER_TIMEOUT = 30.0  # fencing + state catch-up of one partition; retried w
 
 FETCH_MAX_WAIT_MS = 100
 TRANSACTION_RETRY_BACKOFF_MS = 20
+TURNS = 2
+"""Transactional producers per owned input partition, used in turn (see the module doc)."""
 
 
 class PartitionProcessor(Protocol):
@@ -93,7 +102,8 @@ class StageSpec:
 class Slot:
     tp: TopicPartition
     processor: PartitionProcessor
-    producer: AIOKafkaProducer | None = None
+    producers: list[AIOKafkaProducer] = field(default_factory=list)  # TURNS, used in turn
+    turn: int = 0  # the producer of the next transaction
     position: int = 0  # next input offset to process
     state_position: int = 0  # next state-topic offset not yet folded into the state
     broken: str | None = None
@@ -262,28 +272,9 @@ class StageRunner:
         """Fence the previous owner, fold the state it committed, seek to its position."""
         assert self.consumer is not None
         await self._close_producer(slot)
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            client_id=f"{self.spec.group_id}.{slot.tp.topic}.{slot.tp.partition}",
-            transactional_id=f"{self.spec.group_id}.{slot.tp.topic}.{slot.tp.partition}",
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=2,
-            max_batch_size=256 * 1024,
-            request_timeout_ms=15000,
-            # A transaction begun right after the previous one committed can be told "concurrent
-            # transactions" until the broker has written the commit markers; aiokafka waits
-            # retry_backoff_ms (default 100) before asking again. 20 ms, as the Java client
-            # does for that case: +15-20 % status reports/s in benchmarks/throughput.py.
-            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
-            **self.client_options,
-        )
-        slot.producer = producer  # closed by the next repair if anything below fails
-        await producer.start()
-        # An empty transaction waits for the producer id: from here on the previous owner of
-        # this transactional id is fenced and its open transaction aborted.
-        await producer.begin_transaction()
-        await producer.abort_transaction()
+        slot.producers = [self._new_producer(tid) for tid in self.transactional_ids(slot.tp)]
+        slot.turn = 0  # (all closed by the next repair if anything below fails)
+        await asyncio.gather(*(self._fence(producer) for producer in slot.producers))
         processor = slot.processor
         if processor.state is not None:
             folded = await self._catch_up(slot)
@@ -314,6 +305,36 @@ class StageRunner:
         self.consumer.seek(slot.tp, slot.position)
         slot.broken = None
         slot.backoff = 0.2
+
+    def transactional_ids(self, tp: TopicPartition) -> list[str]:
+        """The ids of the producers that write for input partition `tp`, used in turn."""
+        base = f"{self.spec.group_id}.{tp.topic}.{tp.partition}"
+        return [base, *(f"{base}.{n}" for n in range(1, TURNS))]
+
+    def _new_producer(self, transactional_id: str) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=transactional_id,
+            transactional_id=transactional_id,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=2,
+            max_batch_size=256 * 1024,
+            request_timeout_ms=15000,
+            # Any other request told "concurrent transactions" (or a retriable error) is
+            # retried after this, not aiokafka's default 100 ms.
+            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
+            **self.client_options,
+        )
+
+    @staticmethod
+    async def _fence(producer: AIOKafkaProducer) -> None:
+        """Start `producer`. An empty transaction waits for its producer id: from then on the
+        previous owner of its transactional id is fenced and its open transaction aborted
+        (or, if it was committing, committed first)."""
+        await producer.start()
+        await producer.begin_transaction()
+        await producer.abort_transaction()
 
     async def _catch_up(self, slot: Slot) -> int:
         """Fold the state topic's records written since `slot.state_position`."""
@@ -361,8 +382,7 @@ class StageRunner:
         await self._transact(slot, fresh, end)
 
     async def _transact(self, slot: Slot, records: list[ConsumerRecord], end: int) -> bool:
-        processor, producer, state = slot.processor, slot.producer, slot.processor.state
-        assert producer is not None
+        processor, producer, state = slot.processor, slot.producers[slot.turn], slot.processor.state
         out = Outputs(self.spec.dead_letter_topic)
         try:
             poisoned = [r for r in records if r.offset in slot.poison]
@@ -390,6 +410,7 @@ class StageRunner:
             last_state = await self._send(producer, state_records)
             await producer.send_offsets_to_transaction({slot.tp: end}, self.spec.group_id)
             await producer.commit_transaction()
+            slot.turn = (slot.turn + 1) % len(slot.producers)
         except Exception as error:
             self._drop(slot)
             if isinstance(error, PERMANENT_ERRORS):
@@ -478,12 +499,12 @@ class StageRunner:
         return [f"{_name(s.tp)}: {s.broken}" for s in self.slots.values() if s.broken is not None]
 
     async def _close_producer(self, slot: Slot) -> None:
-        producer, slot.producer = slot.producer, None
-        if producer is not None:
+        producers, slot.producers = slot.producers, []
+        for producer in producers:
             try:
                 await asyncio.wait_for(producer.stop(), timeout=5)
             except Exception as error:
-                log.debug("closing the producer of %s: %s", _name(slot.tp), error)
+                log.debug("closing a producer of %s: %s", _name(slot.tp), error)
 
 
 def _name(tp: TopicPartition) -> str:
