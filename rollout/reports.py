@@ -5,8 +5,8 @@
 
 Reports are remembered by id — on their target while it exists (its record is written
 anyway when the report counts), else on the cluster's facts — so a redelivered one changes
-nothing; they count only when they are about the assignment in force: the generation and revision the
-Target was given. A report with `reply` (`rollout report-status`) gets a verdict: refused
+nothing. They count only when they are about the assignment in force: the generation and
+revision the Target was given. A report with `reply` (`rollout report-status`) gets a verdict: refused
 with the reason when it would not count, accepted otherwise. The engine reads no clock:
 time is whatever the latest Tick said, moved at most MAX_TICK_STEP ahead per Tick, so one
 bogus far-future tick (or the first after a long outage) does not fire every deadline at once.
