@@ -23,30 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from infra.localkafka import discover_bootstrap
+from infra.topics import delete_topics
 from tests.integration.chaos import DISRUPTIONS, RoundResult, run_round, table
-
-
-async def _topics(bootstrap: str) -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
-
-
-async def _delete_topics(bootstrap: str, names: set[str]) -> None:
-    if not names:
-        return
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics(sorted(names))
-    finally:
-        await admin.close()
 
 
 def main() -> int:
@@ -60,13 +39,12 @@ def main() -> int:
     for index in range(rounds):
         disruption = DISRUPTIONS[index % len(DISRUPTIONS)]
         workdir = Path(tempfile.mkdtemp(prefix="rollout-chaos-"))
-        before = asyncio.run(_topics(bootstrap))
         result = run_round(bootstrap, workdir, disruption, seed=index)
         if result.ok:
             shutil.rmtree(workdir, ignore_errors=True)
             # the round's topics go too: 50 rounds left ~2,900 partitions on a long-lived
             # broker, which slowed everything measured on it afterwards
-            asyncio.run(_delete_topics(bootstrap, asyncio.run(_topics(bootstrap)) - before))
+            asyncio.run(delete_topics(bootstrap, result.prefix))
         else:
             print(f"  logs of the failed round kept in {workdir}", flush=True)
         results.append(result)

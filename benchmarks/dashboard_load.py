@@ -32,12 +32,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from infra import client
 from infra.localkafka import discover_bootstrap
-from infra.settings import kafka_client_options
-from infra.topics import TopicNames, ensure_topics
+from infra.topics import TopicNames, delete_topics, ensure_topics
 from rollout.events import ClusterObserved, ModuleApplied
 from rollout.manifests import MANIFEST_ADAPTER
 from rollout_cli.options import free_port
@@ -146,15 +143,6 @@ def api_sizes(base: str) -> dict[str, int]:
         with urllib.request.urlopen(base + path, timeout=30) as response:
             sizes[path] = len(response.read())
     return sizes
-
-
-async def delete_topics(bootstrap: str, prefix: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_client_options())
-    await admin.start()
-    try:
-        await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(prefix)])
-    finally:
-        await admin.close()
 
 
 def main() -> None:

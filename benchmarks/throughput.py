@@ -75,7 +75,7 @@ from infra import client
 from infra.localkafka import discover_bootstrap
 from infra.observability import Metrics
 from infra.settings import kafka_client_options
-from infra.topics import TopicNames, ensure_topics
+from infra.topics import TopicNames, delete_topics, ensure_topics
 from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout.manifests import MANIFEST_ADAPTER
 from streams.decider import DecidePartition
@@ -140,17 +140,6 @@ async def create_topics(bootstrap: str, names: Sequence[str]) -> None:
         except client.MissingTopic:
             await asyncio.sleep(0.1)
     await client.require_topics(bootstrap, names)
-
-
-async def delete_topics(bootstrap: str, prefix: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_client_options())
-    await admin.start()
-    try:
-        names = [t for t in await admin.list_topics() if t.startswith(prefix)]
-        if names:
-            await admin.delete_topics(names)
-    finally:
-        await admin.close()
 
 
 async def raw_pipe(bootstrap: str, prefix: str, n: int, runs: int = 5) -> list[float]:

@@ -189,5 +189,19 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
         await admin.close()
 
 
+async def delete_topics(bootstrap: str, prefix: str) -> list[str]:
+    """Delete every topic whose name starts with `prefix` (a benchmark's or a test stack's
+    own topics on a long-lived broker); return the names deleted."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-topics", **kafka_client_options())
+    await admin.start()
+    try:
+        names = sorted(t for t in await admin.list_topics() if t.startswith(prefix))
+        if names:
+            await admin.delete_topics(names)
+        return names
+    finally:
+        await admin.close()
+
+
 def ensure_topics_sync(bootstrap: str, prefix: str, partitions: int, *, replication: int = 1) -> list[str]:
     return asyncio.run(ensure_topics(bootstrap, prefix, partitions, replication=replication))

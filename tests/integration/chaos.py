@@ -74,6 +74,7 @@ def module(name: str, tag: str) -> ModuleApplied:
 @dataclass
 class RoundResult:
     disruption: str
+    prefix: str = ""  # of the round's topics
     inputs: int = 0
     lost: list[str] = field(default_factory=list)
     miscounted: list[str] = field(default_factory=list)
@@ -185,6 +186,7 @@ def run_round(bootstrap: str, workdir: Path, disruption: str, *, seed: int, flee
     result = RoundResult(disruption)
     started = time.monotonic()
     stack = Stack(bootstrap, workdir, partitions=3, tick_interval=0.5)
+    result.prefix = stack.prefix
     workers = Workers(stack)
     try:
         workers.start("worker")
