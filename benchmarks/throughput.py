@@ -30,7 +30,8 @@ fresh topics (a random prefix) and deletes them at the end.
    * catch-up: one more module reaches every cluster, the worker stops, N reports are
      published, the worker starts again: events/s from when the first report is routed and
      the decider has its state back (its "decide: assigned" log line) to Complete (record
-     timestamps) — what a restart costs on top of the live figure.
+     timestamps) — what a restart costs on top of the live figure; and how long the decider
+     took to take its partitions over before that (the "taken over in … s" log lines).
 3. **Table layer** — per-event cost of a `streams.decider.DecidePartition` (the real engine
    over the changelogged `PartitionState`), without Kafka, at each fleet size: N
    ClusterObserved and 3 modules (selector: all clusters, stages canary 1 % / wave-1 25 % /
@@ -56,6 +57,7 @@ import json
 import os
 import pstats
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -344,6 +346,7 @@ class WorkerRun:
     fold_s: float
     rounds: list[Round]
     backlog_per_s: float  # N reports waiting while the worker was down: first routed → Complete
+    take_over_s: float  # after that restart: the decider's partitions taken over, one after another
 
     @property
     def median(self) -> Round:
@@ -409,8 +412,9 @@ async def real_worker(bootstrap: str, prefix: str, n: int, layout: tuple[str, ..
             # from when both hold — the first report is in the journal and the decider has its
             # state back (a restart restores it first) — to Complete
             begun = max(follower.first_routed_report[b"backlog"] / 1000, decider_assigned_at(logs))
+            take_over_s = decider_take_over_s(logs)
         backlog_s = follower.statuses[b"backlog"][1] / 1000 - begun
-    return WorkerRun(folded - started, done, n / backlog_s)
+    return WorkerRun(folded - started, done, n / backlog_s, take_over_s)
 
 
 async def status_round(
@@ -450,14 +454,23 @@ def broker_pid() -> int | None:
     return None
 
 
+def decider_take_over_s(logs: list[Path]) -> float:
+    """Seconds the decider's partitions took to be taken over ("taken over in … s" lines)."""
+    times = re.findall(r"decide \S+: state restored \(\d+ records, taken over in ([\d.]+) s\)", _text(logs))
+    return sum(float(t) for t in times)
+
+
+def _text(logs: list[Path]) -> str:
+    return "\n".join(log.read_text(errors="replace") for log in logs)
+
+
 def decider_assigned_at(logs: list[Path]) -> float:
     """Epoch seconds of the last "decide: assigned" log line (the decider's state is back)."""
     stamps = []
-    for log in logs:
-        for line in log.read_text(errors="replace").splitlines():
-            if "decide: assigned" in line:
-                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-                stamps.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
+    for line in _text(logs).splitlines():
+        if "decide: assigned" in line:
+            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            stamps.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
     if not stamps:
         raise RuntimeError("no worker logged 'decide: assigned'")
     return max(stamps)
@@ -507,6 +520,7 @@ def report_worker(layout: str, n: int, raw: float, run: WorkerRun) -> None:
           f"(target ≤ 5 s at 3000: {'met' if fan_out <= 5 else 'NOT met'})")  # fmt: skip
     print(f"  status: {n} reports → Complete (median):     {median.status_per_s:9.0f} events/s")
     backlog_ratio = run.backlog_per_s / raw * 100
+    print(f"  restart: the decider's {PARTITIONS} partitions taken over (state folded) in {run.take_over_s:.2f} s")
     print(f"  catch-up: {n} reports published while the worker was down; from its restart (first report "
           f"routed, decider's state back) to Complete: {run.backlog_per_s:.0f} events/s = "
           f"{backlog_ratio:.1f} % of the raw pipe")  # fmt: skip

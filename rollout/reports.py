@@ -187,6 +187,10 @@ class Reports(StageMachine):
             if first and record.stage_completed_at is not None:
                 # a stage done before the engine saw any tick starts its soak at the first one
                 record.stage_completed_at = self.now
+            if first and record.window_waits:
+                # waits entered before the engine knew the time are entered again, now that it
+                # can say when each window opens (its decision, and the module's status)
+                record.window_waits = []
             deadline = record.spec.rollout.progress_deadline if record.spec.rollout else None
             if deadline is not None:
                 limit = parse_duration(deadline)

@@ -7,7 +7,8 @@ A stage's windows are its own `windows` when it has any, else the module's
 (`_fill`): clusters already updating finish, a rollback returns clusters at once, and a
 cluster joining a stage the rollout has not reached still gets the stable revision at
 once (that is no change of what the fleet runs). Before the engine saw any tick it knows
-no time, and a stage with windows waits for the first tick.
+no time, and a stage with windows waits for the first tick; a wait entered then is entered
+again at the first tick (reports.py), which can say when the window opens.
 
 Entering a wait is recorded once, as the decision `awaiting-window` with the time the
 next window opens (`ModuleRecord.window_waits` remembers which stages wait, so the

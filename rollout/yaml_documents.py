@@ -86,7 +86,7 @@ def yaml_documents(text: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterator[tu
                 raise YamlProblem(_yaml_reason(error), document=loader.document, identity=identity) from None
             yield loader.document, value
     except yaml.YAMLError as error:
-        raise YamlProblem(_yaml_reason(error, text), document=max(loader.document, 1)) from None
+        raise YamlProblem(_yaml_reason(error, text, limits), document=max(loader.document, 1)) from None
     finally:
         loader.dispose()
 
@@ -240,7 +240,7 @@ def _plain(text: str) -> str:
     return text if len(text) <= 63 and text.isprintable() else shown(text)
 
 
-def _yaml_reason(error: Exception, text: str = "") -> str:
+def _yaml_reason(error: Exception, text: str = "", limits: Limits = DEFAULT_LIMITS) -> str:
     if isinstance(error, ReaderError) and isinstance(error.character, int):
         line = text.count("\n", 0, error.position) + 1
         column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
@@ -249,6 +249,10 @@ def _yaml_reason(error: Exception, text: str = "") -> str:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         what = " ".join(part for part in (error.context, error.problem) if part)
+        if "maximum nesting depth" in what:
+            # libyaml (0.2.5+) stops a flow nesting past its own limit of 1,000 while scanning,
+            # before the composer's depth check sees it: the same problem, said the same way
+            return f"{where}nested more than {limits.depth} levels deep"
         return f"not valid YAML: {where}{what}"
     if isinstance(error, yaml.YAMLError):
         return f"not valid YAML: {error}"

@@ -24,8 +24,8 @@ transactional producer of aiokafka):
   per partition and each is folded on the state the previous one committed.
 * **State is in memory and changelogged** (`streams/state.py`) to a compacted state topic,
   partition = input partition, written inside the same transaction. A new owner rebuilds
-  it by reading the state topic with `read_committed`; a returning owner reads only what
-  was written since it last committed.
+  it by reading the state topic with `read_committed` (streams/restore.py); a returning
+  owner reads only what was written since it last committed.
 * **The position is tracked in the state** (`Tracking`) and the consumer is sought to it
   explicitly on every assignment — never left to a library's idea of "committed"; the group
   offsets are committed in the transaction too (for lag monitoring, and as the position of
@@ -59,6 +59,7 @@ from prometheus_client import Counter
 
 from infra.observability import RATE_LIMITED, Metrics
 from streams.outputs import Outputs, OutRecord, key_slot
+from streams.restore import StateReader
 from streams.state import PartitionState, Tracking
 
 log = logging.getLogger("rollout.delivery")
@@ -73,6 +74,24 @@ FETCH_MAX_WAIT_MS = 100
 TRANSACTION_RETRY_BACKOFF_MS = 20
 TURNS = 2
 """Transactional producers per owned input partition, used in turn (see the module doc)."""
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, client_options: dict[str, Any]) -> AIOKafkaProducer:
+    """A stage's transactional producer (also what benchmarks/transaction_cost.py measures)."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=transactional_id,
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        acks="all",
+        linger_ms=2,
+        max_batch_size=256 * 1024,
+        request_timeout_ms=15000,
+        # Any other request told "concurrent transactions" (or a retriable error) is
+        # retried after this, not aiokafka's default 100 ms.
+        retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
+        **client_options,
+    )
 
 
 class PartitionProcessor(Protocol):
@@ -151,7 +170,7 @@ class StageRunner:
         self.lock = asyncio.Lock()
         self.joined = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
-        self.reader: AIOKafkaConsumer | None = None
+        self.reader: StateReader | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
         self._partitions: dict[str, list[int]] = {}  # topic -> partition ids, for keyed records
 
@@ -179,14 +198,8 @@ class StageRunner:
             **self.client_options,
         )
         if self.spec.state_topic is not None:
-            self.reader = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap,
-                group_id=None,
-                client_id=f"{self.spec.group_id}-state-reader",
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                max_partition_fetch_bytes=4 * 1024 * 1024,
-                **self.client_options,
+            self.reader = StateReader(
+                self.bootstrap, self.spec.state_topic, f"{self.spec.group_id}-state-reader", self.client_options
             )
             await self.reader.start()
         await self.consumer.start()
@@ -271,6 +284,7 @@ class StageRunner:
     async def _take_over(self, slot: Slot) -> None:
         """Fence the previous owner, fold the state it committed, seek to its position."""
         assert self.consumer is not None
+        started = time.perf_counter()
         await self._close_producer(slot)
         slot.producers = [self._new_producer(tid) for tid in self.transactional_ids(slot.tp)]
         slot.turn = 0  # (all closed by the next repair if anything below fails)
@@ -294,10 +308,11 @@ class StageRunner:
             else:
                 slot.position = committed or 0
             log.info(
-                "%s %s: state restored (%d records), resuming at offset %d",
+                "%s %s: state restored (%d records, taken over in %.2f s), resuming at offset %d",
                 self.spec.name,
                 _name(slot.tp),
                 folded,
+                time.perf_counter() - started,
                 slot.position,
             )
         else:
@@ -312,20 +327,7 @@ class StageRunner:
         return [base, *(f"{base}.{n}" for n in range(1, TURNS))]
 
     def _new_producer(self, transactional_id: str) -> AIOKafkaProducer:
-        return AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            client_id=transactional_id,
-            transactional_id=transactional_id,
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=2,
-            max_batch_size=256 * 1024,
-            request_timeout_ms=15000,
-            # Any other request told "concurrent transactions" (or a retriable error) is
-            # retried after this, not aiokafka's default 100 ms.
-            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
-            **self.client_options,
-        )
+        return transactional_producer(self.bootstrap, transactional_id, self.client_options)
 
     @staticmethod
     async def _fence(producer: AIOKafkaProducer) -> None:
@@ -338,21 +340,10 @@ class StageRunner:
 
     async def _catch_up(self, slot: Slot) -> int:
         """Fold the state topic's records written since `slot.state_position`."""
-        assert self.reader is not None and self.spec.state_topic is not None
-        state = slot.processor.state
-        assert state is not None
-        tp = TopicPartition(self.spec.state_topic, slot.tp.partition)
-        self.reader.assign([tp])
-        end = (await self.reader.end_offsets([tp]))[tp]
-        if end <= slot.state_position:
-            return 0
-        self.reader.seek(tp, slot.state_position)
-        folded = 0
-        while await self.reader.position(tp) < end:
-            batch = await self.reader.getmany(tp, timeout_ms=1000, max_records=20000)
-            records = [(r.key, r.value) for r in batch.get(tp, []) if r.offset < end]
-            folded += state.restore(records)
-        slot.state_position = end
+        assert self.reader is not None and slot.processor.state is not None
+        folded, slot.state_position = await self.reader.catch_up(
+            slot.processor.state, slot.tp.partition, slot.state_position
+        )
         return folded
 
     # -- one batch -----------------------------------------------------------------------

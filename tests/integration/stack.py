@@ -21,11 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prometheus_client import CollectorRegistry, Counter
+
 from infra import client
+from infra.observability import Metrics
 from infra.topics import TopicNames, ensure_topics
 from rollout.events import EventBase
 from rollout_cli.intents import intents_for, publish_intents
 from rollout_cli.manifest_files import load_manifest_files
+from streams.delivery import StageRunner, StageSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -42,6 +46,12 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, in
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last probe: {last!r}")
+
+
+def stage_runner(bootstrap: str, spec: StageSpec) -> StageRunner:
+    """A `StageRunner` in this test process, with metrics of its own (not the global registry)."""
+    duplicates = Counter("duplicates", "", ["stage"], registry=CollectorRegistry())
+    return StageRunner(spec, bootstrap=bootstrap, client_options={}, metrics=Metrics(), duplicates=duplicates)
 
 
 def free_port() -> int:

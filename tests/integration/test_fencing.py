@@ -12,10 +12,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry, Counter
 
-from infra.observability import Metrics
 from streams.delivery import StageRunner, StageSpec
+from tests.integration.stack import stage_runner
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +37,7 @@ def _runner(bootstrap: str, topic: str) -> StageRunner:
         dead_letter_topic=f"{topic}.dead",
         new_processor=lambda tp: Stateless(),
     )
-    duplicates = Counter("duplicates", "", ["stage"], registry=CollectorRegistry())
-    return StageRunner(spec, bootstrap=bootstrap, client_options={}, metrics=Metrics(), duplicates=duplicates)
+    return stage_runner(bootstrap, spec)
 
 
 async def test_a_new_owner_fences_every_transactional_id_of_the_partition(kafka_bootstrap: str) -> None:

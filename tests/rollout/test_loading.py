@@ -78,8 +78,12 @@ def test_a_nul_byte_suggests_utf16_without_a_byte_order_mark() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["kind: " + "[" * 500 + "]" * 500, "".join("  " * i + f"k{i}:\n" for i in range(500))],
-    ids=["flow", "block"],
+    [
+        "kind: " + "[" * 500 + "]" * 500,
+        "kind: " + "[" * 5000 + "]" * 5000,  # past libyaml's own flow limit (1,000): it stops scanning
+        "".join("  " * i + f"k{i}:\n" for i in range(500)),
+    ],
+    ids=["flow", "flow-past-libyaml-limit", "block"],
 )
 def test_deep_nesting_is_refused_at_the_depth_limit(text: str) -> None:
     [problem] = problems(text.encode())

@@ -122,6 +122,22 @@ def test_before_any_tick_a_stage_with_windows_waits() -> None:
     assert "the engine has seen no tick yet" in fleet.decisions[-1].reason
 
 
+def test_a_wait_entered_before_any_tick_says_when_the_window_opens_at_the_first_tick() -> None:
+    fleet = given(cluster("c1", CANARY), app(windows=[EVENINGS]), at=None)
+    fleet.tick(MONDAY_20H_UTC)
+    waits = [d.reason for d in fleet.decisions if d.action == "awaiting-window"]
+    assert waits == [
+        "stage canary waits for a maintenance window: the engine has seen no tick yet",
+        "stage canary waits for a maintenance window: next opens at 2026-03-02T21:00:00Z",
+    ]
+    window = fleet.status("app")["stages"][0]["window"]
+    assert (window["open"], window["nextOpenAt"]) == (False, "2026-03-02T21:00:00Z")
+    fleet.tick(MONDAY_20H_UTC + 60)  # entered once: later ticks decide nothing new
+    assert len([d for d in fleet.decisions if d.action == "awaiting-window"]) == 2
+    fleet.tick(WINDOW_OPENS)
+    assert fleet.revision("app", "c1") == "v1"
+
+
 def test_rollback_is_not_held_by_windows() -> None:
     one_hour = [{**EVENINGS, "duration": "1h"}]
     fleet = given(cluster("c1", CANARY), module("app", {}, "v1", stage("canary"), windows=one_hour), at=WINDOW_OPENS)

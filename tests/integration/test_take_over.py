@@ -1,0 +1,115 @@
+"""Taking partitions over: each owned partition's state is folded from the stage's state
+topic (streams/restore.py), one partition after another, and the state reader pauses each
+partition once read: idle, it polls nothing. (Its short long poll is what keeps the next
+take-over from waiting behind the last fetch: ~0.5 s per partition with aiokafka's default;
+the throughput benchmark's worker logs show the time each take-over took.)"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from streams.delivery import StageSpec
+from streams.restore import StateReader
+from streams.state import PartitionState, Tracking
+from tests.integration.stack import stage_runner
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+class Counting:
+    """A stateful processor whose state is one mapping of integers."""
+
+    def __init__(self) -> None:
+        self.state = PartitionState({"counts": int})
+
+    def process(self, records: object, position: int, out: object) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+
+async def _topics(bootstrap: str, *names: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in names])
+    finally:
+        await admin.close()
+
+
+async def _write_state(bootstrap: str, topic: str) -> None:
+    """Partition p: counts p-0 … p-(p+1) and a tracked position of 10·p (as a stage commits)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}.writer")
+    await producer.start()
+    try:
+        async with producer.transaction():
+            for p in range(PARTITIONS):
+                for n in range(p + 2):
+                    await producer.send(topic, str(n).encode(), key=f"counts:{p}-{n}".encode(), partition=p)
+                position = Tracking(offset=10 * p, events=10 * p).model_dump_json().encode()
+                await producer.send(topic, position, key=b"tracking:position", partition=p)
+    finally:
+        await producer.stop()
+
+
+def _expected(p: int) -> dict[str, int]:
+    return {f"{p}-{n}": n for n in range(p + 2)}
+
+
+async def test_the_state_reader_folds_a_partition_and_lets_go_of_it(kafka_bootstrap: str) -> None:
+    topic = f"take-over-state-{uuid.uuid4().hex[:8]}"
+    await _topics(kafka_bootstrap, topic)
+    await _write_state(kafka_bootstrap, topic)
+    reader = StateReader(kafka_bootstrap, topic, "take-over-test", {})
+    await reader.start()
+    try:
+        for p in (2, 0):  # one partition after another, as take-overs go
+            state = PartitionState({"counts": int})
+            folded, end = await reader.catch_up(state, p, 0)
+            assert folded == p + 3  # the counts and the tracked position
+            assert dict(state.mappings["counts"].committed) == _expected(p)
+            assert state.tracking.offset == 10 * p
+            assert reader.consumer.paused() == {TopicPartition(topic, p)}, "not polled while idle"
+            assert await reader.catch_up(state, p, end) == (0, end), "nothing new since the end"
+    finally:
+        await reader.stop()
+
+
+async def test_a_stage_takes_every_partition_over_from_its_state_topic(kafka_bootstrap: str) -> None:
+    topic = f"take-over-{uuid.uuid4().hex[:8]}"
+    state_topic = f"{topic}.state"
+    await _topics(kafka_bootstrap, topic, state_topic)
+    await _write_state(kafka_bootstrap, state_topic)
+    spec = StageSpec(
+        name="counting",
+        topics=(topic,),
+        group_id=f"{topic}.group",
+        dead_letter_topic=f"{topic}.dead",
+        new_processor=lambda tp: Counting(),
+        state_topic=state_topic,
+    )
+    runner = stage_runner(kafka_bootstrap, spec)
+    await runner.start()
+    running = asyncio.create_task(runner.run())
+    try:
+        await asyncio.wait_for(runner.joined.wait(), timeout=60)
+        assert sorted(tp.partition for tp in runner.slots) == list(range(PARTITIONS))
+        for tp, slot in runner.slots.items():
+            state = slot.processor.state
+            assert state is not None and slot.broken is None
+            assert dict(state.mappings["counts"].committed) == _expected(tp.partition)
+            assert slot.position == 10 * tp.partition, "resumes at the tracked position"
+        assert runner.reader is not None
+        assert runner.reader.consumer.paused() == {TopicPartition(state_topic, PARTITIONS - 1)}, "the last one read"
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await runner.stop()
