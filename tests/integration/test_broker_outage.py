@@ -230,7 +230,11 @@ def test_worker_rides_out_a_broker_outage_and_restart(broker: tuple[LocalKafka, 
         assert grown <= MAX_LOG_LINES_DURING_OUTAGE, f"{grown} lines:\n{stack.log('worker')[-5000:]}"
 
         assert kafka.start(data_dir=info.data_dir, heap="256m").bootstrap == info.bootstrap
-        wait_for("readiness after the restart", lambda: readyz(stack.worker_port) == 200, 60, 0.2)
+        try:
+            wait_for("readiness after the restart", lambda: readyz(stack.worker_port) == 200, 60, 0.2)
+        except AssertionError as timeout:  # say why: what /readyz names, and what the worker logged
+            answer = http_get(stack.worker_port, "/readyz")
+            raise AssertionError(f"{timeout}\n/readyz: {answer}\nworker log:\n{stack.log('worker')[-6000:]}") from None
         stack.send("intents", "base", module("base", "1.1.0"))
 
         def rolled_out() -> bool:
