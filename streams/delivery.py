@@ -21,17 +21,20 @@ transactional producer of aiokafka):
   again — measured, nearly every transaction of a busy partition paid it (a minimal
   begin/send/offsets/commit loop: 23 ms per transaction with one id, 2 ms alternating two).
   A transaction still begins only once the previous one committed, so at most one is open
-  per partition and each is folded on the state the previous one committed.
+  per partition.
 * **State is in memory and changelogged** (`streams/state.py`) to a compacted state topic,
   partition = input partition, written inside the same transaction. A new owner rebuilds
   it by reading the state topic with `read_committed` (streams/restore.py); a returning
   owner reads only what was written since it last committed.
 * **The position is tracked in the state** (`Tracking`) and the consumer is sought to it
-  explicitly on every assignment — never left to a library's idea of "committed"; the group
-  offsets are committed in the transaction too (for lag monitoring, and as the position of
-  stateless stages). Records below the tracked position are duplicates and dropped.
+  explicitly on every assignment — never left to a library's idea of "committed". A
+  stateless stage's position is its group offset, committed in the transaction; a stateful
+  stage reports its group offsets every few seconds outside its transactions, for lag
+  monitoring only. Records below the tracked position are duplicates and dropped.
 * **Batches, not round trips.** One transaction per partition per `getmany`, partitions
-  committed concurrently; outputs of compacted topics are coalesced per batch (only the
+  committed concurrently, and a partition's next batch folded while its previous batch's
+  transaction is in flight (pipelined: `streams/slots.py`, which also holds the
+  transaction itself); outputs of compacted topics are coalesced per batch (only the
   last value per key is sent), and outputs go out as record batches per topic-partition.
   Nobody waits for a broker acknowledgement per event.
 * **Failure.** Any error around a transaction drops the batch's state changes, marks the
@@ -47,25 +50,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
-from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
-from infra.observability import RATE_LIMITED, Metrics
-from streams.outputs import Outputs, OutRecord, key_slot
+from infra.observability import Metrics
 from streams.restore import StateReader
-from streams.state import PartitionState, Tracking
+from streams.slots import BatchCommitter, PartitionProcessor, Slot, name
+
+__all__ = ["PartitionProcessor", "Slot", "StageRunner", "StageSpec", "transactional_producer"]
 
 log = logging.getLogger("rollout.delivery")
 
-PERMANENT_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
-MAX_REPAIR_BACKOFF = 5.0
 STOP_TIMEOUT = 10.0  # per step of a stop
 TAKE_OVER_TIMEOUT = 30.0  # fencing + state catch-up of one partition; retried when exceeded
 
@@ -77,6 +77,13 @@ status reports, ~0.25 s of the decider's CPU (the event loop is its stages' and 
 server's, one at a time). A single larger record still comes whole (the broker returns at
 least one record batch)."""
 TRANSACTION_RETRY_BACKOFF_MS = 20
+OFFSETS_REPORTED_EVERY = 5.0  # seconds: a stateful stage's group offsets, for monitoring
+MAX_BATCH_BYTES = 1_000_000
+"""A record batch of a stage's outputs: up to just under the broker's default
+message.max.bytes (1,048,588). A transaction's second batch for a partition waits until the
+first is in a produce request, and aiokafka keeps one in flight per broker: with 256 kB, a
+decider batch of 1,000 reports wrote its state partition in ~3 produce round trips, one
+after another."""
 TURNS = 2
 """Transactional producers per owned input partition, used in turn (see the module doc)."""
 
@@ -90,25 +97,13 @@ def transactional_producer(bootstrap: str, transactional_id: str, client_options
         enable_idempotence=True,
         acks="all",
         linger_ms=2,
-        max_batch_size=256 * 1024,
+        max_batch_size=MAX_BATCH_BYTES,
         request_timeout_ms=15000,
         # Any other request told "concurrent transactions" (or a retriable error) is
         # retried after this, not aiokafka's default 100 ms.
         retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
         **client_options,
     )
-
-
-class PartitionProcessor(Protocol):
-    """A stage's logic for one input partition. `process` must not do I/O; it evolves
-    `state` (None for a stateless stage) and fills `out`."""
-
-    state: PartitionState | None
-
-    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None: ...
-
-    def reset(self) -> None:
-        """Forget derived caches: the state was dropped back to its committed values."""
 
 
 @dataclass(frozen=True)
@@ -120,21 +115,6 @@ class StageSpec:
     new_processor: Callable[[TopicPartition], PartitionProcessor]
     state_topic: str | None = None  # compacted; its partition p holds input partition p's state
     process_idle: bool = False  # also called (no records) when only the position moved
-
-
-@dataclass
-class Slot:
-    tp: TopicPartition
-    processor: PartitionProcessor
-    producers: list[AIOKafkaProducer] = field(default_factory=list)  # TURNS, used in turn
-    turn: int = 0  # the producer of the next transaction
-    position: int = 0  # next input offset to process
-    state_position: int = 0  # next state-topic offset not yet folded into the state
-    broken: str | None = None
-    retry_at: float = 0.0
-    backoff: float = 0.2
-    single_step_until: int = -1  # retry one record at a time up to this offset
-    poison: set[int] = field(default_factory=set)  # offsets whose outputs can never be sent
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -164,9 +144,15 @@ class StageRunner:
         self.spec = spec
         self.bootstrap = bootstrap
         self.client_options = client_options
-        self.metrics = metrics
-        self.duplicates = duplicates
-        self.latency = metrics.decision_latency.labels(spec.name)
+        self.committer = BatchCommitter(
+            stage=spec.name,
+            group_id=spec.group_id,
+            dead_letter_topic=spec.dead_letter_topic,
+            state_topic=spec.state_topic,
+            metrics=metrics,
+            duplicates=duplicates,
+            position=self._position,
+        )
         self.session_timeout = session_timeout
         self.slots: dict[TopicPartition, Slot] = {}
         self.suspended: dict[TopicPartition, Slot] = {}
@@ -175,7 +161,7 @@ class StageRunner:
         self.consumer: AIOKafkaConsumer | None = None
         self.reader: StateReader | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
-        self._partitions: dict[str, list[int]] = {}  # topic -> partition ids, for keyed records
+        self._offsets_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -219,7 +205,10 @@ class StageRunner:
             log.warning("%s: a batch or a rebalance is still in flight; closing anyway", self.spec.name)
         else:
             self.lock.release()
+        if self._offsets_task is not None:
+            self._offsets_task.cancel()
         for slot in [*self.slots.values(), *self.suspended.values()]:
+            await self._settle(slot)
             await self._close_producer(slot)
         self.slots.clear()
         for client in (self.consumer, self.reader):
@@ -231,7 +220,11 @@ class StageRunner:
 
     async def run(self) -> None:
         assert self.consumer is not None
+        reported = time.monotonic()
         while True:
+            if self.spec.state_topic is not None and time.monotonic() - reported >= OFFSETS_REPORTED_EVERY:
+                reported = time.monotonic()
+                self._report_offsets()
             # Everything fetched, never a part: aiokafka sends no fetch to a broker while any
             # partition it leads has records left in the buffer — until 100 ms later, when it
             # fetches the *other* partitions, and that fetch waits fetch_max_wait_ms on idle
@@ -252,7 +245,22 @@ class StageRunner:
                         if tp not in busy and slot.broken is None and await self._position(tp) > slot.position:
                             work.append((slot, []))
                 if work:
-                    await asyncio.gather(*(self._deliver(slot, records) for slot, records in work))
+                    await asyncio.gather(*(self.committer.deliver(slot, records) for slot, records in work))
+
+    def _report_offsets(self) -> None:
+        """A stateful stage's group offsets, for lag monitoring (kafka-consumer-groups, the
+        broker's metrics): the positions its last transactions committed, best effort and
+        outside them (its position is the tracked one, in its state). Not awaited."""
+        assert self.consumer is not None
+        offsets = {tp: slot.committed_position for tp, slot in self.slots.items() if slot.committed_position > 0}
+        if offsets and (self._offsets_task is None or self._offsets_task.done()):
+            self._offsets_task = asyncio.create_task(self._commit_offsets(self.consumer, offsets))
+
+    async def _commit_offsets(self, consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await asyncio.wait_for(consumer.commit(offsets), timeout=STOP_TIMEOUT)
+        except Exception as error:  # a rebalance, the broker away: the next report will do
+            log.debug("%s: group offsets not reported: %s", self.spec.name, error)
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -262,6 +270,7 @@ class StageRunner:
                 slot = self.slots.pop(tp, None)
                 if slot is None:
                     continue
+                await self._settle(slot)  # its last transaction ends (or fails) before we let go
                 await self._close_producer(slot)
                 slot.broken = None
                 self.suspended[tp] = slot
@@ -279,10 +288,10 @@ class StageRunner:
                     await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
                 except Exception as error:
                     if slot is None:  # cannot even hold the partition: a bug, and loud
-                        log.exception("%s %s: cannot set up the partition", self.spec.name, _name(tp))
+                        log.exception("%s %s: cannot set up the partition", self.spec.name, name(tp))
                         raise
                     await self._close_producer(slot)
-                    self._break(slot, error)
+                    slot.fail(self.spec.name, error)
             for tp in [tp for tp in self.suspended if tp not in self.slots]:
                 # another worker owns it now: what we hold may go stale; rebuilt if it returns
                 del self.suspended[tp]
@@ -307,11 +316,13 @@ class StageRunner:
             committed = await self.consumer.committed(slot.tp)
             if processor.state.restored:
                 slot.position = tracking.offset
-                if committed is not None and committed != tracking.offset:
+                if committed is not None and committed > tracking.offset:
+                    # the group offset is only ever reported from tracked positions: is this
+                    # the state topic of another deployment, or was it truncated?
                     log.warning(
-                        "%s %s: group offset %s differs from the tracked position %s; using the tracked one",
+                        "%s %s: group offset %s is past the tracked position %s; using the tracked one",
                         self.spec.name,
-                        _name(slot.tp),
+                        name(slot.tp),
                         committed,
                         tracking.offset,
                     )
@@ -320,13 +331,14 @@ class StageRunner:
             log.info(
                 "%s %s: state restored (%d records, taken over in %.2f s), resuming at offset %d",
                 self.spec.name,
-                _name(slot.tp),
+                name(slot.tp),
                 folded,
                 time.perf_counter() - started,
                 slot.position,
             )
         else:
             slot.position = (await self.consumer.committed(slot.tp)) or 0
+        slot.committed_position = slot.position
         self.consumer.seek(slot.tp, slot.position)
         slot.broken = None
         slot.backoff = 0.2
@@ -366,130 +378,25 @@ class StageRunner:
         except Exception:  # not assigned any more, or no valid position yet
             return -1
 
-    async def _deliver(self, slot: Slot, records: list[ConsumerRecord]) -> None:
-        fresh = [r for r in records if r.offset >= slot.position]
-        if len(fresh) < len(records):
-            self.duplicates.labels(self.spec.name).inc(len(records) - len(fresh))
-        if records and not fresh:
-            return
-        end = max(fresh[-1].offset + 1 if fresh else slot.position, await self._position(slot.tp))
-        if fresh and fresh[0].offset <= slot.single_step_until:
-            for index, record in enumerate(fresh):
-                last = index == len(fresh) - 1
-                step_end = end if last else fresh[index + 1].offset
-                if not await self._transact(slot, [record], step_end) or slot.broken:
-                    return
-            return
-        await self._transact(slot, fresh, end)
-
-    async def _transact(self, slot: Slot, records: list[ConsumerRecord], end: int) -> bool:
-        processor, producer, state = slot.processor, slot.producers[slot.turn], slot.processor.state
-        out = Outputs(self.spec.dead_letter_topic)
+    async def _settle(self, slot: Slot) -> None:
+        """Let the slot's transaction in flight end — committed or failed — before its
+        producers are closed or replaced (bounded: a broker gone away fails it)."""
         try:
-            poisoned = [r for r in records if r.offset in slot.poison]
-            for record in poisoned:
-                out.reject(
-                    "its outputs cannot be written (larger than the broker accepts); input skipped",
-                    record,
-                    self.spec.name,
-                )
-            processor.process([r for r in records if r.offset not in slot.poison], end, out)
-            if state is not None:
-                before = state.tracking
-                state.tracking = Tracking(offset=end, events=before.events + len(records))
-                state.keep_event()
-            changes = state.changelog() if state is not None else []
-        except Exception as error:  # a bug in a stage must not stop the stream: isolate the record
-            log.exception("%s %s: processing failed", self.spec.name, _name(slot.tp))
-            self._drop(slot)
-            self._isolate(slot, records, error)
-            return False
-        state_records = [OutRecord(self.spec.state_topic or "", k, v, slot.tp.partition) for k, v in changes]
-        try:
-            await producer.begin_transaction()
-            await self._send(producer, out.all())
-            last_state = await self._send(producer, state_records)
-            await producer.send_offsets_to_transaction({slot.tp: end}, self.spec.group_id)
-            await producer.commit_transaction()
-            slot.turn = (slot.turn + 1) % len(slot.producers)
+            await asyncio.wait_for(self.committer.settle(slot), timeout=STOP_TIMEOUT)
         except Exception as error:
-            self._drop(slot)
-            if isinstance(error, PERMANENT_ERRORS):
-                self._isolate(slot, records, error)
-            self._break(slot, error)
-            return False
-        if state is not None:
-            state.commit_batch()
-            if last_state is not None:
-                # the base offset of the last batch of state records: a catch-up from here
-                # re-reads a few records at most (restoring is idempotent), never skips one
-                slot.state_position = max(slot.state_position, (await last_state).offset)
-        slot.position = end
-        if records:  # the batch's oldest input: its worst latency, one observation per batch
-            self.latency.observe(max(time.time() - records[0].timestamp / 1000, 0.0))
-        self.metrics.events_consumed.labels(slot.tp.topic).inc(len(records))
-        if out.dead_letters:
-            self.metrics.dead_letters.labels(self.spec.name).inc(out.dead_letters)
-        return True
-
-    async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> asyncio.Future[Any] | None:
-        """Send `records` as record batches, one stream per topic-partition in order (no
-        future, no partitioner call per record); the future of the last batch sent."""
-        batches: dict[tuple[str, int], BatchBuilder] = {}
-        last: asyncio.Future[Any] | None = None
-        for topic, key, value, partition in records:
-            if partition is None:
-                partitions = self._partitions.get(topic)
-                if partitions is None:
-                    partitions = sorted(await producer.partitions_for(topic))
-                    self._partitions[topic] = partitions
-                partition = partitions[key_slot(key, len(partitions))]
-            batch = batches.get((topic, partition))
-            if batch is None:
-                batch = batches[(topic, partition)] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, go on
-                last = await producer.send_batch(batch, topic, partition=partition)
-                batch = batches[(topic, partition)] = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
-        for (topic, partition), batch in batches.items():
-            last = await producer.send_batch(batch, topic, partition=partition)
-        return last
-
-    def _drop(self, slot: Slot) -> None:
-        if slot.processor.state is not None:
-            slot.processor.state.drop_batch()
-        slot.processor.reset()
-
-    def _isolate(self, slot: Slot, records: list[ConsumerRecord], error: BaseException) -> None:
-        """Retry one record at a time; a single record that fails again is poison."""
-        if len(records) == 1:
-            slot.poison.add(records[0].offset)
-            log.error("%s %s: offset %d is poison: %s", self.spec.name, _name(slot.tp), records[0].offset, error)
-        elif records:
-            slot.single_step_until = records[-1].offset
-        if slot.broken is None:
-            self._break(slot, error)  # rewind to the tracked position and start over from there
-
-    def _break(self, slot: Slot, error: BaseException) -> None:
-        reason = f"{type(error).__name__}: {error}"
-        if slot.broken is None:
-            log.warning("%s: %s; repairing", self.spec.name, reason, extra=RATE_LIMITED)
-            log.debug("%s %s broken: %s", self.spec.name, _name(slot.tp), reason)
-        slot.broken = reason
-        slot.retry_at = time.monotonic() + slot.backoff
-        slot.backoff = min(slot.backoff * 2, MAX_REPAIR_BACKOFF)
+            log.warning("%s %s: the last transaction did not end: %s", self.spec.name, name(slot.tp), error)
 
     async def _repair_broken(self) -> None:
         now = time.monotonic()
         for slot in self.slots.values():
             if slot.broken is not None and now >= slot.retry_at:
+                await self._settle(slot)
                 try:
                     await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
-                    log.info("%s %s: repaired, resuming at %d", self.spec.name, _name(slot.tp), slot.position)
+                    log.info("%s %s: repaired, resuming at %d", self.spec.name, name(slot.tp), slot.position)
                 except Exception as error:
                     await self._close_producer(slot)
-                    self._break(slot, error)
+                    slot.fail(self.spec.name, error)
 
     @property
     def healthy(self) -> bool:
@@ -497,7 +404,7 @@ class StageRunner:
         return self.joined.is_set() and all(s.broken is None for s in self.slots.values())
 
     def broken(self) -> list[str]:
-        return [f"{_name(s.tp)}: {s.broken}" for s in self.slots.values() if s.broken is not None]
+        return [f"{name(s.tp)}: {s.broken}" for s in self.slots.values() if s.broken is not None]
 
     async def _close_producer(self, slot: Slot) -> None:
         producers, slot.producers = slot.producers, []
@@ -505,12 +412,8 @@ class StageRunner:
             try:
                 await asyncio.wait_for(producer.stop(), timeout=5)
             except Exception as error:
-                log.debug("closing a producer of %s: %s", _name(slot.tp), error)
-
-
-def _name(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
+                log.debug("closing a producer of %s: %s", name(slot.tp), error)
 
 
 def _names(tps: list[TopicPartition]) -> str:
-    return ", ".join(_name(tp) for tp in sorted(tps)) or "nothing"
+    return ", ".join(name(tp) for tp in sorted(tps)) or "nothing"

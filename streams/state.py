@@ -5,13 +5,16 @@ decider, the engine's clusters/modules/targets/…; for the assembler, one recor
 cluster) held in memory as decoded values, plus the `Tracking` record — the input
 position processed so far and how many events that was.
 
-Writes go through two layers of pending changes before they reach the committed values:
+Writes go through layers of pending changes before they reach the committed values:
 
-    event layer ──(event handled)──► batch layer ──(transaction committed)──► committed
-         └──(event failed: dropped)        └──(transaction failed: dropped)
+    event layer ──(event handled)──► batch layer ──(sealed)──► sealed layer ──(transaction committed)──► committed
+         └──(event failed: dropped)        └──(batch failed)         └──(transaction failed: dropped, and
+                                                                        the batch folded on it too)
 
 so that one poison event is undone without touching the rest of its batch, and a batch
-whose transaction did not commit leaves nothing behind. `changelog()` turns the batch
+whose transaction did not commit leaves nothing behind. The sealed layer is the batch whose
+transaction is in flight: the next batch is folded on top of it meanwhile
+(streams/slots.py), and is dropped with it if that transaction fails. `changelog()` turns the batch
 layer into the records written to the stage's compacted state topic *inside the same
 transaction* as the stage's outputs and its consumer offsets: state, outputs and input
 position advance together or not at all (eventsourcing's `Tracking`, Kafka Streams'
@@ -44,10 +47,11 @@ class Tracking(BaseModel):
 
 
 class LayeredMapping(MutableMapping[str, Any]):
-    """Committed values under a batch layer under an event layer (see the module doc)."""
+    """Committed values under a sealed, a batch and an event layer (see the module doc)."""
 
     def __init__(self, written: list[LayeredMapping] | None = None) -> None:
         self.committed: dict[str, Any] = {}
+        self._sealed: dict[str, Any] = {}
         self._batch: dict[str, Any] = {}
         self._event: dict[str, Any] = {}
         # the mappings of a PartitionState share one list of those written by the current
@@ -74,22 +78,35 @@ class LayeredMapping(MutableMapping[str, Any]):
         """(key, value or _DELETED) for every key written in the batch, last write wins."""
         return iter(self._batch.items())
 
+    def seal_batch(self) -> None:
+        """The batch layer becomes the sealed one (its transaction begins); nothing may be sealed."""
+        assert not self._sealed, "a batch is sealed already"
+        if self._batch:
+            self._sealed, self._batch = self._batch, {}
+
+    def commit_sealed(self) -> None:
+        _apply(self._sealed, self.committed)
+        self._sealed = {}
+
+    def drop_sealed(self) -> None:
+        self._sealed = {}
+
     def commit_batch(self) -> None:
-        for key, value in self._batch.items():
-            if value is _DELETED:
-                self.committed.pop(key, None)
-            else:
-                self.committed[key] = value
+        """The batch layer straight to the committed values (nothing sealed in between)."""
+        self.commit_sealed()
+        _apply(self._batch, self.committed)
         self._batch.clear()
 
     # -- mapping --------------------------------------------------------------------------
 
     def _lookup(self, key: str) -> Any:
-        event, batch = self._event, self._batch
+        event, batch, sealed = self._event, self._batch, self._sealed
         if key in event:
             return event[key]
         if key in batch:
             return batch[key]
+        if sealed and key in sealed:
+            return sealed[key]
         return self.committed.get(key, _DELETED)
 
     def __getitem__(self, key: str) -> Any:
@@ -118,10 +135,10 @@ class LayeredMapping(MutableMapping[str, Any]):
         self._event[key] = _DELETED
 
     def __iter__(self) -> Iterator[str]:
-        if not self._batch and not self._event:
+        if not self._sealed and not self._batch and not self._event:
             return iter(list(self.committed))
         keys = dict.fromkeys(self.committed)
-        for layer in (self._batch, self._event):
+        for layer in (self._sealed, self._batch, self._event):
             keys.update(dict.fromkeys(layer))
         return iter([k for k in keys if self._lookup(k) is not _DELETED])
 
@@ -172,6 +189,20 @@ class PartitionState:
         for mapping in self.mappings.values():
             mapping.commit_batch()
 
+    def seal_batch(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.seal_batch()
+
+    def commit_sealed(self) -> None:
+        for mapping in self.mappings.values():
+            mapping.commit_sealed()
+
+    def drop_sealed(self) -> None:
+        """The sealed batch's transaction failed: it, and what was folded on it, are gone."""
+        for mapping in self.mappings.values():
+            mapping.drop_sealed()
+        self.drop_batch()
+
     def changelog(self) -> list[tuple[bytes, bytes | None]]:
         """The batch layer as state-topic records (key, JSON value or tombstone)."""
         records: list[tuple[bytes, bytes | None]] = []
@@ -197,6 +228,14 @@ class PartitionState:
                 committed[key] = _decode(kind, raw_value)
             applied += 1
         return applied
+
+
+def _apply(layer: dict[str, Any], committed: dict[str, Any]) -> None:
+    for key, value in layer.items():
+        if value is _DELETED:
+            committed.pop(key, None)
+        else:
+            committed[key] = value
 
 
 def _encode(value: Any) -> bytes:
