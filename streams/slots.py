@@ -202,10 +202,11 @@ class BatchCommitter:
         producer, state = slot.producers[slot.turn], slot.processor.state
         try:
             await producer.begin_transaction()
-            await self._send(producer, batch.outputs)
-            last_state = await self._send(producer, batch.state_records)
+            sent = await self._send(producer, batch.outputs)
+            state_sent = await self._send(producer, batch.state_records)
             if state is None:  # a stateless stage's position is its group offset
                 await producer.send_offsets_to_transaction({slot.tp: batch.end}, self.group_id)
+            await _delivered([*sent, *state_sent])
             await producer.commit_transaction()
             slot.turn = (slot.turn + 1) % len(slot.producers)
         except Exception as error:
@@ -219,10 +220,10 @@ class BatchCommitter:
         slot.committed_position = batch.end
         if state is not None:
             state.commit_sealed()
-            if last_state is not None:
+            if state_sent:
                 # the base offset of the last batch of state records: a catch-up from here
                 # re-reads a few records at most (restoring is idempotent), never skips one
-                slot.state_position = max(slot.state_position, (await last_state).offset)
+                slot.state_position = max(slot.state_position, state_sent[-1].result().offset)
         if batch.records:  # the batch's oldest input: its worst latency, one observation per batch
             self.latency.observe(max(time.time() - batch.records[0].timestamp / 1000, 0.0))
         self.metrics.events_consumed.labels(slot.tp.topic).inc(len(batch.records))
@@ -230,11 +231,11 @@ class BatchCommitter:
             self.metrics.dead_letters.labels(self.stage).inc(batch.dead_letters)
         return True
 
-    async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> asyncio.Future[Any] | None:
+    async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> list[asyncio.Future[Any]]:
         """Send `records` as record batches, one stream per topic-partition in order (no
-        future, no partitioner call per record); the future of the last batch sent."""
+        future, no partitioner call per record); the futures of the batches, in order."""
         batches: dict[tuple[str, int], BatchBuilder] = {}
-        last: asyncio.Future[Any] | None = None
+        sent: list[asyncio.Future[Any]] = []
         for topic, key, value, partition in records:
             if partition is None:
                 partitions = self._partitions.get(topic)
@@ -246,13 +247,13 @@ class BatchCommitter:
             if batch is None:
                 batch = batches[(topic, partition)] = producer.create_batch()
             if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, go on
-                last = await producer.send_batch(batch, topic, partition=partition)
+                sent.append(await producer.send_batch(batch, topic, partition=partition))
                 batch = batches[(topic, partition)] = producer.create_batch()
                 if batch.append(key=key, value=value, timestamp=None) is None:
                     raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
         for (topic, partition), batch in batches.items():
-            last = await producer.send_batch(batch, topic, partition=partition)
-        return last
+            sent.append(await producer.send_batch(batch, topic, partition=partition))
+        return sent
 
     def drop(self, slot: Slot) -> None:
         """Drop what the batch folded (not the sealed batch in flight); rebuild derived caches."""
@@ -269,6 +270,18 @@ class BatchCommitter:
             slot.single_step_until = records[-1].offset
         if slot.broken is None:
             slot.fail(self.stage, error)  # rewind to the tracked position and start over from there
+
+
+async def _delivered(sent: list[asyncio.Future[Any]]) -> None:
+    """Every batch of the transaction written, or the error that refused one. aiokafka's
+    `commit_transaction` commits whatever was written: a batch the broker refused for good
+    (a record over its message size) fails only its own future — and every later batch of
+    that partition from the producer then fails too (out-of-order sequence). Committing
+    without looking would lose those outputs while the state and the position advance."""
+    results = await asyncio.gather(*sent, return_exceptions=True)
+    errors = [result for result in results if isinstance(result, BaseException)]
+    if errors:
+        raise next((e for e in errors if isinstance(e, PERMANENT_ERRORS)), errors[0])
 
 
 def name(tp: TopicPartition) -> str:

@@ -166,6 +166,11 @@ class PartitionState:
         self.mappings[self.TRACKING]["position"] = value
 
     @property
+    def sealed(self) -> bool:
+        """Whether a batch is sealed: its transaction in flight, not known committed yet."""
+        return any(mapping._sealed for mapping in self.mappings.values())
+
+    @property
     def restored(self) -> bool:
         """Whether this partition ever committed anything (then `tracking` is authoritative)."""
         return "position" in self.mappings[self.TRACKING]

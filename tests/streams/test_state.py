@@ -1,6 +1,8 @@
-"""The stages' changelogged state: event and batch layers, and the state-topic encoding."""
+"""The stages' changelogged state: event, batch and sealed layers, and the state-topic encoding."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rollout.state import ENGINE_MAPPINGS, ClusterFacts
 from streams.state import PartitionState, Tracking
@@ -83,3 +85,44 @@ def test_a_partition_that_never_committed_is_not_restored() -> None:
     assert state.tracking == Tracking(offset=0, events=0)
     state.restore([(b"unknown:key", b"{}"), (None, b"x")])  # other stages' keys are ignored
     assert not state.restored
+
+
+def _sealed_with_a_then_b_folded_on_it() -> tuple[PartitionState, Any]:
+    """Batch 1 (a ready, x deleted) sealed — its transaction in flight — and batch 2 (b, and
+    a not ready) folded on top of it."""
+    state = PartitionState(ENGINE_MAPPINGS)
+    clusters = state.mappings["clusters"]
+    clusters["x"] = facts("x")
+    state.keep_event()
+    state.commit_batch()
+    clusters["a"] = facts("a")
+    del clusters["x"]
+    state.keep_event()
+    state.seal_batch()
+    clusters["b"] = facts("b")
+    clusters["a"] = facts("a", ready=False)
+    state.keep_event()
+    return state, clusters
+
+
+def test_a_batch_folded_on_a_sealed_one_sees_it_and_logs_only_its_own_writes() -> None:
+    state, clusters = _sealed_with_a_then_b_folded_on_it()
+    assert sorted(clusters) == ["a", "b"] and clusters["a"].ready is False and "x" not in clusters
+    assert sorted(key for key, _ in state.changelog()) == [b"clusters:a", b"clusters:b"]
+
+
+def test_a_committed_seal_then_the_next_batch_reach_the_committed_values() -> None:
+    state, clusters = _sealed_with_a_then_b_folded_on_it()
+    state.commit_sealed()
+    assert sorted(clusters.committed) == ["a"] and clusters.committed["a"].ready is True
+    state.seal_batch()
+    state.commit_sealed()
+    assert sorted(clusters.committed) == ["a", "b"] and clusters.committed["a"].ready is False
+    assert state.changelog() == []
+
+
+def test_a_failed_seal_drops_the_batch_folded_on_it_too() -> None:
+    state, clusters = _sealed_with_a_then_b_folded_on_it()
+    state.drop_sealed()
+    assert sorted(clusters) == ["x"] and clusters["x"].ready is True
+    assert state.changelog() == []
