@@ -304,6 +304,7 @@ class StageRunner:
         """Fence the previous owner, fold the state it committed, seek to its position."""
         assert self.consumer is not None
         started = time.perf_counter()
+        await self._settle(slot)  # a transaction of ours still in flight ends first
         await self._close_producer(slot)
         slot.producers = [self._new_producer(tid) for tid in self.transactional_ids(slot.tp)]
         slot.turn = 0  # (all closed by the next repair if anything below fails)
