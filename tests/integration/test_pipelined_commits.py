@@ -63,14 +63,15 @@ async def _create(bootstrap: str, *names: str) -> None:
 
 
 async def _feed(bootstrap: str, topic: str) -> None:
-    """The inputs in 30 bursts, so that batches keep arriving while transactions commit."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    """The inputs as a steady trickle (150 acknowledged bursts of 20), so that records keep
+    arriving while the stage's transactions commit."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=0)
     await producer.start()
     try:
-        for first in range(0, INPUTS, 100):
-            sent = [await producer.send(topic, str(n).encode(), key=b"k", partition=0) for n in range(first, first + 100)]
+        for first in range(0, INPUTS, 20):
+            burst = range(first, first + 20)
+            sent = [await producer.send(topic, str(n).encode(), key=b"k", partition=0) for n in burst]
             await asyncio.gather(*sent)
-            await asyncio.sleep(0.02)
     finally:
         await producer.stop()
 
