@@ -207,8 +207,10 @@ class StageRunner:
             self.lock.release()
         if self._offsets_task is not None:
             self._offsets_task.cancel()
-        for slot in [*self.slots.values(), *self.suspended.values()]:
-            await self._settle(slot)
+        slots = [*self.slots.values(), *self.suspended.values()]
+        # the transactions in flight end (or fail) together, within one bound
+        await self._settle_all(slots)
+        for slot in slots:
             await self._close_producer(slot)
         self.slots.clear()
         for client in (self.consumer, self.reader):
@@ -265,12 +267,10 @@ class StageRunner:
     # -- assignment ----------------------------------------------------------------------
 
     async def revoke(self, revoked: list[TopicPartition]) -> None:
-        async with self.lock:  # waits for the batch in flight: its transaction ends first
-            for tp in revoked:
-                slot = self.slots.pop(tp, None)
-                if slot is None:
-                    continue
-                await self._settle(slot)  # its last transaction ends (or fails) before we let go
+        async with self.lock:  # waits for the batch being folded
+            letting_go = {tp: slot for tp in revoked if (slot := self.slots.pop(tp, None)) is not None}
+            await self._settle_all(list(letting_go.values()))  # their last transactions end first
+            for tp, slot in letting_go.items():
                 await self._close_producer(slot)
                 slot.broken = None
                 self.suspended[tp] = slot
@@ -378,6 +378,13 @@ class StageRunner:
             return int(await asyncio.wait_for(self.consumer.position(tp), timeout=1.0))
         except Exception:  # not assigned any more, or no valid position yet
             return -1
+
+    async def _settle_all(self, slots: list[Slot]) -> None:
+        settling = asyncio.gather(*(self.committer.settle(slot) for slot in slots), return_exceptions=True)
+        try:
+            await asyncio.wait_for(settling, timeout=STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("%s: transactions still in flight after %.0f s; closing anyway", self.spec.name, STOP_TIMEOUT)
 
     async def _settle(self, slot: Slot) -> None:
         """Let the slot's transaction in flight end — committed or failed — before its
