@@ -218,6 +218,9 @@ class RetryPolicy:
     initial: float = 0.2
     maximum: float = 5.0
     request_timeout: float = 10.0
+    retry_conflicts: bool = True
+    """False for a request with a precondition (a resourceVersion): its 409 means "read
+    again first", and repeating the same request cannot succeed."""
 
     def delay(self, attempt: int) -> float:
         """Full-jitter exponential backoff for the `attempt`-th retry (1-based)."""
@@ -269,6 +272,8 @@ async def call(fn: Callable[..., Awaitable[T]], *args: Any, policy: RetryPolicy,
             return await fn(*args, _request_timeout=policy.request_timeout, **kwargs)
         except Exception as error:
             if not is_transient(error) or attempt == policy.attempts:
+                raise
+            if status_code(error) == 409 and not policy.retry_conflicts:
                 raise
             delay = _retry_after(error)
             delay = min(delay, policy.maximum) if delay is not None else policy.delay(attempt)

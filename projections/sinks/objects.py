@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
@@ -89,11 +89,14 @@ async def sync_objects(
         kind = resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         key = (kind.kind, meta["namespace"], meta["name"])
-        if hold is not None and await hold(obj, existing.get(key)):
-            existing.pop(key, None)
-            held += 1
-            continue
-        after = await _apply(custom, kind, obj, field_manager, policy)
+        if hold is None or kind.kind not in HOLDABLE_KINDS:
+            after = await _apply(custom, kind, obj, field_manager, policy)
+        else:
+            after = await _apply_unless_held(custom, kind, obj, existing, field_manager, policy, hold)
+            if after is HELD:
+                existing.pop(key, None)
+                held += 1
+                continue
         live = existing.pop(key, None)
         before = live["metadata"].get("resourceVersion", "") if live is not None else None
         if before is not None and before == after:
@@ -102,6 +105,73 @@ async def sync_objects(
             written += 1
     pruned = await _prune(custom, existing, policy)
     return Outcome("applied", written=written, unchanged=unchanged, pruned=pruned, held=held)
+
+
+HOLDABLE_KINDS = frozenset({"HelmRelease"})
+"""The kinds a `hold` judges (projections.sinks.live_values); only their applies carry a
+precondition — a Kustomization's status changes all the time, and nobody edits it by hand."""
+HELD = "held"
+HOLD_ATTEMPTS = 5
+
+
+async def _apply_unless_held(
+    custom: CustomObjectsApi,
+    kind: Resource,
+    obj: dict[str, Any],
+    existing: dict[ObjectKey, dict[str, Any]],
+    field_manager: str,
+    policy: RetryPolicy,
+    hold: Hold,
+) -> str | None:
+    """Apply `obj` unless `hold` says to leave the live object as it is (then `HELD`).
+
+    The live object `hold` judged is the one the apply may overwrite: the apply carries its
+    resourceVersion as a precondition. Otherwise an edit made on the cluster between the
+    listing and the apply (seen: `kubectl edit` of a HelmRelease's values during a resync)
+    was silently reverted, never reported. A conflict re-reads the object and judges again."""
+    meta = obj["metadata"]
+    key = (kind.kind, meta["namespace"], meta["name"])
+    conditional = replace(policy, retry_conflicts=False)
+    for attempt in range(1, HOLD_ATTEMPTS + 1):
+        live = existing.get(key)
+        if await hold(obj, live):
+            return HELD
+        version = live["metadata"].get("resourceVersion") if live is not None else None
+        if version is None:  # nothing to overwrite (a create fails if someone created it meanwhile)
+            return await _apply(custom, kind, obj, field_manager, policy)
+        try:
+            return await _apply(custom, kind, obj, field_manager, conditional, resource_version=version)
+        except ApiException as error:
+            if error.status != 409 or attempt == HOLD_ATTEMPTS:
+                raise
+            log.debug("%s %s/%s changed since it was read; judging it again", kind.kind, *key[1:])
+            fresh = await _read(custom, kind, meta["namespace"], meta["name"], policy)
+            if fresh is None:
+                existing.pop(key, None)
+            else:
+                existing[key] = fresh
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _read(
+    custom: CustomObjectsApi, kind: Resource, namespace: str, name: str, policy: RetryPolicy
+) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = await call(
+            custom.get_namespaced_custom_object,
+            kind.group,
+            kind.version,
+            namespace,
+            kind.plural,
+            name,
+            policy=policy,
+            what=f"read {kind.kind} {namespace}/{name}",
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return found
 
 
 async def _owned_objects(
@@ -131,10 +201,18 @@ async def _owned_objects(
 
 
 async def _apply(
-    custom: CustomObjectsApi, kind: Resource, obj: dict[str, Any], field_manager: str, policy: RetryPolicy
+    custom: CustomObjectsApi,
+    kind: Resource,
+    obj: dict[str, Any],
+    field_manager: str,
+    policy: RetryPolicy,
+    *,
+    resource_version: str | None = None,
 ) -> str | None:
-    """Server-side apply `obj`; the resourceVersion it has after (None: just created)."""
+    """Server-side apply `obj`; the resourceVersion it has after (None: just created).
+    With `resource_version`, only onto that version of the object (else 409 Conflict)."""
     meta = obj["metadata"]
+    body = obj if resource_version is None else {**obj, "metadata": {**meta, "resourceVersion": resource_version}}
     result = await call(
         custom.patch_namespaced_custom_object,
         kind.group,
@@ -142,7 +220,7 @@ async def _apply(
         meta["namespace"],
         kind.plural,
         meta["name"],
-        obj,
+        body,
         field_manager=field_manager,
         force=True,
         _content_type=APPLY_PATCH,

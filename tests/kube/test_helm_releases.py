@@ -198,6 +198,55 @@ async def test_values_changed_on_the_cluster_are_reported_once_and_not_reverted_
         await publisher.close()
 
 
+class EditedWhileConverging(LiveValues):
+    """Lands an edit of the values on the cluster between the sink's listing and its apply
+    (once, on the first judgement of a live HelmRelease): the race a resync can lose."""
+
+    def __init__(self, workload: KubeCluster, edited: dict[str, Any], publish: Any) -> None:
+        super().__init__(publish, grace=60.0)
+        self.workload = workload
+        self.edited = edited
+        self.armed = False
+        self.judged: list[Any] = []
+
+    async def hold(self, desired: Any, live: Any) -> bool:
+        if self.armed and live is not None:
+            self.armed = False
+            await edit_values(self.workload, self.edited)  # after the listing `live` came from
+        self.judged.append((live or {}).get("spec", {}).get("values"))
+        return await super().hold(desired, live)
+
+
+@pytest.mark.integration
+async def test_an_edit_landing_between_the_listing_and_the_apply_is_reported_not_reverted(
+    management: KubeCluster, workloads: Workloads
+) -> None:
+    published: list[HelmValuesObserved] = []
+
+    async def publish(key: str, value: bytes) -> None:
+        event = parse_event(value)
+        assert isinstance(event, HelmValuesObserved)
+        published.append(event)
+
+    workload = (await workloads("c1"))["c1"]
+    edited = {"replicaCount": 7, "ui": {"color": "red", "message": "c1"}}
+    live_values = EditedWhileConverging(workload, edited, publish)
+    sink = make_sink(management, live_values=live_values)
+    try:
+        await sink.write("ProxyAssemblage", "c1", snapshot("ProxyAssemblage", "c1", helm_sync()))
+        await eventually(lambda: release(workload))
+        live_values.armed = True  # the next converge (a resync) reads, then the edit lands
+        await eventually(lambda: published, timeout=10)
+        assert [(e.cluster, e.module, e.values) for e in published] == [("c1", "web", edited)]
+        assert VALUES in live_values.judged and edited in live_values.judged  # judged stale, then again
+        await asyncio.sleep(1.0)  # resyncs meanwhile (every 0.3 s): held, not reverted
+        kept = await release(workload)
+        assert kept is not None and kept["spec"]["values"] == edited
+        assert len(published) == 1
+    finally:
+        await sink.close()
+
+
 async def _count(found: Any, count: int) -> bool:
     return len(await found) == count
 
