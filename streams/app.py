@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client import Counter
 
-from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
+from infra.observability import RATE_LIMITED, BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
 from infra.settings import STAGES, Settings, kafka_client_options
 from infra.topics import TopicNames
 from rollout.events import Tick
@@ -196,7 +196,10 @@ class Worker:
             if ready and not announced:
                 log.info("worker ready: %s joined their groups", ", ".join(self.stages))
                 announced = True
-            lagging = self._record_lag(lagging)
+            try:
+                lagging = self._record_lag(lagging)
+            except Exception:  # a gauge must never stop the worker
+                log.exception("recording consumer lag failed", extra=RATE_LIMITED)
             await asyncio.sleep(0.5)
 
     def _record_lag(self, reported: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -207,7 +210,10 @@ class Worker:
             consumer = runner.consumer
             if consumer is None:
                 continue
+            assigned = consumer.assignment()  # highwater() asserts the partition is assigned
             for tp, slot in list(runner.slots.items()):
+                if tp not in assigned:  # a rebalance under way: no figure now
+                    continue
                 labels = (tp.topic, str(tp.partition))
                 owned.add(labels)
                 highwater = consumer.highwater(tp)

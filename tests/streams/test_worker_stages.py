@@ -28,3 +28,28 @@ def test_an_unknown_stage_is_refused_before_anything_starts() -> None:
     result = CliRunner().invoke(cli, ["worker", "--stages", "route,nope", "--bootstrap-servers", "unused:9092"])
     assert result.exit_code == 2
     assert "nope: stages are route, decide, assemble" in result.output
+
+
+async def test_lag_is_recorded_only_for_partitions_the_consumer_has_assigned() -> None:
+    """During a rebalance a stage may still hold a partition its consumer no longer has
+    assigned; aiokafka's `highwater()` asserts on those. The lag gauge skips them (and any
+    failure of it is logged, never the end of the worker)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.app import Worker
+    from streams.slots import Slot
+
+    worker = Worker(Settings(bootstrap_servers="unused:9092", stages=("route",)))
+    runner = worker.runners[0]
+    runner.consumer = AIOKafkaConsumer(bootstrap_servers="unused:9092")  # never started: nothing assigned
+    tp = TopicPartition(worker.topics.status, 0)
+    runner.slots[tp] = Slot(tp, runner.spec.new_processor(tp))
+    with pytest.raises(AssertionError, match="not assigned"):
+        runner.consumer.highwater(tp)  # what the gauge used to call
+    stale = {(worker.topics.status, "1")}  # a partition reported before the rebalance
+    worker.metrics.consumer_lag.labels(*next(iter(stale))).set(3)
+    try:
+        assert worker._record_lag(stale) == set()
+        assert "rollout_consumer_lag{" not in worker.metrics.render().decode()
+    finally:
+        await runner.consumer.stop()
