@@ -157,6 +157,7 @@ class StageRunner:
         self.slots: dict[TopicPartition, Slot] = {}
         self.suspended: dict[TopicPartition, Slot] = {}
         self.lock = asyncio.Lock()
+        self.reading = asyncio.Lock()  # the state reader catches one partition up at a time
         self.joined = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.reader: StateReader | None = None
@@ -279,19 +280,18 @@ class StageRunner:
 
     async def assign(self, assigned: list[TopicPartition]) -> None:
         async with self.lock:
+            taken: list[Slot] = []
             for tp in sorted(assigned):
                 slot = self.suspended.pop(tp, None)
-                try:
-                    if slot is None:
+                if slot is None:
+                    try:
                         slot = Slot(tp, self.spec.new_processor(tp))
-                    self.slots[tp] = slot
-                    await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
-                except Exception as error:
-                    if slot is None:  # cannot even hold the partition: a bug, and loud
+                    except Exception:  # cannot even hold the partition: a bug, and loud
                         log.exception("%s %s: cannot set up the partition", self.spec.name, name(tp))
                         raise
-                    await self._close_producer(slot)
-                    slot.fail(self.spec.name, error)
+                self.slots[tp] = slot
+                taken.append(slot)
+            await asyncio.gather(*(self._take_over_or_fail(slot) for slot in taken))
             for tp in [tp for tp in self.suspended if tp not in self.slots]:
                 # another worker owns it now: what we hold may go stale; rebuilt if it returns
                 del self.suspended[tp]
@@ -300,8 +300,18 @@ class StageRunner:
                 self.on_assignment(set(self.slots))
             log.info("%s: assigned %s", self.spec.name, _names(assigned))
 
+    async def _take_over_or_fail(self, slot: Slot) -> None:
+        """Take `slot` over, bounded; if that fails it is broken (and repaired later)."""
+        try:
+            await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
+        except Exception as error:
+            await self._close_producer(slot)
+            slot.fail(self.spec.name, error)
+
     async def _take_over(self, slot: Slot) -> None:
-        """Fence the previous owner, fold the state it committed, seek to its position."""
+        """Fence the previous owner, fold the state it committed, seek to its position.
+        Several partitions are taken over at once (fencing is a few round trips each); only
+        the state catch-up goes one partition at a time (one reader per stage)."""
         assert self.consumer is not None
         started = time.perf_counter()
         await self._settle(slot)  # a transaction of ours still in flight ends first
@@ -311,7 +321,8 @@ class StageRunner:
         await asyncio.gather(*(self._fence(producer) for producer in slot.producers))
         processor = slot.processor
         if processor.state is not None:
-            folded = await self._catch_up(slot)
+            async with self.reading:
+                folded = await self._catch_up(slot)
             processor.reset()
             tracking = processor.state.tracking
             committed = await self.consumer.committed(slot.tp)
@@ -396,15 +407,15 @@ class StageRunner:
 
     async def _repair_broken(self) -> None:
         now = time.monotonic()
-        for slot in self.slots.values():
-            if slot.broken is not None and now >= slot.retry_at:
-                await self._settle(slot)
-                try:
-                    await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
-                    log.info("%s %s: repaired, resuming at %d", self.spec.name, name(slot.tp), slot.position)
-                except Exception as error:
-                    await self._close_producer(slot)
-                    slot.fail(self.spec.name, error)
+        due = [slot for slot in self.slots.values() if slot.broken is not None and now >= slot.retry_at]
+        if due:
+            await asyncio.gather(*(self._repair(slot) for slot in due))
+
+    async def _repair(self, slot: Slot) -> None:
+        await self._settle(slot)
+        await self._take_over_or_fail(slot)
+        if slot.broken is None:
+            log.info("%s %s: repaired, resuming at %d", self.spec.name, name(slot.tp), slot.position)
 
     @property
     def healthy(self) -> bool:

@@ -1,6 +1,6 @@
 """Taking partitions over: each owned partition's state is folded from the stage's state
-topic (streams/restore.py), one partition after another, and the state reader pauses each
-partition once read: idle, it polls nothing. (Its short long poll is what keeps the next
+topic (streams/restore.py) — fenced all at once, read one partition after another — and
+the state reader pauses each partition once read: idle, it polls nothing. (Its short long poll is what keeps the next
 take-over from waiting behind the last fetch: ~0.5 s per partition with aiokafka's default;
 the throughput benchmark's worker logs show the time each take-over took.)"""
 
@@ -10,7 +10,7 @@ import asyncio
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from streams.delivery import StageSpec
@@ -58,6 +58,25 @@ async def _write_state(bootstrap: str, topic: str) -> None:
                 await producer.send(topic, position, key=b"tracking:position", partition=p)
     finally:
         await producer.stop()
+    await _until_markers_written(bootstrap, topic)
+
+
+async def _until_markers_written(bootstrap: str, topic: str) -> None:
+    """A commit returns once the coordinator logged it; its markers follow. Until then a
+    read_committed reader sees nothing (a stage fences the writer's own transactional ids
+    first, which waits for them; this writer's id is nobody's)."""
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    await reader.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        for _ in range(200):
+            ends = await reader.end_offsets(tps)
+            if all(ends[tp] == tp.partition + 4 for tp in tps):  # p+3 records and the marker
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the commit markers of {topic} were not written: {ends}")
+    finally:
+        await reader.stop()
 
 
 def _expected(p: int) -> dict[str, int]:
@@ -108,7 +127,8 @@ async def test_a_stage_takes_every_partition_over_from_its_state_topic(kafka_boo
             assert dict(state.mappings["counts"].committed) == _expected(tp.partition)
             assert slot.position == 10 * tp.partition, "resumes at the tracked position"
         assert runner.reader is not None
-        assert runner.reader.consumer.paused() == {TopicPartition(state_topic, PARTITIONS - 1)}, "the last one read"
+        paused = runner.reader.consumer.paused()  # the partitions are taken over at once, read one at a time
+        assert len(paused) == 1 and next(iter(paused)).topic == state_topic, "the last one read, paused"
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
