@@ -67,7 +67,10 @@ __all__ = ["PartitionProcessor", "Slot", "StageRunner", "StageSpec", "transactio
 log = logging.getLogger("rollout.delivery")
 
 STOP_TIMEOUT = 10.0  # per step of a stop
-TAKE_OVER_TIMEOUT = 30.0  # fencing + state catch-up of one partition; retried when exceeded
+TAKE_OVER_TIMEOUT = 30.0
+"""Bounds each step of a partition's take-over (fencing, its state catch-up — not the wait
+for the stage's reader, which catches one partition up at a time —, the group offset); a
+take-over that exceeds one fails and is retried."""
 
 
 FETCH_MAX_WAIT_MS = 100
@@ -303,7 +306,7 @@ class StageRunner:
     async def _take_over_or_fail(self, slot: Slot) -> None:
         """Take `slot` over, bounded; if that fails it is broken (and repaired later)."""
         try:
-            await asyncio.wait_for(self._take_over(slot), timeout=TAKE_OVER_TIMEOUT)
+            await self._take_over(slot)
         except Exception as error:
             await self._close_producer(slot)
             slot.fail(self.spec.name, error)
@@ -318,14 +321,15 @@ class StageRunner:
         await self._close_producer(slot)
         slot.producers = [self._new_producer(tid) for tid in self.transactional_ids(slot.tp)]
         slot.turn = 0  # (all closed by the next repair if anything below fails)
-        await asyncio.gather(*(self._fence(producer) for producer in slot.producers))
+        fencing = asyncio.gather(*(self._fence(producer) for producer in slot.producers))
+        await asyncio.wait_for(fencing, timeout=TAKE_OVER_TIMEOUT)
         processor = slot.processor
+        committed = await asyncio.wait_for(self.consumer.committed(slot.tp), timeout=TAKE_OVER_TIMEOUT)
         if processor.state is not None:
             async with self.reading:
-                folded = await self._catch_up(slot)
+                folded = await asyncio.wait_for(self._catch_up(slot), timeout=TAKE_OVER_TIMEOUT)
             processor.reset()
             tracking = processor.state.tracking
-            committed = await self.consumer.committed(slot.tp)
             if processor.state.restored:
                 slot.position = tracking.offset
                 if committed is not None and committed > tracking.offset:
@@ -349,7 +353,7 @@ class StageRunner:
                 slot.position,
             )
         else:
-            slot.position = (await self.consumer.committed(slot.tp)) or 0
+            slot.position = committed or 0
         slot.committed_position = slot.position
         self.consumer.seek(slot.tp, slot.position)
         slot.broken = None
