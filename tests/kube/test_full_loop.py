@@ -74,7 +74,10 @@ async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
             for i, name in enumerate(CLUSTERS)
         ]
         await client.publish(kafka_bootstrap, stack.topics.clusters, [(c.cluster.name, c.to_bytes()) for c in clusters])
+        # as every publisher does (`rollout apply`, the Module watcher): stamped with the fleet
+        # published before it, or the module may overtake its clusters and find no canary yet
         module = ModuleApplied(
+            fleet=await client.end_offsets(kafka_bootstrap, stack.topics.clusters),
             module=manifest(
                 {
                     "kind": "Module",
@@ -97,7 +100,7 @@ async def test_second_stage_starts_only_after_the_first_succeeded_in_flux(
                         },
                     },
                 }
-            )
+            ),
         )
         await client.publish(kafka_bootstrap, stack.topics.intents, [("podinfo", module.to_bytes())])
 

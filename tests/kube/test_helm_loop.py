@@ -75,7 +75,8 @@ async def test_values_edited_on_the_cluster_are_observed_and_decided_by_the_valu
             )
         )
         await client.publish(kafka_bootstrap, stack.topics.clusters, [("c1", cluster.to_bytes())])
-        module = ModuleApplied(module=manifest(WEB))
+        fleet = await client.end_offsets(kafka_bootstrap, stack.topics.clusters)  # as `rollout apply` stamps it
+        module = ModuleApplied(module=manifest(WEB), fleet=fleet)
         await client.publish(kafka_bootstrap, stack.topics.intents, [("web", module.to_bytes())])
 
         applied = await eventually(lambda: release(workload), timeout=90, interval=0.2)
