@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry, Counter
 from infra import client
 from infra.observability import Metrics
 from infra.topics import TopicNames, ensure_topics
-from rollout.events import EventBase
-from rollout_cli.intents import intents_for, publish_intents
+from rollout.events import EventBase, ModuleApplied
+from rollout_cli.intents import fleet_stamp, intents_for, publish_intents
 from rollout_cli.manifest_files import load_manifest_files
 from streams.delivery import StageRunner, StageSpec
 
@@ -174,6 +174,12 @@ class Stack:
         asyncio.run(publish_intents(self.bootstrap, self.topics, intents_for(load_manifest_files(list(paths)))))
 
     def send(self, role: str, key: str, event: EventBase | bytes | None) -> None:
+        """Publish one event. A ModuleApplied without a fleet stamp gets the one every
+        publisher gives it (the cluster observations published so far): unstamped, it may
+        overtake the clusters sent just before it (send raw bytes to publish one unstamped)."""
+        if isinstance(event, ModuleApplied) and not event.fleet:
+            known = asyncio.run(client.end_offsets(self.bootstrap, self.topics.clusters))
+            event = event.model_copy(update={"fleet": fleet_stamp(known, [])})
         value = event.to_bytes() if isinstance(event, EventBase) else event
         asyncio.run(client.publish(self.bootstrap, self.topics.name(role), [(key, value)]))
 
