@@ -156,22 +156,32 @@ async def _apply_unless_held(
 async def _read(
     custom: CustomObjectsApi, kind: Resource, namespace: str, name: str, policy: RetryPolicy
 ) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = await _unless_gone(
+        custom.get_namespaced_custom_object, kind, namespace, name, policy, "read"
+    )
+    return found
+
+
+async def _unless_gone(
+    method: Callable[..., Awaitable[Any]], kind: Resource, namespace: str, name: str, policy: RetryPolicy, verb: str
+) -> Any:
+    """`method` (a CustomObjectsApi call on one namespaced object) with retries; None if the
+    object does not exist (404)."""
     try:
-        found: dict[str, Any] = await call(
-            custom.get_namespaced_custom_object,
+        return await call(
+            method,
             kind.group,
             kind.version,
             namespace,
             kind.plural,
             name,
             policy=policy,
-            what=f"read {kind.kind} {namespace}/{name}",
+            what=f"{verb} {kind.kind} {namespace}/{name}",
         )
     except ApiException as error:
         if error.status == 404:
             return None
         raise
-    return found
 
 
 async def _owned_objects(
@@ -236,20 +246,7 @@ async def _prune(custom: CustomObjectsApi, leftovers: dict[ObjectKey, dict[str, 
     order = {kind.kind: index for index, kind in enumerate(MANAGED_RESOURCES)}
     for kind_name, namespace, name in sorted(leftovers, key=lambda k: (order[k[0]], k[1], k[2])):
         kind = next(k for k in MANAGED_RESOURCES if k.kind == kind_name)
-        try:
-            await call(
-                custom.delete_namespaced_custom_object,
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                policy=policy,
-                what=f"delete {kind_name} {namespace}/{name}",
-            )
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        await _unless_gone(custom.delete_namespaced_custom_object, kind, namespace, name, policy, "delete")
     return len(leftovers)
 
 
