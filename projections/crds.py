@@ -309,44 +309,55 @@ def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem
                 "starting and ending with an alphanumeric, at most 63 characters",
             )
         )
-    labels = metadata.get("labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            problems.append(SchemaProblem("metadata.labels", f"{_json(labels)} is not a mapping"))
-        else:
-            for key, value in labels.items():
-                field = format_field_path(["metadata", "labels", str(key)])
-                key_problem = _check_qualified_key(key)
-                if key_problem:
-                    problems.append(SchemaProblem(field, key_problem))
-                if not isinstance(value, str):
-                    problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
-                elif len(value) > 63 or not LABEL_VALUE.match(value):
-                    problems.append(
-                        SchemaProblem(
-                            field,
-                            f"{_json(value)} is not a label value: at most 63 alphanumerics, '-', '_' "
-                            "or '.', starting and ending with an alphanumeric",
-                        )
-                    )
-    annotations = metadata.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, dict):
-            problems.append(SchemaProblem("metadata.annotations", f"{_json(annotations)} is not a mapping"))
-        else:
-            total = 0
-            for key, value in annotations.items():
-                field = format_field_path(["metadata", "annotations", str(key)])
-                key_problem = _check_qualified_key(key)
-                if key_problem:
-                    problems.append(SchemaProblem(field, key_problem))
-                if not isinstance(value, str):
-                    problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
-                else:
-                    total += len(str(key).encode()) + len(value.encode())
-            if total > _TOTAL_ANNOTATION_BYTES:
-                problems.append(SchemaProblem("metadata.annotations", f"{total} bytes, more than the 256 KiB allowed"))
+    problems.extend(_label_problems(metadata.get("labels")))
+    problems.extend(_annotation_problems(metadata.get("annotations")))
     return problems
+
+
+def _label_problems(labels: Any) -> list[SchemaProblem]:
+    if labels is None:
+        return []
+    problems, strings = _entry_problems(labels, "labels")
+    for field, _, value in strings:
+        if len(value) > 63 or not LABEL_VALUE.match(value):
+            problems.append(
+                SchemaProblem(
+                    field,
+                    f"{_json(value)} is not a label value: at most 63 alphanumerics, '-', '_' "
+                    "or '.', starting and ending with an alphanumeric",
+                )
+            )
+    return problems
+
+
+def _annotation_problems(annotations: Any) -> list[SchemaProblem]:
+    if annotations is None:
+        return []
+    problems, strings = _entry_problems(annotations, "annotations")
+    total = sum(len(str(key).encode()) + len(value.encode()) for _, key, value in strings)
+    if total > _TOTAL_ANNOTATION_BYTES:
+        problems.append(SchemaProblem("metadata.annotations", f"{total} bytes, more than the 256 KiB allowed"))
+    return problems
+
+
+def _entry_problems(entries: Any, what: str) -> tuple[list[SchemaProblem], list[tuple[str, Any, str]]]:
+    """The problems of a labels or annotations mapping (not a mapping, a key that is not a
+    qualified name, a value that is not a string), and its entries with string values
+    (field path, key, value) for the checks of their own."""
+    if not isinstance(entries, dict):
+        return [SchemaProblem(f"metadata.{what}", f"{_json(entries)} is not a mapping")], []
+    problems: list[SchemaProblem] = []
+    strings: list[tuple[str, Any, str]] = []
+    for key, value in entries.items():
+        field = format_field_path(["metadata", what, str(key)])
+        key_problem = _check_qualified_key(key)
+        if key_problem:
+            problems.append(SchemaProblem(field, key_problem))
+        if isinstance(value, str):
+            strings.append((field, key, value))
+        else:
+            problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
+    return problems, strings
 
 
 # --- the catalog ---------------------------------------------------------------------------

@@ -124,6 +124,30 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         header.add_row("Depends on", ", ".join(status["dependsOn"]) + waits)
     elif status.get("deleting"):
         header.add_row("Deleting", "waits for the modules depending on it")
+    stages = _stages_table(status["stages"])
+    parts: list[Any] = [header, Text(""), stages]
+    unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]
+    if unstaged:
+        parts.append(Text(f"\nMatching no stage (not rolled out): {', '.join(sorted(unstaged))}", style="yellow"))
+    if status.get("pinned"):
+        parts.append(Text(f"Pinned: {', '.join(status['pinned'])}"))
+    failed = [t for t in targets if t["state"] == "failed"]
+    if failed:
+        parts.append(Text("\nFailed clusters:", style="red"))
+        for target in failed:
+            parts.append(Text(f"  {target['cluster']} at {target['revision']}: {target['message']}"))
+    if decisions:
+        table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
+        for decision in decisions:
+            table.add_row(
+                _time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"]
+            )
+        parts += [Text(""), table]
+    return Group(*parts)
+
+
+def _stages_table(stage_list: list[dict[str, Any]]) -> Table:
+    """One row per stage: its state, progress, counts and limits."""
     stages = Table(
         "STAGE",
         "STATE",
@@ -138,7 +162,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         "LIMITS",
         box=None,
     )
-    for stage in status["stages"]:
+    for stage in stage_list:
         c = stage["counts"]
         limits = f"conc {stage['maxConcurrency']}, fail {stage['maxFailures']}"
         if stage["minSuccessTime"]:
@@ -160,25 +184,7 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
             str(c["pinned"]),
             limits,
         )
-    parts: list[Any] = [header, Text(""), stages]
-    unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]
-    if unstaged:
-        parts.append(Text(f"\nMatching no stage (not rolled out): {', '.join(sorted(unstaged))}", style="yellow"))
-    if status.get("pinned"):
-        parts.append(Text(f"Pinned: {', '.join(status['pinned'])}"))
-    failed = [t for t in targets if t["state"] == "failed"]
-    if failed:
-        parts.append(Text("\nFailed clusters:", style="red"))
-        for target in failed:
-            parts.append(Text(f"  {target['cluster']} at {target['revision']}: {target['message']}"))
-    if decisions:
-        table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
-        for decision in decisions:
-            table.add_row(
-                _time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"]
-            )
-        parts += [Text(""), table]
-    return Group(*parts)
+    return stages
 
 
 def _window_limits(window: dict[str, Any] | None) -> str:

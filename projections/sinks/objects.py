@@ -265,34 +265,7 @@ async def find_cluster_namespace(
             return namespace
     if fleet_namespaces:
         return None
-    custom, core = CustomObjectsApi(management), CoreV1Api(management)
-    lookups: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = []
-    for version in ("v1beta2", "v1beta1"):
-
-        async def clusters(version: str = version) -> list[str]:
-            listing = await call(
-                custom.list_cluster_custom_object,
-                "cluster.x-k8s.io",
-                version,
-                "clusters",
-                field_selector=f"metadata.name={cluster}",
-                policy=policy,
-                what=f"find the Cluster {cluster}",
-            )
-            return [item["metadata"]["namespace"] for item in listing.get("items") or []]
-
-        lookups.append((f"cluster.x-k8s.io/{version} Clusters", clusters))
-
-    async def secrets() -> list[str]:
-        listing = await call(
-            core.list_secret_for_all_namespaces,
-            field_selector=f"metadata.name={name}",
-            policy=policy,
-            what=f"find the kubeconfig secret of {cluster}",
-        )
-        return [item.metadata.namespace for item in listing.items]
-
-    lookups.append(("secrets", secrets))
+    lookups = _namespace_lookups(management, cluster=cluster, secret=name, policy=policy)
     forbidden = []
     for what, lookup in lookups:
         try:
@@ -316,3 +289,39 @@ async def find_cluster_namespace(
             " and ".join(forbidden),
         )
     return None
+
+
+def _namespace_lookups(
+    management: ApiClient, *, cluster: str, secret: str, policy: RetryPolicy
+) -> list[tuple[str, Callable[[], Awaitable[list[str]]]]]:
+    """Cluster-wide listings that name the namespaces where `cluster`'s secret may be, in
+    the order `find_cluster_namespace` tries them (what each lists, the listing)."""
+    custom, core = CustomObjectsApi(management), CoreV1Api(management)
+    lookups: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = []
+    for version in ("v1beta2", "v1beta1"):
+
+        async def clusters(version: str = version) -> list[str]:
+            listing = await call(
+                custom.list_cluster_custom_object,
+                "cluster.x-k8s.io",
+                version,
+                "clusters",
+                field_selector=f"metadata.name={cluster}",
+                policy=policy,
+                what=f"find the Cluster {cluster}",
+            )
+            return [item["metadata"]["namespace"] for item in listing.get("items") or []]
+
+        lookups.append((f"cluster.x-k8s.io/{version} Clusters", clusters))
+
+    async def secrets() -> list[str]:
+        listing = await call(
+            core.list_secret_for_all_namespaces,
+            field_selector=f"metadata.name={secret}",
+            policy=policy,
+            what=f"find the kubeconfig secret of {cluster}",
+        )
+        return [item.metadata.namespace for item in listing.items]
+
+    lookups.append(("secrets", secrets))
+    return lookups
