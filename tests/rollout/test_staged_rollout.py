@@ -132,6 +132,31 @@ def test_sorting_label_orders_moves_then_name() -> None:
     assert sequence == ["b", "e", "f", "a", "c", "d"]
 
 
+def moving_order(fleet: Fleet, count: int) -> list[str]:
+    """The next `count` clusters moved to v1, one at a time (maxConcurrency 1)."""
+    sequence: list[str] = []
+    for _ in range(count):
+        [moved] = [c for c in fleet.on("app", "v1") if c not in sequence]
+        sequence.append(moved)
+        fleet.succeed("app", moved)
+    return sequence
+
+
+def test_a_relabelled_pending_cluster_keeps_its_place_unless_its_sorting_label_moved() -> None:
+    order = "rollout.dev/order"
+    for restart in (False, True):
+        fleet = given(
+            *[cluster(name, {order: str(i)}) for i, name in enumerate("abcde", start=1)],
+            module("app", {}, "v1", stage("all", concurrency=1), sorting=order),
+        )
+        fleet.apply(cluster("c", {order: "3", "team": "x"}))  # another label: same place
+        fleet.apply(cluster("e", {order: "0"}))  # its sorting key: ahead of every pending one
+        fleet.apply(cluster("b", {order: "9", "team": "y"}))  # both: last
+        if restart:
+            fleet.restart()  # the pending queues are rebuilt from the stored targets
+        assert moving_order(fleet, 5) == ["a", "e", "c", "d", "b"]
+
+
 def test_without_sorting_label_moves_go_by_name() -> None:
     fleet = given(*[cluster(n) for n in ("m", "b", "z", "a")], module("app", {}, "v1", stage("all", concurrency=2)))
     assert fleet.on("app", "v1") == ["a", "b"]
