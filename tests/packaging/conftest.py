@@ -141,3 +141,26 @@ VALUES_FILES: list[Path | None] = [None, *CI_VALUES]
 
 def values_id(values_file: Path | None) -> str:
     return "defaults" if values_file is None else values_file.name.removesuffix("-values.yaml")
+
+
+# -- shared by the chart's tests (test_chart.py, test_chart_rbac.py, test_chart_docs.py) ----------
+
+Render = Callable[[Path | None], list[dict[str, Any]]]
+by_values = pytest.mark.parametrize("values_file", VALUES_FILES, ids=values_id)
+CI = {path.name.removesuffix("-values.yaml"): path for path in CI_VALUES}
+FLUX_WRITE = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
+READ = frozenset({"get", "list", "watch"})
+KUBECONFIG_SECRETS = ("prod-eu-1-kubeconfig", "prod-us-2-kubeconfig")  # ci/replicas-values.yaml
+
+
+def merged_values(values_file: Path | None) -> dict[str, Any]:
+    """The chart's values.yaml with `values_file` merged over it (as helm merges them)."""
+
+    def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    return values if values_file is None else merge(values, yaml.safe_load(values_file.read_text()))

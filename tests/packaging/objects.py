@@ -128,3 +128,9 @@ def component(objects: list[dict[str, Any]], name: str) -> Container:
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [obj for obj in objects if obj["kind"] == kind]
+
+
+def engine_processes(objects: list[dict[str, Any]]) -> list[Container]:
+    """The long-running engine processes, with /metrics, /healthz and /readyz on --web-port
+    under their own ServiceAccount; the dashboard serves its UI on --port and no API."""
+    return [c for c in long_running(objects) if c.component != "dashboard"]

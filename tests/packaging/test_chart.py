@@ -8,10 +8,7 @@ the program reads, probe paths the program serves, and exactly the intended RBAC
 
 from __future__ import annotations
 
-import shlex
-import shutil
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,6 @@ import pytest
 import yaml
 
 from infra import settings
-from projections.render import LABEL_MANAGED_BY, MANAGED_BY
 from tests.packaging.cli_surface import (
     KAFKA_SECURITY_ENV,
     commands,
@@ -34,19 +30,21 @@ from tests.packaging.cli_surface import (
 )
 from tests.packaging.conftest import (
     CHART,
+    CI,
     CI_VALUES,
     NAMESPACE,
     RELEASE,
-    VALUES_FILES,
     Helm,
+    Render,
+    by_values,
+    merged_values,
     parse_manifests,
     values_args,
-    values_id,
 )
 from tests.packaging.objects import (
-    Container,
     component,
     containers,
+    engine_processes,
     has_model,
     long_running,
     of_kind,
@@ -58,22 +56,6 @@ try:
     from infra.observability import HEALTH_PATHS
 except ImportError:  # before streams/observability.py existed; the lead exports the same tuple
     HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")
-
-Render = Callable[[Path | None], list[dict[str, Any]]]
-
-
-def engine_processes(objects: list[dict[str, Any]]) -> list[Container]:
-    """The long-running engine processes, with /metrics, /healthz and /readyz on --web-port
-    under their own ServiceAccount; the dashboard serves its UI on --port and no API."""
-    return [c for c in long_running(objects) if c.component != "dashboard"]
-
-
-by_values = pytest.mark.parametrize("values_file", VALUES_FILES, ids=values_id)
-
-CI = {path.name.removesuffix("-values.yaml"): path for path in CI_VALUES}
-FLUX_WRITE = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
-READ = frozenset({"get", "list", "watch"})
-KUBECONFIG_SECRETS = ("prod-eu-1-kubeconfig", "prod-us-2-kubeconfig")  # ci/replicas-values.yaml
 
 
 def test_ci_values_files_cover_the_issue() -> None:
@@ -506,297 +488,3 @@ def test_service_monitor_scrapes_the_metrics_path_of_every_metrics_service(rende
 
 def test_no_service_monitor_by_default(render: Render) -> None:
     assert not of_kind(render(None), "ServiceMonitor")
-
-
-# --- RBAC -----------------------------------------------------------------------------------------
-
-Rule = tuple[str, str, frozenset[str], tuple[str, ...]]  # (API group, resource, verbs, resourceNames)
-
-
-def expand(rules: list[dict[str, Any]]) -> set[Rule]:
-    return {
-        (group, resource, frozenset(rule["verbs"]), tuple(sorted(rule.get("resourceNames", []))))
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-    }
-
-
-def watcher_rules() -> set[Rule]:
-    return {
-        ("cluster.x-k8s.io", "clusters", READ, ()),
-        ("", "secrets", frozenset({"list", "watch"}), ()),
-    }
-
-
-def module_watcher_rules() -> set[Rule]:
-    objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
-    return (
-        {("rollout.dev", plural, READ, ()) for plural in objects}
-        | {("rollout.dev", f"{plural}/status", frozenset({"get", "update", "patch"}), ()) for plural in objects}
-        | {("", "events", frozenset({"create", "patch"}), ())}
-    )
-
-
-def lease_rules(lease: str) -> set[Rule]:
-    return {
-        ("coordination.k8s.io", "leases", frozenset({"create"}), ()),
-        ("coordination.k8s.io", "leases", frozenset({"get", "update"}), (lease,)),
-    }
-
-
-LEASE_GRANTS = {
-    ("rollout-watcher", NAMESPACE): lease_rules("rollout-watcher"),
-    ("rollout-module-watcher", NAMESPACE): lease_rules("rollout-module-watcher"),
-}
-
-
-def applier_rules(secret_names: tuple[str, ...] = ()) -> set[Rule]:
-    return {
-        ("source.toolkit.fluxcd.io", "gitrepositories", FLUX_WRITE, ()),
-        ("source.toolkit.fluxcd.io", "ocirepositories", FLUX_WRITE, ()),
-        ("source.toolkit.fluxcd.io", "helmrepositories", FLUX_WRITE, ()),
-        ("kustomize.toolkit.fluxcd.io", "kustomizations", FLUX_WRITE, ()),
-        ("helm.toolkit.fluxcd.io", "helmreleases", FLUX_WRITE, ()),
-        ("", "secrets", frozenset({"get"}), secret_names),
-    }
-
-
-def applier_read_rules() -> set[Rule]:
-    return {
-        ("source.toolkit.fluxcd.io", "gitrepositories", READ, ()),
-        ("source.toolkit.fluxcd.io", "ocirepositories", READ, ()),
-        ("source.toolkit.fluxcd.io", "helmrepositories", READ, ()),
-        ("kustomize.toolkit.fluxcd.io", "kustomizations", READ, ()),
-        ("helm.toolkit.fluxcd.io", "helmreleases", READ, ()),
-    }
-
-
-def grants(objects: list[dict[str, Any]]) -> dict[tuple[str, str | None], set[Rule]]:
-    """(ServiceAccount, namespace of the grant or None for cluster-wide) -> rules it gets."""
-    roles = {
-        (r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"]): r
-        for r in objects
-        if r["kind"] in ("Role", "ClusterRole")
-    }
-    found: dict[tuple[str, str | None], set[Rule]] = {}
-    for binding in objects:
-        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        namespace = binding["metadata"].get("namespace")
-        ref = binding["roleRef"]
-        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"])]
-        for subject in binding["subjects"]:
-            assert subject["kind"] == "ServiceAccount" and subject["namespace"] == NAMESPACE
-            found.setdefault((subject["name"], namespace), set()).update(expand(role["rules"]))
-    return found
-
-
-def test_rbac_rules_default_to_the_release_namespace(render: Render) -> None:
-    assert grants(render(None)) == {
-        ("rollout-watcher", NAMESPACE): watcher_rules() | lease_rules("rollout-watcher"),
-        ("rollout-module-watcher", NAMESPACE): module_watcher_rules() | lease_rules("rollout-module-watcher"),
-        ("rollout-applier", NAMESPACE): applier_rules(),
-        ("rollout-applier", None): applier_read_rules(),
-    }
-
-
-def test_rbac_rules_cover_each_fleet_namespace_and_only_the_named_kubeconfig_secrets(render: Render) -> None:
-    assert (
-        grants(render(CI["replicas"]))
-        == {
-            ("rollout-watcher", "fleet-eu"): watcher_rules(),
-            ("rollout-watcher", "fleet-us"): watcher_rules(),
-            ("rollout-module-watcher", "fleet-eu"): module_watcher_rules(),
-            ("rollout-module-watcher", "fleet-us"): module_watcher_rules(),
-            ("rollout-applier", "fleet-eu"): applier_rules(KUBECONFIG_SECRETS),
-            ("rollout-applier", "fleet-us"): applier_rules(KUBECONFIG_SECRETS),
-            ("rollout-applier", None): applier_read_rules(),
-        }
-        | LEASE_GRANTS
-    )  # the Leases stay in the release namespace
-    for name in ("watcher", "module-watcher"):
-        watcher = component(render(CI["replicas"]), name)
-        namespaces = [watcher.args[i + 1] for i, arg in enumerate(watcher.args) if arg == "--namespace"]
-        assert namespaces == ["fleet-eu", "fleet-us"], name
-
-
-def test_rbac_rules_cluster_wide(render: Render) -> None:
-    objects = render(CI["servicemonitor"])
-    assert {r["metadata"]["name"] for r in of_kind(objects, "Role")} == {
-        "rollout-watcher-lease",
-        "rollout-module-watcher-lease",
-    }
-    assert (
-        grants(objects)
-        == {
-            ("rollout-watcher", None): watcher_rules(),
-            ("rollout-module-watcher", None): module_watcher_rules(),
-            ("rollout-applier", None): applier_rules(),
-        }
-        | LEASE_GRANTS
-    )  # the Leases stay in the release namespace: a Role, not a ClusterRole
-    assert "--namespace" not in component(objects, "watcher").args
-    assert "--namespace" not in component(objects, "module-watcher").args
-
-
-@by_values
-def test_the_worker_has_no_kubernetes_rights_and_no_token(render: Render, values_file: Path | None) -> None:
-    objects = render(values_file)
-    worker = component(objects, "worker")
-    assert worker.pod["automountServiceAccountToken"] is False
-    assert not [key for key in grants(objects) if key[0] == worker.pod["serviceAccountName"]]
-    topics = [c for c in containers(objects) if c.component == "topics"]
-    assert all(c.pod["automountServiceAccountToken"] is False for c in topics)
-
-
-@by_values
-def test_no_rule_uses_wildcards(render: Render, values_file: Path | None) -> None:
-    for obj in render(values_file):
-        for rule in obj.get("rules", []) if obj["kind"] in ("Role", "ClusterRole") else []:
-            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], obj["metadata"]["name"]
-
-
-@by_values
-def test_each_component_runs_under_its_own_service_account(render: Render, values_file: Path | None) -> None:
-    objects = render(values_file)
-    accounts = {sa["metadata"]["name"] for sa in of_kind(objects, "ServiceAccount")}
-    for container in engine_processes(objects):
-        assert container.pod["serviceAccountName"] == f"rollout-{container.component}"
-        assert container.pod["serviceAccountName"] in accounts
-
-
-def test_admission_policy_confines_the_applier_to_the_engines_flux_objects(render: Render) -> None:
-    objects = render(None)
-    (policy,) = of_kind(objects, "ValidatingAdmissionPolicy")
-    (binding,) = of_kind(objects, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"]
-    spec = policy["spec"]
-    assert spec["failurePolicy"] == "Fail"
-    covered = {
-        (group, resource, op)
-        for rule in spec["matchConstraints"]["resourceRules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for op in rule["operations"]
-    }
-    flux = {(g, r) for g, r, verbs, _ in applier_rules() if "create" in verbs}
-    assert covered == {(g, r, op) for g, r in flux for op in ("CREATE", "UPDATE", "DELETE")}
-    applier_account = component(objects, "applier").pod["serviceAccountName"]
-    (condition,) = spec["matchConditions"]
-    assert f"system:serviceaccount:{NAMESPACE}:{applier_account}" in condition["expression"]
-    label_check = f"labels['{LABEL_MANAGED_BY}'] == '{MANAGED_BY}'"
-    new, old = spec["validations"]
-    assert f"object.metadata.{label_check}" in new["expression"]
-    assert f"oldObject.metadata.{label_check}" in old["expression"]
-
-
-# --- documentation ----------------------------------------------------------------------------------
-
-PASSTHROUGH = {"resources", "podSecurityContext", "securityContext"}  # Kubernetes objects, one value
-
-
-def value_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
-    paths: list[str] = []
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and key not in PASSTHROUGH:
-            paths += value_paths(value, f"{path}.")
-        else:
-            paths.append(path)
-    return paths
-
-
-def test_readme_documents_every_value_and_no_other() -> None:
-    readme = (CHART / "README.md").read_text()
-    table = [line for line in readme.splitlines() if line.startswith("| `")]
-    documented = {line.split("`")[1] for line in table}
-    values = set(value_paths(yaml.safe_load((CHART / "values.yaml").read_text())))
-    assert values - documented == set(), "values missing from the README's table"
-    assert documented - values == set(), "README documents values that do not exist"
-
-
-def merged_values(values_file: Path | None) -> dict[str, Any]:
-    def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-        out = dict(base)
-        for key, value in override.items():
-            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        return out
-
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    return values if values_file is None else merge(values, yaml.safe_load(values_file.read_text()))
-
-
-@pytest.fixture(scope="module")
-def notes(helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path | None], str]:
-    """NOTES.txt as `helm install` would print it (rendered through a copy of the chart)."""
-    chart = tmp_path_factory.mktemp("notes") / "rollout"
-    shutil.copytree(CHART, chart)
-    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes-under-test.txt")
-    (chart / "templates" / "zz-notes-under-test.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes-under-test\n"
-        'data:\n  notes: {{ tpl (.Files.Get "notes-under-test.txt") . | toJson }}\n'
-    )
-
-    def _notes(values_file: Path | None) -> str:
-        result = helm.run(
-            "template",
-            RELEASE,
-            str(chart),
-            "--namespace",
-            NAMESPACE,
-            *values_args(values_file),
-            "--show-only",
-            "templates/zz-notes-under-test.yaml",
-        )
-        return parse_manifests(result.stdout)[0]["data"]["notes"]
-
-    return _notes
-
-
-@by_values
-def test_notes_tell_what_to_do_next_with_real_commands(
-    notes: Callable[[Path | None], str], values_file: Path | None
-) -> None:
-    text = notes(values_file)
-    assert f"-n {NAMESPACE}" in text
-    commands = [line.split(" -- ", 1)[1] for line in text.splitlines() if " -- rollout " in line]
-    assert any(c.startswith("rollout apply") for c in commands), "NOTES must say how to publish the fleet"
-    assert any(c.startswith("rollout status") for c in commands), "NOTES must say how to follow a rollout"
-    problems: list[str] = []
-    for command in commands:
-        args = shlex.split(command.split("<")[0])[1:]
-        problems += invocation_problems(args)
-    assert not problems, "\n".join(problems)
-
-
-def test_notes_warn_about_the_placeholder_broker(notes: Callable[[Path | None], str]) -> None:
-    assert "placeholder" in notes(None)
-    assert "placeholder" not in notes(CI["sasl"])
-
-
-@by_values
-def test_long_running_containers_listen_on_every_interface(render: Render, values_file: Path | None) -> None:
-    """The program binds 127.0.0.1 by default; probes and Prometheus reach the pod IP."""
-    for container in engine_processes(render(values_file)):
-        assert container.flag("--web-host") == "0.0.0.0", container.component
-
-
-def test_the_dashboard_is_a_deployment_and_a_cluster_internal_service(render: Render) -> None:
-    objects = render(None)
-    dashboard = component(objects, "dashboard")
-    assert dashboard.args[0] == "dashboard" and dashboard.flag("--host") == "0.0.0.0"
-    assert dashboard.pod["automountServiceAccountToken"] is False, "it never talks to the Kubernetes API"
-    service = next(s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard"))
-    assert service["spec"]["type"] == "ClusterIP", "no login: not exposed outside the cluster by default"
-    assert service["spec"]["selector"].items() <= dashboard.workload["spec"]["template"]["metadata"]["labels"].items()
-    assert [p["port"] for p in service["spec"]["ports"]] == [int(str(dashboard.flag("--port")))]
-
-
-def test_the_dashboard_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
-    values_file = tmp_path / "no-dashboard-values.yaml"
-    values_file.write_text("dashboard:\n  enabled: false\n  port: 6070\n  service:\n    type: ClusterIP\n")
-    objects = parse_manifests(helm.template("--values", str(values_file)).stdout)
-    assert not [c for c in containers(objects) if c.component == "dashboard"]
-    assert not [s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard")]

@@ -1,0 +1,233 @@
+"""The invariants the property tests check after every event (test_properties.py has the
+list): `Checker` compares the fleet before and after each event."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollout.engine import Outcome, resolve_count, stages_of
+from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded
+from rollout.manifests import parse_duration
+from rollout.state import ModuleRecord, target_key
+from rollout.windows import stage_window_state
+from tests.rollout.builders import (
+    Fleet,
+    serialize,
+)
+
+# --- the invariants -----------------------------------------------------------------------
+
+_STARTED = re.compile(r"^stage (\S+) started")
+_SUCCEEDED = re.compile(r"^stage (\S+) succeeded: (\d+) succeeded")
+_APPROVED = re.compile(r"^stage (\S+) approved")
+_SKIPPED = re.compile(r"^stage (\S+) has no members: skipped")
+
+
+@dataclass
+class StageTracker:
+    """One module's stage progress for its current target, learnt from decisions alone."""
+
+    generation: int = 1
+    mode: str = "rollout"
+    trusted: bool = True  # False after a strategy change: stage identities moved
+    started: set[str] = field(default_factory=set)
+    succeeded: dict[str, tuple[float, int]] = field(default_factory=dict)  # stage -> (at, succeeded)
+    approved: set[str] = field(default_factory=set)
+
+    def reset(self, generation: int) -> None:
+        self.generation = generation
+        self.mode = "rollout"
+        self.trusted = True
+        self.started.clear()
+        self.succeeded.clear()
+        self.approved.clear()
+
+
+def stage_limits(fleet: Fleet, record: ModuleRecord) -> list[tuple[str, int, int, int, int]]:
+    """Per stage: name, members, updating on the target, concurrency, max failures —
+    all counted from the targets, not from the engine's counters."""
+    rows = []
+    for index, spec in enumerate(stages_of(record)):
+        members = [t for t in fleet.targets.values() if t.module == record.name and t.stage_index == index]
+        updating = sum(1 for t in members if not t.pinned and t.assigned == record.target and t.status == "updating")
+        failed = sum(1 for t in members if not t.pinned and t.assigned == record.target and t.status == "failed")
+        concurrency = max(resolve_count(spec.max_concurrency, total=len(members), default=max(len(members), 1)), 1)
+        failures = resolve_count(spec.max_failures, total=len(members), default=0)
+        rows.append((spec.name, updating, concurrency, failed, failures))
+    return rows
+
+
+def over_budget(fleet: Fleet, record: ModuleRecord) -> bool:
+    """A started stage has more failed members than its maxFailures (recounted)."""
+    if record.mode != "rollout" or record.stable == record.target or record.aborted:
+        return False
+    for index, (_, _, _, failed, failures) in enumerate(stage_limits(fleet, record)):
+        started = index < record.stage_index or (index == record.stage_index and record.stage_started)
+        if started and failed > failures:
+            return True
+    return False
+
+
+@dataclass
+class Checker:
+    fleet: Fleet
+    trackers: dict[str, StageTracker] = field(default_factory=dict)
+    halted: set[str] = field(default_factory=set)
+
+    def before(self) -> dict[str, Any]:
+        fleet = self.fleet
+        return {
+            "snapshot": fleet.snapshot(),
+            "updating": {
+                name: {row[0]: row[1] for row in stage_limits(fleet, record)} for name, record in fleet.modules.items()
+            },
+            "pinned": {key: t.assigned for key, t in fleet.targets.items() if t.pinned},
+            "targets": {name: record.target for name, record in fleet.modules.items()},
+            "over": {name for name, record in fleet.modules.items() if over_budget(fleet, record)},
+        }
+
+    def after(self, event: Any, outcome: Outcome, before: dict[str, Any], duplicate: bool) -> None:
+        fleet = self.fleet
+        if duplicate:
+            assert serialize(outcome) == serialize(Outcome()), f"redelivered {event.type} emitted {serialize(outcome)}"
+            assert fleet.snapshot() == before["snapshot"], f"redelivered {event.type} changed the state"
+        self.check_stage_order(outcome)
+        self.check_halt(event, outcome, before)
+        self.check_windows(outcome)
+        for name, record in fleet.modules.items():
+            self.check_concurrency(event, outcome, before, record)
+            if record.mode == "rollback" and record.phase == "RolledBack":
+                for t in fleet.targets.values():
+                    never_given = t.stage_index is None and t.assigned is None  # a rollback undoes nothing
+                    if t.module == name and not t.pinned and not never_given:
+                        assert t.assigned == record.stable, f"rolled back, but {t.cluster} holds {t.assigned}"
+        for key, assigned in before["pinned"].items():
+            now = fleet.targets.get(key)
+            if now is not None and now.pinned:
+                assert now.assigned == assigned, f"pinned {key} moved from {assigned} to {now.assigned}"
+
+    def check_concurrency(self, event: Any, outcome: Outcome, before: dict[str, Any], record: ModuleRecord) -> None:
+        if record.mode != "rollout":
+            return
+        moved_to = {
+            self.fleet.targets[target_key(record.name, d.cluster)].stage
+            for d in outcome.decisions
+            if d.module == record.name
+            and d.action == "assign"
+            and d.generation == record.target
+            and target_key(record.name, d.cluster or "") in self.fleet.targets
+        }
+        exempt = (isinstance(event, RolloutCommanded) and event.command == "unpin") or isinstance(
+            event, ModuleApplied | ClusterObserved
+        )
+        previously = before["updating"].get(record.name, {})
+        for name, updating, concurrency, _, _ in stage_limits(self.fleet, record):
+            if name in moved_to:
+                assert updating <= concurrency, f"{record.name} stage {name}: moved to {updating} > {concurrency}"
+            if not exempt and before["targets"].get(record.name) == record.target:
+                assert updating <= max(concurrency, previously.get(name, 0)), (
+                    f"{record.name} stage {name}: {updating} updating > maxConcurrency {concurrency}"
+                )
+
+    def check_gates_passed(self, record: ModuleRecord, stage: Any, at: float, generation: int) -> None:
+        """A stage with health gates passed only after each passed for its soak."""
+        soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
+        for gate in stage.gates:
+            state = record.gates.get(f"{stage.name}/{gate.name}")
+            assert state is not None and state.passed and state.generation == generation, (
+                f"{record.name}: stage {stage.name} passed without gate {gate.name}: {state}"
+            )
+            assert state.since is not None and at - state.since >= soak, f"{record.name}: gate not passed for {soak}s"
+
+    def check_windows(self, outcome: Outcome) -> None:
+        """No cluster is moved to the target outside its stage's maintenance windows."""
+        for decision in outcome.decisions:
+            record = self.fleet.modules.get(decision.module)
+            if decision.action != "assign" or record is None or record.mode != "rollout":
+                continue
+            found = self.fleet.targets.get(target_key(decision.module, decision.cluster or ""))
+            if decision.generation != record.target or found is None or found.stage_index is None:
+                continue
+            state = stage_window_state(record, stages_of(record)[found.stage_index], decision.at)
+            assert state is None or state.open, f"{decision.module}: {decision.reason} outside its windows"
+
+    def check_halt(self, event: Any, outcome: Outcome, before: dict[str, Any]) -> None:
+        for name in list(self.halted):
+            record = self.fleet.modules.get(name)
+            new_target = record is None or record.target != before["targets"].get(name)
+            resumed = isinstance(event, RolloutCommanded) and event.module == name and event.command == "resume"
+            if new_target or (resumed and name not in before["over"]):
+                self.halted.discard(name)
+                continue
+            target = before["targets"][name]
+            moves = [
+                d for d in outcome.decisions if d.module == name and d.action == "assign" and d.generation == target
+            ]
+            assert not moves, f"{name} over its failure budget, yet {moves[0].reason}"
+        for name, record in self.fleet.modules.items():
+            on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
+            if on_failure == "Halt" and over_budget(self.fleet, record):
+                self.halted.add(name)
+
+    def check_stage_order(self, outcome: Outcome) -> None:
+        for decision in outcome.decisions:
+            name = decision.module
+            record = self.fleet.modules.get(name)
+            tracker = self.trackers.setdefault(name, StageTracker())
+            if decision.action == "created":
+                tracker.reset(1)
+            elif decision.action == "new-revision":
+                tracker.reset(decision.generation or 0)
+            elif decision.action == "rollback":
+                tracker.mode = "rollback"
+            elif record is None or not tracker.trusted:
+                continue
+            elif decision.action == "approved":
+                tracker.approved.add(_APPROVED.match(decision.reason).group(1))  # type: ignore[union-attr]
+            elif decision.action == "stage-succeeded":
+                match = _SUCCEEDED.match(decision.reason)
+                assert match is not None
+                tracker.succeeded[match.group(1)] = (decision.at, int(match.group(2)))
+            elif decision.action in ("stage-started", "stage-skipped"):
+                pattern = _STARTED if decision.action == "stage-started" else _SKIPPED
+                started = pattern.match(decision.reason).group(1)  # type: ignore[union-attr]
+                stages = stages_of(record)
+                index = [s.name for s in stages].index(started)
+                if stages[index].require_approval:
+                    assert started in tracker.approved, f"{name}: stage {started} started unapproved"
+                if index > 0:
+                    previous = stages[index - 1]
+                    assert previous.name in tracker.started, f"{name}: {started} started before {previous.name}"
+                    assert previous.name in tracker.succeeded, f"{name}: {started} started, {previous.name} not done"
+                    self.check_gates_passed(record, previous, decision.at, tracker.generation)
+                    done_at, succeeded = tracker.succeeded[previous.name]
+                    if previous.min_success_time and succeeded:
+                        soak = parse_duration(previous.min_success_time)
+                        assert decision.at >= done_at + soak, f"{name}: {started} started before the soak ended"
+                tracker.started.add(started)
+                if decision.action == "stage-skipped":  # passed at once, nothing to soak
+                    tracker.succeeded[started] = (decision.at, 0)
+            elif (
+                decision.action == "assign" and tracker.mode == "rollout" and decision.generation == tracker.generation
+            ):
+                found = self.fleet.targets.get(target_key(name, decision.cluster or ""))
+                if found is not None and found.stage_index is not None:
+                    assert found.stage in tracker.started, f"{name}: {decision.reason} before its stage started"
+
+    def note_respec(self, event: Any, before: dict[str, Any]) -> None:
+        if isinstance(event, ModuleApplied):
+            name = event.module.metadata.name
+            record = self.fleet.modules.get(name)
+            if record is not None and record.target == before["targets"].get(name):
+                tracker = self.trackers.get(name)
+                if tracker is not None and record.spec.rollout != _spec_before(before, name):
+                    tracker.trusted = False
+
+
+def _spec_before(before: dict[str, Any], name: str) -> Any:
+    stored = before["snapshot"]["modules"].get(name)
+    if stored is None:
+        return None
+    return ModuleRecord.model_validate(stored).spec.rollout

@@ -1,0 +1,355 @@
+"""Random scenarios for the property tests (test_properties.py): what Hypothesis draws — a
+fleet, one or two modules with random strategies, a sequence of operations — and `World`,
+which turns each operation into the engine's events; `fixed_scenario`, a busy one built
+without Hypothesis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from rollout.engine import stages_of
+from tests.rollout.builders import (
+    Fleet,
+    applied,
+    cluster,
+    cluster_command,
+    command,
+    deleted,
+    gate_result,
+    heartbeat,
+    heartbeats,
+    module,
+    observed,
+    removed,
+    reported,
+    stage,
+    tick,
+)
+
+ORDER = "rollout.dev/order"
+RINGS = ["canary", "wave", None]
+STAGE_SELECTORS = [{"ring": "canary"}, {"ring": "wave"}, {"ring": "late"}]
+MODULES = ["app", "base"]
+
+# --- what to draw -------------------------------------------------------------------------
+
+# maintenance windows: open 50 minutes of every hour, but for 5 minutes at half past —
+# ticks 10 minutes apart (`finish`) always reach an open moment within the hour
+# a health gate: its results are drawn as operations ("gate"), and `finish` passes it
+GATE = {"name": "errors", "webhook": {"url": "http://gates.test/errors"}}
+HOURLY = {"schedule": "0 * * * *", "duration": "50m"}
+DENY = {"kind": "deny", "schedule": "30 * * * *", "duration": "5m"}
+
+limits = st.one_of(st.none(), st.integers(1, 5), st.sampled_from(["1%", "10%", "25%", "50%", "100%"]))
+failure_limits = st.one_of(st.none(), st.integers(0, 3), st.sampled_from(["0%", "10%", "50%"]))
+
+
+@st.composite
+def strategies(draw: st.DrawFn) -> dict[str, Any]:
+    count = draw(st.integers(1, 3))
+    stages = []
+    for index in range(count):
+        last = index == count - 1
+        labels = None if last and draw(st.booleans()) else STAGE_SELECTORS[index]
+        drawn = stage(
+            f"s{index}",
+            labels,
+            concurrency=draw(limits),
+            failures=draw(failure_limits),
+            soak=draw(st.sampled_from([None, None, "30s", "5m"])),
+            approval=draw(st.booleans()) and draw(st.booleans()),
+        )
+        drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
+        stages.append({**drawn, "gates": [GATE]} if draw(st.integers(0, 3)) == 0 else drawn)
+    return {
+        "windows": draw(st.sampled_from([None, None, None, [HOURLY], [HOURLY, DENY]])),
+        "stages": stages,
+        "on_failure": draw(st.sampled_from([None, "Halt", "Rollback"])),
+        "deadline": draw(st.sampled_from([None, None, "2m", "10m"])),
+        "sorting": draw(st.sampled_from([None, ORDER])),
+    }
+
+
+@st.composite
+def cluster_specs(draw: st.DrawFn) -> dict[str, Any]:
+    labels: dict[str, str] = {"env": draw(st.sampled_from(["prod", "prod", "prod", "dev"]))}
+    ring = draw(st.sampled_from(RINGS))
+    if ring is not None:
+        labels["ring"] = ring
+    if draw(st.booleans()):
+        labels[ORDER] = str(draw(st.integers(0, 20)))
+    return {"labels": labels, "ready": draw(st.integers(0, 4)) > 0}
+
+
+OPERATIONS: dict[str, Any] = {
+    "report": st.tuples(
+        st.just("report"),
+        st.integers(0, 99),
+        st.sampled_from(MODULES),
+        st.sampled_from(["succeeded", "succeeded", "failed", "updating", "stale", "retry", "recover"]),
+    ),
+    "settle": st.tuples(st.just("settle"), st.sampled_from(MODULES), st.integers(1, 8), st.integers(0, 2)),
+    "ready": st.tuples(st.just("ready"), st.integers(0, 99)),
+    "leave": st.tuples(st.just("leave"), st.integers(0, 99)),
+    "join": st.tuples(st.just("join"), st.integers(0, 99), cluster_specs()),
+    "relabel": st.tuples(st.just("relabel"), st.integers(0, 99), st.sampled_from(RINGS)),
+    "tick": st.tuples(st.just("tick"), st.sampled_from([1, 10, 30, 60, 120, 300, 900])),
+    "command": st.tuples(
+        st.just("command"),
+        st.sampled_from(["pause", "resume", "resume", "approve", "approve", "pin", "unpin", "rollback", "abort"]),
+        st.sampled_from(MODULES),
+        st.integers(0, 99),
+    ),
+    "revision": st.tuples(st.just("revision"), st.sampled_from(MODULES)),
+    "respec": st.tuples(
+        st.just("respec"),
+        st.sampled_from(MODULES),
+        strategies(),
+        st.sampled_from(["keep", "keep", "all", "prod", "none"]),
+    ),
+    "delete": st.tuples(st.just("delete"), st.sampled_from(MODULES)),
+    "dup": st.tuples(st.just("dup")),
+    "heartbeat": st.tuples(st.just("heartbeat"), st.integers(0, 99), st.sampled_from([30.0, 60.0, 600.0])),
+    "gate": st.tuples(
+        st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
+    ),
+    "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
+}
+# how often each kind of operation comes up: mostly reports and time, now and then the rest
+WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2}
+operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
+    lambda kind: OPERATIONS[kind]
+)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> dict[str, Any]:
+    size = draw(st.integers(1, max_clusters))
+    clusters = draw(st.lists(cluster_specs(), min_size=size, max_size=size))
+    specs = [draw(strategies())]
+    if draw(st.booleans()):
+        specs.append(draw(strategies()))
+    return {
+        "clusters": clusters,
+        "strategies": specs,
+        "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
+        "first_tick": draw(st.booleans()),
+        "final_strategy": draw(strategies()),
+        "depends": draw(st.booleans()),  # base dependsOn app
+        "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
+    }
+
+
+# --- turning operations into events -------------------------------------------------------
+
+
+@dataclass
+class World:
+    """What the scenario knows about the fleet it drives, to turn operations into events."""
+
+    fleet: Fleet
+    scenario: dict[str, Any]
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)  # present clusters
+    gone: dict[str, dict[str, Any]] = field(default_factory=dict)  # removed clusters
+    tags: dict[str, int] = field(default_factory=dict)
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    selectors: dict[str, Any] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)  # deleted modules
+    previous: Any = None
+
+    def manifest(self, index: int, spec: dict[str, Any], tag: int) -> Any:
+        name = MODULES[index]
+        return module(
+            name,
+            self.selectors.get(name, self.scenario["selector"]),
+            f"v{tag}",
+            *spec["stages"],
+            kind="Module" if index == 0 else "BootstrapModule",
+            on_failure=spec["on_failure"],
+            deadline=spec["deadline"],
+            sorting=spec["sorting"],
+            windows=spec.get("windows"),
+            depends_on=["app"] if index == 1 and self.scenario.get("depends") else None,
+        )
+
+    def modules(self) -> list[str]:
+        return [m for m in MODULES if m in self.specs and m not in self.dropped]
+
+    def setup_events(self) -> list[Any]:
+        events: list[Any] = []
+        if self.scenario["first_tick"]:
+            events.append(tick(1_000.0))
+        for number, spec in enumerate(self.scenario["clusters"]):
+            name = f"c{number:02d}"
+            self.clusters[name] = spec
+            events.append(observed(cluster(name, spec["labels"], ready=spec["ready"])))
+        for index, spec in enumerate(self.scenario["strategies"]):
+            self.tags[MODULES[index]] = 1
+            self.specs[MODULES[index]] = spec
+            events.append(applied(self.manifest(index, spec, 1)))
+        return events
+
+    def events_for(self, step: tuple[Any, ...]) -> list[Any]:
+        if step[0] == "settle":
+            return self.settle(*step[1:])
+        event = self.event_for(step)
+        return [] if event is None else [event]
+
+    def settle(self, name: str, count: int, failures: int) -> list[Any]:
+        """Up to `count` clusters updating on `name` report: `failures` of them fail."""
+        if name not in self.modules():
+            return []
+        record = self.fleet.record(name)
+        events = []
+        for key in sorted(self.fleet.targets):
+            found = self.fleet.targets[key]
+            if found.module == name and found.status == "updating" and found.assigned is not None:
+                state = "failed" if len(events) < failures else "succeeded"
+                events.append(reported(name, found.cluster, record.revisions[found.assigned].revision, state))
+                if len(events) == count:
+                    break
+        return events
+
+    def event_for(self, step: tuple[Any, ...]) -> Any:
+        kind = step[0]
+        names = sorted(self.clusters)
+        fleet = self.fleet
+        if kind == "dup":
+            return self.previous  # None before any event: nothing to redeliver
+        if kind == "tick":
+            return tick(max(fleet.now, 1_000.0) + step[1])
+        if kind == "report":
+            _, number, name, state = step
+            if name not in self.modules():
+                return None
+            holding = [t for t in sorted(fleet.targets) if t.startswith(f"{name}/") and fleet.targets[t].assigned]
+            if state in ("retry", "recover"):  # about a failed cluster: Flux retrying, or recovered
+                holding = [t for t in holding if fleet.targets[t].status == "failed"]
+                state = "updating" if state == "retry" else "succeeded"
+            if not holding:
+                return None
+            found = fleet.targets[holding[number % len(holding)]]
+            label = fleet.record(name).revisions[found.assigned].revision  # type: ignore[index]
+            if state == "stale":
+                return reported(name, found.cluster, "v0", "failed")
+            return reported(name, found.cluster, label, state)
+        if kind in ("ready", "leave", "relabel"):
+            if not names:
+                return None
+            name = names[step[1] % len(names)]
+            spec = self.clusters[name]
+            if kind == "leave":
+                self.gone[name] = self.clusters.pop(name)
+                return removed(name)
+            if kind == "ready":
+                spec = {**spec, "ready": not spec["ready"]}
+            else:
+                labels = {k: v for k, v in spec["labels"].items() if k != "ring"}
+                if step[2] is not None:
+                    labels["ring"] = step[2]
+                spec = {**spec, "labels": labels}
+            self.clusters[name] = spec
+            return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+        if kind == "gate":  # a health gate result for the stage running now (or a stale one)
+            _, name, passed, stale = step
+            if name not in self.modules():
+                return None
+            record = fleet.record(name)
+            current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)].name
+            generation = record.target - 1 if stale and record.target > 1 else record.target
+            return gate_result(name, current, "errors", passed, generation=generation)
+        if kind in ("heartbeat", "participate"):  # leases.py: a lease renewed, a cluster leaving/joining
+            if not names:
+                return None
+            name = names[step[1] % len(names)]
+            if kind == "heartbeat" and step[1] % 2:  # as appliers send them: several clusters at once
+                return heartbeats(*sorted({names[(step[1] + i) % len(names)] for i in range(3)}), lease_seconds=step[2])
+            return heartbeat(name, step[2]) if kind == "heartbeat" else cluster_command(name, step[2])
+        if kind == "join":
+            _, number, spec = step
+            if self.gone and number % 2 == 0:
+                name = sorted(self.gone)[number % len(self.gone)]
+                spec = self.gone.pop(name)
+            else:
+                name = f"j{number:02d}"
+                if name in self.clusters:
+                    return None
+                self.gone.pop(name, None)
+            self.clusters[name] = spec
+            return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+        if kind == "command":
+            _, what, name, number = step
+            if name not in self.modules():
+                return None
+            if what == "approve":
+                stages = [s["name"] for s in self.specs[name]["stages"]]
+                return command(name, "approve", stage=stages[number % len(stages)])
+            if what == "unpin" and fleet.record(name).pinned:
+                pinned = fleet.record(name).pinned
+                return command(name, "unpin", cluster=pinned[number % len(pinned)])
+            if what in ("pin", "unpin"):
+                return command(name, what, cluster=names[number % len(names)]) if names else None
+            return command(name, what)
+        if kind == "revision":  # or the module again, after a delete
+            name = step[1]
+            if name not in self.specs:
+                return None
+            self.dropped.discard(name)
+            self.tags[name] += 1
+            return applied(self.manifest(MODULES.index(name), self.specs[name], self.tags[name]))
+        if kind == "delete":
+            name = step[1]
+            if name not in self.modules():
+                return None
+            self.dropped.add(name)
+            return deleted(name, "Module" if name == MODULES[0] else "BootstrapModule")
+        if kind == "respec":
+            _, name, spec, *chosen = step
+            if name not in self.modules():
+                return None
+            self.specs[name] = spec
+            if chosen and chosen[0] != "keep":
+                self.selectors[name] = {"all": {}, "prod": {"env": "prod"}, "none": None}[chosen[0]]
+            return applied(self.manifest(MODULES.index(name), spec, self.tags[name]))
+        raise AssertionError(kind)
+
+
+def fixed_scenario() -> dict[str, Any]:
+    """A busy scenario built without Hypothesis, for comparing separate processes."""
+    rings = ["canary", "wave", "wave", None]
+    clusters = [
+        {
+            "labels": {"env": "prod", **({"ring": rings[i % 4]} if rings[i % 4] else {}), ORDER: str(i % 7)},
+            "ready": i % 5 > 0,
+        }
+        for i in range(40)
+    ]
+    spec = {
+        "stages": [
+            stage("s0", {"ring": "canary"}, concurrency=2, failures="50%", soak="30s"),
+            stage("s1", {"ring": "wave"}, concurrency="25%", failures=1, approval=True),
+            stage("s2", concurrency=3),
+        ],
+        "on_failure": "Halt",
+        "deadline": "2m",
+        "sorting": ORDER,
+    }
+    steps: list[Any] = []
+    for round_ in range(12):
+        steps += [
+            ("settle", "app", 6, 1 if round_ in (2, 9) else 0),
+            ("settle", "base", 4, 0),
+            ("tick", 60),
+            ("command", "approve", "app", 1),
+            ("ready", round_ * 7),
+            ("join", round_, {"labels": {"env": "prod", "ring": "wave"}, "ready": True}),
+            ("leave", round_ * 3),
+            ("command", "resume", "app", 0),
+            ("dup",),
+        ]
+        if round_ == 6:
+            steps += [("revision", "app"), ("command", "pin", "app", 5), ("command", "rollback", "base", 0)]
+    return {"clusters": clusters, "strategies": [spec, spec], "selector": {}, "first_tick": True, "steps": steps}
