@@ -31,7 +31,7 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -317,46 +317,51 @@ def _metadata_problems(metadata: Any, *, namespaced: bool) -> list[SchemaProblem
 def _label_problems(labels: Any) -> list[SchemaProblem]:
     if labels is None:
         return []
-    problems, strings = _entry_problems(labels, "labels")
-    for field, _, value in strings:
-        if len(value) > 63 or not LABEL_VALUE.match(value):
-            problems.append(
-                SchemaProblem(
-                    field,
-                    f"{_json(value)} is not a label value: at most 63 alphanumerics, '-', '_' "
-                    "or '.', starting and ending with an alphanumeric",
-                )
-            )
+    problems, _ = _entry_problems(labels, "labels", _label_value_problem)
     return problems
+
+
+def _label_value_problem(value: str) -> str | None:
+    if len(value) > 63 or not LABEL_VALUE.match(value):
+        return (
+            f"{_json(value)} is not a label value: at most 63 alphanumerics, '-', '_' "
+            "or '.', starting and ending with an alphanumeric"
+        )
+    return None
 
 
 def _annotation_problems(annotations: Any) -> list[SchemaProblem]:
     if annotations is None:
         return []
     problems, strings = _entry_problems(annotations, "annotations")
-    total = sum(len(str(key).encode()) + len(value.encode()) for _, key, value in strings)
+    total = sum(len(str(key).encode()) + len(value.encode()) for key, value in strings)
     if total > _TOTAL_ANNOTATION_BYTES:
         problems.append(SchemaProblem("metadata.annotations", f"{total} bytes, more than the 256 KiB allowed"))
     return problems
 
 
-def _entry_problems(entries: Any, what: str) -> tuple[list[SchemaProblem], list[tuple[str, Any, str]]]:
-    """The problems of a labels or annotations mapping (not a mapping, a key that is not a
-    qualified name, a value that is not a string), and its entries with string values
-    (field path, key, value) for the checks of their own."""
+def _entry_problems(
+    entries: Any, what: str, value_problem: Callable[[str], str | None] | None = None
+) -> tuple[list[SchemaProblem], list[tuple[Any, str]]]:
+    """The problems of a labels or annotations mapping, entry by entry (not a mapping, a
+    key that is not a qualified name, a value that is not a string or that `value_problem`
+    refuses), and its entries with string values."""
     if not isinstance(entries, dict):
         return [SchemaProblem(f"metadata.{what}", f"{_json(entries)} is not a mapping")], []
     problems: list[SchemaProblem] = []
-    strings: list[tuple[str, Any, str]] = []
+    strings: list[tuple[Any, str]] = []
     for key, value in entries.items():
         field = format_field_path(["metadata", what, str(key)])
         key_problem = _check_qualified_key(key)
         if key_problem:
             problems.append(SchemaProblem(field, key_problem))
-        if isinstance(value, str):
-            strings.append((field, key, value))
-        else:
+        if not isinstance(value, str):
             problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
+            continue
+        strings.append((key, value))
+        reason = value_problem(value) if value_problem is not None else None
+        if reason is not None:
+            problems.append(SchemaProblem(field, reason))
     return problems, strings
 
 
