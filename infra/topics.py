@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -38,6 +39,7 @@ from infra.settings import kafka_client_options
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 APPEND_ONLY = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+LEADERS_TIMEOUT = 30.0  # seconds ensure_topics waits for the partitions it describes to have leaders
 ANSWERS = {"retention.ms": str(7 * 24 * 3600 * 1000), "cleanup.policy": "delete"}  # read within seconds
 
 
@@ -175,7 +177,7 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
                 await admin.create_topics(missing)
             except TopicAlreadyExistsError:
                 pass  # another process created them in between
-        described = await admin.describe_topics([t.name for t in wanted])
+        described = await _until_led(admin, [t.name for t in wanted])
         for description in described:
             want = next(t for t in wanted if t.name == description["topic"])
             have = len(description.get("partitions", []))
@@ -187,6 +189,24 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
         return [t.name for t in missing]
     finally:
         await admin.close()
+
+
+async def _until_led(admin: AIOKafkaAdminClient, names: list[str]) -> list[Any]:
+    """The topics' descriptions once every partition has a leader (or after
+    LEADERS_TIMEOUT, as they are). A topic just created is answered for before its
+    partitions have leaders: a client that asks for offsets then is told
+    NOT_LEADER_OR_FOLLOWER and retries — aiokafka logs an ERROR line per try, a dozen on
+    `rollout up`'s first publish."""
+    deadline = asyncio.get_running_loop().time() + LEADERS_TIMEOUT
+    while True:
+        described = await admin.describe_topics(names)
+        led = all(
+            not topic.get("error_code") and all(p.get("leader", -1) >= 0 for p in topic.get("partitions", []))
+            for topic in described
+        )
+        if led or asyncio.get_running_loop().time() >= deadline:
+            return list(described)
+        await asyncio.sleep(0.1)
 
 
 async def delete_topics(bootstrap: str, prefix: str) -> list[str]:
