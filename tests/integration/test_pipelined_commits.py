@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration
 
 INPUTS = 3000
 POISON = 1234  # the input whose output the broker refuses
+SECOND = 1500  # the first input fed after the poison's dead letter was written
 OVERSIZED = b"x" * (2 * 1024 * 1024)  # over the broker's message.max.bytes (1 MB)
 
 
@@ -62,14 +63,14 @@ async def _create(bootstrap: str, *names: str) -> None:
         await admin.close()
 
 
-async def _feed(bootstrap: str, topic: str) -> None:
-    """The inputs as a steady trickle (150 acknowledged bursts of 20), so that records keep
-    arriving while the stage's transactions commit."""
+async def _feed(bootstrap: str, topic: str, numbers: range) -> None:
+    """Inputs as a steady trickle (acknowledged bursts of 20), so that records keep arriving
+    while the stage's transactions commit."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=0)
     await producer.start()
     try:
-        for first in range(0, INPUTS, 20):
-            burst = range(first, first + 20)
+        for first in range(numbers.start, numbers.stop, 20):
+            burst = range(first, min(first + 20, numbers.stop))
             sent = [await producer.send(topic, str(n).encode(), key=b"k", partition=0) for n in burst]
             await asyncio.gather(*sent)
     finally:
@@ -130,9 +131,14 @@ async def test_a_batch_folded_on_a_refused_transaction_is_redone_and_every_input
     running = asyncio.create_task(runner.run())
     try:
         await asyncio.wait_for(runner.joined.wait(), timeout=60)
-        await _feed(kafka_bootstrap, topic)
-        echoed = await _read(kafka_bootstrap, out_topic, INPUTS - 1)
+        # the poison and what follows it up to SECOND, then — once the poison is a dead letter
+        # — the rest: a trickle that is still coming when the stage is back to pipelining
+        # (had the whole feed arrived before the refused transaction was retried one record
+        # at a time, every later batch would have been folded with nothing in flight)
+        await _feed(kafka_bootstrap, topic, range(0, SECOND))
         letters = await _read(kafka_bootstrap, dead, 1)
+        await _feed(kafka_bootstrap, topic, range(SECOND, INPUTS))
+        echoed = await _read(kafka_bootstrap, out_topic, INPUTS - 1)
         tp = TopicPartition(topic, 0)
 
         assert echoed == [str(n).encode() for n in range(INPUTS) if n != POISON], "each once, in order"
