@@ -31,15 +31,19 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import AIOKafkaClient
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.protocol.offset import OffsetRequest
 
 from infra.settings import kafka_client_options
 
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 APPEND_ONLY = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
-LEADERS_TIMEOUT = 30.0  # seconds ensure_topics waits for the partitions it describes to have leaders
+LEADERS_TIMEOUT = 30.0  # seconds ensure_topics waits for the partitions it created to be served
+LATEST = -1  # ListOffsets: the end offset
+READ_UNCOMMITTED = 0
 ANSWERS = {"retention.ms": str(7 * 24 * 3600 * 1000), "cleanup.policy": "delete"}  # read within seconds
 
 
@@ -178,6 +182,8 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
             except TopicAlreadyExistsError:
                 pass  # another process created them in between
         described = await _until_led(admin, [t.name for t in wanted])
+        if missing:
+            await _until_serving(bootstrap, [d for d in described if d["topic"] in {t.name for t in missing}])
         for description in described:
             want = next(t for t in wanted if t.name == description["topic"])
             have = len(description.get("partitions", []))
@@ -193,10 +199,8 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
 
 async def _until_led(admin: AIOKafkaAdminClient, names: list[str]) -> list[Any]:
     """The topics' descriptions once every partition has a leader (or after
-    LEADERS_TIMEOUT, as they are). A topic just created is answered for before its
-    partitions have leaders: a client that asks for offsets then is told
-    NOT_LEADER_OR_FOLLOWER and retries — aiokafka logs an ERROR line per try, a dozen on
-    `rollout up`'s first publish."""
+    LEADERS_TIMEOUT, as they are): a topic just created is not known to every client at
+    once ("topic … does not exist" to a new client asking right away)."""
     deadline = asyncio.get_running_loop().time() + LEADERS_TIMEOUT
     while True:
         described = await admin.describe_topics(names)
@@ -207,6 +211,38 @@ async def _until_led(admin: AIOKafkaAdminClient, names: list[str]) -> list[Any]:
         if led or asyncio.get_running_loop().time() >= deadline:
             return list(described)
         await asyncio.sleep(0.1)
+
+
+async def _until_serving(bootstrap: str, described: list[Any]) -> None:
+    """Until the leader of every partition of `described` answers a ListOffsets for it (or
+    LEADERS_TIMEOUT passed). The broker names a new partition's leader a moment before that
+    leader serves it: a client asking for offsets meanwhile is told NOT_LEADER_OR_FOLLOWER
+    and retries, and aiokafka logs an ERROR line per try — a dozen on `rollout up`'s first
+    publish. Asked here with a request of our own, nothing is logged."""
+    pending: dict[int, set[tuple[str, int]]] = {}
+    for topic in described:
+        for partition in topic.get("partitions", []):
+            pending.setdefault(partition["leader"], set()).add((topic["topic"], partition["partition"]))
+    kafka = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="rollout-topics", **kafka_client_options())
+    await kafka.bootstrap()
+    try:
+        deadline = asyncio.get_running_loop().time() + LEADERS_TIMEOUT
+        while any(pending.values()) and asyncio.get_running_loop().time() < deadline:
+            for leader, partitions in pending.items():
+                if not partitions:
+                    continue
+                by_topic: dict[str, list[tuple[int, int]]] = {}
+                for topic, partition in sorted(partitions):
+                    by_topic.setdefault(topic, []).append((partition, LATEST))
+                response = await kafka.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(by_topic.items())))
+                for topic, answers in response.topics:
+                    for partition, error_code, *_ in answers:
+                        if error_code == 0:
+                            partitions.discard((topic, partition))
+            if any(pending.values()):
+                await asyncio.sleep(0.1)
+    finally:
+        await kafka.close()
 
 
 async def delete_topics(bootstrap: str, prefix: str) -> list[str]:
