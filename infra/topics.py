@@ -33,7 +33,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaClient
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.protocol.offset import OffsetRequest
 
 from infra.settings import kafka_client_options
@@ -222,7 +222,8 @@ async def _until_serving(bootstrap: str, described: list[Any]) -> None:
     pending: dict[int, set[tuple[str, int]]] = {}
     for topic in described:
         for partition in topic.get("partitions", []):
-            pending.setdefault(partition["leader"], set()).add((topic["topic"], partition["partition"]))
+            if partition.get("leader", -1) >= 0:  # none after LEADERS_TIMEOUT: nothing to ask
+                pending.setdefault(partition["leader"], set()).add((topic["topic"], partition["partition"]))
     kafka = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="rollout-topics", **kafka_client_options())
     await kafka.bootstrap()
     try:
@@ -234,7 +235,10 @@ async def _until_serving(bootstrap: str, described: list[Any]) -> None:
                 by_topic: dict[str, list[tuple[int, int]]] = {}
                 for topic, partition in sorted(partitions):
                     by_topic.setdefault(topic, []).append((partition, LATEST))
-                response = await kafka.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(by_topic.items())))
+                try:
+                    response = await kafka.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(by_topic.items())))
+                except KafkaError:  # the leader not reachable yet: asked again below
+                    continue
                 for topic, answers in response.topics:
                     for partition, error_code, *_ in answers:
                         if error_code == 0:
