@@ -9,9 +9,16 @@ picks one or the other by kind. The rules:
   new values count only once the controller has seen them), condition `Ready=True` (reasons
   such as `InstallSucceeded`, `UpgradeSucceeded`, `TestSucceeded`), the last attempted
   revision is the assigned one, and neither `Reconciling` nor `Stalled` is True.
-- `failed`: the spec was observed and `Stalled=True` (e.g. `RetriesExceeded`), or `Ready=False`
+- `failed`: the spec was attempted and `Stalled=True` (e.g. `RetriesExceeded`), or `Ready=False`
   with a failure reason (anything but `Progressing` and `DependencyNotReady`: `InstallFailed`,
   `UpgradeFailed`, `ArtifactFailed`, `InitFailed`, ...) for the assigned revision.
+  *Attempted* means `status.lastAttemptedGeneration == metadata.generation` (or the spec was
+  observed): helm-controller leaves `observedGeneration` where it was — `-1` for a release
+  never installed — while it keeps retrying a failing install or upgrade (measured on
+  helm-controller v1.6.2: `observedGeneration: -1`, `lastAttemptedGeneration: 1`,
+  `failures: 8`, `Ready=False InstallFailed`, no `Stalled`). Requiring `observedGeneration`
+  for a failure would leave such a release `updating` until the progress deadline, with no
+  halt and no rollback.
 - `updating`: anything else.
 
 Revisions. The renderer annotates the assigned revision (`rollout.dev/revision`): a chart
@@ -59,14 +66,17 @@ def release_state(release: Mapping[str, Any], assigned_revision: str) -> SyncSta
     """`succeeded`, `failed` or `updating` for one HelmRelease; see the module docstring."""
     generation = (release.get("metadata") or {}).get("generation")
     status = release.get("status") or {}
-    if generation is None or status.get("observedGeneration") != generation:
+    observed = generation is not None and status.get("observedGeneration") == generation
+    attempted = observed or (generation is not None and status.get("lastAttemptedGeneration") == generation)
+    if not attempted:
         return "updating"
     if _is_true(_condition(status, "Stalled")):
         return "failed"
     ready = _condition(status, "Ready")
     matches = release_revision_matches(status, assigned_revision)
     if _is_true(ready):
-        return "succeeded" if matches and not _is_true(_condition(status, "Reconciling")) else "updating"
+        succeeded = observed and matches and not _is_true(_condition(status, "Reconciling"))
+        return "succeeded" if succeeded else "updating"
     if ready is not None and ready.get("status") == "False" and ready.get("reason") not in WAITING_REASONS:
         return "failed" if matches else "updating"
     return "updating"

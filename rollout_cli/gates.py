@@ -10,7 +10,8 @@ transaction as the decisions that change it), so one consumer reads it to its en
 then follows it: each new document of the module is judged as it arrives — no polling.
 
 The condition is `--for phase=<Phase>` (default phase=Complete). A failure phase ends the
-wait unless it is the phase asked for (`--for phase=RolledBack` waits for a rollback).
+wait unless it is the phase asked for or a phase on the way to it: `--for phase=RolledBack`
+waits through `RollingBack` (the engine's rollback in progress) and ends at `RolledBack`.
 Run it after `rollout apply` (which returns once the engine has taken the new revision, so
 the status read is the new revision's, not the previous one's).
 """
@@ -38,6 +39,8 @@ PHASES = (
     "Aborted",
 )  # rollout.state.Phase (not imported: `rollout --help` stays light)
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
+# failure phases that are on the way to another phase: waiting for that one, they are progress
+ON_THE_WAY_TO: dict[str, frozenset[str]] = {"RolledBack": frozenset({"RollingBack"})}
 MET, FAILED, TIMED_OUT = 0, 1, 2
 
 
@@ -68,7 +71,7 @@ def judge(status: dict[str, Any], condition: Condition) -> int | None:
     phase = status.get("phase")
     if phase == condition.value:
         return MET
-    if phase in FAILED_PHASES:
+    if phase in FAILED_PHASES and phase not in ON_THE_WAY_TO.get(condition.value, frozenset()):
         return FAILED
     return None
 

@@ -60,7 +60,7 @@ def get(ctx: Context, kind: str, name: str | None, output: str, selector: str | 
     "gate",
     is_flag=True,
     help="Wait until --for holds (exit 0), the rollout fails — Halted, RollingBack, RolledBack, "
-    "Aborted (exit 1) — or --timeout passes (exit 2).",
+    "Aborted (exit 1; --for phase=RolledBack waits through RollingBack) — or --timeout passes (exit 2).",
 )
 @click.option(
     "--for",

@@ -119,6 +119,10 @@ def _release(generation: int = 2, **status: Any) -> dict[str, Any]:
             "updating",
         ),
         (_release(), "updating"),
+        # helm-controller retrying a failed install: observedGeneration stays -1 (measured on v1.6.2)
+        (_release(**{**helm_status(-1, ready="False", reason="InstallFailed"), "lastAttemptedGeneration": 2}), "failed"),
+        (_release(**{**helm_status(-1, ready="False", reason="InstallFailed"), "lastAttemptedGeneration": 1}), "updating"),
+        (_release(**{**helm_status(1), "lastAttemptedGeneration": 2}), "updating"),  # attempted, not yet observed
     ],
 )
 def test_helm_release_state_rules(obj: dict[str, Any], state: str) -> None:
