@@ -91,6 +91,9 @@ def _release(generation: int = 2, **status: Any) -> dict[str, Any]:
     return {"kind": "HelmRelease", "metadata": {"generation": generation}, "status": status}
 
 
+RETRYING_INSTALL = helm_status(-1, ready="False", reason="InstallFailed")
+
+
 @pytest.mark.parametrize(
     ("obj", "state"),
     [
@@ -120,8 +123,8 @@ def _release(generation: int = 2, **status: Any) -> dict[str, Any]:
         ),
         (_release(), "updating"),
         # helm-controller retrying a failed install: observedGeneration stays -1 (measured on v1.6.2)
-        (_release(**{**helm_status(-1, ready="False", reason="InstallFailed"), "lastAttemptedGeneration": 2}), "failed"),
-        (_release(**{**helm_status(-1, ready="False", reason="InstallFailed"), "lastAttemptedGeneration": 1}), "updating"),
+        (_release(**{**RETRYING_INSTALL, "lastAttemptedGeneration": 2}), "failed"),
+        (_release(**{**RETRYING_INSTALL, "lastAttemptedGeneration": 1}), "updating"),
         (_release(**{**helm_status(1), "lastAttemptedGeneration": 2}), "updating"),  # attempted, not yet observed
     ],
 )
