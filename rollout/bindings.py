@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from rollout.manifests import Binding, KustomizePackage, Package, Sync
+from rollout.manifests import Binding, Sync
 
 _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -62,7 +62,5 @@ def expand_sync(sync: Sync, values: Mapping[str, str]) -> Sync:
     if not kustomize.substitute:
         return sync
     substitute = {key: expand(value, values) for key, value in kustomize.substitute.items()}
-    return Sync(
-        source=sync.source,
-        package=Package(kustomize=KustomizePackage(path=kustomize.path, substitute=substitute)),
-    )
+    expanded = kustomize.model_copy(update={"substitute": substitute})  # every other option kept
+    return sync.model_copy(update={"package": sync.package.model_copy(update={"kustomize": expanded})})

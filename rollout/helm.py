@@ -37,6 +37,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rollout.flux_options import (
+    RegistryProvider,
+    SecretReference,
+    check_object_name,
+    check_positive_duration,
+    check_registry_access,
+)
 from rollout.formats import check_dns1123_label, check_url, shown
 from rollout.quantities import is_quantity
 from rollout.values import QUANTITY_POLICIES, Policy, overlapping_policies, parse_pointer, value_at
@@ -62,6 +69,16 @@ class HelmChartSource(_Strict):
     url: str
     chart: str
     version: str
+    # Secret with `username`/`password` (https) or of type kubernetes.io/dockerconfigjson (oci)
+    secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
+    # Secret with `ca.crt` (a private CA) and/or `tls.crt` + `tls.key` (a client certificate)
+    cert_secret_ref: SecretReference | None = Field(default=None, alias="certSecretRef")
+    # oci:// only: the registry speaks plain HTTP
+    insecure: bool = False
+    # oci:// only: aws, azure or gcp log in with the cloud's workload identity
+    provider: RegistryProvider | None = None
+    # https only: send the credentials to chart URLs on other hosts than `url` (mind MITM)
+    pass_credentials: bool = Field(default=False, alias="passCredentials")
 
     @field_validator("url")
     @classmethod
@@ -84,6 +101,17 @@ class HelmChartSource(_Strict):
                 "a range would let clusters of one generation run different charts"
             )
         return value
+
+    @model_validator(mode="after")
+    def _access(self) -> HelmChartSource:
+        oci = self.url.startswith("oci://")
+        if not oci and (self.insecure or self.provider is not None):
+            given = "insecure" if self.insecure else "provider"
+            raise ValueError(f"'{given}' applies to an oci:// Helm repository only, not to {shown(self.url)}")
+        if oci and self.pass_credentials:
+            raise ValueError("'passCredentials' applies to an http(s):// Helm repository only")
+        check_registry_access(insecure=self.insecure, cert_secret_ref=self.cert_secret_ref)
+        return self
 
     @property
     def label(self) -> str:
@@ -125,17 +153,39 @@ class HelmPackage(_Strict):
     """The HelmRelease of a sync: release, target namespace, values layers and policies."""
 
     release_name: str | None = Field(default=None, alias="releaseName")
+    # where the chart's objects go (created if missing); default: the HelmRelease's
+    # namespace — for a BootstrapModule, that namespace's name in the workload cluster
     target_namespace: str | None = Field(default=None, alias="targetNamespace")
+    # where Helm keeps the release's history; default: the HelmRelease's namespace (Module),
+    # the target namespace (BootstrapModule: the release lives in the workload cluster)
+    storage_namespace: str | None = Field(default=None, alias="storageNamespace")
+    # install and upgrade as this service account (in the HelmRelease's namespace; for a
+    # BootstrapModule, impersonated in the workload cluster)
+    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    # for each Kubernetes operation of a Helm action (hooks, waiting); Flux's default: 5m
+    timeout: str | None = None
+    # release revisions Helm keeps; Flux's default: 5 (0: unlimited)
+    max_history: int | None = Field(default=None, alias="maxHistory", ge=0)
     chart_defaults: dict[str, Any] | None = Field(default=None, alias="chartDefaults")
     values: dict[str, Any] = Field(default_factory=dict)
     stage_values: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="stageValues")
     cluster_values: dict[str, Any] = Field(default_factory=dict, alias="clusterValues")
     values_policy: list[ValuesPolicyRule] = Field(default_factory=list, alias="valuesPolicy")
 
-    @field_validator("release_name", "target_namespace")
+    @field_validator("release_name", "target_namespace", "storage_namespace")
     @classmethod
     def _names(cls, value: str | None) -> str | None:
         return check_dns1123_label(value) if value is not None else None
+
+    @field_validator("service_account_name")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        return check_object_name(value, what="service account name") if value is not None else None
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        return check_positive_duration(value, field="timeout") if value is not None else None
 
     @model_validator(mode="after")
     def _layers_and_policies(self) -> HelmPackage:

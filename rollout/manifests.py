@@ -23,10 +23,27 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from rollout.flux_options import (
+    Decryption,
+    HealthCheck,
+    HealthCheckExpression,
+    OCIVerification,
+    Patch,
+    RegistryProvider,
+    SecretReference,
+    SubstituteReference,
+    check_component_path,
+    check_entries,
+    check_namespace,
+    check_object_name,
+    check_positive_duration,
+    check_registry_access,
+)
 from rollout.formats import (
     COMMIT,
     DIGEST,
@@ -160,8 +177,14 @@ class GitVersion(Strict):
 
 
 class GitSource(Strict):
+    """A Git repository at a tag or commit (GitRepository)."""
+
+    # http(s):// or ssh:// (never scp-style git@host:repo)
     url: str
     version: GitVersion
+    # Secret with the credentials: `username`/`password` (basic auth or a token) for
+    # http(s), `identity` and `known_hosts` for ssh, `ca.crt` for a private CA
+    secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
 
     @field_validator("url")
     @classmethod
@@ -195,13 +218,31 @@ class OCIVersion(Strict):
 
 
 class OCISource(Strict):
+    """An OCI artifact at a tag or digest (OCIRepository)."""
+
+    # oci://REGISTRY/REPOSITORY
     url: str
     version: OCIVersion
+    # Secret of type kubernetes.io/dockerconfigjson with the registry's credentials
+    secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
+    # Secret with `ca.crt` (a private CA) and/or `tls.crt` + `tls.key` (a client certificate)
+    cert_secret_ref: SecretReference | None = Field(default=None, alias="certSecretRef")
+    # the registry speaks plain HTTP (no TLS)
+    insecure: bool = False
+    # aws, azure or gcp: log in with the cloud's workload identity; generic: secretRef or anonymous
+    provider: RegistryProvider | None = None
+    # verify the artifact's signature (cosign or notation) before it is used
+    verify: OCIVerification | None = None
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         return check_url(value, schemes=("oci",), what="OCI")
+
+    @model_validator(mode="after")
+    def _access(self) -> OCISource:
+        check_registry_access(insecure=self.insecure, cert_secret_ref=self.cert_secret_ref)
+        return self
 
 
 class Source(Strict):
@@ -226,8 +267,37 @@ class Source(Strict):
 
 
 class KustomizePackage(Strict):
+    """How Flux builds and applies the source (Kustomization). Every field but `path` is optional."""
+
+    # the directory of the kustomization.yaml (or plain manifests) inside the source
     path: str = "./"
+    # post-build variables, `$(NAME)` bindings expanded per cluster by the engine
     substitute: dict[str, str] = Field(default_factory=dict)
+    # more post-build variables, from ConfigMaps and Secrets beside the Kustomization
+    substitute_from: list[SubstituteReference] = Field(default_factory=list, alias="substituteFrom")
+    # the namespace of every namespaced object applied (it must exist in the cluster);
+    # needed when the manifests give no metadata.namespace
+    target_namespace: str | None = Field(default=None, alias="targetNamespace")
+    # apply as this service account (in the Kustomization's namespace) instead of Flux's own
+    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    # wait until every applied object is ready (healthChecks are then ignored)
+    wait: bool | None = None
+    # wait until these objects are ready
+    health_checks: list[HealthCheck] = Field(default_factory=list, alias="healthChecks")
+    # how to tell the health of custom resource kinds (CEL)
+    health_check_exprs: list[HealthCheckExpression] = Field(default_factory=list, alias="healthCheckExprs")
+    # for building, applying and health checking; Flux's default: the interval
+    timeout: str | None = None
+    # retry a failed reconciliation after this long; Flux's default: the interval
+    retry_interval: str | None = Field(default=None, alias="retryInterval")
+    # strategic-merge or JSON 6902 patches applied after the build
+    patches: list[Patch] = Field(default_factory=list)
+    # kustomize Components, relative to `path`
+    components: list[str] = Field(default_factory=list)
+    # decrypt SOPS-encrypted Secrets before applying them
+    decryption: Decryption | None = None
+    # recreate objects whose immutable fields changed
+    force: bool | None = None
 
     @field_validator("substitute")
     @classmethod
@@ -235,6 +305,36 @@ class KustomizePackage(Strict):
         for name in value:
             if not VARIABLE.match(name):
                 raise ValueError(f"substitute key {shown(name)} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return value
+
+    @field_validator("target_namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return check_namespace(value) if value is not None else None
+
+    @field_validator("service_account_name")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        return check_object_name(value, what="service account name") if value is not None else None
+
+    @field_validator("timeout", "retry_interval")
+    @classmethod
+    def _durations(cls, value: str | None, info: ValidationInfo) -> str | None:
+        field = cls.model_fields[str(info.field_name)].alias or str(info.field_name)
+        return check_positive_duration(value, field=field) if value is not None else None
+
+    @field_validator("substitute_from", "health_checks", "health_check_exprs", "patches")
+    @classmethod
+    def _lists(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
+        return check_entries(value, field=cls.model_fields[str(info.field_name)].alias or str(info.field_name))
+
+    @field_validator("components")
+    @classmethod
+    def _components(cls, value: list[str]) -> list[str]:
+        for path in check_entries(value, field="components"):
+            check_component_path(path)
+        if len(value) != len(set(value)):
+            raise ValueError("components names a path more than once")
         return value
 
 
@@ -252,10 +352,18 @@ class Package(Strict):
 
 
 class Sync(Strict):
-    """One unit to apply: a source at an immutable version and a kustomize package."""
+    """One unit to apply: a source at an immutable version and a kustomize or Helm package."""
 
     source: Source
     package: Package = Field(default_factory=Package)
+    # reconcile interval of the source and of its Kustomization/HelmRelease (drift
+    # correction); default: the applier's `--interval` (10m)
+    interval: str | None = None
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        return check_positive_duration(value, field="interval") if value is not None else None
 
     @model_validator(mode="after")
     def _package_fits_source(self) -> Sync:

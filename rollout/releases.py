@@ -95,9 +95,14 @@ def release_sync(
         return sync, None
     layers = release_layers(helm, revision=sync.revision, stage=stage, bindings=bindings, observed=observed)
     merged = merge_values(layers, helm.policies)
-    assigned = HelmPackage(
-        releaseName=helm.release_name,
-        targetNamespace=helm.target_namespace,
-        values=merged.values,
+    # the release's options stay; the layers and policies become the merged values
+    assigned = helm.model_copy(
+        update={
+            "chart_defaults": None,
+            "values": merged.values,
+            "stage_values": {},
+            "cluster_values": {},
+            "values_policy": [],
+        }
     )
-    return Sync(source=sync.source, package=Package(helm=assigned)), merged
+    return sync.model_copy(update={"package": Package(helm=assigned)}), merged
