@@ -30,16 +30,39 @@ Template variables:
 
     name, namespace        the object's metadata.name / metadata.namespace
     labels, annotations    mappings: rollout.dev/* labels, the rollout.dev/revision annotation
-    interval               reconcile interval of both objects (e.g. "10m")
+    interval               reconcile interval of both objects: the sync's `interval`, else the
+                           renderer's (`--interval`, "10m")
     prune                  true
     module, module_namespace, cluster, cluster_namespace, revision
     assemblage             "remote" or "proxy"
-    source                 {kind, name, url, ref}; ref is {tag} or {commit} (Git),
-                           {tag} or {digest} (OCI)
-    kustomize              {path, substitute} — substitute with bindings already expanded
-    helm                   {chart, version, release_name, target_namespace, merged_values} for a
-                           Helm sync (merged values), else None — see render_helm.py
+    source                 {kind, name, url, ref, ...}; ref is {tag} or {commit} (Git),
+                           {tag} or {digest} (OCI), {} (Helm repository); and how Flux
+                           reaches and trusts it (None / false when not given):
+                             secret_ref        name of the Secret with credentials
+                             cert_secret_ref   name of the Secret with ca.crt / tls.crt+key
+                                               (OCI, Helm)
+                             insecure          plain HTTP (OCI, oci:// Helm)
+                             provider          generic|aws|azure|gcp (OCI, oci:// Helm)
+                             verify            {provider, secretRef?, matchOIDCIdentity?}
+                                               as Flux spells it (OCI)
+                             pass_credentials  (https Helm)
+    kustomize              {path, substitute, substitute_from, target_namespace,
+                           service_account_name, wait, force, timeout, retry_interval,
+                           health_checks, health_check_exprs, patches, components,
+                           decryption} — substitute with bindings already expanded; the
+                           lists and decryption already in Flux's shape (field names as
+                           in the CRD), None / [] when not given
+    helm                   {chart, version, release_name, target_namespace, storage_namespace,
+                           create_namespace, service_account_name, timeout, max_history,
+                           merged_values} for a Helm sync, else None — see render_helm.py
     kubeconfig             {secretRef: {name, key}} for remote, none for proxy
+
+Secrets named by a sync (`secretRef`, `certSecretRef`, `verify.secretRef`,
+`decryption.secretRef`, `substituteFrom` of kind Secret) are read by the Flux that
+reconciles the objects, in the objects' namespace: for a proxy assemblage that is
+`proxy_namespace` (`flux-system`) in the workload cluster, for a remote one the cluster's
+namespace in the management cluster. `serviceAccountName` and `healthChecks` act in the
+workload cluster in both cases (remote: through the kubeconfig).
 
 Errors: a template that does not parse or fails while rendering raises `TemplateError`
 naming the template file and line; an object that does not satisfy its CRD raises
@@ -61,16 +84,19 @@ import jinja2
 import yaml
 from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, PrefixLoader, StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from pydantic import BaseModel
 
 from projections import crds
 from projections.render_helm import (
     HELM_CHART_LAYER,
+    NO_SOURCE_ACCESS,
     helm_release_context,
     helm_repository_context,
     source_reference,
 )
 from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import DNS1123_LABEL, check_dns1123_label, parse_duration
+from rollout.flux_options import OCIVerification
+from rollout.manifests import DNS1123_LABEL, KustomizePackage, check_dns1123_label, parse_duration
 
 __all__ = [
     "KUBECONFIG_SECRET_KEY",
@@ -227,6 +253,72 @@ def _template_frame(error: BaseException) -> tuple[str | None, int | None]:
     return found
 
 
+# --- template variables of the source and the kustomize package ------------------------------
+
+
+def _flux(model: BaseModel) -> dict[str, Any]:
+    """A manifest part in Flux's own shape: the API types use Flux's field names."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def source_context(sync: AssignedSync) -> dict[str, Any]:
+    """`source` but its name: kind, url, ref, and how Flux reaches and trusts the source."""
+    source = sync.sync.source
+    if source.helm is not None:
+        return helm_repository_context(sync)
+    if source.git is not None:
+        version = source.git.version
+        ref = (
+            {"tag": version.tag}
+            if version.tag is not None
+            else {"commit": _COMMIT_PREFIX.sub("", version.revision or "")}
+        )
+        access = {"secret_ref": source.git.secret_ref.name if source.git.secret_ref else None}
+        return {"kind": "GitRepository", "url": source.git.url, "ref": ref, **NO_SOURCE_ACCESS, **access}
+    oci = source.oci
+    assert oci is not None  # Source validates exactly one of git/oci/helm
+    ref = {"tag": oci.version.tag} if oci.version.tag is not None else {"digest": oci.version.digest}
+    return {
+        "kind": "OCIRepository",
+        "url": oci.url,
+        "ref": ref,
+        "layer_media_type": HELM_CHART_LAYER if sync.sync.package.helm is not None else None,
+        **NO_SOURCE_ACCESS,
+        "secret_ref": oci.secret_ref.name if oci.secret_ref else None,
+        "cert_secret_ref": oci.cert_secret_ref.name if oci.cert_secret_ref else None,
+        "insecure": oci.insecure,
+        "provider": oci.provider,
+        "verify": _verify(oci.verify) if oci.verify is not None else None,
+    }
+
+
+def _verify(verify: OCIVerification) -> dict[str, Any]:
+    flux = _flux(verify)
+    if not flux.get("matchOIDCIdentity"):
+        flux.pop("matchOIDCIdentity", None)
+    return flux
+
+
+def kustomize_context(kustomize: KustomizePackage) -> dict[str, Any]:
+    """`kustomize`: the Kustomization's options; lists and mappings already in Flux's shape."""
+    return {
+        "path": kustomize.path,
+        "substitute": dict(kustomize.substitute),
+        "substitute_from": [_flux(reference) for reference in kustomize.substitute_from],
+        "target_namespace": kustomize.target_namespace,
+        "service_account_name": kustomize.service_account_name,
+        "wait": kustomize.wait,
+        "health_checks": [_flux(check) for check in kustomize.health_checks],
+        "health_check_exprs": [_flux(expression) for expression in kustomize.health_check_exprs],
+        "timeout": kustomize.timeout,
+        "retry_interval": kustomize.retry_interval,
+        "patches": [_flux(patch) for patch in kustomize.patches],
+        "components": list(kustomize.components),
+        "decryption": _flux(kustomize.decryption) if kustomize.decryption is not None else None,
+        "force": kustomize.force,
+    }
+
+
 # --- the renderer ------------------------------------------------------------------------------
 
 
@@ -282,28 +374,10 @@ class FluxRenderer:
         remote = assemblage.kind == "RemoteAssemblage"
         cluster = assemblage.metadata.name
         name = object_name(sync.module, cluster)
-        source = sync.sync.source
-        if source.helm is not None:
-            source_context = helm_repository_context(sync)
-        elif source.git is not None:
-            version = source.git.version
-            ref = (
-                {"tag": version.tag}
-                if version.tag is not None
-                else {"commit": _COMMIT_PREFIX.sub("", version.revision or "")}
-            )
-            source_context = {"kind": "GitRepository", "url": source.git.url, "ref": ref}
-        else:
-            assert source.oci is not None  # Source validates exactly one of git/oci
-            oci_version = source.oci.version
-            ref = {"tag": oci_version.tag} if oci_version.tag is not None else {"digest": oci_version.digest}
-            source_context = {"kind": "OCIRepository", "url": source.oci.url, "ref": ref, "layer_media_type": None}
-            if sync.sync.package.helm is not None:
-                source_context["layer_media_type"] = HELM_CHART_LAYER
-        kustomize = sync.sync.package.kustomize
+        namespace = assemblage.metadata.namespace if remote else self.proxy_namespace
         return {
             "name": name,
-            "namespace": assemblage.metadata.namespace if remote else self.proxy_namespace,
+            "namespace": namespace,
             "labels": {
                 LABEL_MANAGED_BY: MANAGED_BY,
                 LABEL_MODULE: sync.module,
@@ -314,7 +388,7 @@ class FluxRenderer:
                 ANNOTATION_REVISION: sync.revision,
                 **({ANNOTATION_GENERATION: str(sync.generation)} if sync.generation is not None else {}),
             },
-            "interval": self.interval,
+            "interval": sync.sync.interval or self.interval,
             "prune": True,
             "module": sync.module,
             "module_namespace": sync.module_namespace,
@@ -322,9 +396,9 @@ class FluxRenderer:
             "cluster_namespace": assemblage.metadata.namespace,
             "revision": sync.revision,
             "assemblage": "remote" if remote else "proxy",
-            "source": {**source_context, "name": name},
-            "kustomize": {"path": kustomize.path, "substitute": dict(kustomize.substitute)},
-            "helm": helm_release_context(sync),
+            "source": {**source_context(sync), "name": name},
+            "kustomize": kustomize_context(sync.sync.package.kustomize),
+            "helm": helm_release_context(sync, remote=remote, namespace=namespace),
             "kubeconfig": (
                 {"secretRef": {"name": f"{cluster}-kubeconfig", "key": KUBECONFIG_SECRET_KEY}} if remote else None
             ),

@@ -121,6 +121,17 @@ class SecretReference(_Strict):
     # name of the Secret: a DNS-1123 subdomain
     name: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _name_only(cls, data: Any) -> Any:
+        if isinstance(data, dict) and set(data) - {"name"}:
+            extra = ", ".join(sorted(str(key) for key in set(data) - {"name"}))
+            raise ValueError(
+                f"a Secret reference takes only 'name', not {extra}: credentials stay in a Secret in the "
+                "cluster and never in a manifest (manifests travel on Kafka)"
+            )
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -286,7 +297,9 @@ class Patch(_Strict):
         try:
             parsed = yaml.safe_load(self.patch)
         except yaml.YAMLError as error:
-            raise ValueError(f"patch is not YAML: {str(error).splitlines()[0]}") from None
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ValueError(f"patch is not YAML: {getattr(error, 'problem', None) or error}{where}") from None
         if isinstance(parsed, list):
             self._check_operations(parsed)
         elif isinstance(parsed, dict):
