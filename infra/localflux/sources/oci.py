@@ -37,7 +37,6 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +144,11 @@ class OCIRegistry:
     def push_artifact(
         self, repository: str, tag: str, files: dict[str, str], *, source: str = "", revision: str = ""
     ) -> str:
-        """Push `files` as a Flux artifact at `repository`:`tag`; returns the manifest digest."""
-        annotations = {"org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        """Push `files` as a Flux artifact at `repository`:`tag`; returns the manifest digest.
+
+        Reproducible: the same files (and `source`/`revision`) give the same digest.
+        """
+        annotations = {}  # no creation time (unlike `flux push artifact`): same files, same digest
         if source:
             annotations["org.opencontainers.image.source"] = source
         if revision:
