@@ -3,14 +3,18 @@ object validated against the real CRDs (projections/crds/) by the renderer itsel
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from projections.crds import SchemaError
 from projections.render import FluxRenderer
 from rollout.assemblages import Assemblage, AssignedSync
 from rollout.flux_options import OCIVerification
+from rollout.loading import load_manifests
 from rollout.manifests import Sync
 
 GIT = {"url": "https://git.example.com/platform/app", "version": {"tag": "v1.2.0"}}
@@ -260,3 +264,27 @@ def test_helm_release_options_land_where_flux_reads_them() -> None:
         3,
         "1h",
     )
+
+
+# --- the reference's examples -----------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "modules.md"
+
+
+def doc_examples() -> list[Any]:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), flags=re.DOTALL)
+    return [yaml.safe_load(block) for block in blocks]
+
+
+@pytest.mark.parametrize("example", doc_examples())
+def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(example: dict[str, Any]) -> None:
+    if "kind" not in example:  # a `sync:` fragment
+        example = {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": "app", "namespace": "fleet"},
+            "spec": {"selector": {}, **example},
+        }
+    [loaded] = load_manifests(yaml.safe_dump(example).encode(), file="docs/modules.md")
+    for kind in ("ProxyAssemblage", "RemoteAssemblage"):
+        render(loaded.manifest.spec.sync.model_dump(by_alias=True, exclude_none=True), kind=kind)
