@@ -18,6 +18,9 @@ A Module syncs a Helm chart with
           valuesPolicy:
             - {path: /image/tag, policy: preferChart}
             - {path: /resources/limits/memory, policy: max}
+          # and Flux options: storageNamespace, serviceAccountName, timeout, maxHistory;
+          # the source's: secretRef, certSecretRef, insecure, provider, passCredentials
+          # (docs/modules.md)
 
 and the applier renders a `HelmRepository` (or `OCIRepository`) and a Flux `HelmRelease`
 whose `spec.values` are the per-cluster merge of these layers (rollout/values.py has the

@@ -12,6 +12,10 @@ a fleet's state is reproducible from the log. Types are strict: `true` is not a 
 `"yes"` is not a boolean. Every pattern is anchored with `\\Z` (`$` accepts a trailing
 newline, and `prod\\n` is not a name). Values quoted in messages are cut to a few dozen
 characters (`shown`).
+
+The Flux options of a sync — credentials named by Secret (never their data), signature
+verification, decryption, health checks, namespaces, timeouts — are typed in
+rollout/flux_options.py and documented in docs/modules.md.
 """
 
 from __future__ import annotations
