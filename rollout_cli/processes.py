@@ -210,31 +210,99 @@ def run_up(
     web_port: int = 6066,
     dashboard_port: int = 0,
     log_dir: Path = Path(".rollout/logs"),
+    clusters: int = 0,
 ) -> None:
     bootstrap, started_broker = _broker_for_up(bootstrap)
     click.echo(f"kafka:   {bootstrap}")
     children: list[subprocess.Popen[bytes]] = []
+    fleet = None
     try:
         created = asyncio.run(ensure_topics(bootstrap, prefix, partitions))
         click.echo(f"topics:  prefix {prefix!r}, {partitions} partitions ({len(created)} created)")
         env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
         worker_args = ["--partitions", str(partitions), "--tick-interval", str(tick_interval)]
-        children += _spawn_stack(env, log_dir, sink_spec, simulate, web_port, dashboard_port, worker_args)
-        click.echo(f"flux:    YAML goes to {sink_spec.partition(':')[2]}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
-        if example:
-            _apply_example(bootstrap, prefix)
+        applier_args = ["--sink", sink_spec, *(["--simulate-status"] if simulate else [])]
+        if clusters:
+            fleet = _start_local_fleet(clusters, log_dir.parent / "local-fleet")
+            kubeconfig = str(fleet.management_kubeconfig)
+            applier_args = ["--sink", "kubernetes", "--kubeconfig", kubeconfig, "--namespace", "fleet"]
+            watch = ["watch-clusters", "--kubeconfig", kubeconfig, "--namespace", "fleet", "--web-port", "0"]
+            children.append(_spawn(watch, env, log_dir / "watch-clusters.log"))
+            click.echo(f"clusters: pid {children[-1].pid}, log {log_dir / 'watch-clusters.log'} (Cluster API objects)")
+        children += _spawn_stack(env, log_dir, applier_args, web_port, dashboard_port, worker_args)
+        out = None if clusters else Path(sink_spec.partition(":")[2])
+        if out is not None:
+            click.echo(f"flux:    YAML goes to {out}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
+        if fleet is not None:
+            wait_for_clusters(bootstrap, prefix, fleet.cluster_names)
+            _apply_files(bootstrap, prefix, [fleet.manifests / "fleet.yaml"])
+            _explain_local_fleet(fleet)
+        elif example:
+            _apply_files(bootstrap, prefix, [EXAMPLES])
         click.echo("running; Ctrl-C stops everything\n")
-        asyncio.run(_summarize(bootstrap, prefix, children, Path(sink_spec.partition(":")[2])))
+        asyncio.run(_summarize(bootstrap, prefix, children, out))
     except KeyboardInterrupt:
         pass
     finally:
         click.echo("\nstopping...")
         for child in reversed(children):
             _terminate(child)
+        if fleet is not None:
+            fleet.stop()
+            click.echo("local fleet stopped")
         if started_broker is not None:
             started_broker.stop()
             click.echo("kafka broker stopped")
         click.echo("stopped")
+
+
+def _start_local_fleet(clusters: int, workdir: Path) -> Any:
+    """A fresh local fleet (`infra.localfleet`) in `workdir`: its API servers, Flux, Git server."""
+    import shutil
+
+    from infra.localfleet import LocalFleet
+    from infra.localflux import LocalFluxError
+    from infra.localkube import LocalKubeError
+    from rollout_cli.options import fail
+
+    shutil.rmtree(workdir, ignore_errors=True)  # the fleet is new each time; the broker's topics are not
+    click.echo(f"fleet:   a management cluster and {clusters} workload cluster(s) on real Flux, in {workdir}")
+    fleet = LocalFleet(workdir, clusters, progress=lambda m: click.echo(f"  {m}"))
+    try:
+        fleet.start()
+    except (LocalFluxError, LocalKubeError, OSError) as error:
+        fleet.stop()
+        fail(f"cannot start the local fleet: {error}")
+    return fleet
+
+
+def wait_for_clusters(bootstrap: str, prefix: str, names: list[str], timeout: float = 120.0) -> None:
+    """Until `rollout watch-clusters` has published every cluster of the local fleet as ready:
+    applied before, the example's stages would find no members yet."""
+    from rollout.events import ClusterObserved, parse_event
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = set()
+        for record in asyncio.run(client.read_all(bootstrap, TopicNames(prefix).clusters)):
+            event = parse_event(record.value) if record.value is not None else None
+            if isinstance(event, ClusterObserved) and event.cluster.status.ready:
+                ready.add(event.cluster.name)
+            elif record.key is not None:
+                ready.discard(record.key)
+        if ready >= set(names):
+            click.echo(f"clusters: {len(names)} ready ({', '.join(names)})")
+            return
+        time.sleep(0.5)
+    raise click.ClickException(f"watch-clusters did not publish {', '.join(names)} as ready within {timeout:.0f}s")
+
+
+def _explain_local_fleet(fleet: Any) -> None:
+    manifests = fleet.manifests
+    click.echo(f"example: applied {manifests / 'fleet.yaml'} (BootstrapModule platform, Module podinfo)")
+    click.echo(f"  upgrade:        rollout apply -f {manifests / 'podinfo-v1.1.0.yaml'}")
+    click.echo(f"  a broken canary: rollout apply -f {manifests / 'podinfo-v1.2.0.yaml'}   (rolled back)")
+    click.echo(f"  kubeconfigs:    {fleet.workdir}/<management|cluster-N>.kubeconfig; logs in {fleet.workdir}")
 
 
 def _broker_for_up(bootstrap: str | None) -> tuple[str, Any]:
@@ -259,16 +327,16 @@ def _broker_for_up(bootstrap: str | None) -> tuple[str, Any]:
 def _spawn_stack(
     env: dict[str, str],
     logs: Path,
-    sink_spec: str,
-    simulate: bool,
+    applier_args: list[str],
     web_port: int,
     dashboard_port: int,
     worker_args: list[str],
 ) -> list[subprocess.Popen[bytes]]:
     """Worker, applier, gate runner (and the dashboard, given a port), each logging to `logs`."""
+    simulate = "--simulate-status" in applier_args
     worker = _spawn(["worker", *worker_args, "--web-port", str(web_port)], env, logs / "worker.log")
-    applier_args = ["applier", "--sink", sink_spec, "--web-port", str(web_port + 1 if web_port else 0)]
-    applier = _spawn([*applier_args, *(["--simulate-status"] if simulate else [])], env, logs / "applier.log")
+    applier_port = str(web_port + 1 if web_port else 0)
+    applier = _spawn(["applier", *applier_args, "--web-port", applier_port], env, logs / "applier.log")
     gates = _spawn(["gate-runner", "--web-port", "0"], env, logs / "gate-runner.log")
     click.echo(f"worker:  pid {worker.pid}, log {logs / 'worker.log'}")
     click.echo(
@@ -286,16 +354,16 @@ def _spawn_stack(
     return children
 
 
-def _apply_example(bootstrap: str, prefix: str) -> None:
+def _apply_files(bootstrap: str, prefix: str, paths: list[Path]) -> None:
     from rollout_cli.intents import intents_for, publish_intents
     from rollout_cli.manifest_files import load_manifest_files
 
-    intents = intents_for(load_manifest_files([EXAMPLES]))
+    intents = intents_for(load_manifest_files(paths))
     asyncio.run(publish_intents(bootstrap, TopicNames(prefix), intents))
-    click.echo(f"example: applied {len(intents)} manifests from {EXAMPLES}")
+    click.echo(f"example: applied {len(intents)} manifests from {', '.join(map(str, paths))}")
 
 
-async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Popen[bytes]], out: Path) -> None:
+async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Popen[bytes]], out: Path | None) -> None:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     names = TopicNames(prefix)
@@ -317,11 +385,11 @@ async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Pope
                     line = (doc["phase"], doc["targetRevision"], doc["currentStage"], done, total)
                     if shown.get(record.key) != line:
                         shown[record.key] = line
-                        files = sum(1 for _ in out.rglob("*.yaml")) if out.exists() else 0
+                        files = "" if out is None else f"  ({_count_files(out)} Flux files)"
                         click.echo(
                             f"{time.strftime('%H:%M:%S')} {record.key:<14} {doc['phase']:<16} "
                             f"target {doc['targetRevision']:<8} stage {doc['currentStage']:<8} "
-                            f"{done}/{total} succeeded  ({files} Flux files)"
+                            f"{done}/{total} succeeded{files}"
                         )
             except LookupError:
                 await asyncio.sleep(1)
@@ -339,3 +407,7 @@ async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Pope
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _count_files(out: Path) -> int:
+    return sum(1 for _ in out.rglob("*.yaml")) if out.exists() else 0

@@ -239,11 +239,21 @@ def applier(
     default=None,
     help="Port of the web dashboard (default: a free one, printed); 0 turns it off.",
 )
+@click.option(
+    "--clusters",
+    type=click.IntRange(0, 20),
+    default=0,
+    show_default=True,
+    help="Start a local fleet on real Flux: a management cluster and N workload clusters (kube-apiservers, "
+    "Flux's source-, kustomize- and helm-controller; built from the Go module proxy on first use, minutes) "
+    "and roll its example out to them. Implies the Kubernetes sink; 0: none.",
+)
 @worker_options
 @kafka_options
 def up(
     ctx: Context,
     example: bool,
+    clusters: int,
     sink_spec: str,
     no_simulate_status: bool,
     web_port: int,
@@ -265,6 +275,8 @@ def up(
     if dashboard_port is None:
         dashboard_port = free_port(web_host, avoid={web_port, web_port + 1})
     check_port_free(dashboard_port, web_host, "--dashboard-port")
+    if clusters and (example or sink_spec != "dir:./flux-out" or no_simulate_status):
+        fail("--clusters runs its own example on the Kubernetes sink: drop --example, --sink, --no-simulate-status")
     from rollout_cli.processes import run_up
 
     run_up(
@@ -277,6 +289,7 @@ def up(
         tick_interval=tick_interval,
         web_port=web_port,
         dashboard_port=dashboard_port,
+        clusters=clusters,
     )
 
 
