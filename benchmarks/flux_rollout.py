@@ -47,7 +47,7 @@ from rollout.events import SyncStatusReported, parse_event
 from rollout_cli.processes import wait_for_clusters
 
 MODULE = "podinfo"
-APPLIER = ("--sink", "kubernetes", "--namespace", "fleet", "--web-port", "0", "--lease-seconds", "0")
+APPLIER = ("--sink", "kubernetes", "--namespace", "fleet", "--web-port", "0")
 HEADER = f"{'run':>3}  {'revision':<8}  {'apply→Complete':>14}  {'engine':>7}  {'applier+Flux':>12}  canary on Flux"
 
 
