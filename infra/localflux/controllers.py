@@ -68,8 +68,10 @@ class FluxControllers:
         self.workdir.mkdir(parents=True, exist_ok=True)
         storage_port, *_ = ports = free_ports(7)
         self.storage_url = f"http://{HOST}:{storage_port}"
+        storage_path = self.workdir / f"{self.name}-storage"
+        storage_path.mkdir(exist_ok=True)  # source-controller refuses a missing one
         storage = [
-            f"--storage-path={self.workdir / (self.name + '-storage')}",
+            f"--storage-path={storage_path}",
             f"--storage-addr={HOST}:{storage_port}",
             f"--storage-adv-addr={HOST}:{storage_port}",
             "--requeue-dependency=2s",
