@@ -24,7 +24,8 @@ Pushes go through the registry's HTTP API (``POST /v2/<repo>/blobs/uploads/``, a
   an OCIRepository of it needs ``layerSelector: {mediaType:
   application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: copy}``.
 
-The registry is ready (``GET /v2/`` answers 200, or 401 with auth) ≈ 0.3 s after start.
+The registry is ready (``GET /v2/`` answers 200, or 401 with auth) 0.2 s after start; an
+OCIRepository of a pushed artifact is Ready 1.0 s after its creation (measured).
 """
 
 from __future__ import annotations
