@@ -9,11 +9,14 @@ Nothing is mocked and no test writes a status: Ready comes from the controllers.
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.localflux import GitServer, HelmRepository, OCIRegistry, build_chart
+from infra.localflux.sources import HELM_CHART
 from tests.flux.fleet import FluxFleet, basic_auth_secret, config_map, create, wait_ready
 from tests.kube.conftest import eventually
 
@@ -160,3 +163,62 @@ async def test_a_moved_tag_is_applied_and_the_old_object_pruned(flux_fleet: Flux
 
 async def _gone(cluster: Any, namespace: str, name: str) -> bool:
     return await config_map(cluster, namespace, name) is None
+
+
+async def test_an_oci_repository_over_tls_with_a_private_ca_is_ready(flux_fleet: FluxFleet, tmp_path: Path) -> None:
+    management = flux_fleet.management
+    registry = OCIRegistry(tmp_path / "oci-tls", tls=True).start()
+    try:
+        digest = registry.push_artifact("apps/tls", "v1", {"cm.yaml": configmap("over-tls")})
+        assert registry.ca is not None
+        ca = base64.b64encode(registry.ca.read_bytes()).decode()
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry-ca", "namespace": NS}}
+        await create(management, secret | {"data": {"ca.crt": ca}})
+        spec = {"interval": "1m", "url": f"{registry.url}/apps/tls", "ref": {"tag": "v1"}}
+        await create(management, oci_repository("tls", spec | {"certSecretRef": {"name": "registry-ca"}}))
+
+        source = await wait_ready(management, "OCIRepository", NS, "tls", fleet=flux_fleet)
+    finally:
+        registry.stop()
+    assert source["status"]["artifact"]["revision"] == f"v1@{digest}"
+
+
+async def test_a_helm_release_installs_a_chart_pushed_to_the_oci_registry_through_a_chart_ref(
+    flux_fleet: FluxFleet, oci_registry: OCIRegistry
+) -> None:
+    management = flux_fleet.management
+    template = configmap("{{ .Release.Name }}-oci", source="{{ .Values.source }}")
+    oci_registry.push_chart("charts/oci-hello", "0.2.0", build_chart("oci-hello", "0.2.0", {"cm.yaml": template}))
+    await management.create_namespace("apps-oci-chart")
+    layer = {"mediaType": HELM_CHART, "operation": "copy"}
+    spec = {"interval": "1m", "url": f"{oci_registry.url}/charts/oci-hello", "ref": {"tag": "0.2.0"}, "insecure": True}
+    await create(management, oci_repository("oci-hello", spec | {"layerSelector": layer}))
+    release = {
+        "interval": "1m",
+        "releaseName": "oci-hello",
+        "targetNamespace": "apps-oci-chart",
+        "chartRef": {"kind": "OCIRepository", "name": "oci-hello"},
+        "values": {"source": "oci"},
+    }
+    await create(
+        management,
+        {
+            "apiVersion": "helm.toolkit.fluxcd.io/v2",
+            "kind": "HelmRelease",
+            "metadata": {"name": "oci-hello", "namespace": NS},
+            "spec": release,
+        },
+    )
+
+    await wait_ready(management, "HelmRelease", NS, "oci-hello", fleet=flux_fleet)
+
+    assert await config_map(management, "apps-oci-chart", "oci-hello-oci") == {"source": "oci"}
+
+
+def oci_repository(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "source.toolkit.fluxcd.io/v1",
+        "kind": "OCIRepository",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
