@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import urlsplit
 
+import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, V1Namespace, V1ObjectMeta, V1Secret
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -36,12 +38,14 @@ def kubeconfig_secret(name: str, namespace: str, kubeconfig_yaml: str) -> V1Secr
     )
 
 
-def cluster_object(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+def cluster_object(name: str, namespace: str, labels: dict[str, str], kubeconfig_yaml: str) -> dict[str, Any]:
+    """The `Cluster`, its `controlPlaneEndpoint` the API server the kubeconfig points at."""
+    server = urlsplit(yaml.safe_load(kubeconfig_yaml)["clusters"][0]["cluster"]["server"])
     return {
         "apiVersion": f"{CAPI_GROUP}/{CAPI_VERSION}",
         "kind": "Cluster",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {},
+        "spec": {"controlPlaneEndpoint": {"host": server.hostname, "port": server.port or 443}},
     }
 
 
@@ -67,7 +71,7 @@ async def register_cluster(
         await core.replace_namespaced_secret(secret.metadata.name, namespace, secret)
     try:
         await custom.create_namespaced_custom_object(
-            CAPI_GROUP, CAPI_VERSION, namespace, "clusters", cluster_object(name, namespace, labels)
+            CAPI_GROUP, CAPI_VERSION, namespace, "clusters", cluster_object(name, namespace, labels, kubeconfig_yaml)
         )
     except ApiException as error:
         if error.status != 409:
