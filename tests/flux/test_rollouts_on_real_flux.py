@@ -172,6 +172,8 @@ async def test_helm_releases_install_remotely_and_in_cluster_with_no_extra_setti
     engine: EngineOnFlux, helm_repository: HelmRepository
 ) -> None:
     helm_repository.add_chart(build_chart("settings", "0.1.0", {"configmap.yaml": CHART_CONFIGMAP}, {"color": "red"}))
+    for cluster in engine.fleet.workloads.values():
+        await cluster.drop_namespace("fleet")  # as in a real workload cluster: only the management cluster has it
     engine.apply(
         helm_module("BootstrapModule", "settings-boot", helm_repository, "0.1.0"),
         helm_module("Module", "settings-app", helm_repository, "0.1.0", targetNamespace="apps"),
@@ -180,20 +182,27 @@ async def test_helm_releases_install_remotely_and_in_cluster_with_no_extra_setti
         done = engine.wait(module)
         assert done.code == 0, f"{module}: {done.stdout}\n{done.stderr}\n{engine.logs()}"
     for cluster in engine.fleet.workloads.values():
-        # the remote release: no namespace named like the HelmRelease's ('fleet') needed in the cluster
+        # the remote release: its namespace ('fleet', the HelmRelease's) is created in the cluster for it
         assert await config_map(cluster, "fleet", "settings-boot-settings") == {"color": "blue"}
         assert await config_map(cluster, "apps", "settings-app-settings") == {"color": "blue"}
 
 
-async def test_a_helm_install_that_fails_in_flux_halts_the_canary(
+async def test_helm_installs_that_fail_in_flux_halt_the_canary(
     engine: EngineOnFlux, helm_repository: HelmRepository
 ) -> None:
-    chart = build_chart("settings", "0.2.0", {"configmap.yaml": BROKEN_TEMPLATE}, {})
-    helm_repository.add_chart(chart)
-    engine.apply(helm_module("Module", "broken-chart", helm_repository, "0.2.0", targetNamespace="broken"))
-    halted = engine.wait("broken-chart", "Halted")
-    assert halted.code == 0, f"{halted.stdout}\n{halted.stderr}\n{engine.logs()}"
-    history = engine.history("broken-chart")
-    failure = next(d for d in history if d["action"] == "failed")
-    assert failure["cluster"] == "c1" and "Not_A_Valid_Name" in failure["reason"], failure
-    assert assigned(history, "0.2.0") == ["c1"]  # the wave never got it
+    """Two ways an install fails: a chart whose object the API server refuses, and a release
+    whose Helm storage namespace does not exist in the cluster — helm-controller then retries
+    with `observedGeneration: -1` (only `lastAttemptedGeneration` names the generation)."""
+    helm_repository.add_chart(build_chart("settings", "0.2.0", {"configmap.yaml": BROKEN_TEMPLATE}, {}))
+    helm_repository.add_chart(build_chart("settings", "0.3.0", {"configmap.yaml": CHART_CONFIGMAP}, {}))
+    engine.apply(
+        helm_module("Module", "broken-chart", helm_repository, "0.2.0", targetNamespace="broken"),
+        helm_module("Module", "no-storage", helm_repository, "0.3.0", targetNamespace="apps", storageNamespace="gone"),
+    )
+    for module, revision, message in (("broken-chart", "0.2.0", "Not_A_Valid_Name"), ("no-storage", "0.3.0", "gone")):
+        halted = engine.wait(module, "Halted")
+        assert halted.code == 0, f"{module}: {halted.stdout}\n{halted.stderr}\n{engine.logs()}"
+        history = engine.history(module)
+        failure = next(d for d in history if d["action"] == "failed")
+        assert failure["cluster"] == "c1" and message in failure["reason"], failure
+        assert assigned(history, revision) == ["c1"]  # the wave never got it
