@@ -273,6 +273,9 @@ def _start_local_fleet(clusters: int, workdir: Path) -> Any:
     except (LocalFluxError, LocalKubeError, OSError) as error:
         fleet.stop()
         fail(f"cannot start the local fleet: {error}")
+    except BaseException:  # Ctrl-C while building or starting: leave no process behind
+        fleet.stop()
+        raise
     return fleet
 
 
@@ -299,7 +302,7 @@ def wait_for_clusters(bootstrap: str, prefix: str, names: list[str], timeout: fl
 
 def _explain_local_fleet(fleet: Any) -> None:
     manifests = fleet.manifests
-    click.echo(f"example: applied {manifests / 'fleet.yaml'} (BootstrapModule platform, Module podinfo)")
+    click.echo("  (BootstrapModule platform, applied from the management cluster; Module podinfo, staged)")
     click.echo(f"  upgrade:        rollout apply -f {manifests / 'podinfo-v1.1.0.yaml'}")
     click.echo(f"  a broken canary: rollout apply -f {manifests / 'podinfo-v1.2.0.yaml'}   (rolled back)")
     click.echo(f"  kubeconfigs:    {fleet.workdir}/<management|cluster-N>.kubeconfig; logs in {fleet.workdir}")

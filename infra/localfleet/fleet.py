@@ -77,6 +77,7 @@ class LocalFleet:
         """Build what is missing (minutes, once), then start everything; see the module docstring."""
         if self.clusters < 1:
             raise ValueError("a local fleet needs at least one workload cluster")
+        self.workdir = self.workdir.resolve()  # processes and git run in other directories
         self.workdir.mkdir(parents=True, exist_ok=True)
         binaries = ensure_flux(self.progress)
         self.kube = LocalKube(self.workdir / "kube", progress=self.progress)
