@@ -19,8 +19,11 @@ waits with `rollout status --wait` (apply → Complete is the printed total).
 The split comes from the records' Kafka timestamps (decisions, sync-status): **engine** is
 the time from an input to the decision it caused on the rollout's critical path — apply →
 canary assigned, canary's success report → wave assigned, last success report → complete;
-**applier + Flux** is the rest: writing the objects into the clusters, Flux fetching the
-source and applying it, and the status reporter seeing Ready.
+**CLI** is `rollout apply` until its ModuleApplied is on the intents topic (mostly the
+Python process starting); **applier + Flux** is the rest: writing the objects into the
+clusters, Flux fetching the source and applying it, the status reporter seeing Ready, and
+`rollout status --wait` noticing Complete. **canary** is the canary's assignment → its
+success report (applier, Flux and reporter for one cluster).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from rollout_cli.processes import wait_for_clusters
 
 MODULE = "podinfo"
 APPLIER = ("--sink", "kubernetes", "--namespace", "fleet", "--web-port", "0")
-HEADER = f"{'run':>3}  {'revision':<8}  {'apply→Complete':>14}  {'engine':>7}  {'applier+Flux':>12}  canary on Flux"
+HEADER = f"{'run':>3}  {'revision':<8}  {'apply→Complete':>14}  {'CLI':>5}  {'engine':>6}  {'applier+Flux':>12}  canary"
 
 
 def module(url: str, version: str) -> dict[str, Any]:
@@ -81,15 +84,17 @@ def critical_path(bootstrap: str, names: TopicNames, since: float, clusters: lis
         fresh = (record.timestamp or 0) >= since
         if fresh and isinstance(event, SyncStatusReported) and event.module == MODULE and event.state == "succeeded":
             reports.setdefault(event.cluster, record.timestamp or 0)
+    intents = [r for r in asyncio.run(client.read_all(bootstrap, names.intents)) if r.key == MODULE]
+    applied = max(r.timestamp or 0 for r in intents)  # the ModuleApplied `rollout apply` published
     canary_ok = reports[clusters[0]]
     last_ok = max(reports.values())
 
     def first_decision_after(moment: float) -> float:
         return next(r.timestamp or 0 for r in decisions if (r.timestamp or 0) >= moment)
 
-    engine = (first_decision_after(since) - since) + (first_decision_after(canary_ok) - canary_ok)
+    engine = (first_decision_after(applied) - applied) + (first_decision_after(canary_ok) - canary_ok)
     engine += decisions[-1].timestamp - last_ok if decisions[-1].timestamp else 0.0
-    return {"engine": engine, "canary_flux": canary_ok - first_decision_after(since)}
+    return {"cli": applied - since, "engine": engine, "canary_flux": canary_ok - first_decision_after(applied)}
 
 
 def run(clusters: int, runs: int) -> None:
@@ -116,9 +121,7 @@ def run(clusters: int, runs: int) -> None:
     totals, engines = [], []
     try:
         wait_for_clusters(bootstrap, prefix, fleet.cluster_names)
-        print(
-            f"{'run':>3}  {'revision':<8}  {'apply→Complete':>14}  {'engine':>7}  {'applier+Flux':>12}  canary on Flux"
-        )
+        print(HEADER)
         for index in range(runs):
             version = example.VERSIONS[0] if index % 2 == 0 else example.VERSIONS[1]
             path = workdir / f"podinfo-{index}.yaml"
@@ -132,9 +135,10 @@ def run(clusters: int, runs: int) -> None:
             split = critical_path(bootstrap, names, since - 0.05, fleet.cluster_names)
             totals.append(total)
             engines.append(split["engine"])
+            rest = total - split["engine"] - split["cli"]
             print(
-                f"{index:>3}  {version:<8}  {total:>13.2f}s  {split['engine']:>6.2f}s  "
-                f"{total - split['engine']:>11.2f}s  {split['canary_flux']:.2f}s"
+                f"{index:>3}  {version:<8}  {total:>13.2f}s  {split['cli']:>4.2f}s  {split['engine']:>6.2f}s  "
+                f"{rest:>11.2f}s  {split['canary_flux']:.2f}s"
             )
         upgrades = totals[1:] or totals
         print(
