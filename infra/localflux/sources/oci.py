@@ -6,9 +6,10 @@ workdir: plain HTTP by default (an OCIRepository then needs ``insecure: true``),
 with a private CA (``tls=True``; the CA and a serving certificate for 127.0.0.1 come from
 :func:`infra.localkube.credentials.make_credentials`, the same openssl recipe as the local
 kube-apiserver; an OCIRepository then needs ``certSecretRef`` to a secret with ``ca.crt``).
-Optional basic auth (``credentials=(user, password)``) writes an htpasswd file; the
-registry accepts only bcrypt hashes, so that path needs the ``bcrypt`` package (not a
-dependency of the project: nothing in the test suite uses registry auth yet).
+No registry auth: the distribution registry's htpasswd accepts only bcrypt hashes, which
+would add a dependency for a path no test exercises yet (private registries are reached
+with a ``secretRef`` to a ``kubernetes.io/dockerconfigjson`` secret — rendered and
+CRD-checked, not run against this registry).
 
 Pushes go through the registry's HTTP API (``POST /v2/<repo>/blobs/uploads/``, a monolithic
 ``PUT ...&digest=``, then ``PUT /v2/<repo>/manifests/<tag>``), with no extra tools:
@@ -24,7 +25,7 @@ Pushes go through the registry's HTTP API (``POST /v2/<repo>/blobs/uploads/``, a
   an OCIRepository of it needs ``layerSelector: {mediaType:
   application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: copy}``.
 
-The registry is ready (``GET /v2/`` answers 200, or 401 with auth) 0.2 s after start; an
+The registry is ready (``GET /v2/`` answers 200) 0.2 s after start; an
 OCIRepository of a pushed artifact is Ready 1.0 s after its creation (measured).
 """
 
@@ -45,7 +46,6 @@ import yaml
 
 from infra.localflux.build import Progress, ensure_registry
 from infra.localflux.defaults import HOST
-from infra.localflux.errors import LocalFluxError
 from infra.localflux.processes import Process, spawn, terminate, wait_healthy
 from infra.localflux.sources.archives import tar_gz
 from infra.localflux.sources.helm import chart_metadata
@@ -62,10 +62,9 @@ HELM_CHART = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 class OCIRegistry:
     """The distribution registry as a child process; see the module docstring."""
 
-    def __init__(self, workdir: Path, *, tls: bool = False, credentials: tuple[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, *, tls: bool = False) -> None:
         self.workdir = workdir
         self.tls = tls
-        self.credentials = credentials
         self.ca: Path | None = None
         self.port = 0
         self._process: Process | None = None
@@ -116,22 +115,7 @@ class OCIRegistry:
             self.ca = pki.ca
             http["tls"] = {"certificate": str(pki.serving_cert), "key": str(pki.serving_key)}
             self._context = ssl.create_default_context(cafile=str(pki.ca))
-        if self.credentials is not None:
-            config["auth"] = {"htpasswd": {"realm": "rollout-loopback", "path": str(self._htpasswd())}}
         return config
-
-    def _htpasswd(self) -> Path:
-        assert self.credentials is not None
-        try:
-            import bcrypt
-        except ImportError:
-            raise LocalFluxError(
-                "an OCI registry with basic auth needs the `bcrypt` package (pip install bcrypt)"
-            ) from None
-        user, password = self.credentials
-        path = self.workdir / "htpasswd"
-        path.write_text(f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()}\n")
-        return path
 
     def _answers(self) -> bool:
         try:
