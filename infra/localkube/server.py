@@ -23,13 +23,9 @@ hooks done). A process that exits or is not ready within ``START_TIMEOUT`` raise
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import signal
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -38,10 +34,11 @@ from typing import Any
 
 import yaml
 
+from infra.child_processes import spawn, terminate, wait_until_ready
 from infra.localkafka.processes import free_ports
 from infra.localkube.build import ETCD, KUBE_APISERVER, Progress, ensure_binary
 from infra.localkube.credentials import Credentials, make_credentials
-from infra.localkube.defaults import HOST, LOG_TAIL_LINES, SERVICE_CIDR, START_TIMEOUT, STOP_TIMEOUT
+from infra.localkube.defaults import HOST, SERVICE_CIDR, START_TIMEOUT, STOP_TIMEOUT
 from infra.localkube.errors import LocalKubeError
 
 
@@ -109,7 +106,7 @@ class LocalKube:
             "--unsafe-no-fsync",  # test data: durability is not the point, speed on shared disks is
             "--log-level=warn",
         ]
-        self._etcd = _spawn(command, self.workdir / "etcd.log")
+        self._etcd = spawn(command, self.workdir / "etcd.log")
         _wait_ready("etcd", self._etcd, self.workdir / "etcd.log", lambda: _etcd_healthy(self.etcd_url))
 
     def add_apiserver(self, name: str) -> APIServer:
@@ -144,7 +141,7 @@ class LocalKube:
             "--profiling=false",
             "--v=0",
         ]
-        process = _spawn(command, log)
+        process = spawn(command, log)
         url = f"https://{HOST}:{port}"
         server = APIServer(name=name, url=url, token=credentials.token, ca=credentials.ca, process=process, log=log)
         context = ssl.create_default_context(cafile=str(credentials.ca))
@@ -176,30 +173,10 @@ class LocalKube:
             self._etcd = None
 
 
-def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as output:
-        return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _tail(log: Path) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
-    except OSError:
-        return "(no log)"
-
-
 def _wait_ready(what: str, process: subprocess.Popen[bytes], log: Path, ready: Any) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise LocalKubeError(f"{what} exited with code {process.returncode} while starting; {log}:\n{_tail(log)}")
-        if ready():
-            return
-        time.sleep(0.2)
-    _terminate(process)
-    raise LocalKubeError(f"{what} was not ready within {START_TIMEOUT:.0f}s; {log}:\n{_tail(log)}")
+    wait_until_ready(
+        what, process, log, ready, error=LocalKubeError, timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, interval=0.2
+    )
 
 
 def _etcd_post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -226,13 +203,4 @@ def _apiserver_ready(server: APIServer, context: ssl.SSLContext) -> bool:
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    terminate(process, STOP_TIMEOUT)
