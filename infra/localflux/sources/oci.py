@@ -31,7 +31,6 @@ OCIRepository of a pushed artifact is Ready 1.0 s after its creation (measured).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import secrets
@@ -178,9 +177,6 @@ class OCIRegistry:
     def _request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> Any:
         url = path if path.startswith("http") else self.api + path
         request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-        if self.credentials is not None:
-            token = base64.b64encode(":".join(self.credentials).encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
         opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self._context)
         )
