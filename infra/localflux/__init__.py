@@ -11,7 +11,8 @@ Flow
    (``go mod download`` → ``go mod edit -dropreplace=<module>/api`` → ``go build``), the
    registry with ``go install``; cached in ``$ROLLOUT_CACHE_DIR/flux/<name>-<version>/``
    (default ``~/.cache/rollout``) under a file lock, valid when its stamp names the pinned
-   version. :func:`ensure_flux` → :class:`FluxBinaries`; :func:`ensure_registry` → path.
+   version. :func:`ensure_flux` → :class:`FluxBinaries`; :func:`ensure_registry`,
+   :func:`ensure_sops`, :func:`ensure_age_keygen` → path (the tools in ``<cache>/tools/``).
    3 minutes per controller on two quiet cores (much longer beside other builds), once.
 2. **Prepare an API server** (:mod:`.cluster`): :func:`prepare_cluster` creates
    ``flux-system`` and the Flux CRDs the server lacks (source-controller refuses to start
@@ -33,7 +34,7 @@ Modules: ``defaults`` (versions, cache paths, timeouts), ``errors``, ``build``,
 
 from __future__ import annotations
 
-from infra.localflux.build import FluxBinaries, ensure_flux, ensure_registry
+from infra.localflux.build import FluxBinaries, ensure_age_keygen, ensure_flux, ensure_registry, ensure_sops
 from infra.localflux.cluster import prepare_cluster
 from infra.localflux.controllers import FluxControllers
 from infra.localflux.errors import BuildError, LocalFluxError
@@ -48,8 +49,10 @@ __all__ = [
     "LocalFluxError",
     "OCIRegistry",
     "build_chart",
+    "ensure_age_keygen",
     "ensure_flux",
     "ensure_registry",
+    "ensure_sops",
     "prepare_cluster",
     "tar_gz",
 ]

@@ -16,7 +16,11 @@ replaces their own ``api`` module by ``./api``), so each is built from a copy of
    file naming the version is written.
 
 The registry is a plain ``go install github.com/distribution/distribution/v3/cmd/registry@v3.1.2``
-with ``GOBIN`` in a temporary directory under the cache, renamed the same way.
+with ``GOBIN`` in a temporary directory under the cache, renamed the same way; so are the
+tools the SOPS tests run (:func:`ensure_sops`, :func:`ensure_age_keygen`: the sops and age
+versions kustomize-controller decrypts with), cached in ``<cache>/tools/<name>-<version>/``:
+sops 1 min wall, age-keygen seconds, once the kustomize-controller build has filled Go's
+module and build caches (measured, two cores).
 
 The controllers have no ``--version`` flag, so the stamp decides: a binary is reused only
 when the stamp written *after* its rename names the pinned version — an interrupted build
@@ -40,11 +44,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.localflux.defaults import (
+    AGE_KEYGEN_MODULE,
+    AGE_VERSION,
     BUILD_TIMEOUT,
     HELM_CONTROLLER_VERSION,
     KUSTOMIZE_CONTROLLER_VERSION,
     REGISTRY_MODULE,
     REGISTRY_VERSION,
+    SOPS_MODULE,
+    SOPS_VERSION,
     SOURCE_CONTROLLER_VERSION,
     binary_dir,
 )
@@ -59,10 +67,12 @@ class GoProgram:
 
     name: str
     version: str
+    cache: str = "flux"
+    """The directory under the cache root: ``flux`` (controllers, registry) or ``tools``."""
 
     @property
     def directory(self) -> Path:
-        return binary_dir(self.name, self.version)
+        return binary_dir(self.name, self.version, self.cache)
 
     @property
     def target(self) -> Path:
@@ -88,6 +98,8 @@ SOURCE_CONTROLLER = GoProgram("source-controller", SOURCE_CONTROLLER_VERSION)
 KUSTOMIZE_CONTROLLER = GoProgram("kustomize-controller", KUSTOMIZE_CONTROLLER_VERSION)
 HELM_CONTROLLER = GoProgram("helm-controller", HELM_CONTROLLER_VERSION)
 REGISTRY = GoProgram("registry", REGISTRY_VERSION)
+SOPS = GoProgram("sops", SOPS_VERSION, "tools")
+AGE_KEYGEN = GoProgram("age-keygen", AGE_VERSION, "tools")
 
 
 @dataclass(frozen=True)
@@ -114,7 +126,17 @@ def ensure_flux(progress: Progress | None = None) -> FluxBinaries:
 
 def ensure_registry(progress: Progress | None = None) -> Path:
     """The cached CNCF distribution registry binary, built first when it is not there."""
-    return _ensure(REGISTRY, _install_registry, progress)
+    return _ensure(REGISTRY, _go_install(REGISTRY_MODULE), progress)
+
+
+def ensure_sops(progress: Progress | None = None) -> Path:
+    """The cached ``sops`` binary, built first when it is not there."""
+    return _ensure(SOPS, _go_install(SOPS_MODULE), progress)
+
+
+def ensure_age_keygen(progress: Progress | None = None) -> Path:
+    """The cached ``age-keygen`` binary, built first when it is not there."""
+    return _ensure(AGE_KEYGEN, _go_install(AGE_KEYGEN_MODULE), progress)
 
 
 def _ensure(program: GoProgram, build: Callable[[GoProgram, Path], None], progress: Progress | None) -> Path:
@@ -183,8 +205,13 @@ def _build_controller(program: GoProgram, workdir: Path) -> None:
     os.replace(output, program.target)  # atomic: a reader sees no binary or a whole one
 
 
-def _install_registry(program: GoProgram, workdir: Path) -> None:
-    env = {"GOBIN": str(workdir), "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
-    command = [_go(), "install", "-trimpath", "-ldflags=-s -w", f"{REGISTRY_MODULE}@{program.version}"]
-    _run(program, command, workdir, env)
-    os.replace(workdir / program.name, program.target)
+def _go_install(module: str) -> Callable[[GoProgram, Path], None]:
+    """A builder running ``go install <module>@<the program's version>``."""
+
+    def install(program: GoProgram, workdir: Path) -> None:
+        env = {"GOBIN": str(workdir), "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
+        command = [_go(), "install", "-trimpath", "-ldflags=-s -w", f"{module}@{program.version}"]
+        _run(program, command, workdir, env)
+        os.replace(workdir / program.name, program.target)
+
+    return install
