@@ -24,6 +24,10 @@ Fixtures
     HelmChart/Bucket/ExternalArtifact CRDs source-controller needs.
 ``make_flux_fleet`` (function)
     ``await make_flux_fleet("c1", "c2", "c3")``: the same with other workload names/count.
+``engine`` (function)
+    :class:`tests.flux.engine.EngineOnFlux` on a fleet of ``c1`` (``ring: canary``) and
+    ``c2`` (``ring: wave``): the real worker, Kubernetes-sink applier and watch-clusters,
+    driven through the ``rollout`` CLI.
 
 Isolation: controllers start once per API server and keep running for the session (a set
 starts in ≈ 2 s; idle, they cost little CPU). Before a test gets a cluster, the fixture
@@ -57,13 +61,14 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from infra.localfleet.example import cluster_labels
 from infra.localflux import (
     FluxBinaries,
     FluxControllers,
@@ -74,6 +79,7 @@ from infra.localflux import (
     ensure_flux,
     prepare_cluster,
 )
+from tests.flux.engine import EngineOnFlux
 from tests.flux.fleet import KINDS, VERSIONS, FluxFleet
 from tests.kube.cluster import KubeCluster, KubePool
 from tests.kube.conftest import kube_pool, put_kubeconfig_secret  # noqa: F401 - kube_pool is a fixture
@@ -240,3 +246,20 @@ def helm_repository(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmRe
     repository = HelmRepository(tmp_path_factory.mktemp("helm")).start()
     yield repository
     repository.stop()
+
+
+# --- the engine on a fleet -------------------------------------------------------------------
+
+ENGINE_CLUSTERS = {"c1": cluster_labels(1), "c2": cluster_labels(2)}
+
+
+@pytest.fixture
+async def engine(make_flux_fleet: MakeFluxFleet, kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[EngineOnFlux]:
+    """The engine's processes (tests/flux/engine.py) on a fleet of two clusters: `c1` labelled
+    `ring: canary`, `c2` `ring: wave`, both `env: local` (the local fleet example's labels)."""
+    fleet = await make_flux_fleet(*ENGINE_CLUSTERS)
+    running = await EngineOnFlux.start(kafka_bootstrap, fleet, tmp_path, ENGINE_CLUSTERS)
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -14,30 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.localfleet import example
 from infra.localflux import GitServer, HelmRepository, build_chart
-from tests.flux.conftest import MakeFluxFleet
 from tests.flux.engine import EngineOnFlux
 from tests.flux.fleet import config_map, get
 
 pytestmark = pytest.mark.integration
-CLUSTERS = {"c1": example.cluster_labels(1), "c2": example.cluster_labels(2)}
-
-
-@pytest.fixture
-async def engine(make_flux_fleet: MakeFluxFleet, kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[EngineOnFlux]:
-    fleet = await make_flux_fleet(*CLUSTERS)
-    engine = await EngineOnFlux.start(kafka_bootstrap, fleet, tmp_path, CLUSTERS)
-    try:
-        yield engine
-    finally:
-        engine.stop()
 
 
 def example_repository(git_server: GitServer) -> str:

@@ -25,7 +25,7 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,26 +45,14 @@ from infra.localflux import (
     ensure_sops,
 )
 from infra.localflux.build import Progress
-from tests.flux.conftest import MakeFluxFleet
 from tests.flux.engine import EngineOnFlux, Run
 from tests.flux.fleet import config_map, create, get
 from tests.kube.cluster import KubeCluster
 
 pytestmark = pytest.mark.integration
-CLUSTERS = {"c1": {"env": "local", "ring": "canary"}, "c2": {"env": "local", "ring": "wave"}}
 FLUX_NAMESPACE = "flux-system"
 FAILING_DEADLINE = "20s"
 """progressDeadline of the syncs that must fail: Flux retries a source it cannot reach forever."""
-
-
-@pytest.fixture
-async def engine(make_flux_fleet: MakeFluxFleet, kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[EngineOnFlux]:
-    fleet = await make_flux_fleet(*CLUSTERS)
-    engine = await EngineOnFlux.start(kafka_bootstrap, fleet, tmp_path, CLUSTERS)
-    try:
-        yield engine
-    finally:
-        engine.stop()
 
 
 # --- manifests ------------------------------------------------------------------------------
