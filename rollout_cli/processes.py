@@ -279,21 +279,26 @@ def _start_local_fleet(clusters: int, workdir: Path) -> Any:
     return fleet
 
 
+def ready_clusters(bootstrap: str, prefix: str) -> set[str]:
+    """Clusters whose latest observation on the cluster-observations topic says ready."""
+    from rollout.events import ClusterObserved, parse_event
+
+    ready = set()
+    for record in asyncio.run(client.read_all(bootstrap, TopicNames(prefix).clusters)):
+        event = parse_event(record.value) if record.value is not None else None
+        if isinstance(event, ClusterObserved) and event.cluster.status.ready:
+            ready.add(event.cluster.name)
+        elif record.key is not None:
+            ready.discard(record.key)
+    return ready
+
+
 def wait_for_clusters(bootstrap: str, prefix: str, names: list[str], timeout: float = 120.0) -> None:
     """Until `rollout watch-clusters` has published every cluster of the local fleet as ready:
     applied before, the example's stages would find no members yet."""
-    from rollout.events import ClusterObserved, parse_event
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready = set()
-        for record in asyncio.run(client.read_all(bootstrap, TopicNames(prefix).clusters)):
-            event = parse_event(record.value) if record.value is not None else None
-            if isinstance(event, ClusterObserved) and event.cluster.status.ready:
-                ready.add(event.cluster.name)
-            elif record.key is not None:
-                ready.discard(record.key)
-        if ready >= set(names):
+        if ready_clusters(bootstrap, prefix) >= set(names):
             click.echo(f"clusters: {len(names)} ready ({', '.join(names)})")
             return
         time.sleep(0.5)

@@ -192,13 +192,15 @@ async def _delete(
             raise
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def make_flux_fleet(kube_pool: KubePool, flux_controller_sets: ControllerSets) -> MakeFluxFleet:  # noqa: F811
     async def make(*clusters: str) -> FluxFleet:
-        management, controllers = await _flux_cluster(kube_pool, flux_controller_sets, MANAGEMENT)
+        names = [MANAGEMENT, *(f"flux-workload-{index}" for index in range(1, len(clusters) + 1))]
+        # the API servers are independent: emptied (and their Flux settled) at once
+        prepared = await asyncio.gather(*(_flux_cluster(kube_pool, flux_controller_sets, name) for name in names))
+        (management, controllers), workloads = prepared[0], prepared[1:]
         fleet = FluxFleet(management, {}, {}, {MANAGEMENT: controllers})
-        for index, cluster in enumerate(clusters, start=1):
-            workload, controllers = await _flux_cluster(kube_pool, flux_controller_sets, f"flux-workload-{index}")
+        for cluster, (workload, controllers) in zip(clusters, workloads, strict=True):
             await put_kubeconfig_secret(management, cluster, workload.kubeconfig_yaml())
             fleet.workloads[cluster] = workload
             fleet.controllers[workload.name] = controllers
@@ -253,12 +255,18 @@ def helm_repository(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmRe
 ENGINE_CLUSTERS = {"c1": cluster_labels(1), "c2": cluster_labels(2)}
 
 
-@pytest.fixture
-async def engine(make_flux_fleet: MakeFluxFleet, kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[EngineOnFlux]:
+@pytest.fixture(scope="module")
+async def engine(
+    make_flux_fleet: MakeFluxFleet, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[EngineOnFlux]:
     """The engine's processes (tests/flux/engine.py) on a fleet of two clusters: `c1` labelled
-    `ring: canary`, `c2` `ring: wave`, both `env: local` (the local fleet example's labels)."""
+    `ring: canary`, `c2` `ring: wave`, both `env: local` (the local fleet example's labels).
+
+    One per test module: starting the fleet and the processes takes 15-25 s, so the tests of
+    a module share them and keep apart by using modules (and namespaces) of their own."""
     fleet = await make_flux_fleet(*ENGINE_CLUSTERS)
-    running = await EngineOnFlux.start(kafka_bootstrap, fleet, tmp_path, ENGINE_CLUSTERS)
+    workdir = tmp_path_factory.mktemp("engine")
+    running = await EngineOnFlux.start(kafka_bootstrap, fleet, workdir, ENGINE_CLUSTERS)
     try:
         yield running
     finally:

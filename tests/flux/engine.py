@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from infra.localfleet.capi import register_cluster
+from rollout_cli.processes import ready_clusters
 from tests.flux.fleet import FluxFleet
 from tests.integration.stack import Stack, free_port, wait_for
 
@@ -61,7 +62,7 @@ class EngineOnFlux:
                 kubeconfig = fleet.workloads[cluster].kubeconfig_yaml()
                 await register_cluster(api, cluster, NAMESPACE, cluster_labels, kubeconfig)
         kubeconfig = str(fleet.kubeconfigs[fleet.management.name])
-        await asyncio.to_thread(stack.start_worker)
+        stack.worker = stack.start_worker_process()  # the three start at once: Python imports take seconds
         stack.applier = stack._spawn(
             "applier",
             *("applier", "--sink", "kubernetes", "--kubeconfig", kubeconfig, "--namespace", NAMESPACE),
@@ -70,6 +71,7 @@ class EngineOnFlux:
         engine.watcher = stack._spawn(
             "watch-clusters", "watch-clusters", "--kubeconfig", kubeconfig, "--namespace", NAMESPACE, "--web-port", "0"
         )
+        await asyncio.to_thread(stack.wait_ready, stack.worker)
         await asyncio.to_thread(engine._wait_for_clusters, set(labels))
         return engine
 
@@ -77,22 +79,21 @@ class EngineOnFlux:
 
     def _wait_for_clusters(self, names: set[str]) -> None:
         def ready() -> bool:
-            for name in ("applier", "watch-clusters"):
-                process = self.stack.applier if name == "applier" else self.watcher
+            for name, process in (("applier", self.stack.applier), ("watch-clusters", self.watcher)):
                 if process is not None and process.poll() is not None:
                     raise AssertionError(f"{name} exited:\n{self.stack.log(name)[-3000:]}")
-            listed = self.rollout("get", "clusters", "-o", "json")
-            if listed.code != 0:
-                return False
-            statuses = {c["metadata"]["name"]: c.get("status") or {} for c in listed.json()}
-            ready = {n for n, s in statuses.items() if s.get("controlPlaneReady") and s.get("kubeconfigSecret")}
-            return ready >= names
+            return ready_clusters(self.stack.bootstrap, self.stack.prefix) >= names
 
-        wait_for("the engine to know every cluster as ready", ready, timeout=60)
+        wait_for("watch-clusters to publish every cluster as ready", ready, timeout=60, interval=0.2)
 
     def stop(self) -> None:
-        Stack._stop(self.watcher)
-        self.stack.stop()
+        """SIGTERM all three at once, then wait for each (a graceful stop takes seconds)."""
+        processes = [p for p in (self.watcher, self.stack.applier, self.stack.worker) if p is not None]
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            Stack._stop(process)
 
     # -- the CLI ---------------------------------------------------------------------------
 
