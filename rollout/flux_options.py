@@ -36,12 +36,21 @@ reports a bad one on the Kustomization.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sized
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout.formats import DNS1123_SUBDOMAIN, check_dns1123_label, check_duration, parse_duration, shown
+
+
+def omit_if_empty(value: Sized) -> bool:
+    """`exclude_if` of the list options: one left empty is not serialized, so events and
+    assemblage snapshots of a sync without options stay the bytes they were before the
+    options existed (a Module near its topic's size limit stays under it)."""
+    return not value
+
 
 MAX_NAME = 253
 MAX_ENTRIES = 64  # health checks, expressions, patches, components, substituteFrom references
@@ -165,7 +174,9 @@ class OCIVerification(_Strict):
     # CA certificates); without it, cosign verifies keyless signatures
     secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
     # keyless cosign only: the identities allowed to have signed (any one must match)
-    match_oidc_identity: list[OIDCIdentityMatch] = Field(default_factory=list, alias="matchOIDCIdentity")
+    match_oidc_identity: list[OIDCIdentityMatch] = Field(
+        default_factory=list, exclude_if=omit_if_empty, alias="matchOIDCIdentity"
+    )
 
     @field_validator("match_oidc_identity")
     @classmethod

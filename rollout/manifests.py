@@ -47,6 +47,7 @@ from rollout.flux_options import (
     check_object_name,
     check_positive_duration,
     check_registry_access,
+    omit_if_empty,
 )
 from rollout.formats import (
     COMMIT,
@@ -278,7 +279,9 @@ class KustomizePackage(Strict):
     # post-build variables, `$(NAME)` bindings expanded per cluster by the engine
     substitute: dict[str, str] = Field(default_factory=dict)
     # more post-build variables, from ConfigMaps and Secrets beside the Kustomization
-    substitute_from: list[SubstituteReference] = Field(default_factory=list, alias="substituteFrom")
+    substitute_from: list[SubstituteReference] = Field(
+        default_factory=list, exclude_if=omit_if_empty, alias="substituteFrom"
+    )
     # the namespace of every namespaced object applied (it must exist in the cluster);
     # needed when the manifests give no metadata.namespace
     target_namespace: str | None = Field(default=None, alias="targetNamespace")
@@ -287,17 +290,19 @@ class KustomizePackage(Strict):
     # wait until every applied object is ready (healthChecks are then ignored)
     wait: bool | None = None
     # wait until these objects are ready
-    health_checks: list[HealthCheck] = Field(default_factory=list, alias="healthChecks")
+    health_checks: list[HealthCheck] = Field(default_factory=list, exclude_if=omit_if_empty, alias="healthChecks")
     # how to tell the health of custom resource kinds (CEL)
-    health_check_exprs: list[HealthCheckExpression] = Field(default_factory=list, alias="healthCheckExprs")
+    health_check_exprs: list[HealthCheckExpression] = Field(
+        default_factory=list, exclude_if=omit_if_empty, alias="healthCheckExprs"
+    )
     # for building, applying and health checking; Flux's default: the interval
     timeout: str | None = None
     # retry a failed reconciliation after this long; Flux's default: the interval
     retry_interval: str | None = Field(default=None, alias="retryInterval")
     # strategic-merge or JSON 6902 patches applied after the build
-    patches: list[Patch] = Field(default_factory=list)
+    patches: list[Patch] = Field(default_factory=list, exclude_if=omit_if_empty)
     # kustomize Components, relative to `path`
-    components: list[str] = Field(default_factory=list)
+    components: list[str] = Field(default_factory=list, exclude_if=omit_if_empty)
     # decrypt SOPS-encrypted Secrets before applying them
     decryption: Decryption | None = None
     # recreate objects whose immutable fields changed

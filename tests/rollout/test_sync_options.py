@@ -358,3 +358,13 @@ def test_the_per_cluster_release_keeps_every_option_of_the_helm_package_and_sour
     assert released.source == sync.source and released.interval == "5m"
     helm = released.package.helm
     assert (helm.storage_namespace, helm.timeout, helm.max_history, helm.values) == ("app", "9m", 2, {"replicas": 2})
+
+
+def test_a_sync_without_options_serializes_as_it_did_before_the_options_existed() -> None:
+    """Empty option lists are left out of events and snapshots: a module near its topic's
+    size limit stays under it, and the bytes of an unchanged sync do not change."""
+    sync = Sync.model_validate({"source": {"git": {"url": "https://example.com/app", "version": {"tag": "v1"}}}})
+    assert sync.model_dump_json(by_alias=True, exclude_none=True) == (
+        '{"source":{"git":{"url":"https://example.com/app","version":{"tag":"v1"}}},'
+        '"package":{"kustomize":{"path":"./","substitute":{}}}}'
+    )
