@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.localflux import FluxBinaries
 from tests.integration.stack import wait_for
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ def processes_under(directory: Path) -> list[str]:
 
 
 def test_up_with_clusters_rolls_the_example_out_on_real_flux_and_stops_everything(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, local_fleet_binaries: FluxBinaries
 ) -> None:
     log = tmp_path / "up.log"
     command = [sys.executable, "-m", "rollout_cli.main", "up", "--clusters", "2", "--tick-interval", "1"]
