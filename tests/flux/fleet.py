@@ -34,6 +34,16 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 """Flux kind → (group, plural); the version is the one in the manifest's apiVersion."""
 
+CHART_CONFIGMAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  color: {{ .Values.color | quote }}
+"""
+"""A chart template: one ConfigMap `<release>-settings` with the value `color`."""
+
 VERSIONS = {"source.toolkit.fluxcd.io": "v1", "kustomize.toolkit.fluxcd.io": "v1", "helm.toolkit.fluxcd.io": "v2"}
 
 

@@ -21,7 +21,7 @@ import pytest
 from infra.localfleet import example
 from infra.localflux import GitServer, HelmRepository, build_chart
 from tests.flux.engine import EngineOnFlux
-from tests.flux.fleet import config_map, get
+from tests.flux.fleet import CHART_CONFIGMAP, config_map, get
 
 pytestmark = pytest.mark.integration
 
@@ -120,14 +120,6 @@ def cluster_name(engine: EngineOnFlux, cluster: Any) -> str:
     return next(name for name, server in engine.fleet.workloads.items() if server is cluster)
 
 
-CHART_CONFIGMAP = """\
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-settings
-data:
-  color: {{ .Values.color | quote }}
-"""
 BROKEN_TEMPLATE = """\
 apiVersion: v1
 kind: ConfigMap

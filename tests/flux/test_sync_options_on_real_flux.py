@@ -46,7 +46,7 @@ from infra.localflux import (
 )
 from infra.localflux.build import Progress
 from tests.flux.engine import EngineOnFlux, Run
-from tests.flux.fleet import config_map, create, get
+from tests.flux.fleet import CHART_CONFIGMAP, config_map, create, get
 from tests.kube.cluster import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -412,15 +412,6 @@ async def test_oci_artifacts_sync_over_plain_http_with_insecure_and_over_tls_wit
 
 
 # --- 5: Helm targetNamespace + storageNamespace ----------------------------------------------
-
-CHART_CONFIGMAP = """\
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-settings
-data:
-  color: {{ .Values.color | quote }}
-"""
 
 
 async def test_a_helm_release_installs_into_its_target_namespace_and_keeps_its_history_in_its_storage_namespace(
