@@ -13,7 +13,9 @@ derived indexes rebuilt) and becomes a dead letter; the rest of the batch goes o
 Per batch, module status (encoded once per batch) and rollout-target documents are coalesced (compacted topics:
 only the last value per key is sent); assignments and decisions are sent in order. A
 decision's id is `<journal partition>-<offset>-<n>`: deterministic, so replaying the
-journal gives the same ids. The engine's verdicts (an answer to each module intent, and to
+journal gives the same ids. Each decision record is linked into its journal partition's hash
+chain (`chain`, `seq`, `prev`, `hash`: streams/chain.py); the chain's head is a mapping of
+this stage's state (`state_mappings`), so it commits and rolls back with the decisions. The engine's verdicts (an answer to each module intent, and to
 each status report with `reply`) go to the verdicts topic (streams/verdicts.py); a
 refusal's dead letter carries the refused event's id.
 """
@@ -43,6 +45,7 @@ from rollout.events import (
 )
 from rollout.outcome import DEFERRED, Decision
 from rollout.state import ENGINE_MAPPINGS
+from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain
 from streams.outputs import Outputs
 from streams.state import PartitionState
 from streams.verdicts import refusal_document, verdict_document
@@ -60,6 +63,11 @@ def engine_mappings() -> dict[str, type]:
     return dict(ENGINE_MAPPINGS)
 
 
+def state_mappings() -> dict[str, type]:
+    """The decider's state: the engine's mappings and the head of its decision chain."""
+    return {**ENGINE_MAPPINGS, CHAIN_MAPPING: ChainHead}
+
+
 def document(value: Any) -> bytes:
     """JSON with sorted keys: equal content, equal bytes. (No NaN or Infinity can reach a
     document — ticks are finite, durations bounded; orjson would write them as null.)"""
@@ -73,7 +81,8 @@ class DecidePartition:
         self.partition = tp.partition
         self.topics = topics
         self.metrics = metrics
-        self.state = PartitionState(engine_mappings())
+        self.state = PartitionState(state_mappings())
+        self.chain = DecisionChain(self.partition, self.state.mappings[CHAIN_MAPPING])
         self.engine = self._new_engine()
 
     def _new_engine(self) -> RolloutEngine:
@@ -136,8 +145,8 @@ class DecidePartition:
                 self.reset()
                 self._refuse(event, f"the engine failed on this event: {type(error).__name__}: {error}", record, out)
                 continue
-            self.state.keep_event()
             self._publish(outcome, record, out)
+            self.state.keep_event()  # after publishing: linking its decisions moved the chain head
             module_status.update(outcome.module_status)
             notes.extend((decision, event.id) for decision in outcome.decisions)
         for module, status in sorted(module_status.items()):
@@ -157,7 +166,7 @@ class DecidePartition:
         for index, decision in enumerate(outcome.decisions):
             # a Decision's fields are plain values: its __dict__ is its model_dump(), for less
             body = {"id": f"{self.partition}-{record.offset}-{index}", **decision.__dict__}
-            out.send(topics.decisions, decision.module.encode(), document(body))
+            out.send(topics.decisions, decision.module.encode(), self.chain.link(body))
         for event in outcome.dependency_events:  # to another module's partition, via the router
             receiver = event.module if isinstance(event, DependentLinked) else event.dependent
             out.send(topics.dependencies, receiver.encode(), event.to_bytes())
