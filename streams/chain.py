@@ -326,7 +326,7 @@ def _check_link(record: Located, previous: Located | None, last_here: Located | 
         if seq < expected:
             return f"a second record with seq {seq} (the first: {previous.id} at {previous.where}): one was inserted"
         if seq > expected:
-            missing = f"seq {expected}" if seq == expected + 1 else f"seq {expected}–{seq - 1}"
+            missing = f"seq {expected}" if seq == expected + 1 else f"seq {expected} to {seq - 1}"
             return f"{missing} missing before it (after {previous.id}): records were removed"
         if document["prev"] != previous.document["hash"]:
             return (

@@ -15,8 +15,9 @@ only the last value per key is sent); assignments and decisions are sent in orde
 decision's id is `<journal partition>-<offset>-<n>`: deterministic, so replaying the
 journal gives the same ids. Each decision record is linked into its journal partition's hash
 chain (`chain`, `seq`, `prev`, `hash`: streams/chain.py); the chain's head is a mapping of
-this stage's state (`state_mappings`), so it commits and rolls back with the decisions. The engine's verdicts (an answer to each module intent, and to
-each status report with `reply`) go to the verdicts topic (streams/verdicts.py); a
+this stage's state (`state_mappings`), so it commits and rolls back with the decisions.
+The engine's verdicts (an answer to each module intent, and to each status report with
+`reply`) go to the verdicts topic (streams/verdicts.py); a
 refusal's dead letter carries the refused event's id.
 """
 
