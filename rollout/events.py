@@ -3,7 +3,10 @@
 Inputs arrive on six topics, each event a JSON object with a `type` discriminator:
 
 * intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
-* cluster observations (key: cluster) — ClusterObserved, ClusterRemoved
+* cluster observations (key: cluster) — ClusterObserved, ClusterRemoved; RestrictionApplied,
+  RestrictionDeleted (key: `restriction/<namespace>`: the fleet's policy travels with the
+  fleet, so a module's `fleet` stamp covers the restrictions published before it, and a
+  principal that may only write intents cannot lift one — rollout/restrictions.py)
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
   (a health gate's result, from `rollout gate-runner`; key: module)
 * ticks                         — Tick (time enters the engine only as these events)
@@ -45,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from rollout.manifests import (
     AnyModule,
     ClusterManifest,
+    ModuleRestrictionManifest,
     check_dns1123_label,
 )
 
@@ -155,6 +159,33 @@ class SyncStatusReported(EventBase):
     from the rendered object's annotation). When present it must equal the generation the
     cluster is assigned, or the report is ignored; when absent (a hand-written
     `rollout report-status`), the revision label must equal the assigned one.
+class RestrictionApplied(EventBase):
+    """The ModuleRestriction of a namespace (rollout/restrictions.py), on the
+    cluster-observations topic: broadcast to every journal partition, it replaces the
+    namespace's restriction in each and is checked against the namespace's modules."""
+
+    type: Literal["RestrictionApplied"] = "RestrictionApplied"
+    restriction: ModuleRestrictionManifest
+
+
+class RestrictionDeleted(EventBase):
+    """The ModuleRestriction `name` of `namespace` is gone: the namespace is unrestricted."""
+
+    type: Literal["RestrictionDeleted"] = "RestrictionDeleted"
+    namespace: str
+    name: str
+
+    @field_validator("namespace", "name")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+def restriction_key(namespace: str) -> str:
+    """The cluster-observations key of a namespace's restriction events."""
+    return f"restriction/{namespace}"
+
+
 
     `reply`: ask the engine for a verdict (accepted, or refused with the reason: unknown
     cluster or module, not the assignment in force) on the verdicts topic. Appliers leave
@@ -372,6 +403,8 @@ InputEvent = Annotated[
     | ClusterHeartbeats
     | ClusterCommanded
     | DependentLinked
+    | RestrictionApplied
+    | RestrictionDeleted
     | DependencyReported
     | GateEvaluated,
     Field(discriminator="type"),

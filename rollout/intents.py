@@ -1,7 +1,9 @@
 """Module intents: what ModuleApplied, ModuleDeleted and RolloutCommanded do.
 
-    ModuleApplied    -> a new ModuleRecord, or a new spec; a new sync (or new bindings) is a
-                        new generation, the target, rolled out again from the first stage
+    ModuleApplied    -> refused when it breaks its namespace's ModuleRestriction (naming the
+                        rule: restriction_rules.py); else a new ModuleRecord, or a new spec; a
+                        new sync (or new bindings) is a new generation, the target, rolled out
+                        again from the first stage
     ModuleDeleted    -> every assignment removed; a DeletedModule tombstone keeps the
                         generation counter and the ids of the intents handled
     RolloutCommanded -> pause, resume, abort, rollback, approve (a stage), pin/unpin (a cluster)
@@ -16,8 +18,9 @@ it gets here (causal.py).
 from __future__ import annotations
 
 from rollout.events import ModuleApplied, ModuleDeleted, RolloutCommanded
-from rollout.membership import Membership
 from rollout.outcome import Outcome, verdict
+from rollout.restriction_rules import RestrictionRules
+from rollout.restrictions import RestrictionViolation
 from rollout.state import INTENT_IDS_KEPT, DeletedModule, ModuleRecord, Revision, remember, target_key
 from rollout.strategy import bindings_digest, stages_of
 
@@ -33,7 +36,7 @@ def intent_module(event: Intent) -> str:
     return event.module
 
 
-class ModuleIntents(Membership):
+class ModuleIntents(RestrictionRules):
     """Applies module intents to the records and Targets."""
 
     def _apply_intent(self, event: Intent, out: Outcome) -> None:
@@ -59,8 +62,15 @@ class ModuleIntents(Membership):
         self.deleted_modules[name] = tombstone.model_copy(update={"handled_intents": ids})
 
     def _on_module_applied(self, event: ModuleApplied, out: Outcome) -> None:
-        manifest = event.module
-        name = manifest.metadata.name
+        name = event.module.metadata.name
+        try:  # its namespace's ModuleRestriction (restriction_rules.py): refused, naming the rule
+            manifest = self._admitted(event.module)
+        except RestrictionViolation as violation:
+            out.rejections.append(f"{event.module.kind} {name}: {violation}")
+            self._remember_intent(name, event.id)
+            return
+        if manifest is not event.module:  # defaultServiceAccount filled in
+            event = event.model_copy(update={"module": manifest})
         existing = self.modules.get(name)
         if existing is not None and existing.kind != manifest.kind:
             out.rejections.append(
@@ -118,6 +128,9 @@ class ModuleIntents(Membership):
             return
         record.spec = manifest.spec
         record.namespace = manifest.metadata.namespace
+        if record.restricted is not None:  # admitted: the new spec complies
+            record.restricted = None
+            self._decide(record, "restriction-met", "the module complies with its namespace's restriction", out)
         if record.stage_index >= len(stages_of(record)) or (not new_sync and self._completed(record)):
             # the strategy lost stages the rollout had reached, or the rollout is complete:
             # every stage but the last is passed, and the last runs (for late joiners)

@@ -9,9 +9,13 @@ Two folds, each over a log that fixes its own order:
 
 Fold 1 is compared with what the worker wrote to the assignments topic from each journal
 partition (the assignments topic interleaves several journal partitions, so the
-comparison is per source partition) and with the module-status topic; fold 2 with the
-latest snapshot per key on the projection topics. Equal means the live projections are
-exactly what the log implies.
+comparison is per source partition), with the module-status topic, and with the decisions
+topic record by record — hashes included: the refolded decisions are linked into each
+journal partition's chain exactly as the decider links them (streams/chain.py), from the
+chain's oldest record still on the topic (its seq and prev: the start of the chain, unless
+retention removed older records or they predate the chain); fold 2 with the latest
+snapshot per key on the projection topics. Equal means the live projections and the
+decision history are exactly what the log implies.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from infra import client
 from rollout.assembly import AssemblageRecord, assemble
 from rollout.engine import Assignment, RolloutEngine, new_engine
 from rollout.events import parse_event
+from streams.chain import HEAD_KEY, ChainHead, DecisionChain, decision_body
 
 
 @dataclass
@@ -48,11 +55,19 @@ class ReplayReport:
         return head + f"\n{len(self.differences)} difference(s):\n" + "\n".join(self.differences[:50])
 
 
-def refold_journal(records: list[client.Record]) -> tuple[dict[int, list[dict[str, Any]]], dict[str, Any]]:
-    """Assignments emitted per journal partition, and the final module status per module."""
+@dataclass
+class Refolded:
+    """What folding the journal emits: per journal partition, the assignments and the
+    decision records (unlinked: `decision_body`), in order; the final status per module."""
+
+    assignments: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    decisions: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    module_status: dict[str, Any] = field(default_factory=dict)
+
+
+def refold_journal(records: list[client.Record]) -> Refolded:
     engines: dict[int, RolloutEngine] = {}
-    emitted: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    module_status: dict[str, Any] = {}
+    refolded = Refolded()
     for record in records:
         engine = engines.get(record.partition)
         if engine is None:
@@ -60,9 +75,61 @@ def refold_journal(records: list[client.Record]) -> tuple[dict[int, list[dict[st
             engines[record.partition] = engine
         outcome = engine.handle(parse_event(record.value))
         for assignment in outcome.assignments:
-            emitted[record.partition].append(json.loads(assignment.model_dump_json(by_alias=True)))
-        module_status.update(outcome.module_status)
-    return emitted, {k: v for k, v in module_status.items() if v is not None}
+            refolded.assignments[record.partition].append(json.loads(assignment.model_dump_json(by_alias=True)))
+        for index, decision in enumerate(outcome.decisions):
+            refolded.decisions[record.partition].append(decision_body(record.partition, record.offset, index, decision))
+        refolded.module_status.update(outcome.module_status)
+    refolded.module_status = {k: v for k, v in refolded.module_status.items() if v is not None}
+    return refolded
+
+
+def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[client.Record]) -> list[str]:
+    """Differences between the refolded decisions, linked per chain from the chain's oldest
+    record on the topic, and the live decision records (at most 3 per chain)."""
+    by_chain: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for record in live:
+        document = record.json() if record.value is not None else None
+        if isinstance(document, dict) and isinstance(document.get("id"), str):
+            by_chain[int(document["id"].split("-")[0])].append(document)
+    differences: list[str] = []
+    for chain in sorted(set(replayed) | set(by_chain)):
+        differences += _chain_differences(chain, replayed.get(chain, []), by_chain.get(chain, []))[:3]
+    return differences
+
+
+def _chain_differences(chain: int, bodies: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[str]:
+    position = {body["id"]: index for index, body in enumerate(bodies)}
+    expected: dict[str, dict[str, Any]] = {}
+    linked = [d for d in live if "hash" in d]
+    if linked:
+        oldest = min(linked, key=lambda d: d.get("seq", 0))
+        start = position.get(oldest["id"])
+        if start is None:
+            return [f"decisions chain {chain}: live record {oldest['id']} is not in the replay"]
+        links = DecisionChain(chain, {HEAD_KEY: ChainHead(hash=oldest.get("prev", ""), seq=oldest.get("seq", 0))})
+        for body in bodies[start:]:
+            expected[body["id"]] = orjson.loads(links.link(body))
+    differences = []
+    for document in live:
+        if "hash" in document:
+            wanted = expected.get(document["id"])
+        else:  # older than the chain: its fields only
+            wanted = bodies[position[document["id"]]] if document["id"] in position else None
+        if wanted != document:
+            differences.append(
+                f"decision {document['id']}: replayed {_short(wanted)}, live {_short(document)}"
+                if wanted is not None
+                else f"decision {document['id']}: on the topic but not in the replay"
+            )
+    missing = [record_id for record_id in expected if record_id not in {d["id"] for d in linked}]
+    if missing:
+        differences.append(f"decisions chain {chain}: {len(missing)} replayed but not on the topic, from {missing[0]}")
+    return differences
+
+
+def _short(document: dict[str, Any]) -> str:
+    action, reason, seq = document.get("action"), document.get("reason"), document.get("seq")
+    return f"{action} {reason!r} seq {seq} {str(document.get('hash'))[:12]}"
 
 
 def refold_assignments(records: list[client.Record]) -> dict[tuple[str, str], Any]:
@@ -101,9 +168,11 @@ def compare(
     live_remote: dict[str, Any],
     live_proxy: dict[str, Any],
     live_status: dict[str, Any],
+    decisions: list[client.Record] | None = None,
 ) -> ReplayReport:
     report = ReplayReport(journal_events=len(journal), assignments=len(assignments))
-    emitted, module_status = refold_journal(journal)
+    refolded = refold_journal(journal)
+    emitted, module_status = refolded.assignments, refolded.module_status
     # The assignments topic interleaves journal partitions, but the assignments of one
     # (cluster, module) all come from the module's journal partition, in order.
     replayed_seq = _by_pair(a for seq in emitted.values() for a in seq)
@@ -122,6 +191,8 @@ def compare(
             fields = sorted(k for k in replayed if k != "observedAt" and replayed.get(k) != live.get(k))
             detail = "; ".join(f"{k}: replayed {replayed.get(k)!r}, live {live.get(k)!r}" for k in fields)
             report.differences.append(f"module status {module} differs: {detail}")
+    if decisions is not None:
+        report.differences += compare_decisions(refolded.decisions, decisions)
     snapshots = refold_assignments(assignments)
     report.snapshots = sum(1 for v in snapshots.values() if v is not None)
     for (kind, cluster), snapshot in sorted(snapshots.items()):
@@ -146,4 +217,5 @@ def replay_and_compare(ctx: Any) -> ReplayReport:
         live_remote=ctx.latest(topics.remote),
         live_proxy=ctx.latest(topics.proxy),
         live_status=ctx.latest(topics.module_status),
+        decisions=ctx.records(topics.decisions),
     )

@@ -61,6 +61,8 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from rollout.outcome import Decision
+
 GENESIS = "0" * 64
 """The `prev` of a chain's first record (seq 0)."""
 CHAIN_MAPPING = "chain"
@@ -86,6 +88,13 @@ def canonical(body: Mapping[str, Any]) -> bytes:
 def record_hash(body: Mapping[str, Any]) -> str:
     """The hash of a decision record: SHA-256 of `canonical(body)`, `hash` left out."""
     return hashlib.sha256(canonical({k: v for k, v in body.items() if k != "hash"})).hexdigest()
+
+
+def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:
+    """A decision's record before linking: its id `<journal partition>-<offset>-<n>` (the
+    `index`-th decision of the journal record at `offset`) and its fields. A Decision's
+    fields are plain values: its __dict__ is its model_dump() (tests/streams/test_decision_documents.py), for less."""
+    return {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
 
 
 class DecisionChain:

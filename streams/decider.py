@@ -46,7 +46,7 @@ from rollout.events import (
 )
 from rollout.outcome import DEFERRED, Decision
 from rollout.state import ENGINE_MAPPINGS
-from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain
+from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain, decision_body
 from streams.outputs import Outputs
 from streams.state import PartitionState
 from streams.verdicts import refusal_document, verdict_document
@@ -165,8 +165,7 @@ class DecidePartition:
                 assignment.model_dump_json(by_alias=True).encode(),
             )
         for index, decision in enumerate(outcome.decisions):
-            # a Decision's fields are plain values: its __dict__ is its model_dump(), for less
-            body = {"id": f"{self.partition}-{record.offset}-{index}", **decision.__dict__}
+            body = decision_body(self.partition, record.offset, index, decision)
             out.send(topics.decisions, decision.module.encode(), self.chain.link(body))
         for event in outcome.dependency_events:  # to another module's partition, via the router
             receiver = event.module if isinstance(event, DependentLinked) else event.dependent
