@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import UnknownTopicOrPartitionError
+from aiokafka.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from aiokafka.protocol.metadata import MetadataRequest
 
+from infra.denials import explained
+from infra.kafka_acls import Operation, ResourceType
 from infra.settings import kafka_client_options
 
 
@@ -60,36 +62,41 @@ async def require_topic(kafka: AIOKafkaClient, topic: str) -> None:
     for entry in response.topics:  # (error_code, name, ...) in every version
         if entry[1] == topic and entry[0] == UnknownTopicOrPartitionError.errno:
             raise MissingTopic(topic)
+        if entry[1] == topic and entry[0] == TopicAuthorizationFailedError.errno:
+            raise TopicAuthorizationFailedError(topic)  # may not even describe it: `explained` names who
 
 
 async def require_topics(bootstrap: str, topics: Iterable[str]) -> None:
     """`require_topic` for each of `topics`, on a short-lived client."""
     kafka = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="rollout-cli", **kafka_client_options())
-    await kafka.bootstrap()
     try:
-        for topic in topics:
-            await require_topic(kafka, topic)
+        async with explained(Operation.DESCRIBE, ResourceType.TOPIC, "?", bootstrap):
+            await kafka.bootstrap()
+            for topic in topics:
+                await require_topic(kafka, topic)
     finally:
         await kafka.close()
 
 
 async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, bytes | None]]) -> int:
     """Send (key, value) pairs in order and wait until the broker acknowledged them all.
-    A missing topic is `MissingTopic` before anything is sent."""
+    A missing topic is `MissingTopic` before anything is sent; a principal that may not
+    write `topic` is `infra.denials.NotAuthorized` (nothing appended)."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **kafka_client_options()
     )
-    await producer.start()
     sent = 0
     try:
-        await require_topic(producer.client, topic)
-        futures = []
-        for key, value in messages:
-            futures.append(await producer.send(topic, key=key.encode(), value=value))
-            sent += 1
-        await producer.flush()
-        for future in futures:
-            await future
+        async with explained(Operation.WRITE, ResourceType.TOPIC, topic, bootstrap):
+            await producer.start()
+            await require_topic(producer.client, topic)
+            futures = []
+            for key, value in messages:
+                futures.append(await producer.send(topic, key=key.encode(), value=value))
+                sent += 1
+            await producer.flush()
+            for future in futures:
+                await future
     finally:
         await producer.stop()
     return sent
@@ -103,11 +110,18 @@ async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[
         isolation_level="read_committed",
         **kafka_client_options(),
     )
-    await consumer.start()
-    partitions = consumer.partitions_for_topic(topic)
-    if partitions is None:
-        await consumer._client.force_metadata_update()
-        partitions = consumer.partitions_for_topic(topic)
+    try:
+        async with explained(Operation.READ, ResourceType.TOPIC, topic, bootstrap):
+            await consumer.start()
+            partitions = consumer.partitions_for_topic(topic)
+            if partitions is None:
+                await consumer._client.force_metadata_update()
+                partitions = consumer.partitions_for_topic(topic)
+            if not partitions:
+                await require_topic(consumer._client, topic)  # refused, or missing: says which
+    except BaseException:
+        await consumer.stop()
+        raise
     if not partitions:
         await consumer.stop()
         raise LookupError(f"topic {topic} does not exist (is the worker set up with the same --topic-prefix?)")
@@ -121,29 +135,33 @@ async def read_all(bootstrap: str, topic: str) -> list[Record]:
     """Every record currently in the topic, partition by partition, in offset order."""
     consumer, tps = await _consumer(bootstrap, topic)
     try:
-        end = await consumer.end_offsets(tps)
-        records: list[Record] = []
-        remaining = {tp for tp in tps if end[tp] > 0}
-        for tp in tps:
-            if end[tp] > 0 and await consumer.position(tp) >= end[tp]:
-                remaining.discard(tp)
-        while remaining:
-            batch = await consumer.getmany(*remaining, timeout_ms=1000)
-            for tp, messages in batch.items():
-                for message in messages:
-                    if message.offset < end[tp]:
-                        key = message.key.decode(errors="replace") if message.key is not None else None
-                        records.append(
-                            Record(topic, tp.partition, message.offset, key, message.value, _seconds(message))
-                        )
-            # every partition, not only those with records: the tail of one may be an aborted
-            # transaction (skipped, no records) whose position still moves to the end
-            for tp in list(remaining):
-                if await consumer.position(tp) >= end[tp]:
-                    remaining.discard(tp)
-        return records
+        async with explained(Operation.READ, ResourceType.TOPIC, topic, bootstrap):
+            return await _read_to_end(consumer, topic, tps)
     finally:
         await consumer.stop()
+
+
+async def _read_to_end(consumer: AIOKafkaConsumer, topic: str, tps: list[TopicPartition]) -> list[Record]:
+    """The records of `tps` below their end offsets taken now, partition by partition."""
+    end = await consumer.end_offsets(tps)
+    records: list[Record] = []
+    remaining = {tp for tp in tps if end[tp] > 0}
+    for tp in tps:
+        if end[tp] > 0 and await consumer.position(tp) >= end[tp]:
+            remaining.discard(tp)
+    while remaining:
+        batch = await consumer.getmany(*remaining, timeout_ms=1000)
+        for tp, messages in batch.items():
+            for message in messages:
+                if message.offset < end[tp]:
+                    key = message.key.decode(errors="replace") if message.key is not None else None
+                    records.append(Record(topic, tp.partition, message.offset, key, message.value, _seconds(message)))
+        # every partition, not only those with records: the tail of one may be an aborted
+        # transaction (skipped, no records) whose position still moves to the end
+        for tp in list(remaining):
+            if await consumer.position(tp) >= end[tp]:
+                remaining.discard(tp)
+    return records
 
 
 def _seconds(message: Any) -> float | None:

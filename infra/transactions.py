@@ -26,6 +26,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from infra.denials import explained
+from infra.kafka_acls import Operation, PatternType, ResourceType
 from infra.settings import kafka_client_options
 
 BROKER_DEFAULT_MESSAGE_BYTES = 1048588  # Kafka's message.max.bytes default
@@ -84,21 +86,30 @@ class Transaction:
 
 
 @asynccontextmanager
-async def transaction(bootstrap: str, *, max_bytes: int = BROKER_DEFAULT_MESSAGE_BYTES) -> AsyncIterator[Transaction]:
+async def transaction(
+    bootstrap: str, *, max_bytes: int = BROKER_DEFAULT_MESSAGE_BYTES, id_prefix: str = ""
+) -> AsyncIterator[Transaction]:
     """A committed transaction if the block ends normally; aborted (nothing visible) otherwise.
-    `max_bytes`: the largest record batch the producer will send (the topics' limit)."""
+    `max_bytes`: the largest record batch the producer will send (the topics' limit).
+    `id_prefix`: the engine's topic prefix, so that its transactional ids
+    (`<prefix>rollout-apply-<random>`) fall under one prefixed ACL (infra/kafka_acls.py).
+    A principal that may not use them is `infra.denials.NotAuthorized`, before anything is sent."""
+    id_pattern = f"{id_prefix}rollout-apply-"
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
-        transactional_id=f"rollout-apply-{uuid.uuid4().hex}",
+        transactional_id=f"{id_pattern}{uuid.uuid4().hex}",
         acks="all",
         enable_idempotence=True,
         max_request_size=max_bytes,
         max_batch_size=min(PRODUCER_BATCH_BYTES, max_bytes),
         **kafka_client_options(),
     )
-    await producer.start()
     try:
-        async with producer.transaction():
-            yield Transaction(producer)
+        async with explained(
+            Operation.WRITE, ResourceType.TRANSACTIONAL_ID, id_pattern, bootstrap, pattern=PatternType.PREFIXED
+        ):
+            await producer.start()
+            async with producer.transaction():  # a topic refused inside: named by its error
+                yield Transaction(producer)
     finally:
         await producer.stop()

@@ -86,7 +86,7 @@ async def publish_intents(
     modules = [i for i in intents if i.role == "intents"]
     if known is None:
         known = await client.end_offsets(bootstrap, topics.clusters) if modules else {}
-    async with transactions.transaction(bootstrap, max_bytes=max_bytes) as transaction:
+    async with transactions.transaction(bootstrap, max_bytes=max_bytes, id_prefix=topics.prefix) as transaction:
         written = await transaction.send_all(topics.clusters, clusters)
         if modules:
             fleet = fleet_stamp(known, written)

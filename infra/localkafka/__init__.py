@@ -53,7 +53,8 @@ shared.
 
 Modules
 -------
-``defaults`` (versions, ports' host, directories), ``errors``, ``jars`` (1), ``java``,
+``security`` (a secured broker: SASL/SCRAM users, the StandardAuthorizer, ACLs applied with
+``kafka.admin.AclCommand``), ``defaults`` (versions, ports' host, directories), ``errors``, ``jars`` (1), ``java``,
 ``state`` (2, 5: config files, state-file record, ``ports.json``), ``processes`` (4: ports,
 the detached JVM, liveness), ``readiness`` (4: :func:`probe`), ``broker`` (:class:`LocalKafka`,
 :func:`discover_bootstrap`: 2 to 5 put together). Import from ``infra.localkafka``.
@@ -89,6 +90,7 @@ from infra.localkafka.jars import LockedJar, ensure_jars, read_lock
 from infra.localkafka.java import find_java
 from infra.localkafka.processes import pid_alive, port_is_free
 from infra.localkafka.readiness import probe
+from infra.localkafka.security import Scram
 from infra.localkafka.state import LOG4J_PROPERTIES, PORTS_FILE, BrokerInfo, server_properties
 
 # the names of the one-module infra/localkafka.py, now re-exported from the modules above
@@ -113,6 +115,7 @@ __all__ = [
     "LocalKafka",
     "LockedJar",
     "PortInUseError",
+    "Scram",
     "cache_root",
     "default_lib_dir",
     "default_state_file",

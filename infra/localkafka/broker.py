@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from infra.localkafka.defaults import (
@@ -46,6 +46,7 @@ from infra.localkafka.processes import (
     tail,
 )
 from infra.localkafka.readiness import port_accepts, probe
+from infra.localkafka.security import Scram, command_config, format_arguments, run_acl_commands
 from infra.localkafka.state import (
     LOG4J_PROPERTIES,
     BrokerInfo,
@@ -134,17 +135,22 @@ class LocalKafka:
         data_dir: Path | None = None,
         heap: str = DEFAULT_HEAP,
         timeout: float = START_TIMEOUT,
+        security: Scram | None = None,
     ) -> BrokerInfo:
         """Start the broker detached and wait until it answers metadata requests.
 
         Serialised per state file (a lock file beside it), so two concurrent starts can't both
-        launch a broker: the second one sees the first one running.
+        launch a broker: the second one sees the first one running. `security`: SASL/SCRAM
+        users and the StandardAuthorizer (infra/localkafka/security.py); None: PLAINTEXT,
+        everything allowed.
         """
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(self.state_file.with_name(f"{self.state_file.name}.lock")):
-            return self._start(port, data_dir=data_dir, heap=heap, timeout=timeout)
+            return self._start(port, data_dir=data_dir, heap=heap, timeout=timeout, security=security)
 
-    def _start(self, port: int | None, *, data_dir: Path | None, heap: str, timeout: float) -> BrokerInfo:
+    def _start(
+        self, port: int | None, *, data_dir: Path | None, heap: str, timeout: float, security: Scram | None
+    ) -> BrokerInfo:
         running = self.status()
         if running is not None:
             raise AlreadyRunningError(running, self.state_file)
@@ -161,7 +167,7 @@ class LocalKafka:
         log_dirs = data_dir / "kraft-logs"
         props = data_dir / "server.properties"
         log4j = data_dir / "log4j.properties"
-        props.write_text(server_properties(port, controller_port, log_dirs))
+        props.write_text(server_properties(port, controller_port, log_dirs, security))
         log4j.write_text(LOG4J_PROPERTIES)
         jvm = [
             java,
@@ -171,7 +177,8 @@ class LocalKafka:
         ]
         classpath = ["-cp", f"{lib_dir}/*"]
         if not (log_dirs / "meta.properties").exists():
-            _format_storage([*jvm, "-Xmx256m", *classpath], props, log_dirs)
+            users = format_arguments(security) if security is not None else []
+            _format_storage([*jvm, "-Xmx256m", *classpath], props, log_dirs, users)
 
         # re-check right before launching: another process may have grabbed it meanwhile
         for p, what in ((port, "port"), (controller_port, "controller port")):
@@ -188,10 +195,18 @@ class LocalKafka:
             "kafka.Kafka",
             str(props),
         ]
-        return self._launch(cmd, data_dir, port, controller_port, heap=heap, timeout=timeout)
+        return self._launch(cmd, data_dir, port, controller_port, heap=heap, timeout=timeout, security=security)
 
     def _launch(
-        self, cmd: list[str], data_dir: Path, port: int, controller_port: int, *, heap: str, timeout: float
+        self,
+        cmd: list[str],
+        data_dir: Path,
+        port: int,
+        controller_port: int,
+        *,
+        heap: str,
+        timeout: float,
+        security: Scram | None,
     ) -> BrokerInfo:
         """Spawn the broker JVM, record it, and wait until it is ready (or kill it)."""
         log_file = data_dir / "broker.log"
@@ -209,10 +224,11 @@ class LocalKafka:
             data_dir=data_dir,
             started_at=now_iso(),
             heap=heap,
+            security_protocol="PLAINTEXT" if security is None else "SASL_PLAINTEXT",
         )
         self._write_state(info)
         try:
-            self._wait_ready(info, timeout, offset)
+            self._wait_ready(info, timeout, offset, security.client_options() if security is not None else None)
         except BaseException:
             self._kill(pid, grace=5.0)
             self._clear_state(pid)
@@ -249,7 +265,9 @@ class LocalKafka:
         else:
             log.warning("%s", message)
 
-    def _wait_ready(self, info: BrokerInfo, timeout: float, offset: int) -> None:
+    def _wait_ready(
+        self, info: BrokerInfo, timeout: float, offset: int, client_options: dict[str, object] | None
+    ) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if not pid_alive(info.pid):
@@ -259,7 +277,7 @@ class LocalKafka:
                     info.log_file,
                     tail(info.log_file, start=offset),
                 )
-            if port_accepts(info.port) and probe(info.bootstrap):
+            if port_accepts(info.port) and probe(info.bootstrap, client_options=client_options):
                 return
             if time.monotonic() > deadline:
                 raise BrokerStartError(
@@ -322,6 +340,18 @@ class LocalKafka:
             time.sleep(0.1)
         return True
 
+    def apply_acls(self, security: Scram, commands: Sequence[Sequence[str]]) -> None:
+        """Run `kafka-acls.sh` argument lists (infra/kafka_acls.py: `acl_commands`, with
+        ``--bootstrap-server $BOOTSTRAP --command-config …`` as placeholders) against the running
+        secured broker as its admin, through the jars' `kafka.admin.AclCommand`."""
+        info = self.status()
+        if info is None:
+            raise KafkaError(f"no broker of {self.state_file} is running")
+        config = command_config(info.data_dir, security)
+        placeholders = {"$BOOTSTRAP": info.bootstrap, "admin.properties": str(config)}
+        lines = [[placeholders.get(argument, argument) for argument in command] for command in commands]
+        run_acl_commands(find_java(), ensure_jars(self.lib_dir), lines, info.data_dir / "log4j.properties")
+
     def wait(self) -> None:
         """Block until the recorded broker exits (for foreground use)."""
         info = self.status()
@@ -335,8 +365,9 @@ def discover_bootstrap(state_file: Path | None = None) -> str | None:
     return info.bootstrap if info else None
 
 
-def _format_storage(java: list[str], props: Path, log_dirs: Path) -> None:
-    """``kafka.tools.StorageTool format``: a new cluster id for a log dir never formatted."""
+def _format_storage(java: list[str], props: Path, log_dirs: Path, users: list[str]) -> None:
+    """``kafka.tools.StorageTool format``: a new cluster id for a log dir never formatted;
+    `users`: ``--add-scram`` arguments (the SCRAM credentials of a secured broker)."""
     fmt = subprocess.run(
         [
             *java,
@@ -347,6 +378,7 @@ def _format_storage(java: list[str], props: Path, log_dirs: Path) -> None:
             new_cluster_id(),
             "-c",
             str(props),
+            *users,
         ],
         capture_output=True,
         text=True,

@@ -10,15 +10,19 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from infra.localkafka.defaults import HOST
 
 
-async def _metadata_ok(bootstrap: str, request_timeout_ms: int = 3000) -> bool:
+async def _metadata_ok(
+    bootstrap: str, request_timeout_ms: int = 3000, client_options: Mapping[str, object] | None = None
+) -> bool:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms, **(client_options or {})
+    )
     try:
         await asyncio.wait_for(admin.start(), request_timeout_ms / 1000 + 1)
         await asyncio.wait_for(admin.list_topics(), request_timeout_ms / 1000 + 1)
@@ -58,9 +62,11 @@ def port_accepts(port: int) -> bool:
         return False
 
 
-def probe(bootstrap: str, request_timeout_ms: int = 3000) -> bool:
-    """One metadata round trip with aiokafka; True when the broker answers and lists itself."""
+def probe(bootstrap: str, request_timeout_ms: int = 3000, client_options: Mapping[str, object] | None = None) -> bool:
+    """One metadata round trip with aiokafka; True when the broker answers and lists itself.
+    `client_options`: aiokafka's security arguments (a secured broker's admin), else none —
+    the local broker is probed as it was started, not as ROLLOUT_KAFKA_* would connect."""
     try:
-        return bool(_run_coro(lambda: _metadata_ok(bootstrap, request_timeout_ms)))
+        return bool(_run_coro(lambda: _metadata_ok(bootstrap, request_timeout_ms, client_options)))
     except Exception:
         return False

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.localkafka.defaults import DEFAULT_HEAP, HOST, KAFKA_VERSION
+from infra.localkafka.security import Scram, listener_properties
 
 log = logging.getLogger("infra.localkafka")
 
@@ -33,6 +34,7 @@ class BrokerInfo:
     started_at: str
     kafka_version: str = KAFKA_VERSION
     heap: str = DEFAULT_HEAP
+    security_protocol: str = "PLAINTEXT"  # SASL_PLAINTEXT: started with users and ACLs
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -63,18 +65,25 @@ log4j.logger.kafka.log.LogCleaner=WARN
 """
 
 
-def server_properties(port: int, controller_port: int, log_dirs: Path) -> str:
+def server_properties(port: int, controller_port: int, log_dirs: Path, security: Scram | None = None) -> str:
+    """The broker's config; with `security`, SASL/SCRAM and ACLs (infra/localkafka/security.py)."""
+    listeners = (
+        listener_properties(port, controller_port, security)
+        if security is not None
+        else f"""\
+listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}
+advertised.listeners=PLAINTEXT://{HOST}:{port}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+"""
+    )
     return f"""\
 # written by infra/localkafka.py on every start -- edits are overwritten
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@{HOST}:{controller_port}
-listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}
-advertised.listeners=PLAINTEXT://{HOST}:{port}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-log.dirs={log_dirs}
+{listeners}log.dirs={log_dirs}
 num.partitions=1
 default.replication.factor=1
 min.insync.replicas=1
