@@ -49,6 +49,7 @@ below it:
     gate_results.py GateResults    health gate results: stages wait for them, failures halt
     leases.py      Leases          heartbeats, lease expiry, leave/join: cluster readiness
     dependencies.py DependencyIntents  dependsOn across partitions (and dependency_links.py)
+    restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
     intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
     causal.py      CausalOrder     redelivery and held intents; FleetSeen
     engine.py      RolloutEngine   `handle`: routes each event to its layer
@@ -73,6 +74,8 @@ from rollout.events import (
     HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
+    RestrictionApplied,
+    RestrictionDeleted,
     RolloutCommanded,
     SyncStatusReported,
     Tick,
@@ -122,6 +125,10 @@ class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues, GateResu
             self._on_cluster_observed(event, out)
         elif isinstance(event, ClusterRemoved):
             self._on_cluster_removed(event, out)
+        elif isinstance(event, RestrictionApplied):
+            self._on_restriction_applied(event, out)
+        elif isinstance(event, RestrictionDeleted):
+            self._on_restriction_deleted(event, out)
         elif isinstance(event, SyncStatusReported):
             self._on_sync_status(event, out)
         elif isinstance(event, HelmValuesObserved):

@@ -20,6 +20,7 @@ rollout/flux_options.py and documented in docs/modules.md.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -606,7 +607,85 @@ class ClusterManifest(Strict):
         return self.metadata.name
 
 
+# --- ModuleRestriction: what a namespace's modules may do (rollout/restrictions.py) ----
+
+MAX_RESTRICTION_PATTERNS = 64
+MAX_PATTERN_CHARS = 512
+
+
+class ModuleRestrictionSpec(Strict):
+    """What the modules of the restriction's namespace may do; an empty field allows anything."""
+
+    # clusters the namespace's modules may select; None: any cluster
+    allowed_clusters: LabelSelector | None = Field(default=None, alias="allowedClusters")
+    # regular expressions, each matched against a whole source URL (Git, OCI or Helm repository)
+    allowed_source_patterns: list[str] = Field(default_factory=list, alias="allowedSourcePatterns")
+    # service accounts the Kustomization/HelmRelease may run as
+    allowed_service_accounts: list[str] = Field(default_factory=list, alias="allowedServiceAccounts")
+    # filled in when a module's sync names no serviceAccountName
+    default_service_account: str | None = Field(default=None, alias="defaultServiceAccount")
+    # namespaces the package may write into (its targetNamespace)
+    allowed_target_namespaces: list[str] = Field(default_factory=list, alias="allowedTargetNamespaces")
+
+    @field_validator("allowed_source_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_RESTRICTION_PATTERNS:
+            raise ValueError(f"at most {MAX_RESTRICTION_PATTERNS} patterns")
+        for pattern in value:
+            if not pattern or len(pattern) > MAX_PATTERN_CHARS:
+                raise ValueError(f"a pattern has 1 to {MAX_PATTERN_CHARS} characters")
+            try:
+                re.compile(pattern)  # matched with re.fullmatch (rollout/restrictions.py)
+            except re.error as error:
+                raise ValueError(f"pattern {shown(pattern)} is not a regular expression: {error}") from None
+        return value
+
+    @field_validator("allowed_service_accounts")
+    @classmethod
+    def _accounts(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_object_name(name, what="service account name")
+        return value
+
+    @field_validator("default_service_account")
+    @classmethod
+    def _default(cls, value: str | None) -> str | None:
+        return check_object_name(value, what="service account name") if value is not None else None
+
+    @field_validator("allowed_target_namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_namespace(name)
+        return value
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> ModuleRestrictionSpec:
+        default = self.default_service_account
+        if default is not None and self.allowed_service_accounts and default not in self.allowed_service_accounts:
+            raise ValueError(f"defaultServiceAccount {default} is not one of allowedServiceAccounts")
+        return self
+
+
+class ModuleRestrictionManifest(Strict):
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["ModuleRestriction"]
+    metadata: Metadata
+    spec: ModuleRestrictionSpec = Field(default_factory=ModuleRestrictionSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def identity(self) -> str:
+        return f"ModuleRestriction {self.metadata.namespace}/{self.metadata.name}"
+
+
 AnyModule = Annotated[ModuleManifest | BootstrapModuleManifest, Field(discriminator="kind")]
-Manifest = Annotated[ModuleManifest | BootstrapModuleManifest | ClusterManifest, Field(discriminator="kind")]
+Manifest = Annotated[
+    ModuleManifest | BootstrapModuleManifest | ClusterManifest | ModuleRestrictionManifest, Field(discriminator="kind")
+]
 MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
-KINDS = ("Module", "BootstrapModule", "Cluster")
+KINDS = ("Module", "BootstrapModule", "Cluster", "ModuleRestriction")

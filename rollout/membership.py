@@ -4,7 +4,8 @@
                                      -> `_refresh_membership` of every module concerned
                                      -> Targets joined, restaged, marked (not) ready, dropped
 
-A cluster is a member of a module when the module's selector picks its labels; its stage
+A cluster is a member of a module when the module's selector picks its labels (and its
+namespace's ModuleRestriction allows it: rollout/restrictions.py); its stage
 is the first whose selector matches (none: unstaged). A cluster joining a stage the
 rollout has not reached is given the stable generation at once (`_join_at_stage_revision`);
 changed labels or namespace re-send its assigned sync (bindings are expanded per cluster;
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from rollout.assemblages import ASSEMBLAGE_FOR
 from rollout.events import ClusterObserved, ClusterRemoved
 from rollout.outcome import Assignment, Outcome, verdict
+from rollout.restrictions import admits
 from rollout.selectors import selects
 from rollout.stages import StageMachine
 from rollout.state import (
@@ -39,6 +41,15 @@ class Membership(StageMachine):
 
     def _all_clusters(self) -> set[str]:
         return set(self.clusters.keys())
+
+    def _reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
+        """Whether the cluster is a member: the module's selector picks it and its
+        namespace's ModuleRestriction (if any) allows it (`allowedClusters`), so a cluster
+        relabelled out of the allowed set leaves like one the selector no longer picks."""
+        if not selects(record.spec.selector, facts.labels):
+            return False
+        restriction = self.restrictions.get(record.namespace)
+        return admits(restriction.restriction if restriction is not None else None, facts.labels)
 
     def _on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
         manifest = event.cluster
@@ -106,7 +117,7 @@ class Membership(StageMachine):
             stored = self.modules[name]
             if stored.partition != self.partition:
                 continue
-            if facts is None or not selects(stored.spec.selector, facts.labels):
+            if facts is None or not self._reaches(stored, facts):
                 if target_key(name, cluster) not in self.targets:
                     continue  # a member neither before nor now: nothing changes for this module
             record = stored.working_copy()
@@ -153,9 +164,14 @@ class Membership(StageMachine):
             facts = self.clusters.get(cluster)
             key = target_key(record.name, cluster)
             old = self.targets.get(key)
-            if facts is None or not selects(record.spec.selector, facts.labels):
+            if facts is None or not self._reaches(record, facts):
                 if old is not None:
-                    why = "cluster removed" if facts is None else "cluster no longer matches the selector"
+                    if facts is None:
+                        why = "cluster removed"
+                    elif not selects(record.spec.selector, facts.labels):
+                        why = "cluster no longer matches the selector"
+                    else:
+                        why = "cluster is outside allowedClusters of its namespace's ModuleRestriction"
                     if old.assigned is not None:
                         self._assign(record, old, None, f"{cluster}: {why}", out)
                     self._store_target(record, old, None, out)

@@ -66,7 +66,7 @@ class StageMachine(WindowGate):
             if record.mode == "rollback":
                 self._advance(record, out)
                 return
-        if record.halted:
+        if record.halted or record.restricted is not None:  # restricted: restriction_rules.py
             record.phase = "Halted"
             return
         if record.paused:

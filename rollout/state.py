@@ -22,6 +22,8 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``sequences["dependencies"]``  Sequence — numbers the DependentLinked/DependencyReported sent
 * ``observed_values[module/cluster]`` ObservedValues — a Helm release's live values and
                                  chart defaults, as last observed (HelmValuesObserved)
+* ``restrictions[namespace]``    RestrictionRecord — the namespace's ModuleRestriction
+                                 (restrictions.py), or its tombstone once deleted
 
 Per-stage counters live in the ModuleRecord and are maintained incrementally, so a sync
 status report costs O(1) state writes whatever the fleet size.
@@ -45,7 +47,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from rollout.manifests import ModuleSpec, Sync
+from rollout.manifests import ModuleRestrictionManifest, ModuleSpec, Sync
 from rollout.releases import ObservedValues
 
 Phase = Literal[
@@ -73,6 +75,7 @@ CAPPED_TICK_IDS_KEPT = 16
 HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
 CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
+RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 
 
@@ -210,6 +213,9 @@ class ModuleRecord(Record):
     gates: dict[str, GateState] = Field(default_factory=dict)  # "<stage>/<gate>" (gates.py)
     gate_ids: list[str] = Field(default_factory=list)  # GateEvaluated handled (GATE_IDS_KEPT)
     window_waits: list[str] = Field(default_factory=list)  # stages waiting for a maintenance window (window_gate.py)
+    # why the module's spec breaks its namespace's ModuleRestriction, applied after it
+    # (restriction_rules.py): halted, and `resume` does not lift it; None: it complies
+    restricted: str | None = None
 
     def working_copy(self) -> ModuleRecord:
         """A copy the engine may change: the record itself and, one level down, the
@@ -228,6 +234,16 @@ class ModuleRecord(Record):
                 "gate_ids": list(self.gate_ids),
             }
         )
+
+
+class RestrictionRecord(Record):
+    """The ModuleRestriction of one namespace (`restriction` None: deleted, unrestricted),
+    and the ids of the restriction events handled — a redelivered older one must not
+    bring back a looser or deleted restriction."""
+
+    namespace: str
+    restriction: ModuleRestrictionManifest | None = None
+    event_ids: list[str] = Field(default_factory=list)
 
 
 class DeletedModule(Record):
@@ -364,4 +380,5 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "upstream": Upstream,
     "sequences": Sequence,
     "observed_values": ObservedValues,
+    "restrictions": RestrictionRecord,
 }

@@ -37,6 +37,7 @@ from rollout.state import (
     HeldQueue,
     ModuleRecord,
     RemovedCluster,
+    RestrictionRecord,
     Sequence,
     StageCounts,
     Target,
@@ -82,6 +83,7 @@ class TargetBook:
         dependents: MutableMapping[str, Dependents] | None = None,
         upstream: MutableMapping[str, Upstream] | None = None,
         sequences: MutableMapping[str, Sequence] | None = None,
+        restrictions: MutableMapping[str, RestrictionRecord] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -101,6 +103,7 @@ class TargetBook:
         self.dependents = dependents if dependents is not None else {}
         self.upstream = upstream if upstream is not None else {}
         self.sequences = sequences if sequences is not None else {}
+        self.restrictions = restrictions if restrictions is not None else {}
         self.partition = partition
         # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
         self._members: dict[str, set[str]] = {}

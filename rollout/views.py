@@ -73,6 +73,8 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         "deleting": record.deleting is not None,  # held until its dependents are deleted
         "lastDecision": record.last_reason,
         "observedAt": now,
+        # the rule of its namespace's ModuleRestriction it breaks (restriction_rules.py)
+        **({"restricted": record.restricted} if record.restricted is not None else {}),
     }
 
 

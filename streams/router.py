@@ -6,9 +6,9 @@
 Every input is parsed and validated once, here (`rollout.events.parse_event`); what fails —
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
-journal partition. Cluster observations (and leave/join), heartbeats and ticks are
-broadcast to every journal partition, because every partition's modules need the fleet,
-its leases and the time.
+journal partition. Cluster observations (and leave/join, and the namespaces'
+ModuleRestrictions), heartbeats and ticks are broadcast to every journal partition, because
+every partition's modules need the fleet, its policy, its leases and the time.
 
 After each batch of a cluster-observations partition, the router also writes a
 `FleetSeen(partition, position)` into every journal partition: "everything of that input
@@ -43,10 +43,13 @@ from rollout.events import (
     HelmValuesObserved,
     ModuleApplied,
     ModuleDeleted,
+    RestrictionApplied,
+    RestrictionDeleted,
     RolloutCommanded,
     SyncStatusReported,
     Tick,
     parse_event,
+    restriction_key,
 )
 from streams.outputs import Outputs
 
@@ -58,6 +61,8 @@ TOPIC_ROLE: dict[type, str] = {
     RolloutCommanded: "intents",
     ClusterObserved: "clusters",
     ClusterRemoved: "clusters",
+    RestrictionApplied: "clusters",
+    RestrictionDeleted: "clusters",
     SyncStatusReported: "status",
     HelmValuesObserved: "status",
     Tick: "ticks",
@@ -69,7 +74,16 @@ TOPIC_ROLE: dict[type, str] = {
     GateEvaluated: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
-BROADCAST = (ClusterObserved, ClusterRemoved, Tick, ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats)
+BROADCAST = (
+    ClusterObserved,
+    ClusterRemoved,
+    Tick,
+    ClusterCommanded,
+    ClusterHeartbeat,
+    ClusterHeartbeats,
+    RestrictionApplied,
+    RestrictionDeleted,
+)
 
 
 def journal_key(event: Any) -> str:
@@ -83,6 +97,10 @@ def journal_key(event: Any) -> str:
         return str(event.cluster.metadata.name)
     if isinstance(event, ClusterRemoved):
         return event.name
+    if isinstance(event, RestrictionApplied):
+        return restriction_key(event.restriction.metadata.namespace)
+    if isinstance(event, RestrictionDeleted):
+        return restriction_key(event.namespace)
     if isinstance(event, ClusterCommanded | ClusterHeartbeat):
         return event.cluster
     if isinstance(event, ClusterHeartbeats):

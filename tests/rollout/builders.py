@@ -40,7 +40,9 @@ from rollout.manifests import (
     BootstrapModuleManifest,
     ClusterManifest,
     ModuleManifest,
+    ModuleRestrictionManifest,
 )
+from rollout.restrictions import admits
 from rollout.selectors import selects
 from rollout.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
 
@@ -162,6 +164,37 @@ def module(
     document = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": spec}
     model = BootstrapModuleManifest if kind == "BootstrapModule" else ModuleManifest
     return model.model_validate(document)
+
+
+def restriction(
+    namespace: str = "fleet",
+    *,
+    name: str = "tenant-lane",
+    clusters: dict[str, Any] | None = None,
+    sources: list[str] | None = None,
+    accounts: list[str] | None = None,
+    default: str | None = None,
+    namespaces: list[str] | None = None,
+) -> ModuleRestrictionManifest:
+    spec: dict[str, Any] = {}
+    if clusters is not None:
+        spec["allowedClusters"] = clusters
+    if sources is not None:
+        spec["allowedSourcePatterns"] = sources
+    if accounts is not None:
+        spec["allowedServiceAccounts"] = accounts
+    if default is not None:
+        spec["defaultServiceAccount"] = default
+    if namespaces is not None:
+        spec["allowedTargetNamespaces"] = namespaces
+    return ModuleRestrictionManifest.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "ModuleRestriction",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
 
 
 # --- events -----------------------------------------------------------------------------
@@ -490,6 +523,13 @@ class Fleet:
         return [(a.cluster, a.sync.revision if a.sync else None) for a in outcome.assignments]
 
 
+def is_member(fleet: Fleet, record: ModuleRecord, labels: dict[str, str]) -> bool:
+    """The membership rule: the selector picks the cluster and the namespace's
+    ModuleRestriction (if any) allows it."""
+    restriction = fleet.state["restrictions"].get(record.namespace)
+    return selects(record.spec.selector, labels) and admits(restriction and restriction.restriction, labels)
+
+
 def given(*items: Any, at: float | None = T0) -> Fleet:
     """A fleet that saw a first tick at `at` (None: no tick), then the given manifests/events."""
     fleet = Fleet()
@@ -575,13 +615,14 @@ def check_consistency(fleet: Fleet) -> None:
             assert record.mode == "rollout" and record.stable == record.target, f"{name} Complete but not stable"
         if record.phase in ("RollingBack", "RolledBack"):
             assert record.mode == "rollback"
-        if record.mode == "rollout" and record.stable != record.target and not (record.paused or record.halted):
+        halted = record.halted or record.restricted is not None
+        if record.mode == "rollout" and record.stable != record.target and not (record.paused or halted):
             assert record.phase not in ("Complete", "RolledBack", "Paused", "Halted"), f"{name}: {record.phase}"
         for found in fleet.targets.values():
             if found.module != name:
                 continue
             facts = fleet.clusters[found.cluster]
-            assert selects(record.spec.selector, facts.labels), f"{found.cluster} is not a member of {name}"
+            assert is_member(fleet, record, facts.labels), f"{found.cluster} is not a member of {name}"
             assert (found.stage_index, found.stage) == stage_for(record, facts.labels)
             assert found.ready == facts.ready
             assert found.pinned == (found.cluster in record.pinned)
@@ -598,7 +639,7 @@ def check_consistency(fleet: Fleet) -> None:
                 assert fleet.assemblage_kind[key] == ASSEMBLAGE_FOR[record.kind]
                 assert fleet.assemblage_namespace[key] == facts.namespace, f"{found.cluster}: stale namespace"
         for cluster_name, facts in fleet.clusters.items():
-            if selects(record.spec.selector, facts.labels):
+            if is_member(fleet, record, facts.labels):
                 assert target_key(name, cluster_name) in fleet.targets, (
                     f"{cluster_name} matches {name} but is no member"
                 )

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from rollout.engine import MAX_TICK_STEP, Outcome, RolloutEngine, new_engine
+from rollout.events import RestrictionApplied
 from rollout.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord
 from tests.rollout.builders import (
     T0,
@@ -26,6 +27,7 @@ from tests.rollout.builders import (
     observed,
     removed,
     reported,
+    restriction,
     serialize,
     stage,
     tick,
@@ -388,6 +390,7 @@ def test_every_state_value_is_json() -> None:
     fleet.send(reported("dep", "a", "d1", "succeeded"))
     fleet.delete("base")
     fleet.remove("b")
+    fleet.send(RestrictionApplied(restriction=restriction("tenant-a")))
     for name, mapping in fleet.snapshot().items():
         assert mapping or name in ("modules", "targets"), f"the scenario left {name} empty"
         json.dumps(mapping, allow_nan=False)

@@ -17,33 +17,7 @@ from rollout.loading import ManifestError, load_manifest_text
 from rollout.manifests import LabelSelector, ModuleManifest, ModuleRestrictionManifest
 from rollout.restrictions import RestrictionViolation, admits, check_module, service_account_of
 from rollout.selectors import selects
-from tests.rollout.builders import API, GIT_URL, Fleet, cluster, given, module, next_id, stage
-
-
-def restriction(
-    namespace: str = "fleet",
-    *,
-    name: str = "tenant-lane",
-    clusters: dict[str, Any] | None = None,
-    sources: list[str] | None = None,
-    accounts: list[str] | None = None,
-    default: str | None = None,
-    namespaces: list[str] | None = None,
-) -> ModuleRestrictionManifest:
-    spec: dict[str, Any] = {}
-    if clusters is not None:
-        spec["allowedClusters"] = clusters
-    if sources is not None:
-        spec["allowedSourcePatterns"] = sources
-    if accounts is not None:
-        spec["allowedServiceAccounts"] = accounts
-    if default is not None:
-        spec["defaultServiceAccount"] = default
-    if namespaces is not None:
-        spec["allowedTargetNamespaces"] = namespaces
-    return ModuleRestrictionManifest.model_validate(
-        {"apiVersion": API, "kind": "ModuleRestriction", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
-    )
+from tests.rollout.builders import API, GIT_URL, Fleet, cluster, given, module, next_id, restriction, stage
 
 
 def restricted(manifest: ModuleRestrictionManifest) -> RestrictionApplied:
@@ -148,7 +122,7 @@ def test_a_target_namespace_outside_the_list_is_refused() -> None:
 
 
 def test_a_restriction_with_a_bad_pattern_or_a_default_outside_its_list_is_refused_at_load() -> None:
-    with pytest.raises(ManifestError, match="allowedSourcePatterns.*not a regular expression"):
+    with pytest.raises(ManifestError, match=r"allowedSourcePatterns.*not a regular expression"):
         load_manifest_text(
             f"apiVersion: {API}\nkind: ModuleRestriction\nmetadata: {{name: r, namespace: fleet}}\n"
             "spec: {allowedSourcePatterns: ['(']}\n",
@@ -163,7 +137,9 @@ _values = st.lists(st.sampled_from(["x", "y", "z"]), min_size=1, max_size=3, uni
 _requirement = st.one_of(
     st.builds(lambda k, v: {"key": k, "operator": "In", "values": v}, st.sampled_from("ab"), _values),
     st.builds(lambda k, v: {"key": k, "operator": "NotIn", "values": v}, st.sampled_from("ab"), _values),
-    st.builds(lambda k, o: {"key": k, "operator": o}, st.sampled_from("ab"), st.sampled_from(["Exists", "DoesNotExist"])),
+    st.builds(
+        lambda k, o: {"key": k, "operator": o}, st.sampled_from("ab"), st.sampled_from(["Exists", "DoesNotExist"])
+    ),
 )
 _selector = st.builds(
     lambda labels, expressions: LabelSelector.model_validate({"matchLabels": labels, "matchExpressions": expressions}),
