@@ -332,7 +332,12 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
     if plural == "rolloutapprovals":
         approval = ApprovalSpec.model_validate(obj.get("spec") or {})
         return RolloutCommanded(
-            id=event_id, module=approval.module, command="approve", stage=approval.stage, user=approval.approver
+            id=event_id,
+            module=approval.module,
+            command="approve",
+            stage=approval.stage,
+            user=approval.approver,
+            via="crd",
         )
     command = CommandSpec.model_validate(obj.get("spec") or {})
     if command.command in ("pin", "unpin") and command.cluster is None:
@@ -345,6 +350,7 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
         command=command.command,
         cluster=command.cluster,
         user=command.requested_by,
+        via="crd",
     )
 
 

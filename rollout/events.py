@@ -61,6 +61,10 @@ LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
 SyncState = Literal["succeeded", "failed", "updating"]
 CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "pin", "unpin"]
+CommandDoor = Literal["cli", "dashboard", "crd"]
+"""Where an operator's command came in: `rollout <verb>` (cli), the dashboard's buttons
+(dashboard), or a RolloutCommand / RolloutApproval object the module watcher turned into the
+event (crd). Absent on events written before the field existed."""
 
 
 def new_event_id() -> str:
@@ -124,6 +128,9 @@ class RolloutCommanded(EventBase):
     stage: str | None = None
     cluster: str | None = None
     user: str | None = None
+    """Who asked: the CLI's local user, the dashboard's verified identity (OIDC or Kubernetes
+    token), the object's `spec.approver` / `spec.requestedBy` (checked by admission)."""
+    via: CommandDoor | None = None
 
     @field_validator("module")
     @classmethod
@@ -152,13 +159,6 @@ class ClusterRemoved(EventBase):
         return check_dns1123_label(value)
 
 
-class SyncStatusReported(EventBase):
-    """What an applier saw for one (cluster, module).
-
-    `generation`: the generation of the assignment the report answers (appliers read it
-    from the rendered object's annotation). When present it must equal the generation the
-    cluster is assigned, or the report is ignored; when absent (a hand-written
-    `rollout report-status`), the revision label must equal the assigned one.
 class RestrictionApplied(EventBase):
     """The ModuleRestriction of a namespace (rollout/restrictions.py), on the
     cluster-observations topic: broadcast to every journal partition, it replaces the
@@ -186,6 +186,13 @@ def restriction_key(namespace: str) -> str:
     return f"restriction/{namespace}"
 
 
+class SyncStatusReported(EventBase):
+    """What an applier saw for one (cluster, module).
+
+    `generation`: the generation of the assignment the report answers (appliers read it
+    from the rendered object's annotation). When present it must equal the generation the
+    cluster is assigned, or the report is ignored; when absent (a hand-written
+    `rollout report-status`), the revision label must equal the assigned one.
 
     `reply`: ask the engine for a verdict (accepted, or refused with the reason: unknown
     cluster or module, not the assignment in force) on the verdicts topic. Appliers leave
@@ -269,6 +276,7 @@ class ClusterCommanded(EventBase):
     cluster: str
     command: Literal["leave", "join"]
     user: str | None = None
+    via: CommandDoor | None = None
     reply: bool | None = None
 
     @field_validator("cluster")
@@ -395,6 +403,8 @@ InputEvent = Annotated[
     | RolloutCommanded
     | ClusterObserved
     | ClusterRemoved
+    | RestrictionApplied
+    | RestrictionDeleted
     | SyncStatusReported
     | HelmValuesObserved
     | Tick
@@ -403,8 +413,6 @@ InputEvent = Annotated[
     | ClusterHeartbeats
     | ClusterCommanded
     | DependentLinked
-    | RestrictionApplied
-    | RestrictionDeleted
     | DependencyReported
     | GateEvaluated,
     Field(discriminator="type"),

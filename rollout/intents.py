@@ -11,6 +11,8 @@
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
 stage or cluster the engine does not know (or could not apply), accepted otherwise.
+A command's decisions carry who asked and through which door (`Decision.user`, `.via`),
+and their reason says it: "aborted by alice@example.com via dashboard: ...".
 Whether an intent applies now or waits for the fleet its publisher knew is decided before
 it gets here (causal.py).
 """
@@ -34,6 +36,12 @@ def intent_module(event: Intent) -> str:
     if isinstance(event, ModuleDeleted):
         return event.name
     return event.module
+
+
+def command_author(event: RolloutCommanded) -> str:
+    """The " by USER via DOOR" of a command's reasons; either part absent when the event has none."""
+    by = f" by {event.user}" if event.user else ""
+    return f"{by} via {event.via}" if event.via else by
 
 
 class ModuleIntents(RestrictionRules):
@@ -208,8 +216,9 @@ class ModuleIntents(RestrictionRules):
             return
         record = stored.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
-        by = f" by {event.user}" if event.user else ""
+        by = command_author(event)
         command = event.command
+        first = len(out.decisions)
         if command == "pause":
             if not record.paused:
                 record.paused = True
@@ -257,5 +266,8 @@ class ModuleIntents(RestrictionRules):
                     self._index(record.name)
                     new = self._join_at_stage_revision(record, target.model_copy(update={"pinned": pinned}), out)
                     self._store_target(record, target, new, out)
+        out.decisions[first:] = [
+            d.model_copy(update={"user": event.user, "via": event.via}) for d in out.decisions[first:]
+        ]
         self._advance(record, out)
         self._save_module(record, out)

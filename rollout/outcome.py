@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rollout.assemblages import AssignedSync
+from rollout.events import CommandDoor
 
 # A module-status entry the caller renders itself, once per batch (`TargetBook.defer_views`,
 # `status_of`); recognised by identity, never sent as is.
@@ -49,6 +50,8 @@ class Decision(BaseModel):
     at: float = 0.0
     stage: str | None = None  # the stage a stage-* / awaiting-approval decision is about
     stage_seconds: float | None = None  # stage-succeeded: engine seconds since the stage started
+    user: str | None = None  # a command's decision: who asked (RolloutCommanded.user)
+    via: CommandDoor | None = None  # a command's decision: through which door (cli, dashboard, crd)
 
 
 @dataclass(frozen=True)

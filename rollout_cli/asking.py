@@ -91,7 +91,7 @@ def command_verb(verb: str, help_text: str) -> click.Command:
         from rollout_cli import views
 
         check_name(module)
-        event = RolloutCommanded(module=module, command=verb, user=views.current_user())  # type: ignore[arg-type]
+        event = RolloutCommanded(module=module, command=verb, user=views.current_user(), via="cli")  # type: ignore[arg-type]
         ask_engine(ctx, wait, event, module, f"module/{module}: {verb}")
 
     return _command
@@ -116,7 +116,7 @@ def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
     from rollout_cli import views
 
     check_name(module)
-    event = RolloutCommanded(module=module, command="approve", stage=stage, user=views.current_user())
+    event = RolloutCommanded(module=module, command="approve", stage=stage, user=views.current_user(), via="cli")
     ask_engine(ctx, wait, event, module, f"module/{module}: approve stage {stage}")
 
 
@@ -132,7 +132,7 @@ def pin_verb(verb: str, help_text: str) -> click.Command:
 
         check_name(module)
         check_name(cluster)
-        event = RolloutCommanded(module=module, command=verb, cluster=cluster, user=views.current_user())  # type: ignore[arg-type]
+        event = RolloutCommanded(module=module, command=verb, cluster=cluster, user=views.current_user(), via="cli")  # type: ignore[arg-type]
         ask_engine(ctx, wait, event, module, f"module/{module}: {verb} {cluster}")
 
     return _command

@@ -41,6 +41,7 @@ def _membership_verb(verb: str, help_text: str) -> None:
             cluster=name,
             command=verb,  # type: ignore[arg-type]
             user=views.current_user(),
+            via="cli",
             reply=True if wait.enabled else None,
         )
         topic = ctx.topics.clusters
