@@ -139,6 +139,30 @@ def ensure_age_keygen(progress: Progress | None = None) -> Path:
     return _ensure(AGE_KEYGEN, _go_install(AGE_KEYGEN_MODULE), progress)
 
 
+def ensure_program(
+    program: GoProgram, build: Callable[[GoProgram, Path], None], progress: Progress | None = None
+) -> Path:
+    """`program`'s cached binary, made by `build(program, workdir)` first when it is not there
+    (same stamp and lock as the controllers): for Go programs of other local components
+    (infra/localoidc)."""
+    return _ensure(program, build, progress)
+
+
+def go_build(module: Path) -> Callable[[GoProgram, Path], None]:
+    """A builder running ``go build`` on a copy of the Go module in `module` (its go.mod and
+    go.sum pin every dependency, fetched from the Go module proxy)."""
+
+    def build(program: GoProgram, workdir: Path) -> None:
+        source = workdir / "src"
+        shutil.copytree(module, source)
+        output = workdir / program.name
+        env = {"CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=readonly"}
+        _run(program, [_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."], source, env)
+        os.replace(output, program.target)
+
+    return build
+
+
 def _ensure(program: GoProgram, build: Callable[[GoProgram, Path], None], progress: Progress | None) -> Path:
     if program.is_built():
         return program.target
