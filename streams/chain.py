@@ -117,7 +117,7 @@ class DecisionChain:
         head = self.head
         linked = {**body, "chain": self.chain, "seq": head.seq, "prev": head.hash}
         digest = hashlib.sha256(canonical(linked)).hexdigest()
-        self.heads[HEAD_KEY] = ChainHead(hash=digest, seq=head.seq + 1)
+        self.heads[HEAD_KEY] = ChainHead.model_construct(hash=digest, seq=head.seq + 1)  # valid by construction
         linked["hash"] = digest
         return canonical(linked)
 

@@ -9,7 +9,9 @@ the definition of "effectively once":
 * each stage's tracked position counts exactly the records of its input partition
   (`events == records`, `offset == end`): no journal or assignment offset skipped, none
   counted twice;
-* the projections equal a clean refold of the journal (`rollout replay --check`);
+* the projections and the decision records (hashes included) equal a clean refold of the
+  journal (`rollout replay --check`), and every decision chain verifies end to end
+  (`rollout history --verify`: the chain head is committed with the decisions);
 * no snapshot version was published with two different contents;
 * no worker exited unless the round killed or stopped it.
 
@@ -79,6 +81,7 @@ class RoundResult:
     lost: list[str] = field(default_factory=list)
     miscounted: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
+    broken_chains: list[str] = field(default_factory=list)
     conflicting_versions: list[str] = field(default_factory=list)
     unexpected_exits: list[str] = field(default_factory=list)
     converged: bool = False
@@ -87,12 +90,17 @@ class RoundResult:
     @property
     def ok(self) -> bool:
         return self.converged and not (
-            self.lost or self.miscounted or self.diverged or self.conflicting_versions or self.unexpected_exits
+            self.lost
+            or self.miscounted
+            or self.diverged
+            or self.broken_chains
+            or self.conflicting_versions
+            or self.unexpected_exits
         )
 
     def explain(self) -> str:
         parts = [f"{self.disruption}: converged={self.converged}"]
-        for name in ("lost", "miscounted", "diverged", "conflicting_versions", "unexpected_exits"):
+        for name in ("lost", "miscounted", "diverged", "broken_chains", "conflicting_versions", "unexpected_exits"):
             items = getattr(self, name)
             if items:
                 parts.append(f"{name} ({len(items)}): {items[:10]}")
@@ -286,6 +294,10 @@ def _check(stack: Stack, result: RoundResult) -> None:
     replay = CliRunner().invoke(cli, ["replay", "--check"], env=stack.env, catch_exceptions=False)
     if replay.exit_code != 0:
         result.diverged = [line for line in replay.output.splitlines() if line.strip()][-20:]
+    verified = CliRunner().invoke(cli, ["history", "--verify"], env=stack.env, catch_exceptions=False)
+    if verified.exit_code != 0:
+        lines = [line for line in verified.output.splitlines() if "BROKEN" in line or "match" in line]
+        result.broken_chains = lines or [verified.output[-500:]]
 
 
 def table(results: list[RoundResult]) -> str:
