@@ -2,6 +2,14 @@
 
 Kept apart from rollout_cli/main.py, like watching.py, so that `rollout --help` imports
 neither aiohttp nor aiokafka (tests/cli/test_startup.py).
+
+Who may use it (docs/security.md, "The dashboard"): the dashboard always needs a Kubernetes
+API server — it checks pasted and Bearer tokens with TokenReview and every command with a
+SubjectAccessReview — from --kubeconfig ($KUBECONFIG, ~/.kube/config) or the pod's service
+account; OIDC login is added with --oidc-issuer-url, --oidc-client-id and
+--oidc-redirect-url. Without an API server it refuses to start, unless --insecure-no-auth
+is given, which serves everyone as an all-powerful anonymous user and is therefore only
+allowed on a loopback address (`rollout up` uses it when it has no local cluster).
 """
 
 from __future__ import annotations
@@ -9,10 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging.config
 import signal
+from typing import TYPE_CHECKING
 
 import click
 
 from rollout_cli.options import DEFAULT_WEB_HOST, Context, check_port_free, fail, kafka_options
+
+if TYPE_CHECKING:
+    from projections.dashboard.guard import Guard
+    from projections.dashboard.oidc import OIDCSettings
 
 DEFAULT_DASHBOARD_PORT = 6070
 
@@ -31,8 +44,110 @@ DEFAULT_DASHBOARD_PORT = 6070
     envvar="ROLLOUT_DASHBOARD_HOST",
     default=DEFAULT_WEB_HOST,
     show_default=True,
-    help="Address the web UI listens on; 0.0.0.0 for every interface, as in a container "
-    "(env ROLLOUT_DASHBOARD_HOST). Anyone who reaches it can approve, pause and roll back.",
+    help="Address the web UI listens on; 0.0.0.0 for every interface, as in a container (env ROLLOUT_DASHBOARD_HOST).",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig of the management cluster, whose API server checks tokens (TokenReview) and "
+    "authorizes every command (SubjectAccessReview); default ~/.kube/config, else in-cluster.",
+)
+@click.option("--context", default=None, help="Context of --kubeconfig.")
+@click.option(
+    "--namespace",
+    "fallback_namespace",
+    envvar="ROLLOUT_DASHBOARD_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="Where commands on a module whose status names no namespace are authorized (env ROLLOUT_DASHBOARD_NAMESPACE).",
+)
+@click.option(
+    "--oidc-issuer-url",
+    envvar="ROLLOUT_DASHBOARD_OIDC_ISSUER_URL",
+    default=None,
+    help="OIDC login: the provider's issuer, exactly as in its discovery document "
+    "(env ROLLOUT_DASHBOARD_OIDC_ISSUER_URL).",
+)
+@click.option(
+    "--oidc-client-id",
+    envvar="ROLLOUT_DASHBOARD_OIDC_CLIENT_ID",
+    default=None,
+    help="OIDC client id (env ROLLOUT_DASHBOARD_OIDC_CLIENT_ID).",
+)
+@click.option(
+    "--oidc-client-secret",
+    envvar="ROLLOUT_DASHBOARD_OIDC_CLIENT_SECRET",
+    default=None,
+    help="OIDC client secret; prefer the variable ROLLOUT_DASHBOARD_OIDC_CLIENT_SECRET (from a Secret) to the flag; "
+    "none: a public client, PKCE only.",
+)
+@click.option(
+    "--oidc-redirect-url",
+    envvar="ROLLOUT_DASHBOARD_OIDC_REDIRECT_URL",
+    default=None,
+    help="This dashboard's https://HOST/auth/callback as registered with the provider "
+    "(env ROLLOUT_DASHBOARD_OIDC_REDIRECT_URL).",
+)
+@click.option(
+    "--oidc-username-claim",
+    envvar="ROLLOUT_DASHBOARD_OIDC_USERNAME_CLAIM",
+    default="email",
+    show_default=True,
+    help="ID-token claim that is the Kubernetes user, as kube-apiserver's --oidc-username-claim "
+    "(env ROLLOUT_DASHBOARD_OIDC_USERNAME_CLAIM).",
+)
+@click.option(
+    "--oidc-groups-claim",
+    envvar="ROLLOUT_DASHBOARD_OIDC_GROUPS_CLAIM",
+    default="groups",
+    show_default=True,
+    help="ID-token claim listing the user's groups (env ROLLOUT_DASHBOARD_OIDC_GROUPS_CLAIM).",
+)
+@click.option(
+    "--oidc-username-prefix",
+    envvar="ROLLOUT_DASHBOARD_OIDC_USERNAME_PREFIX",
+    default="",
+    help="Prepended to the username, as kube-apiserver's --oidc-username-prefix: use the same value so RBAC "
+    "subjects match (env ROLLOUT_DASHBOARD_OIDC_USERNAME_PREFIX).",
+)
+@click.option(
+    "--oidc-groups-prefix",
+    envvar="ROLLOUT_DASHBOARD_OIDC_GROUPS_PREFIX",
+    default="",
+    help="Prepended to every group, as kube-apiserver's --oidc-groups-prefix "
+    "(env ROLLOUT_DASHBOARD_OIDC_GROUPS_PREFIX).",
+)
+@click.option(
+    "--oidc-extra-scope",
+    "oidc_extra_scopes",
+    envvar="ROLLOUT_DASHBOARD_OIDC_EXTRA_SCOPES",
+    multiple=True,
+    help="A scope to ask for besides openid, profile and email (e.g. groups for Dex); repeatable "
+    "(env ROLLOUT_DASHBOARD_OIDC_EXTRA_SCOPES, space-separated).",
+)
+@click.option(
+    "--public-url",
+    envvar="ROLLOUT_DASHBOARD_PUBLIC_URL",
+    default=None,
+    help="The URL browsers use (https://rollout.example.com) when a proxy terminates TLS: state-changing "
+    "requests must come from its origin (env ROLLOUT_DASHBOARD_PUBLIC_URL; default: the request's own).",
+)
+@click.option(
+    "--session-ttl",
+    envvar="ROLLOUT_DASHBOARD_SESSION_TTL",
+    default=28800,
+    show_default=True,
+    type=click.IntRange(60, 7 * 86400),
+    help="Seconds a login lasts (env ROLLOUT_DASHBOARD_SESSION_TTL).",
+)
+@click.option(
+    "--insecure-no-auth",
+    envvar="ROLLOUT_DASHBOARD_INSECURE_NO_AUTH",
+    is_flag=True,
+    default=False,
+    help="No login and no RBAC: whoever reaches the port may pause, abort and roll back. Only with a loopback "
+    "--host, for a laptop (env ROLLOUT_DASHBOARD_INSECURE_NO_AUTH).",
 )
 @click.option(
     "--log-format",
@@ -50,12 +165,35 @@ DEFAULT_DASHBOARD_PORT = 6070
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
 @kafka_options
-def dashboard(ctx: Context, port: int, host: str, log_format: str, loglevel: str) -> None:
+def dashboard(
+    ctx: Context,
+    port: int,
+    host: str,
+    kubeconfig: str | None,
+    context: str | None,
+    fallback_namespace: str,
+    oidc_issuer_url: str | None,
+    oidc_client_id: str | None,
+    oidc_client_secret: str | None,
+    oidc_redirect_url: str | None,
+    oidc_username_claim: str,
+    oidc_groups_claim: str,
+    oidc_username_prefix: str,
+    oidc_groups_prefix: str,
+    oidc_extra_scopes: tuple[str, ...],
+    public_url: str | None,
+    session_ttl: int,
+    insecure_no_auth: bool,
+    log_format: str,
+    loglevel: str,
+) -> None:
     """Serve a live web UI of modules, stages, clusters and dead letters, until stopped.
 
     It reads the projection topics (read_committed), updates the browser through server-sent
     events, and its approve / pause / resume / rollback / abort buttons publish the same
-    commands as the CLI, showing the engine's refusal when there is one.
+    commands as the CLI, showing the engine's refusal when there is one. Users log in with
+    OIDC or a Kubernetes token; what they may press is what Kubernetes RBAC lets them create
+    (RolloutCommands, RolloutApprovals) in the module's namespace.
     """
     check_port_free(port, host, "--port")
     from infra import client
@@ -63,17 +201,118 @@ def dashboard(ctx: Context, port: int, host: str, log_format: str, loglevel: str
     from projections.dashboard.server import serve
 
     logging.config.dictConfig(logging_config(log_format, loglevel))
+    oidc = None
+    if oidc_issuer_url or oidc_client_id or oidc_redirect_url:
+        oidc = _oidc_settings(
+            oidc_issuer_url,
+            oidc_client_id,
+            oidc_client_secret,
+            oidc_redirect_url,
+            claims=(oidc_username_claim, oidc_groups_claim, oidc_username_prefix, oidc_groups_prefix),
+            extra_scopes=tuple(s for scopes in oidc_extra_scopes for s in scopes.split()),
+        )
+    guard = _guard(host, kubeconfig, context, oidc, insecure_no_auth, public_url, fallback_namespace, session_ttl)
     bootstrap, topics = ctx.bootstrap, ctx.topics
     click.echo(f"dashboard: http://{host}:{port}/ (topics {ctx.prefix}*, Kafka {bootstrap})")
+    if guard.insecure:
+        click.secho(
+            "INSECURE: --insecure-no-auth: no login, no RBAC; anyone who reaches this port may approve, pause, "
+            f"abort and roll back (bound to {host} only)",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+    else:
+        doors = ["Kubernetes tokens (TokenReview)"] + ([f"OIDC ({oidc.issuer_url})"] if oidc else [])
+        click.echo(f"login:     {', '.join(doors)}; commands authorized by SubjectAccessReview")
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(bootstrap=bootstrap, topics=topics, host=host, port=port, stop=stop)
+        await serve(bootstrap=bootstrap, topics=topics, host=host, port=port, guard=guard, stop=stop)
 
     try:
         asyncio.run(main())
     except client.MissingTopic as error:
         fail(str(error))
+
+
+def _oidc_settings(
+    issuer_url: str | None,
+    client_id: str | None,
+    client_secret: str | None,
+    redirect_url: str | None,
+    *,
+    claims: tuple[str, str, str, str],
+    extra_scopes: tuple[str, ...],
+) -> OIDCSettings:
+    from projections.dashboard.identity import ClaimMapping
+    from projections.dashboard.oidc import DEFAULT_SCOPES, OIDCSettings
+
+    missing = [
+        flag
+        for flag, value in (
+            ("--oidc-issuer-url", issuer_url),
+            ("--oidc-client-id", client_id),
+            ("--oidc-redirect-url", redirect_url),
+        )
+        if not value
+    ]
+    if missing or issuer_url is None or client_id is None or redirect_url is None:
+        fail(f"OIDC login needs {', '.join(missing)} as well")
+    return OIDCSettings(
+        issuer_url=issuer_url,
+        client_id=client_id,
+        client_secret=client_secret or None,
+        redirect_url=redirect_url,
+        scopes=tuple(dict.fromkeys((*DEFAULT_SCOPES, *extra_scopes))),
+        claims=ClaimMapping(*claims),
+    )
+
+
+def _guard(
+    host: str,
+    kubeconfig: str | None,
+    context: str | None,
+    oidc: OIDCSettings | None,
+    insecure: bool,
+    public_url: str | None,
+    fallback_namespace: str,
+    session_ttl: int,
+) -> Guard:
+    """How the dashboard knows its users; fails with what to pass when it cannot know them."""
+    from projections.dashboard.guard import Guard, is_loopback
+    from projections.dashboard.kube_access import KubeAccess
+    from projections.dashboard.oidc import OIDCClient
+    from projections.dashboard.sessions import SessionStore
+    from projections.kube import KubeconfigError, management_client
+
+    sessions = SessionStore(ttl=float(session_ttl))
+    if insecure:
+        if oidc is not None:
+            fail("--insecure-no-auth and --oidc-issuer-url contradict each other: choose one")
+        if not is_loopback(host):
+            fail(f"--insecure-no-auth serves everyone as an all-powerful user: only on a loopback --host, not {host}")
+        return Guard(sessions=sessions, insecure=True, public_url=public_url, fallback_namespace=fallback_namespace)
+
+    async def probe() -> None:
+        api = await management_client(kubeconfig, context)
+        await api.close()
+
+    try:
+        asyncio.run(probe())
+    except KubeconfigError as error:
+        fail(
+            f"the dashboard needs a Kubernetes API server to check logins and authorize commands: {error}; "
+            "or, on a laptop only, --insecure-no-auth"
+        )
+    kube = KubeAccess(lambda: management_client(kubeconfig, context))
+    return Guard(
+        sessions=sessions,
+        oidc=OIDCClient(oidc) if oidc is not None else None,
+        kube=kube,
+        public_url=public_url,
+        fallback_namespace=fallback_namespace,
+    )

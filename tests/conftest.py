@@ -6,16 +6,24 @@ and state file — a broker started by ``rollout kafka start`` is never touched 
 shared jar cache (``$ROLLOUT_CACHE_DIR``, default ``~/.cache/rollout``). Set
 ``ROLLOUT_TEST_BOOTSTRAP=host:port`` to use an already running broker instead. A broker
 that cannot start fails the tests that need it; it never skips them.
+
+``kube_pool``: one etcd and real kube-apiservers for the session (tests/kube/cluster.py),
+started on first use; tests/kube/ and the dashboard's browser tests (TokenReview,
+SubjectAccessReview) share it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from infra.localkafka import KafkaError, LocalKafka
+
+if TYPE_CHECKING:
+    from tests.kube.cluster import KubePool
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,3 +51,19 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield info.bootstrap
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubePool]:
+    from infra.localkube import LocalKubeError
+    from tests.kube.cluster import KubePool
+
+    pool = KubePool(tmp_path_factory.mktemp("kube"))
+    try:
+        pool.start()
+    except LocalKubeError as error:
+        pytest.fail(f"cannot start the test kube-apiserver: {error}", pytrace=False)
+    try:
+        yield pool
+    finally:
+        pool.stop()

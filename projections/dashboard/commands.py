@@ -1,7 +1,10 @@
 """The dashboard's buttons: the CLI's commands, as the same `RolloutCommanded` intents.
 
 `command_event` turns a button's request into the event (a bad request is a
-`CommandRefused` saying what is wrong); `send_command` publishes it on the intents topic,
+`CommandRefused` saying what is wrong), signed with the verified identity's user name and
+`via="dashboard"` — never a name of the dashboard's own: the engine records who asked and
+through which door; `required_permission` names the RBAC resource a user must be allowed to
+create for it (server.py asks a SubjectAccessReview); `send_command` publishes it on the intents topic,
 keyed by module like `rollout approve|pause|resume|abort|rollback`. The engine judges it
 there; the browser then asks for the verdict on the event's id (pages.verdict).
 
@@ -15,19 +18,20 @@ from typing import Any
 
 from infra import client
 from infra.topics import TopicNames
+from projections.dashboard.kube_access import APPROVALS
+from projections.dashboard.kube_access import COMMANDS as COMMAND_OBJECTS
 from rollout.events import RolloutCommanded
 from rollout.manifests import check_dns1123_label
 
 COMMANDS = ("approve", "pause", "resume", "abort", "rollback")
-DASHBOARD_USER = "dashboard"
 
 
 class CommandRefused(ValueError):
     """A request the dashboard cannot turn into a command (it never reaches the engine)."""
 
 
-def command_event(module: str, request: Any, *, user: str | None = None) -> RolloutCommanded:
-    """The `RolloutCommanded` for a POSTed `{"command": ..., "stage": ...}` on `module`."""
+def command_event(module: str, request: Any, *, user: str) -> RolloutCommanded:
+    """The `RolloutCommanded` for a POSTed `{"command": ..., "stage": ...}` on `module` by `user`."""
     try:
         check_dns1123_label(module)
     except ValueError as error:
@@ -42,7 +46,12 @@ def command_event(module: str, request: Any, *, user: str | None = None) -> Roll
         raise CommandRefused("approve needs the stage to approve")
     if command != "approve" and stage is not None:
         raise CommandRefused(f"{command} takes no stage")
-    return RolloutCommanded(module=module, command=command, stage=stage, user=user or DASHBOARD_USER)
+    return RolloutCommanded(module=module, command=command, stage=stage, user=user, via="dashboard")
+
+
+def required_permission(event: RolloutCommanded) -> str:
+    """The rollout.dev resource whose `create` allows `event` (the CRD that means the same)."""
+    return APPROVALS if event.command == "approve" else COMMAND_OBJECTS
 
 
 async def send_command(bootstrap: str, topics: TopicNames, event: RolloutCommanded) -> str:

@@ -1,11 +1,20 @@
 """The dashboard's HTTP layer (aiohttp): static assets, a JSON API over pages.py, SSE.
 
+Every request passes guard.py first (identity, CSRF, security headers): without a verified
+identity only the login page (login.py), /healthz and /readyz answer — /api/* says 401, a
+page redirects to /login. A command is then authorized by a SubjectAccessReview (may this
+user create the rollout.dev object that means the same, in the module's namespace?) before
+anything is published: 403 names the missing permission.
+
+    GET  /login, /auth/oidc, /auth/callback; POST /auth/token, /auth/logout   (login.py)
+    GET  /api/me                         the user, their CSRF token, what they may do where
     GET  /                               the single-page UI (static/index.html)
     GET  /static/...                     its JS and CSS, shipped in the package
     GET  /api/overview                   modules list, counts, whether the reader caught up
     GET  /api/modules/{name}             one module's page
     GET  /api/modules/{name}/clusters    its clusters: ?stage= &state= &q= &offset= &limit=
     POST /api/modules/{name}/commands    {"command": "approve", "stage": "canary"} → 202 {eventId}
+                                         (403 without the RBAC permission, or cross-origin)
     GET  /api/verdicts/{event_id}        refused / accepted / pending
     GET  /api/clusters                   ?q= &state= &offset= &limit=
     GET  /api/clusters/{name}            one cluster's page
@@ -30,8 +39,9 @@ from typing import Any
 from aiohttp import web
 
 from infra.topics import TopicNames
-from projections.dashboard import pages
-from projections.dashboard.commands import CommandRefused, command_event, send_command
+from projections.dashboard import login, pages
+from projections.dashboard.commands import CommandRefused, command_event, required_permission, send_command
+from projections.dashboard.guard import GUARD, IDENTITY, Guard, guard_middleware, json_error, security_headers
 from projections.dashboard.reader import ProjectionReader
 
 log = logging.getLogger(__name__)
@@ -87,22 +97,53 @@ async def module_clusters(request: web.Request) -> web.Response:
     return web.json_response(pages.stage_clusters(_reader(request).view, name, _query(request)))
 
 
+def module_namespace(request: web.Request, module: str) -> str:
+    """The module's namespace from its status; the configured fallback when it has none."""
+    namespace = (_reader(request).view.modules.get(module) or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else request.app[GUARD].fallback_namespace
+
+
 async def command(request: web.Request) -> web.Response:
     reader = _reader(request)
+    guard = request.app[GUARD]
+    identity = request[IDENTITY]
     try:
         body = await request.json()
     except ValueError:
         body = None
     try:
-        event = command_event(request.match_info["name"], body)
+        event = command_event(request.match_info["name"], body, user=identity.user)
     except CommandRefused as error:
         return web.json_response({"error": str(error)}, status=400)
+    if not guard.insecure:
+        if guard.kube is None:
+            return json_error(500, "no Kubernetes API server to authorize the command with")
+        namespace = module_namespace(request, event.module)
+        try:
+            permission = await guard.kube.may_create(identity, required_permission(event), namespace)
+        except Exception as error:
+            log.warning("SubjectAccessReview for %s failed: %s", identity.user, error)
+            return json_error(502, f"cannot ask the Kubernetes API server (SubjectAccessReview): {error}")
+        if not permission.allowed:
+            log.warning("%s refused to %s: may not %s", event.command, identity.user, permission.describe())
+            return json_error(
+                403,
+                f"{identity.user} may not {permission.describe()}, which {event.command} requires",
+                missing={"verb": permission.verb, "group": "rollout.dev", "resource": permission.resource,
+                         "namespace": permission.namespace},
+            )  # fmt: skip
     try:
         event_id = await send_command(reader.bootstrap, reader.topics, event)
     except Exception as error:
         log.warning("cannot publish %s %s: %s", event.command, event.module, error)
         return web.json_response({"error": f"cannot publish to {reader.topics.intents}: {error}"}, status=502)
+    log.info("%s %s by %s via dashboard: event %s", event.command, event.module, identity.user, event_id)
     return web.json_response({"eventId": event_id, "command": event.command, "stage": event.stage}, status=202)
+
+
+async def me(request: web.Request) -> web.Response:
+    namespaces = {m["namespace"] for m in _reader(request).view.modules.values() if isinstance(m.get("namespace"), str)}
+    return await login.me(request, namespaces)
 
 
 async def verdict(request: web.Request) -> web.Response:
@@ -165,9 +206,17 @@ async def readyz(request: web.Request) -> web.Response:
     return web.Response(text="reading the projection topics\n", status=503)
 
 
-def create_app(reader: ProjectionReader) -> web.Application:
-    app = web.Application()
+def create_app(reader: ProjectionReader, guard: Guard) -> web.Application:
+    app = web.Application(middlewares=[guard_middleware])
     app[READER] = reader
+    app[GUARD] = guard
+    app.on_response_prepare.append(security_headers)
+    app.router.add_get("/login", login.show_login)
+    app.router.add_get("/auth/oidc", login.start_oidc)
+    app.router.add_get("/auth/callback", login.oidc_callback)
+    app.router.add_post("/auth/token", login.token_login)
+    app.router.add_post("/auth/logout", login.logout)
+    app.router.add_get("/api/me", me)
     app.router.add_get("/", index)
     app.router.add_static("/static/", STATIC)
     app.router.add_get("/api/overview", overview)
@@ -184,19 +233,21 @@ def create_app(reader: ProjectionReader) -> web.Application:
     return app
 
 
-async def serve(*, bootstrap: str, topics: TopicNames, host: str, port: int, stop: asyncio.Event) -> None:
+async def serve(*, bootstrap: str, topics: TopicNames, host: str, port: int, guard: Guard, stop: asyncio.Event) -> None:
     """Read the topics and serve the dashboard until `stop` is set.
 
     Raises `client.MissingTopic` before listening when a topic is missing."""
     reader = ProjectionReader(bootstrap, topics)
     await reader.start()
     folding = asyncio.create_task(reader.run(stop), name="dashboard-reader")
-    runner = web.AppRunner(create_app(reader), shutdown_timeout=2.0)
+    runner = web.AppRunner(create_app(reader, guard), shutdown_timeout=2.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
         log.info("dashboard ready: http://%s:%d/", host, port)
+        if guard.insecure:
+            log.warning("INSECURE (--insecure-no-auth): no login; anyone on %s:%d may abort and roll back", host, port)
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({folding, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
@@ -205,5 +256,7 @@ async def serve(*, bootstrap: str, topics: TopicNames, host: str, port: int, sto
     finally:
         stop.set()
         await runner.cleanup()
+        if guard.kube is not None:
+            await guard.kube.close()
         with contextlib.suppress(asyncio.CancelledError):
             await folding

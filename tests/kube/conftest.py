@@ -1,6 +1,7 @@
 """Fixtures for the Kubernetes side: real API servers, kubeconfig secrets, snapshots, a sink.
 
-`kube_pool` (session) starts one etcd and real kube-apiservers on it (see
+`kube_pool` (session, in tests/conftest.py: the dashboard's browser tests share it) starts
+one etcd and real kube-apiservers on it (see
 `tests/kube/cluster.py` and `infra.localkube`): the binaries are built once from the Go
 module proxy and cached under `~/.cache/rollout/kube`. `management` is the pool's
 management cluster, emptied of what earlier tests left; `workloads("c1", ...)` maps each
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -26,7 +27,6 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, V1
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config_dict
 
-from infra.localkube import LocalKubeError
 from infra.topics import ensure_topics
 from projections.kube import RetryPolicy
 from projections.render import FluxRenderer
@@ -97,19 +97,6 @@ async def eventually(check: Callable[[], Any], *, timeout: float = 10.0, interva
 
 
 # --- servers -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def kube_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubePool]:
-    pool = KubePool(tmp_path_factory.mktemp("kube"))
-    try:
-        pool.start()
-    except LocalKubeError as error:
-        pytest.fail(f"cannot start the test kube-apiserver: {error}", pytrace=False)
-    try:
-        yield pool
-    finally:
-        pool.stop()
 
 
 @pytest.fixture

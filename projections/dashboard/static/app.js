@@ -10,18 +10,26 @@
 // events (/api/events) say what changed; the view on screen refetches only when it shows
 // something that changed, so a rollout is watched without reloading the page. A command
 // button posts the CLI's command and then asks for the engine's verdict on that event id.
+//
+// Who: the page starts by asking /api/me (the server sent the login page instead of this one
+// to anyone not logged in). Its answer names the user, the session's CSRF token — sent back
+// in X-CSRF-Token with every POST, which a page of another origin cannot read — and, per
+// namespace, whether RBAC lets the user create RolloutCommands and RolloutApprovals: the
+// buttons a user may not press are not shown (the server refuses them anyway, 403).
+// No inline script or style anywhere: the Content-Security-Policy forbids both.
 "use strict";
 
 const PAGE_SIZE = 500;
 const VERDICT_WAIT_MS = 15000;
 const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned", "blocked"];
-const app = { view: null, skew: 0, live: null };
+const app = { view: null, skew: 0, live: null, me: null };
 
 function h(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "style") Object.assign(node.style, value);  // CSSOM: allowed by the CSP, unlike style=""
     else if (key === "testid") node.dataset.testid = value;
     else node.setAttribute(key, value === true ? "" : value);
   }
@@ -34,6 +42,7 @@ function h(tag, attrs, ...children) {
 
 async function api(path, options) {
   const response = await fetch(path, options);
+  if (response.status === 401) { location.assign("/login"); throw Object.assign(new Error("not logged in"), { status: 401 }); }
   const body = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
   if (!response.ok) throw Object.assign(new Error(body.error || `HTTP ${response.status}`), { status: response.status });
   return body;
@@ -54,7 +63,7 @@ function progressBar(counts, testid) {
   const total = counts.members || 0;
   const bar = h("div", { class: "bar", testid, title: STATE_ORDER.map((s) => `${s} ${counts[s] || 0}`).join(", ") });
   for (const category of STATE_ORDER) {
-    if (total && counts[category]) bar.append(h("span", { class: `fill ${category}`, style: `width:${(100 * counts[category]) / total}%` }));
+    if (total && counts[category]) bar.append(h("span", { class: `fill ${category}`, style: { width: `${(100 * counts[category]) / total}%` } }));
   }
   return h("div", { class: "progress" }, bar, h("span", { class: "count" }, `${counts.succeeded || 0}/${total}`));
 }
@@ -123,8 +132,9 @@ function moduleView(root, name) {
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   let currentStage = "";
   let dependsOn = [];
+  let namespace = null;
   const shownStage = () => (selection.stage === null ? currentStage : selection.stage);
-  const controls = h("div", { class: "commands" },
+  const controls = h("div", { class: "commands", testid: "commands" },
     ["pause", "resume", "rollback", "abort"].map((command) =>
       h("button", { testid: `command-${command}`, class: command === "rollback" || command === "abort" ? "danger" : "",
         onclick: () => sendCommand(name, { command }, verdict) }, command)));
@@ -156,7 +166,7 @@ function moduleView(root, name) {
       : stage.awaitingApprovalSince
         ? h("div", { class: "clock", testid: "approval-clock", "data-since": stage.awaitingApprovalSince }, "")
         : null;
-    const approve = stage.requireApproval && !stage.approved
+    const approve = stage.requireApproval && !stage.approved && may(namespace, "approvals")
       ? h("button", { class: "approve", testid: `approve-${stage.name}`,
           onclick: () => sendCommand(name, { command: "approve", stage: stage.name }, verdict) }, `approve ${stage.name}`)
       : null;
@@ -175,12 +185,16 @@ function moduleView(root, name) {
       let page;
       try { page = await api(`/api/modules/${encodeURIComponent(name)}`); } catch (error) {
         if (error.status !== 404) throw error;
+        controls.hidden = !may(null, "commands");
         head.replaceChildren(missing());
         stages.replaceChildren();
         return loadClusters();
       }
       learnTime(page.serverTime);
       const s = page.status;
+      namespace = (s && s.namespace) || null;
+      await knowNamespace(namespace);
+      controls.hidden = !may(namespace, "commands");
       head.replaceChildren(s ? h("dl", { class: "facts" },
         h("dt", {}, "Phase"), h("dd", { testid: "module-phase" }, badge(s.phase), s.paused && s.phase !== "Paused" ? badge("paused") : null),
         h("dt", {}, "Target"), h("dd", { class: "mono" }, `${s.targetRevision} (generation ${s.generation})`),
@@ -216,7 +230,7 @@ async function sendCommand(module, request, box) {
   let sent;
   try {
     sent = await api(`/api/modules/${encodeURIComponent(module)}/commands`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) });
+      method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": app.me.csrfToken }, body: JSON.stringify(request) });
   } catch (error) {
     box.className = "verdict refused";
     box.textContent = `${label}: not sent — ${error.message}`;
@@ -351,6 +365,31 @@ function deadLettersView(root) {
   return view;
 }
 
+// --- who is logged in ------------------------------------------------------------------------
+
+async function loadMe() {
+  app.me = await api("/api/me");
+  document.getElementById("user").textContent = `${app.me.user}${app.me.groups.length ? ` (${app.me.groups.join(", ")})` : ""}`;
+  document.getElementById("logout").hidden = app.me.source === "insecure";
+  document.getElementById("insecure-banner").hidden = !app.me.insecure;
+}
+
+// May the user create RolloutCommands ("commands") / RolloutApprovals ("approvals") in `namespace`?
+function may(namespace, what) {
+  const can = app.me && app.me.can[namespace || app.me.fallbackNamespace];
+  return Boolean(can && can[what]);
+}
+
+async function knowNamespace(namespace) {
+  if (namespace && app.me && !(namespace in app.me.can)) await loadMe();  // a module in a namespace new to the page
+}
+
+async function logout() {
+  try {
+    await api("/auth/logout", { method: "POST", headers: { "X-CSRF-Token": app.me.csrfToken } });
+  } finally { location.assign("/login"); }
+}
+
 // --- routing, live updates, clocks ---------------------------------------------------------
 
 function mount() {
@@ -411,4 +450,8 @@ function tickClocks() {
 }
 
 window.addEventListener("hashchange", mount);
-document.addEventListener("DOMContentLoaded", () => { mount(); connect(); setInterval(tickClocks, 1000); });
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("logout").addEventListener("click", logout);
+  await loadMe();
+  mount(); connect(); setInterval(tickClocks, 1000);
+});

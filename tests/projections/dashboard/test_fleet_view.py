@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from projections.dashboard import pages
-from projections.dashboard.commands import CommandRefused, command_event
+from projections.dashboard.commands import CommandRefused, command_event, required_permission
 from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
 
 
@@ -260,10 +260,18 @@ def test_bad_page_parameters_are_named(params: dict[str, str], message: str) -> 
         pages.Query.parse(params)
 
 
-def test_commands_are_the_clis_rollout_commanded_events() -> None:
-    event = command_event("shop", {"command": "approve", "stage": "wave-2"})
-    assert (event.module, event.command, event.stage, event.user) == ("shop", "approve", "wave-2", "dashboard")
-    assert command_event("shop", {"command": "pause"}).stage is None
+def test_commands_are_the_clis_rollout_commanded_events_in_the_users_name_via_the_dashboard() -> None:
+    event = command_event("shop", {"command": "approve", "stage": "wave-2"}, user="alice@example.com")
+    assert (event.module, event.command, event.stage, event.user, event.via) == (
+        "shop",
+        "approve",
+        "wave-2",
+        "alice@example.com",
+        "dashboard",
+    )
+    assert required_permission(event) == "rolloutapprovals"
+    pause = command_event("shop", {"command": "pause"}, user="alice@example.com")
+    assert pause.stage is None and required_permission(pause) == "rolloutcommands"
 
 
 @pytest.mark.parametrize(
@@ -278,4 +286,4 @@ def test_commands_are_the_clis_rollout_commanded_events() -> None:
 )
 def test_bad_command_requests_are_refused_before_publishing(module: str, body: Any, message: str) -> None:
     with pytest.raises(CommandRefused, match=message):
-        command_event(module, body)
+        command_event(module, body, user="alice@example.com")
