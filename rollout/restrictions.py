@@ -153,7 +153,7 @@ def _check_sources(where: str, patterns: list[str], urls: Iterable[str]) -> None
                 where,
                 "allowedSourcePatterns",
                 url,
-                f"source {shown(url)} matches none of {', '.join(shown(p) for p in patterns)}",
+                f"source {shown(url)} matches none of {', '.join(patterns)}",
             )
 
 

@@ -8,6 +8,10 @@
     the fleet on cluster-observations   clusters: created / configured / unchanged;
                                         selectors and stages matching no known cluster →
                                         `warning:` lines (applied all the same)
+    ModuleRestrictions                  each module checked against its namespace's — the
+                                        one in the files, else the one on the
+                                        cluster-observations topic (rollout/restrictions.py):
+                                        a broken rule, named → error, exit 2
 
 then main.py publishes `Prepared.intents` in one transaction (intents.py) and reports.
 Errors are one `error:` line per problem (at most MAX_PROBLEMS, then how many more), each
@@ -25,10 +29,11 @@ import click
 from infra import client, transactions
 from rollout.dependency_graph import DependencyCycle, check_acyclic
 from rollout.loading import Loaded, ManifestError
-from rollout.manifests import ClusterManifest
+from rollout.manifests import ClusterManifest, ModuleRestrictionManifest
 from rollout.plan import plan_rollout
+from rollout.restrictions import RestrictionViolation, check_module
 from rollout.surprises import surprises
-from rollout_cli.intents import Intent, intents_for, largest_encoding, publish_intents
+from rollout_cli.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
 from rollout_cli.manifest_files import expand_paths, read_manifests
 from rollout_cli.options import Context, fail
 
@@ -42,7 +47,8 @@ class Prepared:
     intents: list[Intent]
     known_ends: dict[int, int]  # cluster-observations end offsets, read before publishing
     max_bytes: int
-    cluster_changes: dict[str, str] = field(default_factory=dict)  # cluster/x -> created|configured|unchanged
+    # cluster/x, modulerestriction/namespace/x -> created|configured|unchanged
+    cluster_changes: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     committed: bool = False  # the transaction committed: everything is visible
 
@@ -78,10 +84,14 @@ def refuse_repeats(loaded: list[Loaded], outcome: str) -> None:
     seen: dict[tuple[str, str], Loaded] = {}
     for item in loaded:
         name, kind = item.manifest.metadata.name, item.manifest.kind
-        first = seen.setdefault(("cluster" if kind == "Cluster" else "module", name), item)
+        if kind == "ModuleRestriction":  # one per namespace
+            name = item.manifest.metadata.namespace
+        first = seen.setdefault((_space(kind), name), item)
         if first is item:
             continue
-        if first.manifest.kind == kind:
+        if kind == "ModuleRestriction":
+            problems.append(f"{item.where}: {first.where} is the restriction of namespace {name}; one per namespace")
+        elif first.manifest.kind == kind:
             problems.append(f"{item.where}: {first.identity} is already in {first.where}; apply each object once")
         else:
             problems.append(f"{item.where}: {first.identity} ({first.where}) has the same name; modules share names")
@@ -93,13 +103,14 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     """Check sizes against the topics' limits, compare with the fleet, find surprises."""
     intents = intents_for([item.manifest for item in loaded])
     try:
-        limits, known_ends, fleet = client.run(_broker_facts(ctx))
+        limits, known_ends, fleet, restrictions = client.run(_broker_facts(ctx))
     except client.MissingTopic as error:
         fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"nothing was applied: cannot read the topics at {ctx.bootstrap}: {error}")
     refuse_cycles(loaded, client.run(_known_dependencies(ctx)))
-    sources = {(_role(item.manifest), item.manifest.metadata.name): item for item in loaded}
+    refuse_violations(loaded, restrictions)
+    sources = {(intent.role, intent.key): item for item in loaded for intent in [intent_for(item.manifest)]}
     too_large = []
     for intent in intents:
         topic = ctx.topics.clusters if intent.role == "clusters" else ctx.topics.intents
@@ -112,7 +123,7 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     if too_large:
         fail_with(too_large)
     prepared = Prepared(intents, known_ends, max(limit.max_bytes for limit in limits.values()))
-    prepared.cluster_changes = cluster_changes(loaded, fleet)
+    prepared.cluster_changes = cluster_changes(loaded, fleet) | restriction_changes(loaded, restrictions)
     prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
     return prepared
 
@@ -123,7 +134,7 @@ def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]]) -> None:
     graph = dict(known)
     where: dict[str, str] = {}
     for item in loaded:
-        if item.manifest.kind != "Cluster":
+        if _is_module(item.manifest):
             graph[item.manifest.metadata.name] = list(item.manifest.spec.depends_on)
             where[item.manifest.metadata.name] = item.where
     try:
@@ -142,20 +153,92 @@ async def _known_dependencies(ctx: Context) -> dict[str, list[str]]:
     return {name: list(doc.get("dependsOn") or []) for name, doc in documents.items() if isinstance(doc, dict)}
 
 
-def _role(manifest: Any) -> str:
-    return "clusters" if manifest.kind == "Cluster" else "intents"
+def refuse_violations(loaded: list[Loaded], known: dict[str, ModuleRestrictionManifest]) -> None:
+    """Every module breaking its namespace's ModuleRestriction — the one applied with it,
+    else the one the topic knows — is refused, naming the restriction, rule and value."""
+    problems = violations(loaded, restrictions_from_loaded(loaded, known))
+    if problems:
+        fail_with([problem for _, problem in problems])
 
 
-async def _broker_facts(ctx: Context) -> tuple[dict[str, transactions.MessageLimit], dict[int, int], dict[str, Any]]:
-    """Topics' limits, cluster-observations end offsets, the fleet's latest documents."""
+def restrictions_from_loaded(
+    loaded: list[Loaded], known: dict[str, ModuleRestrictionManifest]
+) -> dict[str, ModuleRestrictionManifest]:
+    """`known` restrictions, replaced by the ones in `loaded` for their namespaces."""
+    restrictions = dict(known)
+    for item in loaded:
+        if item.manifest.kind == "ModuleRestriction":
+            restrictions[item.manifest.metadata.namespace] = item.manifest
+    return restrictions
+
+
+def violations(loaded: list[Loaded], restrictions: dict[str, ModuleRestrictionManifest]) -> list[tuple[Loaded, str]]:
+    """Each module of `loaded` its namespace's restriction refuses, with `where: why` (rollout/restrictions.py)."""
+    problems = []
+    for item in loaded:
+        if _is_module(item.manifest):
+            try:
+                check_module(restrictions.get(item.manifest.metadata.namespace), item.manifest)
+            except RestrictionViolation as violation:
+                problems.append((item, f"{item.where}: {violation}"))
+    return problems
+
+
+def restrictions_from_records(records: Sequence[client.Record]) -> dict[str, ModuleRestrictionManifest]:
+    """The ModuleRestriction of each namespace, as the cluster-observations topic holds them
+    (the latest RestrictionApplied, unless a RestrictionDeleted of it came after)."""
+    restrictions: dict[str, ModuleRestrictionManifest] = {}
+    for record in records:
+        try:
+            event = record.json()
+            if not isinstance(event, dict):
+                continue
+            if event.get("type") == "RestrictionApplied":
+                manifest = ModuleRestrictionManifest.model_validate(event["restriction"])
+                restrictions[manifest.metadata.namespace] = manifest
+            elif event.get("type") == "RestrictionDeleted":
+                current = restrictions.get(event.get("namespace", ""))
+                if current is not None and current.metadata.name == event.get("name"):
+                    del restrictions[current.metadata.namespace]
+        except (ValueError, KeyError, TypeError):
+            continue  # malformed events are the dead-letter topic's business
+    return restrictions
+
+
+def restriction_changes(loaded: list[Loaded], known: dict[str, ModuleRestrictionManifest]) -> dict[str, str]:
+    """modulerestriction/namespace/name → created, unchanged or configured."""
+    changes = {}
+    for item in loaded:
+        manifest = item.manifest
+        if manifest.kind == "ModuleRestriction":
+            current = known.get(manifest.metadata.namespace)
+            change = "created" if current is None else "unchanged" if current == manifest else "configured"
+            changes[f"modulerestriction/{manifest.metadata.namespace}/{manifest.metadata.name}"] = change
+    return changes
+
+
+def _is_module(manifest: Any) -> bool:
+    return manifest.kind in ("Module", "BootstrapModule")
+
+
+def _space(kind: str) -> str:
+    """Names a kind shares: modules (both kinds) are fleet-wide, restrictions per namespace."""
+    return {"Cluster": "cluster", "ModuleRestriction": "restriction"}.get(kind, "module")
+
+
+async def _broker_facts(
+    ctx: Context,
+) -> tuple[dict[str, transactions.MessageLimit], dict[int, int], dict[str, Any], dict[str, ModuleRestrictionManifest]]:
+    """Topics' limits, cluster-observations end offsets, the fleet's latest documents and
+    the namespaces' ModuleRestrictions (both from the cluster-observations topic)."""
     from rollout_cli.views import clusters_from_records
 
     topics = [ctx.topics.clusters, ctx.topics.intents]
     await client.require_topics(ctx.bootstrap, topics)
     limits = await transactions.message_limits(ctx.bootstrap, topics)
     known_ends = await client.end_offsets(ctx.bootstrap, ctx.topics.clusters)
-    fleet = clusters_from_records(await client.read_all(ctx.bootstrap, ctx.topics.clusters))
-    return limits, known_ends, fleet
+    records = await client.read_all(ctx.bootstrap, ctx.topics.clusters)
+    return limits, known_ends, clusters_from_records(records), restrictions_from_records(records)
 
 
 def cluster_changes(loaded: list[Loaded], fleet: dict[str, Any]) -> dict[str, str]:
@@ -200,7 +283,7 @@ def fleet_warnings(manifests: list[Any], documents: dict[str, Any]) -> list[str]
     fleet = known_fleet(documents, manifests)
     warnings: list[str] = []
     for module in manifests:
-        if module.kind != "Cluster":
+        if _is_module(module):
             warnings.extend(surprises(module, plan_rollout(module, fleet)))
     return warnings
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from infra import client, transactions
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, EventBase, ModuleApplied
+from rollout.events import ClusterObserved, EventBase, ModuleApplied, RestrictionApplied, restriction_key
 
 MAX_OFFSET = 2**63 - 1
 
@@ -34,17 +34,26 @@ class Intent:
     description: str  # kind/name, as the CLI reports it
 
 
+ORDER = {"ModuleRestriction": 0, "Cluster": 1, "BootstrapModule": 2, "Module": 3}
+
+
+def intent_for(manifest: Any) -> Intent:
+    """The event for one manifest. A ModuleRestriction travels on the cluster-observations
+    topic (keyed by its namespace: rollout/events.py), so the modules of the same apply,
+    stamped past it, are folded after it."""
+    name = manifest.metadata.name
+    if manifest.kind == "Cluster":
+        return Intent("clusters", name, ClusterObserved(cluster=manifest), f"cluster/{name}")
+    if manifest.kind == "ModuleRestriction":
+        namespace = manifest.metadata.namespace
+        event = RestrictionApplied(restriction=manifest)
+        return Intent("clusters", restriction_key(namespace), event, f"modulerestriction/{namespace}/{name}")
+    return Intent("intents", name, ModuleApplied(module=manifest), f"{manifest.kind.lower()}/{name}")
+
+
 def intents_for(manifests: list[Any]) -> list[Intent]:
-    """The events for `manifests`: clusters first, then BootstrapModules, then Modules."""
-    ordered = sorted(manifests, key=lambda m: {"Cluster": 0, "BootstrapModule": 1, "Module": 2}[m.kind])
-    out = []
-    for manifest in ordered:
-        name = manifest.metadata.name
-        if manifest.kind == "Cluster":
-            out.append(Intent("clusters", name, ClusterObserved(cluster=manifest), f"cluster/{name}"))
-        else:
-            out.append(Intent("intents", name, ModuleApplied(module=manifest), f"{manifest.kind.lower()}/{name}"))
-    return out
+    """The events for `manifests`: restrictions first, then clusters, BootstrapModules, Modules."""
+    return [intent_for(manifest) for manifest in sorted(manifests, key=lambda m: ORDER[m.kind])]
 
 
 def fleet_stamp(known: dict[int, int], written: list[tuple[int, int]]) -> dict[int, int]:

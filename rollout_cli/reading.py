@@ -182,21 +182,32 @@ def history(ctx: Context, module: str | None, verify: bool, output: str) -> None
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
     """Show which clusters each stage would move, in order and in batches, without publishing.
 
-    A module or stage that would move no cluster gets a `warning:` line (as in `apply`). A
-    Helm module also shows each cluster's values and which layer and policy decided each path."""
+    A module or stage that would move no cluster gets a `warning:` line (as in `apply`); a
+    module its namespace's ModuleRestriction refuses, an `error:` line naming the rule (and
+    exit 2). A Helm module also shows each cluster's values and which layer and policy
+    decided each path."""
     from rollout.plan import plan_rollout
     from rollout.surprises import surprises
     from rollout_cli import applying, values_view, views
 
-    manifests = [item.manifest for item in applying.load(files, outcome="nothing was planned")]
+    planned = applying.load(files, outcome="nothing was planned")
     if cluster_files:
         loaded = applying.load(cluster_files, outcome="nothing was planned")
         fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
+        restrictions = applying.restrictions_from_loaded(loaded, {})
     else:
-        fleet = applying.known_fleet(views.clusters_from_records(ctx.records(ctx.topics.clusters)))
-    modules = [m for m in manifests if m.kind != "Cluster"]
+        records = ctx.records(ctx.topics.clusters)
+        fleet = applying.known_fleet(views.clusters_from_records(records))
+        restrictions = applying.restrictions_from_records(records)
+    refused = applying.violations(planned, applying.restrictions_from_loaded(planned, restrictions))
+    for _, problem in refused:
+        click.echo(f"error: {problem}", err=True)
+    refused_items = [id(item) for item, _ in refused]
+    modules = [
+        i.manifest for i in planned if i.manifest.kind in ("Module", "BootstrapModule") and id(i) not in refused_items
+    ]
     if not modules:
-        fail("no Module or BootstrapModule in the given files")
+        fail("no Module or BootstrapModule in the given files" + (" that its restriction admits" if refused else ""))
     plans = [plan_rollout(m, fleet, now=time.time()) for m in modules]  # windows: open now?
     for module, rollout_plan in zip(modules, plans, strict=True):
         for warning in surprises(module, rollout_plan):
@@ -207,6 +218,8 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
         for rollout_plan in plans:
             views.print_plan(rollout_plan)
             values_view.print_values(rollout_plan)
+    if refused:
+        fail(f"{len(refused)} module(s) would be refused by their namespace's ModuleRestriction")
 
 
 @click.command(name="dead-letters")
