@@ -150,6 +150,15 @@ DEFAULT_DASHBOARD_PORT = 6070
     "--host, for a laptop (env ROLLOUT_DASHBOARD_INSECURE_NO_AUTH).",
 )
 @click.option(
+    "--insecure-published-on-loopback",
+    envvar="ROLLOUT_DASHBOARD_INSECURE_PUBLISHED_ON_LOOPBACK",
+    is_flag=True,
+    default=False,
+    help="With --insecure-no-auth in a container: listen on --host 0.0.0.0 because the container's port is "
+    "published on the host's 127.0.0.1 only, as docker-compose.yml does "
+    "(env ROLLOUT_DASHBOARD_INSECURE_PUBLISHED_ON_LOOPBACK).",
+)
+@click.option(
     "--log-format",
     envvar="ROLLOUT_LOG_FORMAT",
     default="text",
@@ -184,6 +193,7 @@ def dashboard(
     public_url: str | None,
     session_ttl: int,
     insecure_no_auth: bool,
+    insecure_published_on_loopback: bool,
     log_format: str,
     loglevel: str,
 ) -> None:
@@ -198,6 +208,7 @@ def dashboard(
     check_port_free(port, host, "--port")
     from infra import client
     from infra.observability import logging_config
+    from projections.dashboard.guard import is_loopback
     from projections.dashboard.server import serve
 
     logging.config.dictConfig(logging_config(log_format, loglevel))
@@ -211,7 +222,8 @@ def dashboard(
             claims=(oidc_username_claim, oidc_groups_claim, oidc_username_prefix, oidc_groups_prefix),
             extra_scopes=tuple(s for scopes in oidc_extra_scopes for s in scopes.split()),
         )
-    guard = _guard(host, kubeconfig, context, oidc, insecure_no_auth, public_url, fallback_namespace, session_ttl)
+    loopback = is_loopback(host) or insecure_published_on_loopback
+    guard = _guard(loopback, kubeconfig, context, oidc, insecure_no_auth, public_url, fallback_namespace, session_ttl)
     bootstrap, topics = ctx.bootstrap, ctx.topics
     click.echo(f"dashboard: http://{host}:{port}/ (topics {ctx.prefix}*, Kafka {bootstrap})")
     if guard.insecure:
@@ -273,7 +285,7 @@ def _oidc_settings(
 
 
 def _guard(
-    host: str,
+    loopback: bool,
     kubeconfig: str | None,
     context: str | None,
     oidc: OIDCSettings | None,
@@ -283,7 +295,7 @@ def _guard(
     session_ttl: int,
 ) -> Guard:
     """How the dashboard knows its users; fails with what to pass when it cannot know them."""
-    from projections.dashboard.guard import Guard, is_loopback
+    from projections.dashboard.guard import Guard
     from projections.dashboard.kube_access import KubeAccess
     from projections.dashboard.oidc import OIDCClient
     from projections.dashboard.sessions import SessionStore
@@ -293,8 +305,11 @@ def _guard(
     if insecure:
         if oidc is not None:
             fail("--insecure-no-auth and --oidc-issuer-url contradict each other: choose one")
-        if not is_loopback(host):
-            fail(f"--insecure-no-auth serves everyone as an all-powerful user: only on a loopback --host, not {host}")
+        if not loopback:
+            fail(
+                "--insecure-no-auth serves everyone as an all-powerful user: only on a loopback --host "
+                "(or in a container published on 127.0.0.1 only: --insecure-published-on-loopback)"
+            )
         return Guard(sessions=sessions, insecure=True, public_url=public_url, fallback_namespace=fallback_namespace)
 
     async def probe() -> None:

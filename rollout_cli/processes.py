@@ -229,7 +229,8 @@ def run_up(
             watch = ["watch-clusters", "--kubeconfig", kubeconfig, "--namespace", "fleet", "--web-port", "0"]
             children.append(_spawn(watch, env, log_dir / "watch-clusters.log"))
             click.echo(f"clusters: pid {children[-1].pid}, log {log_dir / 'watch-clusters.log'} (Cluster API objects)")
-        children += _spawn_stack(env, log_dir, applier_args, web_port, dashboard_port, worker_args)
+        dashboard_auth = _dashboard_auth(str(fleet.management_kubeconfig) if fleet is not None else None)
+        children += _spawn_stack(env, log_dir, applier_args, web_port, dashboard_port, worker_args, dashboard_auth)
         out = None if clusters else Path(sink_spec.partition(":")[2])
         if out is not None:
             click.echo(f"flux:    YAML goes to {out}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
@@ -339,6 +340,7 @@ def _spawn_stack(
     web_port: int,
     dashboard_port: int,
     worker_args: list[str],
+    dashboard_auth: list[str],
 ) -> list[subprocess.Popen[bytes]]:
     """Worker, applier, gate runner (and the dashboard, given a port), each logging to `logs`."""
     simulate = "--simulate-status" in applier_args
@@ -356,10 +358,26 @@ def _spawn_stack(
     if dashboard_port:
         web_host = env.get("ROLLOUT_WEB_HOST") or "127.0.0.1"
         log = logs / "dashboard.log"
-        dashboard = _spawn(["dashboard", "--port", str(dashboard_port), "--host", web_host], env, log)
+        dashboard = _spawn(["dashboard", "--port", str(dashboard_port), "--host", web_host, *dashboard_auth], env, log)
         children.append(dashboard)
         click.echo(f"dashboard: http://{web_host}:{dashboard_port}/ (pid {dashboard.pid}, log {log})")
+        if "--insecure-no-auth" in dashboard_auth:
+            click.secho(
+                "           INSECURE: no login (--insecure-no-auth, loopback only); --clusters N gives it a login",
+                fg="red",
+            )
+        else:
+            click.echo(f"           log in with a token of {dashboard_auth[1]} (its users' RBAC decides)")
     return children
+
+
+def _dashboard_auth(kubeconfig: str | None) -> list[str]:
+    """The local dashboard's login: Kubernetes tokens checked by the local fleet's management API
+    server when there is one (`--clusters`); otherwise no API server exists to check anyone, so
+    the dashboard runs --insecure-no-auth, which it allows on a loopback address only."""
+    if kubeconfig is None:
+        return ["--insecure-no-auth"]
+    return ["--kubeconfig", kubeconfig, "--namespace", "fleet"]
 
 
 def _apply_files(bootstrap: str, prefix: str, paths: list[Path]) -> None:
