@@ -61,9 +61,10 @@ class NotAuthorized(KafkaDenied):
             if p.allows(operation, resource_type, name)
         ]
         who = f" ({', '.join(allowed)} may)" if allowed else ""
+        written = "; nothing was written" if operation is Operation.WRITE else ""
         super().__init__(
             f"not authorized to {VERBS[operation]} {what} as {principal}: the broker's ACLs do not allow "
-            f"{operation.value} on it{who}; nothing was written. A Kafka admin grants it with: "
+            f"{operation.value} on it{who}{written}. A Kafka admin grants it with: "
             + grant_command(principal, operation, resource_type, name, pattern=pattern)
         )
 

@@ -351,6 +351,25 @@ def strimzi_acls(principal: Principal) -> list[dict[str, Any]]:
     ]
 
 
+def strimzi_users_yaml(prefix: str = DEFAULT_PREFIX, *, user_prefix: str = "rollout-", cluster: str = "kafka") -> str:
+    """Every principal as a Strimzi KafkaUser (SCRAM-SHA-512, simple authorization)."""
+    import yaml
+
+    documents = [
+        {
+            "apiVersion": "kafka.strimzi.io/v1beta2",
+            "kind": "KafkaUser",
+            "metadata": {"name": each.user, "labels": {"strimzi.io/cluster": cluster}},
+            "spec": {
+                "authentication": {"type": "scram-sha-512"},
+                "authorization": {"type": "simple", "acls": strimzi_acls(each)},
+            },
+        }
+        for each in principals(prefix, user_prefix=user_prefix)
+    ]
+    return yaml.safe_dump_all(documents, sort_keys=False, width=120)
+
+
 def chart_users() -> dict[str, Any]:
     """charts/rollout/files/kafka-users.yaml: each component's ACLs with `{prefix}` for the prefix."""
     return {each.component: {"does": each.does, "acls": strimzi_acls(each)} for each in principals(PREFIX_PLACEHOLDER)}

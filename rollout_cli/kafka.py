@@ -1,4 +1,5 @@
-"""``rollout kafka start|stop|status``: the project's local single-node Kafka broker.
+"""``rollout kafka start|stop|status``: the project's local single-node Kafka broker;
+``rollout kafka acls``: the least-privilege ACLs of every component (infra/kafka_acls.py).
 
 Thin wrapper over :mod:`infra.localkafka`. The broker is found through its state file
 (``$ROLLOUT_STATE_DIR/kafka.json``, default ``~/.local/state/rollout/kafka.json``); jars are
@@ -174,3 +175,45 @@ def status(state_file: Path | None) -> None:
         click.echo("not running")
         sys.exit(1)
     click.echo(_describe(info))
+
+
+@kafka.command()
+@click.option(
+    "--topic-prefix",
+    envvar="ROLLOUT_TOPIC_PREFIX",
+    default="rollout.",
+    show_default=True,
+    help="The engine's topic prefix (env ROLLOUT_TOPIC_PREFIX).",
+)
+@click.option(
+    "--user-prefix",
+    default="rollout-",
+    show_default=True,
+    help="Principals are User:<user-prefix><component> (the chart's KafkaUsers: <release fullname>-<component>).",
+)
+@click.option("--bootstrap-server", default="$BOOTSTRAP", show_default=True, help="Put into every kafka-acls line.")
+@click.option(
+    "--command-config",
+    default="admin.properties",
+    show_default=True,
+    help="The admin's client properties file, put into every kafka-acls line.",
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["kafka-acls", "strimzi"]),
+    default="kafka-acls",
+    show_default=True,
+    help="kafka-acls.sh command lines, or Strimzi KafkaUser manifests.",
+)
+def acls(topic_prefix: str, user_prefix: str, bootstrap_server: str, command_config: str, output: str) -> None:
+    """Print the ACLs each component's principal needs: least privilege, one user per component."""
+    from infra import kafka_acls
+
+    if output == "strimzi":
+        click.echo(kafka_acls.strimzi_users_yaml(topic_prefix, user_prefix=user_prefix), nl=False)
+        return
+    script = kafka_acls.kafka_acls_script(
+        topic_prefix, user_prefix=user_prefix, bootstrap=bootstrap_server, command_config=command_config
+    )
+    click.echo(script, nl=False)

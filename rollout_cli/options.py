@@ -45,9 +45,27 @@ replication_option = click.option(
 )
 
 
+DENIED = 1
+"""Exit code when the broker refused the credentials or the principal's ACLs (infra/denials.py)."""
+
+
 def fail(message: str, code: int = 2) -> None:
+    """Print `message` and exit with `code` — DENIED instead of 2 when the error being
+    handled is a broker's refusal (a wrong password, a missing ACL): retrying will not help."""
     click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+    sys.exit(DENIED if code == 2 and _denied(sys.exc_info()[1]) else code)
+
+
+def _denied(error: BaseException | None) -> bool:
+    if error is None or "infra.denials" not in sys.modules:  # never imported: no refusal raised
+        return False
+    from infra.denials import KafkaDenied
+
+    while error is not None:  # wrapped (`raise … from error`) counts too
+        if isinstance(error, KafkaDenied):
+            return True
+        error = error.__cause__
+    return False
 
 
 def resolve_bootstrap(given: str | None) -> str:

@@ -1,0 +1,241 @@
+"""Least-privilege Kafka on a real broker: SASL/SCRAM users and the KRaft StandardAuthorizer.
+
+One secured broker for the module (infra/localkafka/security.py): a SCRAM-SHA-512 user per
+component of infra/kafka_acls.py, topics created as the topics principal, and the ACLs
+applied with exactly the `kafka-acls.sh` lines `rollout kafka acls` prints (run through the
+jars' kafka.admin.AclCommand). Then the real processes — `rollout worker`, `rollout applier
+--simulate-status`, `rollout apply` as the operator, `rollout status` as the read-only
+user — each as its own principal, roll a module out to Complete; and each step outside a
+principal's ACLs is refused by the broker, with an error naming the principal, the
+resource and the `kafka-acls.sh` line that would allow it, and nothing appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from infra import client
+from infra.denials import NotAuthenticated, NotAuthorized
+from infra.kafka_acls import acl_commands, principal, principals
+from infra.localkafka import LocalKafka, Scram
+from infra.topics import TopicNames, ensure_topics
+from rollout.events import RolloutCommanded
+from tests.integration.stack import free_port, wait_for
+
+pytestmark = pytest.mark.integration
+
+PREFIX = "fleet-a."
+TOPICS = TopicNames(PREFIX)
+USERS = {"admin": secrets.token_hex(12), **{p.user: secrets.token_hex(12) for p in principals(PREFIX)}}
+SECURITY = Scram(USERS)
+
+FLEET = """\
+apiVersion: rollout.dev/v1alpha1
+kind: Cluster
+metadata: {name: edge-1, namespace: fleet, labels: {env: prod}}
+status: {controlPlaneReady: true, kubeconfigSecret: true}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: NAME, namespace: fleet}
+spec:
+  selector: {matchLabels: {env: prod}}
+  sync:
+    source:
+      oci: {url: oci://ghcr.io/example/NAME, version: {tag: v1.0.0}}
+    package:
+      kustomize: {path: ./deploy}
+"""
+
+
+@dataclass
+class SecuredEngine:
+    bootstrap: str
+    workdir: Path
+    processes: list[subprocess.Popen[bytes]]
+
+    def env(self, user: str, *, password: str | None = None) -> dict[str, str]:
+        variables = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": self.bootstrap, "ROLLOUT_TOPIC_PREFIX": PREFIX}
+        variables.update(SECURITY.environment(user))
+        if password is not None:
+            variables["ROLLOUT_KAFKA_SASL_PASSWORD"] = password
+        return variables
+
+    def spawn(self, name: str, user: str, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rollout_cli.main", *args],
+            env=self.env(user),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+        self.processes.append(process)
+        return process
+
+    def cli(self, user: str, *args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rollout_cli.main", *args],
+            env=self.env(user, password=password),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.workdir,
+        )
+
+    def manifest(self, module: str) -> Path:
+        path = self.workdir / f"{module}.yaml"
+        path.write_text(FLEET.replace("NAME", module))
+        return path
+
+    def ends(self, role: str) -> dict[int, int]:
+        """End offsets of a topic, read as the read-only CLI principal."""
+        with as_user("rollout-cli-reader"):
+            return asyncio.run(client.end_offsets(self.bootstrap, TOPICS.name(role)))
+
+
+@contextmanager
+def as_user(user: str) -> Iterator[None]:
+    """In-process Kafka clients (infra/client.py) connect as `user` inside the block."""
+    variables = {**SECURITY.environment(user), "ROLLOUT_TOPIC_PREFIX": PREFIX}
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEngine]:
+    base = tmp_path_factory.mktemp("kafka-acls")
+    broker = LocalKafka(base / "kafka.json")
+    info = broker.start(data_dir=base / "data", security=SECURITY)
+    engine = SecuredEngine(info.bootstrap, base, [])
+    try:
+        broker.apply_acls(SECURITY, [line for each in principals(PREFIX) for line in acl_commands(each)])
+        with as_user("rollout-topics"):
+            asyncio.run(ensure_topics(info.bootstrap, PREFIX, 2))
+        engine.spawn("worker", "rollout-worker", "worker", "--partitions", "2", "--tick-interval", "1")
+        engine.spawn(
+            "applier", "rollout-applier", "applier", "--sink", f"dir:{base / 'out'}", "--simulate-status",
+            "--web-port", str(free_port()),
+        )  # fmt: skip
+        yield engine
+    finally:
+        for process in engine.processes:
+            process.terminate()
+        for process in engine.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        broker.stop()
+
+
+def test_each_component_rolls_out_within_its_own_acls(engine: SecuredEngine) -> None:
+    applied = engine.cli("rollout-cli-operator", "apply", "-f", str(engine.manifest("podinfo")), "--timeout", "90s")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "module/podinfo created" in applied.stdout, applied.stdout
+    status = engine.cli("rollout-cli-reader", "status", "podinfo", "--wait", "--timeout", "90s")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert (engine.workdir / "out" / "proxy" / "edge-1" / "podinfo.yaml").exists()
+    for name in ("worker", "applier"):
+        log = (engine.workdir / f"{name}.log").read_text()
+        assert "not authorized" not in log and "AuthorizationFailed" not in log, log[-3000:]
+
+
+def test_the_read_only_cli_cannot_apply_and_nothing_is_appended(engine: SecuredEngine) -> None:
+    before = engine.ends("intents"), engine.ends("clusters")
+    refused = engine.cli("rollout-cli-reader", "apply", "-f", str(engine.manifest("web")), "--timeout", "90s")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "nothing was applied" in refused.stderr
+    assert "not authorized to write transactional-id fleet-a.rollout-apply-" in refused.stderr
+    assert "as User:rollout-cli-reader" in refused.stderr and "User:rollout-cli-operator may" in refused.stderr
+    assert "kafka-acls.sh" in refused.stderr and "--allow-principal User:rollout-cli-reader" in refused.stderr
+    assert (engine.ends("intents"), engine.ends("clusters")) == before
+
+    # nothing lost: the same manifests, from the principal that may publish them
+    applied = engine.cli("rollout-cli-operator", "apply", "-f", str(engine.manifest("web")), "--timeout", "90s")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "module/web created" in applied.stdout, applied.stdout
+
+
+def test_the_read_only_cli_cannot_send_a_command(engine: SecuredEngine) -> None:
+    before = engine.ends("intents")
+    refused = engine.cli("rollout-cli-reader", "pause", "podinfo", "--timeout", "30s")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "not authorized to write topic fleet-a.intents as User:rollout-cli-reader" in refused.stderr
+    assert engine.ends("intents") == before
+
+
+def test_an_applier_cannot_publish_intents(engine: SecuredEngine) -> None:
+    before = engine.ends("intents")
+    command = RolloutCommanded(module="podinfo", command="abort", user="applier")
+    with as_user("rollout-applier"), pytest.raises(NotAuthorized) as refused:
+        asyncio.run(client.publish(engine.bootstrap, TOPICS.intents, [("podinfo", command.to_bytes())]))
+    message = str(refused.value)
+    assert message.startswith("not authorized to write topic fleet-a.intents as User:rollout-applier")
+    assert "--allow-principal User:rollout-applier --operation Write --topic fleet-a.intents" in message
+    assert engine.ends("intents") == before
+
+
+def test_the_dashboard_writes_commands_but_not_decisions_or_assignments(engine: SecuredEngine) -> None:
+    for role in ("decisions", "assignments"):
+        before = engine.ends(role)
+        with as_user("rollout-dashboard"), pytest.raises(NotAuthorized) as refused:
+            asyncio.run(client.publish(engine.bootstrap, TOPICS.name(role), [("podinfo", b"{}")]))
+        assert f"write topic {TOPICS.name(role)} as User:rollout-dashboard" in str(refused.value)
+        assert "(User:rollout-worker may)" in str(refused.value)
+        assert engine.ends(role) == before
+    before = engine.ends("intents")
+    command = RolloutCommanded(module="no-such-module", command="pause", user="dashboard")
+    with as_user("rollout-dashboard"):
+        asyncio.run(client.publish(engine.bootstrap, TOPICS.intents, [("no-such-module", command.to_bytes())]))
+    assert sum(engine.ends("intents").values()) == sum(before.values()) + 1
+    wait_for(  # the worker, untroubled by the refusals around it, answers the command
+        "the engine's verdict on the dashboard's command",
+        lambda: any(record.key == command.id for record in _verdicts(engine)),
+        timeout=30,
+    )
+
+
+def test_a_worker_cannot_write_what_users_say(engine: SecuredEngine) -> None:
+    worker = principal("worker", PREFIX)
+    for role in ("intents", "clusters", "status", "heartbeats"):
+        with as_user(worker.user), pytest.raises(NotAuthorized):
+            asyncio.run(client.publish(engine.bootstrap, TOPICS.name(role), [("x", b"{}")]))
+
+
+def test_a_wrong_password_is_an_authentication_error(engine: SecuredEngine) -> None:
+    refused = engine.cli("rollout-cli-reader", "status", "podinfo", password="not-the-password")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    expected = f"the broker at {engine.bootstrap} refused the credentials of User:rollout-cli-reader (SCRAM-SHA-512)"
+    assert expected in refused.stderr, refused.stderr
+    with as_user("rollout-cli-reader"):
+        os.environ["ROLLOUT_KAFKA_SASL_PASSWORD"] = "not-the-password"
+        with pytest.raises(NotAuthenticated):
+            asyncio.run(client.read_all(engine.bootstrap, TOPICS.module_status))
+
+
+def test_the_components_keep_running_through_the_refusals(engine: SecuredEngine) -> None:
+    assert all(process.poll() is None for process in engine.processes), [p.returncode for p in engine.processes]
+
+
+def _verdicts(engine: SecuredEngine) -> list[client.Record]:
+    with as_user("rollout-cli-reader"):
+        return asyncio.run(client.read_all(engine.bootstrap, TOPICS.verdicts))
