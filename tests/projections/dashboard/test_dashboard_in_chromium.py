@@ -1,11 +1,18 @@
-"""The dashboard in a real headless Chromium, over a real worker, applier and broker.
+"""The dashboard in a real headless Chromium, over a real worker, applier and broker, with
+real logins: a real OpenID Provider and a real kube-apiserver's RBAC.
 
 A `rollout worker`, a directory-sink `rollout applier --simulate-status` (it reports every
 sync it writes as succeeded, as Flux would) and `rollout dashboard` run as processes on the
-session broker. The tests open the page in Debian's Chromium (driven by Playwright), publish
-clusters and a staged module, and watch the page — never reloaded — follow the rollout
-through its stages; they approve the gated stage with the button and see the engine refuse
-a command. Screenshots go to tests/artifacts/.
+session broker. The dashboard logs users in through the local OpenID Provider
+(infra/localoidc: zitadel/oidc's provider, its login page filled in by the browser) and asks
+the session's management kube-apiserver (`kube_pool`) a SubjectAccessReview for every
+command: the group `rollout-operators` may create RolloutCommands and RolloutApprovals in
+`fleet`; alice is in it, vera (a viewer) is not. The tests open the page in Debian's
+Chromium (driven by Playwright), publish clusters and a staged module, and watch the page —
+never reloaded — follow the rollout through its stages; they approve the gated stage with
+the button and see the engine refuse a command; vera sees everything and can press nothing;
+a page of another loopback origin cannot abort through alice's browser. Screenshots go to
+tests/artifacts/.
 
 Playwright's sync API runs an event loop of its own, so the Kafka calls of the test run
 on a helper thread (`off_loop`).
@@ -13,21 +20,31 @@ on a helper thread (`off_loop`).
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from kubernetes_asyncio.client import RbacAuthorizationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from rollout.events import ModuleDeleted
+from infra.localoidc import LocalOIDC, OIDCClientConfig, OIDCUser
+from rollout.events import ModuleDeleted, RolloutCommanded, parse_event
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.integration.test_staged_rollout import cluster, module
+from tests.kube.cluster import KubeCluster, KubePool
 
 pytestmark = pytest.mark.integration
 
 CHROMIUM = Path("/usr/bin/chromium")
+CLIENT_ID, CLIENT_SECRET = "rollout-dashboard", "dashboard-client-secret"
+ALICE = OIDCUser("alice", "alice", "alice-password", "alice@example.com", ["rollout-operators"])
+VERA = OIDCUser("vera", "vera", "vera-password", "vera@example.com", ["rollout-viewers"])
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 T = TypeVar("T")
 _kafka_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
@@ -37,15 +54,53 @@ def off_loop(call: Callable[..., T], *args: Any) -> T:
     return _kafka_thread.submit(call, *args).result()
 
 
+async def operators_may_command_in_fleet(pool: KubePool) -> KubeCluster:
+    """The management cluster, where the group rollout-operators may create RolloutCommands
+    and RolloutApprovals in `fleet` (what the chart's docs tell an admin to bind)."""
+    management = await pool.cluster("management")
+    async with management.client() as api:
+        rbac = RbacAuthorizationV1Api(api)
+        name = "dashboard-browser-operators"
+        for kind in ("role_binding", "role"):
+            try:
+                await getattr(rbac, f"delete_namespaced_{kind}")(name, "fleet")
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        rule = {"apiGroups": ["rollout.dev"], "resources": ["rolloutcommands", "rolloutapprovals"], "verbs": ["create"]}
+        await rbac.create_namespaced_role("fleet", {"metadata": {"name": name}, "rules": [rule]})
+        await rbac.create_namespaced_role_binding(
+            "fleet",
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "Group", "name": "rollout-operators", "apiGroup": "rbac.authorization.k8s.io"}],
+            },
+        )
+    return management
+
+
 @pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(kafka_bootstrap: str, kube_pool: KubePool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("dashboard")
+    management = off_loop(lambda: asyncio.run(operators_may_command_in_fleet(kube_pool)))
+    kubeconfig = workdir / "management.kubeconfig"
+    kubeconfig.write_text(management.kubeconfig_yaml())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    client = OIDCClientConfig(CLIENT_ID, CLIENT_SECRET, [f"{url}/auth/callback"])
+    provider = LocalOIDC(workdir / "oidc", [client], [ALICE, VERA]).start()
     stack = off_loop(lambda: Stack(kafka_bootstrap, workdir, partitions=2, tick_interval=1.0))
     stack.start_worker()
     stack.start_applier("--simulate-status")
-    port = free_port()
-    dashboard = stack._spawn("dashboard", "dashboard", "--port", str(port))
-    stack.dashboard_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    stack.env["ROLLOUT_DASHBOARD_OIDC_CLIENT_SECRET"] = CLIENT_SECRET
+    dashboard = stack._spawn(
+        "dashboard", "dashboard", "--port", str(port), "--kubeconfig", str(kubeconfig), "--namespace", "fleet",
+        "--oidc-issuer-url", provider.issuer, "--oidc-client-id", CLIENT_ID,
+        "--oidc-redirect-url", f"{url}/auth/callback",
+    )  # fmt: skip
+    stack.dashboard_url = url  # type: ignore[attr-defined]
+    stack.provider = provider  # type: ignore[attr-defined]
 
     def ready() -> bool:
         if dashboard.poll() is not None:
@@ -57,6 +112,7 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     yield stack
     Stack._stop(dashboard)
     stack.stop()
+    provider.stop()
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +125,41 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
-@pytest.fixture
-def page(stack: Stack, browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def log_in(context: BrowserContext, stack: Stack, user: OIDCUser) -> Page:
+    """Through the front door: the dashboard sends the browser to its login page, on to the
+    provider's, whose form is filled in; the provider redirects back to the dashboard."""
     page = context.new_page()
+    page.goto(f"{stack.dashboard_url}/")  # type: ignore[attr-defined]
+    expect(page.get_by_test_id("login")).to_be_visible()
+    assert page.url == f"{stack.dashboard_url}/login"  # type: ignore[attr-defined]
+    page.get_by_test_id("login-oidc").click()
+    page.wait_for_url(f"{stack.provider.issuer}login/**")  # type: ignore[attr-defined]
+    page.fill("#username", user.username)
+    page.fill("#password", user.password)
+    page.get_by_role("button", name="Login").click()
+    page.wait_for_url(f"{stack.dashboard_url}/")  # type: ignore[attr-defined]
+    expect(page.get_by_test_id("user")).to_have_text(f"{user.email} ({', '.join(user.groups)})")
+    return page
+
+
+def watch_page(page: Page, stack: Stack) -> Page:
+    """Record requests to anywhere but the dashboard, and CSP violations."""
     page.requests_elsewhere = []  # type: ignore[attr-defined]
+    page.csp_violations = []  # type: ignore[attr-defined]
     base = stack.dashboard_url  # type: ignore[attr-defined]
     page.on("request", lambda r: None if r.url.startswith(base) else page.requests_elsewhere.append(r.url))  # type: ignore[attr-defined]
-    yield page
+    page.on(
+        "console",
+        lambda m: page.csp_violations.append(m.text) if "Content Security Policy" in m.text else None,  # type: ignore[attr-defined]
+    )
+    return page
+
+
+@pytest.fixture
+def page(stack: Stack, browser: Browser) -> Iterator[Page]:
+    """alice's browser, logged in."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield watch_page(log_in(context, stack, ALICE), stack)
     context.close()
 
 
@@ -137,14 +220,16 @@ def test_a_staged_rollout_progresses_on_screen_and_is_approved_with_the_button(p
 
     wave_2.get_by_test_id("approve-wave-2").click()
     verdict = page.get_by_test_id("verdict")
-    expect(verdict).to_contain_text("approve wave-2: accepted — stage wave-2 approved by dashboard", timeout=20_000)
+    approved = "stage wave-2 approved by alice@example.com via dashboard"
+    expect(verdict).to_contain_text(f"approve wave-2: accepted — {approved}", timeout=20_000)
     expect(verdict).to_have_attribute("data-state", "accepted")
     expect(phase).to_have_text("Complete", timeout=60_000)
     expect(page.get_by_test_id("cell-shop-23")).to_have_attribute("data-state", "succeeded")
-    expect(page.get_by_test_id("decisions")).to_contain_text("stage wave-2 approved by dashboard")
+    expect(page.get_by_test_id("decisions")).to_contain_text(approved)
     page.screenshot(path=str(ARTIFACTS / "dashboard-complete.png"), full_page=True)
     assert same_page(page), "the page was reloaded"
     assert page.requests_elsewhere == []  # type: ignore[attr-defined]
+    assert page.csp_violations == []  # type: ignore[attr-defined]
 
 
 def test_a_command_the_engine_refuses_shows_its_reason(page: Page, stack: Stack) -> None:
@@ -232,3 +317,110 @@ def test_a_closed_maintenance_window_shows_when_the_stage_may_next_move(page: Pa
     expect(page.get_by_test_id("stage-all")).to_contain_text("pending 2")
     page.screenshot(path=str(ARTIFACTS / "dashboard-window.png"), full_page=True)
     assert same_page(page)
+
+
+def intents(stack: Stack, module_name: str) -> list[RolloutCommanded]:
+    events = (parse_event(r.value) for r in off_loop(stack.records, "intents") if r.key == module_name)
+    return [e for e in events if isinstance(e, RolloutCommanded)]
+
+
+def test_the_session_cookie_is_secure_httponly_samesite_on_loopback_http_and_logout_ends_it(
+    page: Page, stack: Stack
+) -> None:
+    # Chromium keeps and sends a Secure cookie over plain http to 127.0.0.1 (a potentially
+    # trustworthy origin): the login above worked, and this is the cookie it stored.
+    [session] = [c for c in page.context.cookies() if c["name"] == "__Host-rollout-session"]
+    assert (session["secure"], session["httpOnly"], session["sameSite"], session["path"]) == (True, True, "Lax", "/")
+    assert page.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
+    page.get_by_test_id("logout").click()
+    page.wait_for_url(f"{stack.dashboard_url}/login")  # type: ignore[attr-defined]
+    assert [c for c in page.context.cookies() if c["name"] == "__Host-rollout-session"] == []
+    replayed = page.request.get(
+        f"{stack.dashboard_url}/api/overview",  # type: ignore[attr-defined]
+        headers={"Cookie": f"__Host-rollout-session={session['value']}"},
+    )
+    assert replayed.status == 401  # the session ended on the server, not just in the browser
+
+
+def test_a_read_only_user_sees_the_rollout_but_no_buttons_and_the_server_refuses_them(
+    stack: Stack, browser: Browser
+) -> None:
+    publish_fleet(stack, "view", "view", 2)
+    stages = [{"name": "only", "maxConcurrency": 1}, {"name": "gated", "requireApproval": True}]
+    off_loop(stack.send, "intents", "view", module("view", app="view", tag="1.0.0", stages=stages))
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = watch_page(log_in(context, stack, VERA), stack)
+    open_dashboard(page, stack, "#/modules/view")
+    expect(page.get_by_test_id("module-phase")).to_have_text("AwaitingApproval", timeout=60_000)
+    expect(page.get_by_test_id("stage-gated")).to_be_visible()
+    expect(page.get_by_test_id("commands")).to_be_hidden()
+    expect(page.get_by_test_id("command-abort")).to_be_hidden()
+    expect(page.get_by_test_id("approve-gated")).to_have_count(0)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-read-only.png"), full_page=True)
+
+    me = page.request.get(f"{stack.dashboard_url}/api/me").json()  # type: ignore[attr-defined]
+    assert me["user"] == "vera@example.com" and me["can"]["fleet"] == {"commands": False, "approvals": False}
+    origin = {"Origin": stack.dashboard_url, "X-CSRF-Token": me["csrfToken"]}  # type: ignore[attr-defined]
+    url = f"{stack.dashboard_url}/api/modules/view/commands"  # type: ignore[attr-defined]
+    refused = page.request.post(url, data={"command": "abort"}, headers=origin)
+    assert refused.status == 403
+    assert refused.json()["error"] == (
+        "vera@example.com may not create rolloutcommands.rollout.dev in namespace fleet, which abort requires"
+    )
+    refused = page.request.post(url, data={"command": "approve", "stage": "gated"}, headers=origin)
+    assert refused.status == 403 and "rolloutapprovals.rollout.dev" in refused.json()["error"]
+    assert intents(stack, "view") == []
+    assert page.csp_violations == []  # type: ignore[attr-defined]
+    context.close()
+
+
+class _Attacker(BaseHTTPRequestHandler):
+    """A page of another origin (another loopback port) that POSTs an abort to the dashboard."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        body = (
+            "<!doctype html><html><body>"
+            f'<form id="f" method="POST" enctype="text/plain" action="{self.target}">'
+            '<input name=\'{"command":"abort","x":"\' value=\'"}\'></form>'
+            "<script>document.getElementById('f').submit()</script></body></html>"
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_cross_origin_form_cannot_abort_through_a_logged_in_browser(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "victim", "victim", 2)
+    stages = [{"name": "all", "maxConcurrency": 2}]
+    off_loop(stack.send, "intents", "victim", module("victim", app="victim", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/victim")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Complete", timeout=60_000)
+    expect(page.get_by_test_id("command-abort")).to_be_visible()  # alice may abort: the session is real
+
+    _Attacker.target = f"{stack.dashboard_url}/api/modules/victim/commands"  # type: ignore[attr-defined]
+    attacker = ThreadingHTTPServer(("127.0.0.1", 0), _Attacker)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        evil = page.context.new_page()
+        with evil.expect_response(_Attacker.target) as posted:
+            evil.goto(f"http://127.0.0.1:{attacker.server_address[1]}/")
+        response = posted.value
+        assert response.request.method == "POST"
+        cookie = response.request.all_headers().get("cookie", "")
+        assert cookie.startswith("__Host-rollout-session="), cookie  # the browser sent alice's session along
+        assert response.status == 403
+        assert response.json()["error"].startswith(
+            f"cross-origin request refused: Origin http://127.0.0.1:{attacker.server_address[1]} is not"
+        )
+    finally:
+        attacker.shutdown()
+    page.wait_for_timeout(1000)
+    assert intents(stack, "victim") == []  # nothing reached the engine
+    expect(page.get_by_test_id("module-phase")).to_have_text("Complete")
