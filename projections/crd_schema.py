@@ -5,9 +5,10 @@
                           CommandSpec, status ─┘
 
 Kinds: `Module` and `BootstrapModule` (spec: `ModuleSpec`, the very model `rollout apply`
-validates), `RolloutApproval` and `RolloutCommand`; all namespaced, `rollout.dev/v1alpha1`,
-with a status subresource and printer columns, so that `kubectl get modules` shows Phase,
-Target, Stable, Progress and Age.
+validates), `RolloutApproval` and `RolloutCommand`, with a status subresource and printer
+columns, so that `kubectl get modules` shows Phase, Target, Stable, Progress and Age; and
+`ModuleRestriction` (spec: `ModuleRestrictionSpec`, rollout/restrictions.py; no status — a
+policy, not a process). All namespaced, `rollout.dev/v1alpha1`.
 
 A pydantic JSON schema is not a *structural* schema as the API server requires, so it is
 rewritten (`structural`): `$ref`s are inlined; `X | None` becomes X (optional = not
@@ -36,7 +37,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from rollout.manifests import ModuleSpec
+from rollout.manifests import ModuleRestrictionSpec, ModuleSpec
 from rollout.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
 
 __all__ = ["CHART_CRDS", "GROUP", "VERSION", "crd_documents", "crds_yaml", "structural"]
@@ -51,6 +52,11 @@ _MODULE_COLUMNS = [
     {"name": "Target", "type": "string", "jsonPath": ".status.targetRevision"},
     {"name": "Stable", "type": "string", "jsonPath": ".status.stableRevision"},
     {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+_RESTRICTION_COLUMNS = [
+    {"name": "Clusters", "type": "string", "jsonPath": ".spec.allowedClusters.matchLabels"},
+    {"name": "Accounts", "type": "string", "jsonPath": ".spec.allowedServiceAccounts"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 _REQUEST_COLUMNS = [
@@ -122,6 +128,8 @@ _DESCRIPTIONS = {
     "RolloutApproval": "Approves one stage of a module's rollout; spec.approver must be the user creating it.",
     "RolloutCommand": "Pauses, resumes, aborts or rolls back a module's rollout, or pins/unpins a cluster; "
     "spec.requestedBy must be the user creating it.",
+    "ModuleRestriction": "Limits the Modules and BootstrapModules of its namespace: the clusters they may "
+    "select, the source URLs they may use, the service accounts and target namespaces their syncs may use.",
 }
 
 
@@ -130,24 +138,22 @@ def _definition(
     plural: str,
     *,
     spec: type[BaseModel],
-    status: type[BaseModel],
+    status: type[BaseModel] | None,
     columns: list[dict[str, Any]],
     short: list[str],
 ) -> dict[str, Any]:
-    spec_schema, status_schema = _schema(spec), _schema(status)
-    status_schema.pop("description", None)
-    root = {
-        "type": "object",
-        "description": _DESCRIPTIONS[kind],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": spec_schema,
-            "status": status_schema,
-        },
-        "required": ["spec"],
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": _schema(spec),
     }
+    if status is not None:
+        properties["status"] = _schema(status)
+        properties["status"].pop("description", None)
+    root = {"type": "object", "description": _DESCRIPTIONS[kind], "properties": properties}
+    if status is not None:
+        root["required"] = ["spec"]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -168,7 +174,7 @@ def _definition(
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    **({"subresources": {"status": {}}} if status is not None else {}),
                     "additionalPrinterColumns": columns,
                     "schema": {"openAPIV3Schema": root},
                 }
@@ -184,7 +190,7 @@ def _immutable(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
-    """The four CustomResourceDefinitions, as mappings."""
+    """The five CustomResourceDefinitions, as mappings."""
     module = {"spec": ModuleSpec, "status": ModuleResourceStatus, "columns": _MODULE_COLUMNS}
     request = {"status": CommandResourceStatus, "columns": _REQUEST_COLUMNS}
     return [
@@ -194,6 +200,14 @@ def crd_documents() -> list[dict[str, Any]]:
             _definition("RolloutApproval", "rolloutapprovals", spec=ApprovalSpec, short=["approval"], **request)
         ),  # type: ignore[arg-type]
         _immutable(_definition("RolloutCommand", "rolloutcommands", spec=CommandSpec, short=["rcmd"], **request)),  # type: ignore[arg-type]
+        _definition(
+            "ModuleRestriction",
+            "modulerestrictions",
+            spec=ModuleRestrictionSpec,
+            status=None,
+            columns=_RESTRICTION_COLUMNS,
+            short=["mrest"],
+        ),
     ]
 
 

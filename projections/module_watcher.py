@@ -13,6 +13,12 @@ publish come out on the intents topic:
   published for that name. An object the manifest rules refuse is reported on its status
   (`InvalidSpec`) and not published.
 - deleted (or gone while nobody watched) → `ModuleDeleted`.
+- a ModuleRestriction created or changed → `RestrictionApplied` on the cluster-observations
+  topic (rollout/restrictions.py; keyed by namespace, beside the fleet it restricts), deleted
+  → `RestrictionDeleted`; published before any module, and every module of its namespace is
+  checked again. A Module/BootstrapModule breaking its namespace's restriction is reported
+  on its status (`InvalidSpec`, the message naming the restriction, the rule and the
+  value) and not published — the engine would refuse it too.
 - a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
   RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`. Once per
   object, whatever happens to it later (its spec is immutable; deleting it undoes nothing).
@@ -49,11 +55,30 @@ from pydantic import ValidationError
 
 from projections.informer import list_and_watch
 from projections.kube import RetryPolicy
-from rollout.events import EventRejected, ModuleApplied, ModuleDeleted, RolloutCommanded, parse_event
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.events import (
+    EventRejected,
+    ModuleApplied,
+    ModuleDeleted,
+    RestrictionApplied,
+    RestrictionDeleted,
+    RolloutCommanded,
+    parse_event,
+    restriction_key,
+)
+from rollout.manifests import MANIFEST_ADAPTER, ModuleRestrictionManifest
 from rollout.resources import ApprovalSpec, CommandSpec
+from rollout.restrictions import RestrictionViolation, check_module
 
-__all__ = ["APPLIED_BY", "GROUP", "KINDS", "ModuleWatcher", "ObjectRef", "PublishedIntents", "problem_text"]
+__all__ = [
+    "APPLIED_BY",
+    "GROUP",
+    "KINDS",
+    "RESTRICTIONS",
+    "ModuleWatcher",
+    "ObjectRef",
+    "PublishedIntents",
+    "problem_text",
+]
 
 log = logging.getLogger("rollout.modules")
 
@@ -61,6 +86,7 @@ GROUP, VERSION = "rollout.dev", "v1alpha1"
 APPLIED_BY = ("rollout.dev/applied-by", "watch-modules")
 KINDS = {"modules": "Module", "bootstrapmodules": "BootstrapModule"}
 REQUESTS = {"rolloutapprovals": "RolloutApproval", "rolloutcommands": "RolloutCommand"}
+RESTRICTIONS = {"modulerestrictions": "ModuleRestriction"}
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 Publish = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
@@ -95,6 +121,28 @@ class PublishedIntents:
 
     modules: dict[str, Any] = field(default_factory=dict)
     ids: set[str] = field(default_factory=set)
+    # namespace → the ModuleRestriction this watcher published for it (cluster-observations topic)
+    restrictions: dict[str, ModuleRestrictionManifest] = field(default_factory=dict)
+
+    def fold_restrictions(self, records: Iterable[bytes | None]) -> PublishedIntents:
+        """Add what the cluster-observations topic holds of this watcher's restrictions."""
+        for value in records:
+            try:
+                event = parse_event(value)
+            except EventRejected:
+                continue
+            if isinstance(event, RestrictionApplied):
+                manifest = event.restriction
+                namespace = manifest.metadata.namespace
+                if manifest.metadata.annotations.get(APPLIED_BY[0]) == APPLIED_BY[1]:
+                    self.restrictions[namespace] = manifest
+                else:
+                    self.restrictions.pop(namespace, None)
+            elif isinstance(event, RestrictionDeleted):
+                current = self.restrictions.get(event.namespace)
+                if current is not None and current.metadata.name == event.name:
+                    del self.restrictions[event.namespace]
+        return self
 
     @classmethod
     def fold(cls, records: Iterable[bytes | None]) -> PublishedIntents:
@@ -149,7 +197,7 @@ def _ref(plural: str, obj: Mapping[str, Any]) -> ObjectRef:
     metadata = obj.get("metadata") or {}
     return ObjectRef(
         plural=plural,
-        kind=KINDS.get(plural) or REQUESTS[plural],
+        kind=KINDS.get(plural) or REQUESTS.get(plural) or RESTRICTIONS[plural],
         namespace=metadata.get("namespace", ""),
         name=metadata.get("name", ""),
         uid=metadata.get("uid", ""),
@@ -171,10 +219,13 @@ class ModuleWatcher:
         on_change: Callable[[ObjectRef], Awaitable[None]] | None = None,
         policy: RetryPolicy | None = None,
         watch_timeout: int = 300,
+        publish_restrictions: Publish | None = None,
     ) -> None:
         self.api = api
         self.publish = publish
         self.fleet = fleet
+        # to the cluster-observations topic; None: restrictions are enforced here, not published
+        self.publish_restrictions = publish_restrictions
         self.namespaces: list[str | None] = list(dict.fromkeys(namespaces)) or [None]
         self.published = seed or PublishedIntents()
         self.on_change = on_change
@@ -183,13 +234,14 @@ class ModuleWatcher:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
         self.refs: dict[str, ObjectRef] = {}  # module name → its object
         self.problems: dict[str, str] = {}  # module name → why its spec is refused
+        self.restrictions: dict[str, ModuleRestrictionManifest] = {}  # namespace → the one in force
         self.event_refs: dict[str, ObjectRef] = {}  # event id → the object version it came from
         self._listed: set[tuple[str | None, str]] = set()
         self._lock = asyncio.Lock()
 
     @property
     def synced(self) -> bool:
-        plurals = (*KINDS, *REQUESTS)
+        plurals = (*RESTRICTIONS, *KINDS, *REQUESTS)
         return all((scope, plural) in self._listed for scope in self.namespaces for plural in plurals)
 
     async def run(self) -> None:
@@ -197,7 +249,7 @@ class ModuleWatcher:
         custom = CustomObjectsApi(self.api)
         tasks = []
         for scope in self.namespaces:
-            for plural in (*KINDS, *REQUESTS):
+            for plural in (*RESTRICTIONS, *KINDS, *REQUESTS):
                 if scope is None:
                     list_fn = partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
                 else:
@@ -236,8 +288,9 @@ class ModuleWatcher:
         )
 
     async def _reconcile_all(self, scope: str | None) -> None:
+        await self._reconcile_restrictions(scope)
         for (plural, namespace, _name), obj in sorted(self.objects.items(), key=lambda item: item[0]):
-            if scope is None or namespace == scope:
+            if (scope is None or namespace == scope) and plural not in RESTRICTIONS:
                 await self._reconcile_object(plural, obj, deleted=False)
         present = {name for (plural, _ns, name) in self.objects if plural in KINDS}
         for name, manifest in sorted(self.published.modules.items()):
@@ -251,7 +304,13 @@ class ModuleWatcher:
                 await self._delete(manifest.kind, name, f"k8s-gone-{name}-{digest}")
 
     async def _reconcile_object(self, plural: str, obj: dict[str, Any], *, deleted: bool) -> None:
-        if plural in KINDS:
+        if plural in RESTRICTIONS:
+            namespace = _key(obj)[0]
+            await self._reconcile_restrictions(namespace)
+            for (other, space, _name), module in sorted(self.objects.items(), key=lambda item: item[0]):
+                if other in KINDS and space == namespace:  # checked again under the new restriction
+                    await self._module_changed(other, module)
+        elif plural in KINDS:
             if deleted:
                 await self._module_deleted(_ref(plural, obj))
             else:
@@ -275,6 +334,13 @@ class ModuleWatcher:
         except ValidationError as error:
             self.problems[ref.name] = problem_text(error)
             log.error("%s %s/%s refused: %s", ref.kind, ref.namespace, ref.name, self.problems[ref.name])
+            await self._changed(ref)
+            return
+        try:
+            check_module(self.restrictions.get(ref.namespace), manifest)
+        except RestrictionViolation as violation:
+            self.problems[ref.name] = str(violation)
+            log.error("%s %s/%s %s", ref.kind, ref.namespace, ref.name, violation)
             await self._changed(ref)
             return
         self.problems.pop(ref.name, None)
@@ -303,6 +369,56 @@ class ModuleWatcher:
         self.published.modules.pop(name, None)
         self.published.ids.add(event_id)
         log.info("%s %s deleted", kind, name)
+
+    async def _reconcile_restrictions(self, scope: str | None) -> None:
+        """The restriction in force in each namespace of `scope` (None: all): the first
+        valid ModuleRestriction object by name (another is logged and ignored); published
+        when it differs from what was, a RestrictionDeleted when the namespace lost its own."""
+        found: dict[str, tuple[ModuleRestrictionManifest, dict[str, Any]]] = {}
+        for (plural, namespace, name), obj in sorted(self.objects.items(), key=lambda item: item[0]):
+            if plural not in RESTRICTIONS or (scope is not None and namespace != scope):
+                continue
+            try:
+                manifest = manifest_of({**obj, "spec": obj.get("spec") or {}})  # every field is optional
+            except ValidationError as error:
+                log.error("ModuleRestriction %s/%s refused: %s", namespace, name, problem_text(error))
+                continue
+            if namespace in found:
+                kept = found[namespace][0].metadata.name
+                log.error("ModuleRestriction %s/%s ignored: %s is the namespace's restriction", namespace, name, kept)
+                continue
+            found[namespace] = (manifest, obj)
+        namespaces = {ns for ns in (*self.restrictions, *self.published.restrictions) if scope in (None, ns)}
+        for namespace in sorted(namespaces | set(found)):
+            if namespace in found:
+                await self._restriction_changed(*found[namespace])
+            else:
+                await self._restriction_gone(namespace)
+
+    async def _restriction_changed(self, manifest: ModuleRestrictionManifest, obj: dict[str, Any]) -> None:
+        namespace = manifest.metadata.namespace
+        self.restrictions[namespace] = manifest
+        if self.published.restrictions.get(namespace) == manifest or self.publish_restrictions is None:
+            return
+        ref = _ref("modulerestrictions", obj)
+        event_id = f"k8s-{ref.uid}-g{ref.generation}-rv{obj['metadata'].get('resourceVersion', '')}"
+        event = RestrictionApplied(id=event_id, restriction=manifest)
+        await self.publish_restrictions([(restriction_key(namespace), event.to_bytes())])
+        self.published.restrictions[namespace] = manifest
+        log.info("ModuleRestriction %s/%s published", namespace, manifest.metadata.name)
+
+    async def _restriction_gone(self, namespace: str) -> None:
+        self.restrictions.pop(namespace, None)
+        published = self.published.restrictions.get(namespace)
+        if published is None or self.publish_restrictions is None:
+            return
+        if not (None in self.namespaces or namespace in self.namespaces):
+            return  # not ours to watch
+        digest = hashlib.sha256(published.model_dump_json(by_alias=True).encode()).hexdigest()[:16]
+        event = RestrictionDeleted(id=f"k8s-gone-{namespace}-{digest}", namespace=namespace, name=published.name)
+        await self.publish_restrictions([(restriction_key(namespace), event.to_bytes())])
+        del self.published.restrictions[namespace]
+        log.info("ModuleRestriction %s/%s deleted", namespace, published.name)
 
     async def _request(self, plural: str, obj: dict[str, Any]) -> None:
         ref = _ref(plural, obj)

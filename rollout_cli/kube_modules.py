@@ -1,7 +1,8 @@
 """`rollout watch-modules`: the Module watcher and the status writer, as one leader.
 
     win the Lease (with --leader-elect) ─► FencedPublisher.start() (fences the last leader)
-      ─► seed from the intents topic ─► ModuleWatcher (objects → intents)
+      ─► seed from the intents topic (and the ModuleRestrictions it published, from
+         cluster-observations) ─► ModuleWatcher (objects → intents, restrictions)
                                       + StatusWriter (module-status, verdicts → status, Events)
 
 Everything after the Lease is built anew each time leadership is won
@@ -11,7 +12,7 @@ Everything after the Lease is built anew each time leadership is won
 both publish — the second one's start fences the first.
 
 Serves /metrics, /healthz and /readyz when --web-port is not 0: ready once the broker
-answers and, if leading, the four kinds have been listed (a follower is ready: it waits).
+answers and, if leading, the five kinds have been listed (a follower is ready: it waits).
 """
 
 from __future__ import annotations
@@ -49,10 +50,14 @@ async def watch_as_leader(
     await publisher.start()
     try:
         seed = PublishedIntents.fold(record.value for record in await client.read_all(bootstrap, topics.intents))
+        seed.fold_restrictions(record.value for record in await client.read_all(bootstrap, topics.clusters))
         writer: StatusWriter | None = None
 
         async def publish(records: list[tuple[str, bytes]]) -> None:
             await publisher.publish(topics.intents, records)
+
+        async def publish_restrictions(records: list[tuple[str, bytes]]) -> None:
+            await publisher.publish(topics.clusters, records)  # the fleet's policy travels with the fleet
 
         async def fleet() -> dict[int, int]:
             return {p: o for p, o in sorted((await client.end_offsets(bootstrap, topics.clusters)).items()) if o > 0}
@@ -61,7 +66,15 @@ async def watch_as_leader(
             if writer is not None:
                 await writer.refresh(ref)
 
-        watcher = ModuleWatcher(api, publish, fleet, namespaces=namespaces, seed=seed, on_change=changed)
+        watcher = ModuleWatcher(
+            api,
+            publish,
+            fleet,
+            namespaces=namespaces,
+            seed=seed,
+            on_change=changed,
+            publish_restrictions=publish_restrictions,
+        )
         writer = StatusWriter(api, watcher)
         await writer.seed(bootstrap, topics.module_status)  # before the watcher's first status write
         health.watcher = watcher

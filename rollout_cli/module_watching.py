@@ -21,8 +21,9 @@ DEFAULT_MODULE_WATCHER_PORT = 6069
 
 @click.command(name="crds")
 def crds() -> None:
-    """Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval and
-    RolloutCommand (`rollout crds | kubectl apply -f -`; the chart ships the same)."""
+    """Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval,
+    RolloutCommand and ModuleRestriction (`rollout crds | kubectl apply -f -`; the chart
+    ships the same)."""
     from projections.crd_schema import crds_yaml
 
     click.echo(crds_yaml(), nl=False)
@@ -51,8 +52,10 @@ def watch_modules(
     log_format: str,
     loglevel: str,
 ) -> None:
-    """Turn Module, BootstrapModule, RolloutApproval and RolloutCommand objects into intents,
-    and write each module's rollout status back on its object, until stopped."""
+    """Turn Module, BootstrapModule, RolloutApproval and RolloutCommand objects into intents
+    (and ModuleRestrictions into the policy the engine enforces: a module breaking its
+    namespace's is refused, not published), and write each module's rollout status back on
+    its object, until stopped."""
     check_port_free(web_port, web_host)
     from infra.observability import logging_config
     from rollout_cli.kube_modules import run_watch_modules

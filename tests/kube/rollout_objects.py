@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from projections.crd_schema import GROUP, VERSION, crd_documents
 from tests.kube.cluster import KubeCluster
 
-PLURALS = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
+PLURALS = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands", "modulerestrictions")
 NAMESPACE = "fleet"
 
 

@@ -18,7 +18,7 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 from infra import client
 from infra.topics import TopicNames
 from projections.module_watcher import APPLIED_BY
-from rollout.events import ModuleApplied, ModuleDeleted, parse_event
+from rollout.events import ModuleApplied, ModuleDeleted, RestrictionApplied, RestrictionDeleted, parse_event
 from rollout_cli.kube_modules import ModuleWatcherHealth, watch_as_leader
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
@@ -225,3 +225,53 @@ async def test_a_new_leader_starts_from_the_current_status_and_records_no_event_
 
 async def _is(value: Any, expected: str) -> bool:
     return await value == expected  # type: ignore[no-any-return]
+
+
+async def clusters_topic(bootstrap: str, prefix: str) -> list[Any]:
+    return [parse_event(r.value) for r in await client.read_all(bootstrap, TopicNames(prefix).clusters)]
+
+
+async def test_a_module_breaking_its_namespaces_restriction_is_stalled_naming_the_rule_and_not_published(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    restriction = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ModuleRestriction",
+        "metadata": {"name": "lane", "namespace": "fleet"},
+        "spec": {
+            "allowedSourcePatterns": [r"https://example\.com/web"],
+            "allowedClusters": {"matchLabels": {"env": "prod"}},
+        },
+    }
+    await create(fleet, "modulerestrictions", restriction)
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        await create(fleet, "modules", module_object("web"))  # https://example.com/web, env=prod: in its lane
+        await create(fleet, "modules", module_object("grab"))  # https://example.com/grab: not
+
+        async def stalled() -> Any:
+            status = ((await read(fleet, "modules", "grab")) or {}).get("status") or {}
+            return status if status.get("phase") == "Invalid" else None
+
+        status = await eventually(stalled)
+        [published] = await eventually(lambda: intents(kafka_bootstrap, topic_prefix))
+        assert isinstance(published, ModuleApplied) and published.module.name == "web"
+        [applied] = await clusters_topic(kafka_bootstrap, topic_prefix)
+        assert isinstance(applied, RestrictionApplied) and applied.restriction.metadata.name == "lane"
+        assert applied.restriction.spec.allowed_source_patterns == [r"https://example\.com/web"]
+        [record] = await client.read_all(kafka_bootstrap, TopicNames(topic_prefix).clusters)
+        assert published.fleet.get(record.partition, 0) > record.offset  # stamped past it: folded after it
+
+        async with fleet.client() as api:  # the restriction goes: the refused module is published
+            await CustomObjectsApi(api).delete_namespaced_custom_object(
+                GROUP, VERSION, "fleet", "modulerestrictions", "lane"
+            )
+        published_now = await eventually(lambda: _at_least(intents(kafka_bootstrap, topic_prefix), 2))
+        assert published_now[1].module.name == "grab"
+        deleted = (await clusters_topic(kafka_bootstrap, topic_prefix))[-1]
+        assert isinstance(deleted, RestrictionDeleted) and (deleted.namespace, deleted.name) == ("fleet", "lane")
+    stalled_condition = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled_condition["status"] == "True"
+    assert stalled_condition["message"] == (
+        "refused by ModuleRestriction fleet/lane: allowedSourcePatterns: source 'https://example.com/grab' "
+        r"matches none of https://example\.com/web"
+    )

@@ -55,7 +55,7 @@ def watcher_rules() -> set[Rule]:
 def module_watcher_rules() -> set[Rule]:
     objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
     return (
-        {("rollout.dev", plural, READ, ()) for plural in objects}
+        {("rollout.dev", plural, READ, ()) for plural in (*objects, "modulerestrictions")}
         | {("rollout.dev", f"{plural}/status", frozenset({"get", "update", "patch"}), ()) for plural in objects}
         | {("", "events", frozenset({"create", "patch"}), ())}
     )

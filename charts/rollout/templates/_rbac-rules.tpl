@@ -25,7 +25,7 @@
 {{/* The module watcher: the rollout.dev objects and their status, Events on them. */}}
 {{- define "rollout.moduleWatcherRules" -}}
 - apiGroups: [rollout.dev]
-  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands]
+  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands, modulerestrictions]
   verbs: [get, list, watch]
 - apiGroups: [rollout.dev]
   resources: [modules/status, bootstrapmodules/status, rolloutapprovals/status, rolloutcommands/status]
