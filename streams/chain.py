@@ -19,8 +19,10 @@ a take-over by another worker, the next record links to the last *committed* one
 decisions of an aborted transaction are never seen by a `read_committed` reader, and the
 head they advanced is dropped with them. An event the decider undoes (a dead letter) drops
 its head change with its event layer: only decisions actually sent advance the head.
-`rollout replay` links its refolded decisions the same way (`DecisionChain` over a plain
-dict) and gets the same hashes. The engine (rollout/) knows nothing of this: hashing is a
+Linking costs two encodings and a SHA-256 per decision: 6 µs measured on the 2-core machine
+under load (0.6 µs for the plain document before), against the 70 to 150 µs a status
+report costs the decider. `rollout replay` links its refolded decisions the same way
+(`DecisionChain` over a plain dict) and gets the same hashes. The engine (rollout/) knows nothing of this: hashing is a
 property of the record log, not of a rollout.
 
 **The canonical form** an auditor recomputes, in any language:
