@@ -22,8 +22,8 @@ its head change with its event layer: only decisions actually sent advance the h
 Linking costs two encodings and a SHA-256 per decision: 6 µs measured on the 2-core machine
 under load (0.6 µs for the plain document before), against the 70 to 150 µs a status
 report costs the decider. `rollout replay` links its refolded decisions the same way
-(`DecisionChain` over a plain dict) and gets the same hashes. The engine (rollout/) knows nothing of this: hashing is a
-property of the record log, not of a rollout.
+(`DecisionChain` over a plain dict) and gets the same hashes. The engine (rollout/) knows
+nothing of this: hashing is a property of the record log, not of a rollout.
 
 **The canonical form** an auditor recomputes, in any language:
 
@@ -95,7 +95,8 @@ def record_hash(body: Mapping[str, Any]) -> str:
 def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:
     """A decision's record before linking: its id `<journal partition>-<offset>-<n>` (the
     `index`-th decision of the journal record at `offset`) and its fields. A Decision's
-    fields are plain values: its __dict__ is its model_dump() (tests/streams/test_decision_documents.py), for less."""
+    fields are plain values: its __dict__ is its model_dump(), for less
+    (tests/streams/test_decision_documents.py)."""
     return {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
 
 
