@@ -129,9 +129,11 @@ def test_the_dashboard_is_a_deployment_and_a_cluster_internal_service(render: Re
     objects = render(None)
     dashboard = component(objects, "dashboard")
     assert dashboard.args[0] == "dashboard" and dashboard.flag("--host") == "0.0.0.0"
-    assert dashboard.pod["automountServiceAccountToken"] is False, "it never talks to the Kubernetes API"
+    assert dashboard.pod["automountServiceAccountToken"] is True, "TokenReview and SubjectAccessReview"
+    assert dashboard.pod["serviceAccountName"] == "rollout-dashboard"
+    assert "--insecure-no-auth" not in dashboard.args
     service = next(s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard"))
-    assert service["spec"]["type"] == "ClusterIP", "no login: not exposed outside the cluster by default"
+    assert service["spec"]["type"] == "ClusterIP", "reached through port-forward or an Ingress the operator adds"
     assert service["spec"]["selector"].items() <= dashboard.workload["spec"]["template"]["metadata"]["labels"].items()
     assert [p["port"] for p in service["spec"]["ports"]] == [int(str(dashboard.flag("--port")))]
 

@@ -68,6 +68,16 @@ def lease_rules(lease: str) -> set[Rule]:
     }
 
 
+def dashboard_rules() -> set[Rule]:
+    """Who a token is and what a user may do: the dashboard asks, it never reads or writes objects."""
+    return {
+        ("authentication.k8s.io", "tokenreviews", frozenset({"create"}), ()),
+        ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"}), ()),
+    }
+
+
+DASHBOARD_GRANTS = {("rollout-dashboard", None): dashboard_rules()}
+
 LEASE_GRANTS = {
     ("rollout-watcher", NAMESPACE): lease_rules("rollout-watcher"),
     ("rollout-module-watcher", NAMESPACE): lease_rules("rollout-module-watcher"),
@@ -116,12 +126,16 @@ def grants(objects: list[dict[str, Any]]) -> dict[tuple[str, str | None], set[Ru
 
 
 def test_rbac_rules_default_to_the_release_namespace(render: Render) -> None:
-    assert grants(render(None)) == {
-        ("rollout-watcher", NAMESPACE): watcher_rules() | lease_rules("rollout-watcher"),
-        ("rollout-module-watcher", NAMESPACE): module_watcher_rules() | lease_rules("rollout-module-watcher"),
-        ("rollout-applier", NAMESPACE): applier_rules(),
-        ("rollout-applier", None): applier_read_rules(),
-    }
+    assert (
+        grants(render(None))
+        == {
+            ("rollout-watcher", NAMESPACE): watcher_rules() | lease_rules("rollout-watcher"),
+            ("rollout-module-watcher", NAMESPACE): module_watcher_rules() | lease_rules("rollout-module-watcher"),
+            ("rollout-applier", NAMESPACE): applier_rules(),
+            ("rollout-applier", None): applier_read_rules(),
+        }
+        | DASHBOARD_GRANTS
+    )
 
 
 def test_rbac_rules_cover_each_fleet_namespace_and_only_the_named_kubeconfig_secrets(render: Render) -> None:
@@ -137,6 +151,7 @@ def test_rbac_rules_cover_each_fleet_namespace_and_only_the_named_kubeconfig_sec
             ("rollout-applier", None): applier_read_rules(),
         }
         | LEASE_GRANTS
+        | DASHBOARD_GRANTS
     )  # the Leases stay in the release namespace
     for name in ("watcher", "module-watcher"):
         watcher = component(render(CI["replicas"]), name)
@@ -158,6 +173,7 @@ def test_rbac_rules_cluster_wide(render: Render) -> None:
             ("rollout-applier", None): applier_rules(),
         }
         | LEASE_GRANTS
+        | DASHBOARD_GRANTS
     )  # the Leases stay in the release namespace: a Role, not a ClusterRole
     assert "--namespace" not in component(objects, "watcher").args
     assert "--namespace" not in component(objects, "module-watcher").args
