@@ -23,6 +23,7 @@ error in their log.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,7 +37,17 @@ from aiokafka.errors import (
     TransactionalIdAuthorizationFailed,
 )
 
-from infra.kafka_acls import VERBS, Operation, PatternType, ResourceType, grant_command, principals
+from infra.kafka_acls import (
+    VERBS,
+    Grant,
+    Operation,
+    PatternType,
+    ResourceType,
+    acl_arguments,
+    grant_command,
+    principal,
+    principals,
+)
 from infra.settings import DEFAULT_PREFIX, env, kafka_client_options
 
 
@@ -163,3 +174,48 @@ async def explained(
         if refused is None:
             raise
         raise refused from error
+
+
+AUTHORIZATION_ERRORS = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+    ClusterAuthorizationFailedError,
+)
+
+
+def refused_by_acls(error: BaseException, component: str, prefix: str) -> str | None:
+    """For a long-running component (worker, applier): a plain account of the broker's
+    refusal `error`, with the line of the component's ACLs (infra/kafka_acls.py) that covers
+    what was refused; None when `error` is no refusal. The component retries, consuming and
+    writing nothing meanwhile: ACLs applied after the pods started (Strimzi's User Operator
+    takes a few seconds) need no restart."""
+    if not isinstance(error, AUTHORIZATION_ERRORS):
+        return None
+    resource_type = {
+        GroupAuthorizationFailedError: ResourceType.GROUP,
+        TransactionalIdAuthorizationFailed: ResourceType.TRANSACTIONAL_ID,
+    }.get(type(error), ResourceType.TOPIC)
+    names = _named(error, "").split(", ")
+    identity = current_principal()
+    lines = [
+        shlex.join(["kafka-acls.sh", "--add", *acl_arguments(identity, grant)])
+        for grant in principal(component, prefix).grants
+        if grant.resource_type is resource_type and any(_covers(grant, name) for name in names if name)
+    ]
+    what = f"{resource_type.value} {', '.join(n for n in names if n) or '(unnamed)'}"
+    if isinstance(error, ClusterAuthorizationFailedError):
+        what = "an idempotent producer (it may write no topic at all)"
+    fix = (
+        f"the {component}'s ACLs grant it with: " + " ; ".join(dict.fromkeys(lines))
+        if lines
+        else f"grant {identity} the {component}'s ACLs: `rollout kafka acls --topic-prefix {prefix}`"
+    )
+    return (
+        f"the broker refused {identity} access to {what} ({type(error).__name__}); {fix}. "
+        "Nothing is consumed or written until it is allowed; retrying"
+    )
+
+
+def _covers(grant: Grant, name: str) -> bool:
+    return any(name == n if grant.pattern is PatternType.LITERAL else name.startswith(n) for n in grant.names)

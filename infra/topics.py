@@ -33,7 +33,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaClient
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, TopicAuthorizationFailedError
 from aiokafka.protocol.offset import OffsetRequest
 
 from infra.settings import kafka_client_options
@@ -161,11 +161,15 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
     An existing topic with a different partition count is an error: the journal, the
     assignments and the changelogs must stay co-partitioned.
     """
+    from infra.denials import explained  # infra.denials builds on this module: imported late
+    from infra.kafka_acls import Operation, PatternType, ResourceType
+
     names = TopicNames(prefix)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-topics", **kafka_client_options())
-    await admin.start()
     try:
-        existing = set(await admin.list_topics())
+        async with explained(Operation.DESCRIBE, ResourceType.TOPIC, prefix, bootstrap, pattern=PatternType.PREFIXED):
+            await admin.start()
+        existing = set(await admin.list_topics())  # those we may describe: the others are "missing"
         wanted = [
             NewTopic(
                 name=names.name(spec.role),
@@ -178,9 +182,11 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
         missing = [t for t in wanted if t.name not in existing]
         if missing:
             try:
-                await admin.create_topics(missing)
+                response = await admin.create_topics(missing)
             except TopicAlreadyExistsError:
                 pass  # another process created them in between
+            else:
+                _refused_creations(response)
         described = await _until_led(admin, [t.name for t in wanted])
         if missing:
             await _until_serving(bootstrap, [d for d in described if d["topic"] in {t.name for t in missing}])
@@ -195,6 +201,17 @@ async def ensure_topics(bootstrap: str, prefix: str, partitions: int, *, replica
         return [t.name for t in missing]
     finally:
         await admin.close()
+
+
+def _refused_creations(response: Any) -> None:
+    """`NotAuthorized` for the first topic the broker would not create for us (or, existing,
+    would not even describe to us): aiokafka returns the per-topic errors without raising."""
+    from infra.denials import NotAuthorized, current_principal
+    from infra.kafka_acls import Operation, ResourceType
+
+    for name, error_code, *_ in response.topic_errors:
+        if error_code == TopicAuthorizationFailedError.errno:
+            raise NotAuthorized(current_principal(), Operation.CREATE, ResourceType.TOPIC, name)
 
 
 async def _until_led(admin: AIOKafkaAdminClient, names: list[str]) -> list[Any]:

@@ -43,6 +43,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 
 from infra import observability
+from infra.denials import refused_by_acls
 from infra.observability import RATE_LIMITED, Health, Metrics, log_fields
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames
@@ -155,12 +156,16 @@ class Applier:
                 self.forget(list(self.handled))  # as on a revocation: the new consumer's assignment replays them
                 if time.monotonic() - started > 2 * RESTART_BACKOFF_MAX:
                     backoff = RESTART_BACKOFF  # it had been working for a while: a fresh failure
-                log.warning(
-                    "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
-                    _describe(error),
-                    backoff,
-                    extra=RATE_LIMITED,
-                )
+                refused = refused_by_acls(error, "applier", self.names.prefix)
+                if refused is not None:  # an error, not a blip: it lasts until an admin acts
+                    log.error("%s (in %.0fs)", refused, backoff, extra=RATE_LIMITED)
+                else:
+                    log.warning(
+                        "the applier's Kafka clients failed (%s); creating new ones in %.0fs",
+                        _describe(error),
+                        backoff,
+                        extra=RATE_LIMITED,
+                    )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
                 backoff = min(backoff * 2, RESTART_BACKOFF_MAX)

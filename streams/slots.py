@@ -46,7 +46,9 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
+from infra.denials import refused_by_acls
 from infra.observability import RATE_LIMITED, Metrics
+from infra.topics import SUFFIXES
 from streams.outputs import Outputs, OutRecord, key_slot
 from streams.state import PartitionState, Tracking
 
@@ -87,13 +89,22 @@ class Slot:
 
     def fail(self, stage: str, error: BaseException) -> None:
         """Broken: the stage repairs it (after a backoff that doubles while it keeps failing)."""
-        reason = f"{type(error).__name__}: {error}"
-        if self.broken is None:
+        refused = refused_by_acls(error, "worker", worker_prefix(self.tp.topic))
+        reason = refused or f"{type(error).__name__}: {error}"
+        if refused is not None:  # an error, not a blip: it lasts until an admin acts
+            log.error("%s %s: %s", stage, name(self.tp), refused, extra=RATE_LIMITED)
+        elif self.broken is None:
             log.warning("%s: %s; repairing", stage, reason, extra=RATE_LIMITED)
             log.debug("%s %s broken: %s", stage, name(self.tp), reason)
         self.broken = reason
         self.retry_at = time.monotonic() + self.backoff
         self.backoff = min(self.backoff * 2, MAX_REPAIR_BACKOFF)
+
+
+def worker_prefix(topic: str) -> str:
+    """The topic prefix of an input topic of the worker (its name without the role's suffix)."""
+    suffix = next((suffix for suffix in SUFFIXES.values() if topic.endswith(suffix)), "")
+    return topic[: len(topic) - len(suffix)]
 
 
 @dataclass

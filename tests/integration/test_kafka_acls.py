@@ -232,6 +232,28 @@ def test_a_wrong_password_is_an_authentication_error(engine: SecuredEngine) -> N
             asyncio.run(client.read_all(engine.bootstrap, TOPICS.module_status))
 
 
+def test_a_worker_as_another_principal_may_not_create_the_topics(engine: SecuredEngine) -> None:
+    refused = engine.cli("rollout-applier", "worker", "--partitions", "2", "--web-port", str(free_port()))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "not authorized to create topic fleet-a." in refused.stderr, refused.stderr
+    assert "as User:rollout-applier" in refused.stderr and "(User:rollout-topics may)" in refused.stderr
+
+
+def test_an_applier_without_its_acls_logs_the_refusal_and_waits(engine: SecuredEngine) -> None:
+    out = engine.workdir / "out-refused"
+    applier = engine.spawn(
+        "applier-refused", "rollout-gate-runner", "applier", "--sink", f"dir:{out}", "--web-port", str(free_port())
+    )
+    expected = "the broker refused User:rollout-gate-runner access to topic fleet-a."
+    log = engine.workdir / "applier-refused.log"
+    wait_for("the refusal in the applier's log", lambda: expected in log.read_text(), timeout=60)
+    line = next(line for line in log.read_text().splitlines() if expected in line)
+    grant = "--allow-principal User:rollout-gate-runner --operation Read --topic fleet-a.remote-assemblages"
+    assert "ERROR" in line and grant in line, line
+    assert applier.poll() is None  # it retries: ACLs granted later need no restart
+    assert not out.exists() or not any(out.rglob("*.yaml"))  # it read nothing
+
+
 def test_the_components_keep_running_through_the_refusals(engine: SecuredEngine) -> None:
     assert all(process.poll() is None for process in engine.processes), [p.returncode for p in engine.processes]
 
