@@ -24,8 +24,9 @@ What each component touches, read off the code (infra/topics.py has the topics):
   heartbeats. It cannot publish intents.
 * watcher (`watch-clusters`): reads and writes cluster observations, fenced by its
   transactional id `rollout-watch-clusters.<prefix>`.
-* module watcher (`watch-modules`): writes intents (transactional id
-  `rollout-watch-modules.<prefix>`), reads them back and the module status and verdicts.
+* module watcher (`watch-modules`): writes intents and — for ModuleRestriction objects —
+  cluster observations (transactional id `rollout-watch-modules.<prefix>`), reads them
+  back and the module status and verdicts.
 * gate runner: reads module status, writes sync status (gate results).
 * dashboard: reads the projections it shows and writes commands — the intents topic only.
 * cli-reader: every `rollout` command that only reads (status, history, list, replay, …).
@@ -233,10 +234,10 @@ def principals(prefix: str = DEFAULT_PREFIX, *, user_prefix: str = "rollout-") -
             ),
         ),
         "module-watcher": (
-            "publishes rollout.dev objects as intents, writes their status back",
+            "publishes rollout.dev objects as intents (restrictions: as cluster observations), writes status back",
             (
                 read(("intents", "clusters", "module_status", "verdicts")),
-                write(("intents",)),
+                write(("intents", "clusters")),
                 transactional(f"rollout-watch-modules.{prefix}"),
             ),
         ),
