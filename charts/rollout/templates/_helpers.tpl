@@ -86,18 +86,32 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
 
 {{/*
-Kafka connection as environment variables, for every container that talks to Kafka.
-Credentials come from existing Secrets only; the CA bundle is a mounted file.
+Kafka connection as environment variables, for every container that talks to Kafka; the
+argument is a component's context (dict "root" "component"). Credentials come from Secrets
+only: with kafka.users.enabled, the component's own KafkaUser — Strimzi writes its password
+into a Secret named after the user, key `password` (templates/kafka-users.yaml) — else
+kafka.sasl.existingSecret, shared. The CA bundle is a mounted file.
 */}}
 {{- define "rollout.kafkaEnv" -}}
-{{- $kafka := .Values.kafka -}}
+{{- $kafka := .root.Values.kafka -}}
 - name: ROLLOUT_BOOTSTRAP_SERVERS
   value: {{ $kafka.bootstrapServers | quote }}
 - name: ROLLOUT_TOPIC_PREFIX
   value: {{ $kafka.topicPrefix | quote }}
 - name: ROLLOUT_KAFKA_SECURITY_PROTOCOL
   value: {{ $kafka.securityProtocol | quote }}
-{{- if hasPrefix "SASL_" $kafka.securityProtocol }}
+{{- if $kafka.users.enabled }}
+{{- $user := include "rollout.componentName" . }}
+- name: ROLLOUT_KAFKA_SASL_MECHANISM
+  value: SCRAM-SHA-512
+- name: ROLLOUT_KAFKA_SASL_USERNAME
+  value: {{ $user | quote }}
+- name: ROLLOUT_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $user }}
+      key: password
+{{- else if hasPrefix "SASL_" $kafka.securityProtocol }}
 - name: ROLLOUT_KAFKA_SASL_MECHANISM
   value: {{ $kafka.sasl.mechanism | quote }}
 - name: ROLLOUT_KAFKA_SASL_USERNAME
