@@ -1,0 +1,112 @@
+"""The ACL catalogue (infra/kafka_acls.py) read as rules: who may write what, names derived
+from the topic prefix and from the code that uses them, and `rollout kafka acls` printing
+exactly the catalogue. (tests/integration/test_kafka_acls.py applies it to a real broker.)"""
+
+from __future__ import annotations
+
+import shlex
+
+from aiokafka import TopicPartition
+from click.testing import CliRunner
+
+from infra.kafka_acls import COMPONENTS, Operation, PatternType, ResourceType, principal, principals
+from infra.observability import Metrics
+from infra.settings import Settings
+from infra.topics import TOPICS, TopicNames
+from rollout_cli.main import cli
+from streams.app import stage_specs
+from streams.delivery import StageRunner
+
+PREFIX = "fleet-a."
+NAMES = TopicNames(PREFIX)
+TOPIC = ResourceType.TOPIC
+
+
+def writers(role: str) -> set[str]:
+    return {p.component for p in principals(PREFIX) if p.allows(Operation.WRITE, TOPIC, NAMES.name(role))}
+
+
+def test_only_the_worker_writes_the_engines_own_topics() -> None:
+    engine_topics = ("journal", "assignments", "remote", "proxy", "module_status", "targets", "decisions")
+    for role in (*engine_topics, "dead_letters", "verdicts", "decide_state", "assemble_state", "ticks"):
+        assert writers(role) == {"worker"}, role
+
+
+def test_what_users_and_clusters_say_is_written_by_them_not_by_the_engine() -> None:
+    assert writers("intents") == {"module-watcher", "dashboard", "cli-operator"}
+    assert writers("clusters") == {"watcher", "module-watcher", "cli-operator"}  # restrictions travel there
+    assert writers("status") == {"applier", "gate-runner"}
+    assert writers("heartbeats") == {"applier"}
+
+
+def test_the_cli_reader_writes_nothing_and_reads_everything_but_the_engines_state() -> None:
+    reader = principal("cli-reader", PREFIX)
+    assert all(grant.operations == (Operation.READ,) for grant in reader.grants)
+    readable = {spec.role for spec in TOPICS if reader.allows(Operation.READ, TOPIC, NAMES.name(spec.role))}
+    assert readable == {spec.role for spec in TOPICS} - {"decide_state", "assemble_state"}
+
+
+def test_the_dashboard_writes_only_the_intents_topic() -> None:
+    dashboard = principal("dashboard", PREFIX)
+    written = [name for g in dashboard.grants if Operation.WRITE in g.operations for name in g.names]
+    assert written == [NAMES.intents]
+    assert {g.resource_type for g in dashboard.grants} == {TOPIC}  # no group, no transactions
+
+
+def test_every_name_is_the_engines_own() -> None:
+    """Two engines (two prefixes) on one cluster: neither's principals reach the other's."""
+    for each in principals(PREFIX):
+        for grant in each.grants:
+            for name in grant.names:
+                assert name.startswith(PREFIX) or name.endswith(f".{PREFIX}"), (each.component, name)
+    other = TopicNames("fleet-b.")
+    for each in principals(PREFIX):
+        for spec in TOPICS:
+            for operation in Operation:
+                assert not each.allows(operation, TOPIC, other.name(spec.role)), (each.component, spec.role)
+
+
+def test_the_worker_may_use_the_groups_and_transactional_ids_its_stages_use() -> None:
+    worker = principal("worker", PREFIX)
+    for spec in stage_specs(Settings(bootstrap_servers="x:1", topic_prefix=PREFIX), Metrics()):
+        assert worker.allows(Operation.READ, ResourceType.GROUP, spec.group_id)
+        for topic in (*spec.topics, *([spec.state_topic] if spec.state_topic else [])):
+            assert worker.allows(Operation.READ, TOPIC, topic), topic
+        assert worker.allows(Operation.WRITE, TOPIC, spec.dead_letter_topic)
+        runner = StageRunner.__new__(StageRunner)  # only its naming: no clients
+        runner.spec = spec
+        for transactional_id in runner.transactional_ids(TopicPartition(spec.topics[0], 3)):
+            assert worker.allows(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def test_rollout_kafka_acls_prints_one_kafka_acls_line_per_grant() -> None:
+    result = CliRunner().invoke(cli, ["kafka", "acls", "--topic-prefix", PREFIX, "--bootstrap-server", "b:9092"])
+    assert result.exit_code == 0, result.output
+    lines = [shlex.split(line) for line in result.output.splitlines() if line.startswith("kafka-acls.sh")]
+    expected = [(p.name, g) for p in principals(PREFIX) for g in p.grants]
+    assert len(lines) == len(expected)
+    for words, (name, grant) in zip(lines, expected, strict=True):
+        assert words[1:5] == ["--bootstrap-server", "b:9092", "--command-config", "admin.properties"]
+        assert words[words.index("--allow-principal") + 1] == name
+        flag = {TOPIC: "--topic", ResourceType.GROUP: "--group", ResourceType.TRANSACTIONAL_ID: "--transactional-id"}
+        assert [words[i + 1] for i, w in enumerate(words) if w == flag[grant.resource_type]] == list(grant.names)
+        assert [words[i + 1] for i, w in enumerate(words) if w == "--operation"] == [o.value for o in grant.operations]
+        assert words[-1] == grant.pattern.value
+    assert {p.component for p in principals(PREFIX)} == set(COMPONENTS)
+
+
+def test_prefixed_grants_are_few_and_named() -> None:
+    prefixed = {
+        (p.component, g.resource_type, name)
+        for p in principals(PREFIX)
+        for g in p.grants
+        if g.pattern is PatternType.PREFIXED
+        for name in g.names
+    }
+    assert prefixed == {
+        ("topics", TOPIC, PREFIX),
+        ("worker", ResourceType.GROUP, f"{PREFIX}rollout-worker."),
+        ("worker", ResourceType.TRANSACTIONAL_ID, f"{PREFIX}rollout-worker."),
+        ("applier", ResourceType.GROUP, f"{PREFIX}rollout-applier"),
+        ("cli-operator", ResourceType.TRANSACTIONAL_ID, f"{PREFIX}rollout-apply-"),
+    }
