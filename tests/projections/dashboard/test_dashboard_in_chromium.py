@@ -424,3 +424,29 @@ def test_a_cross_origin_form_cannot_abort_through_a_logged_in_browser(page: Page
     page.wait_for_timeout(1000)
     assert intents(stack, "victim") == []  # nothing reached the engine
     expect(page.get_by_test_id("module-phase")).to_have_text("Complete")
+
+
+def test_without_login_the_page_says_so_and_other_origins_still_cannot_command(stack: Stack, browser: Browser) -> None:
+    port = free_port()
+    insecure = stack._spawn("dashboard-insecure", "dashboard", "--port", str(port), "--insecure-no-auth")
+    try:
+        wait_for("the insecure dashboard", lambda: (http_get(port, "/readyz") or (0,))[0] == 200, timeout=60)
+        assert "INSECURE" in stack.log("dashboard-insecure")
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{port}/")
+        expect(page.get_by_test_id("insecure-banner")).to_be_visible()
+        expect(page.get_by_test_id("insecure-banner")).to_contain_text("--insecure-no-auth")
+        expect(page.get_by_test_id("user")).to_have_text("insecure-no-auth")
+        _Attacker.target = f"http://127.0.0.1:{port}/api/modules/victim/commands"
+        attacker = ThreadingHTTPServer(("127.0.0.1", 0), _Attacker)
+        threading.Thread(target=attacker.serve_forever, daemon=True).start()
+        try:
+            with page.expect_response(_Attacker.target) as posted:
+                page.goto(f"http://127.0.0.1:{attacker.server_address[1]}/")
+            assert posted.value.status == 403
+        finally:
+            attacker.shutdown()
+        context.close()
+    finally:
+        Stack._stop(insecure)
