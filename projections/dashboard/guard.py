@@ -162,7 +162,11 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
     guard = request.app[GUARD]
     if request.path in PUBLIC_PATHS or request.path in PUBLIC_FILES:
         return await handler(request)
-    identity, session = await identify(request, guard)
+    try:
+        identity, session = await identify(request, guard)
+    except Exception as error:  # the API server is down or refuses the dashboard's TokenReview
+        log.warning("TokenReview failed: %s", error)
+        return json_error(503, f"cannot ask the Kubernetes API server who this token is (TokenReview): {error}")
     if identity is None:
         if request.path.startswith("/api/"):
             return json_error(401, "not logged in: log in at /login, or send Authorization: Bearer <kubernetes token>")

@@ -170,8 +170,12 @@ async def me(request: web.Request, namespaces: set[str]) -> web.Response:
             continue
         if guard.kube is None:
             return json_error(500, "no Kubernetes API server to authorize with")
-        commands = await guard.kube.may_create(identity, COMMANDS, namespace)
-        approvals = await guard.kube.may_create(identity, APPROVALS, namespace)
+        try:
+            commands = await guard.kube.may_create(identity, COMMANDS, namespace)
+            approvals = await guard.kube.may_create(identity, APPROVALS, namespace)
+        except Exception as error:
+            log.warning("SubjectAccessReview for %s failed: %s", identity.user, error)
+            return json_error(503, f"cannot ask the Kubernetes API server (SubjectAccessReview): {error}")
         can[namespace] = {"commands": commands.allowed, "approvals": approvals.allowed}
     return web.json_response(
         {
