@@ -68,8 +68,8 @@ def test_the_moves_that_follow_a_command_are_the_engines_not_the_users() -> None
 
 
 def test_a_command_from_before_the_door_existed_reads_and_is_decided_as_before() -> None:
-    old = json.dumps({"type": "RolloutCommanded", "id": "e-1", "at": "2026-01-01T00:00:00Z", "module": "podinfo", "command": "rollback",
-                      "user": "bob"})  # fmt: skip
+    written_before = {"type": "RolloutCommanded", "id": "e-1", "at": "2026-01-01T00:00:00Z", "module": "podinfo"}
+    old = json.dumps({**written_before, "command": "rollback", "user": "bob"})
     event = parse_event(old.encode())
     assert isinstance(event, RolloutCommanded) and event.via is None
     fleet = given(*staged_podinfo())
