@@ -124,6 +124,8 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
         header.add_row("Depends on", ", ".join(status["dependsOn"]) + waits)
     elif status.get("deleting"):
         header.add_row("Deleting", "waits for the modules depending on it")
+    if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/restriction_rules.py)
+        header.add_row("Restricted", Text(status["restricted"], style="red"))
     stages = _stages_table(status["stages"])
     parts: list[Any] = [header, Text(""), stages]
     unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]

@@ -1,6 +1,7 @@
 """The engine is the third door: a ModuleApplied published by hand — past `rollout apply` and
 the module watcher — is refused by the real `rollout worker` when it breaks its namespace's
-ModuleRestriction, naming the rule; a restriction applied under a running module halts it.
+ModuleRestriction, naming the rule; a restriction applied under a running module halts it,
+and `rollout status` says why.
 
 The restriction travels on the cluster-observations topic (as `rollout apply` publishes it),
 the module on the intents topic, stamped with the fleet positions (as every publisher does):
@@ -14,9 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from rollout.events import ClusterObserved, ModuleApplied, RestrictionApplied, restriction_key
 from rollout.manifests import ClusterManifest, ModuleManifest, ModuleRestrictionManifest
+from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 
 pytestmark = pytest.mark.integration
@@ -75,7 +78,7 @@ def verdict(stack: Stack, event_id: str) -> dict[str, Any]:
                 return dict(document)
         return None
 
-    return wait_for(f"the verdict on {event_id}", found)
+    return wait_for(f"the verdict on {event_id}", found, timeout=120)
 
 
 def test_a_hand_published_module_breaking_its_restriction_is_refused_by_the_engine_naming_the_rule(
@@ -119,3 +122,6 @@ def test_a_restriction_applied_under_a_running_module_halts_it_naming_the_rule(s
     assert status["restricted"].startswith(
         "refused by ModuleRestriction team-b/lane: allowedSourcePatterns: source 'https://github.com/old/app'"
     )
+    shown = CliRunner().invoke(cli, ["status", "legacy"], env=stack.env, catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert "Restricted" in shown.output and "allowedSourcePatterns" in shown.output

@@ -111,6 +111,21 @@ def test_a_missing_service_account_gets_the_default() -> None:
     assert service_account_of(admitted.spec) == "tenant-a"
 
 
+def test_a_helm_release_gets_the_default_service_account_too() -> None:
+    from tests.rollout.test_helm_releases import helm_module
+
+    admitted = check_module(restriction(default="tenant-a"), helm_module())
+    assert admitted.spec.sync.package.helm.service_account_name == "tenant-a"  # type: ignore[union-attr]
+    refused = violation(restriction(accounts=["tenant-a"]), with_helm_account(helm_module(), "root"))
+    assert (refused.rule, refused.value) == ("allowedServiceAccounts", "root")
+
+
+def with_helm_account(manifest: Any, account: str) -> Any:
+    data = manifest.model_dump(by_alias=True)
+    data["spec"]["sync"]["package"]["helm"]["serviceAccountName"] = account
+    return type(manifest).model_validate(data)
+
+
 def test_a_missing_service_account_without_a_default_is_refused() -> None:
     refused = violation(restriction(accounts=["tenant-a"]), module("app", {}))
     assert refused.rule == "allowedServiceAccounts" and "names no serviceAccountName" in refused.why
