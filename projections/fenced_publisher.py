@@ -12,7 +12,9 @@ refuse every later write of an older producer with it (`ProducerFenced`). So a w
 and never publishes something the previous leader already published, nor races it. Each
 `publish` is one transaction (one or more records), visible to `read_committed` readers —
 the engine, the CLI — once the broker acknowledged it. A fenced publisher raises
-`LostLeadership`; the caller stops acting.
+`LostLeadership`; the caller stops acting. A principal whose ACLs refuse the id or the
+topic gets `infra.denials.NotAuthorized` naming both and the kafka-acls line (nothing was
+written: the transaction never began or was aborted).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import ProducerFenced
 
+from infra.denials import explained
+from infra.kafka_acls import Operation, ResourceType
 from infra.settings import kafka_client_options
 
 __all__ = ["FencedPublisher", "LostLeadership"]
@@ -53,7 +57,12 @@ class FencedPublisher:
             enable_idempotence=True,
             **kafka_client_options(),
         )
-        await producer.start()
+        try:  # a principal that may not use the id: `NotAuthorized`, naming it and the grant
+            async with explained(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, self.transactional_id, self.bootstrap):
+                await producer.start()
+        except BaseException:
+            await producer.stop()
+            raise
         self._producer = producer
         log.info("publishing as %s", self.transactional_id)
 
@@ -63,7 +72,10 @@ class FencedPublisher:
             raise RuntimeError("FencedPublisher.start() must be awaited first")
         async with self._lock:
             try:
-                async with self._producer.transaction():
+                async with (
+                    explained(Operation.WRITE, ResourceType.TOPIC, topic, self.bootstrap),
+                    self._producer.transaction(),
+                ):
                     futures = [await self._producer.send(topic, key=k.encode(), value=v) for k, v in records]
                     for future in futures:
                         await future

@@ -29,6 +29,7 @@ from infra.denials import NotAuthenticated, NotAuthorized
 from infra.kafka_acls import acl_commands, principal, principals
 from infra.localkafka import LocalKafka, Scram
 from infra.topics import TopicNames, ensure_topics
+from projections.fenced_publisher import FencedPublisher
 from rollout.events import RolloutCommanded
 from tests.integration.stack import free_port, wait_for
 
@@ -219,6 +220,29 @@ def test_a_worker_cannot_write_what_users_say(engine: SecuredEngine) -> None:
     for role in ("intents", "clusters", "status", "heartbeats"):
         with as_user(worker.user), pytest.raises(NotAuthorized):
             asyncio.run(client.publish(engine.bootstrap, TOPICS.name(role), [("x", b"{}")]))
+
+
+def test_a_watcher_publishes_cluster_observations_only_under_its_own_transactional_id(engine: SecuredEngine) -> None:
+    async def publish(transactional_id: str, role: str) -> None:
+        publisher = FencedPublisher(engine.bootstrap, transactional_id)
+        await publisher.start()
+        try:
+            await publisher.publish(TOPICS.name(role), [("edge-9", b"{}")])
+        finally:
+            await publisher.close()
+
+    with as_user("rollout-watcher"):
+        with pytest.raises(NotAuthorized) as refused:  # the module watcher's id: it cannot fence it
+            asyncio.run(publish(f"rollout-watch-modules.{PREFIX}", "intents"))
+        assert str(refused.value).startswith(
+            f"not authorized to write transactional-id rollout-watch-modules.{PREFIX} as User:rollout-watcher"
+        )
+        assert "(User:rollout-module-watcher may)" in str(refused.value)
+        before = engine.ends("intents")
+        with pytest.raises(NotAuthorized) as refused:  # its own id, another's topic: aborted
+            asyncio.run(publish(f"rollout-watch-clusters.{PREFIX}", "intents"))
+        assert f"not authorized to write topic {TOPICS.intents} as User:rollout-watcher" in str(refused.value)
+        assert engine.ends("intents") == before
 
 
 def test_a_wrong_password_is_an_authentication_error(engine: SecuredEngine) -> None:
