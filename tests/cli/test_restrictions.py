@@ -110,3 +110,23 @@ def test_plan_shows_a_violation_as_an_error(kafka_bootstrap: str, topics: TopicN
         "error: " + f"{path}: document 2 (Module/app): refused by ModuleRestriction fleet/tenant-lane: "
         "allowedServiceAccounts: the sync names no serviceAccountName; set one of tenant-a"
     ) in result.stderr.splitlines()
+
+
+def test_delete_modulerestriction_lifts_it_and_an_unknown_one_is_an_error(
+    kafka_bootstrap: str, topics: TopicNames, tmp_path: Path
+) -> None:
+    assert apply(kafka_bootstrap, topics, write(tmp_path / "policy.yaml", a_restriction())).exit_code == 0
+    options = ["--bootstrap-servers", kafka_bootstrap, "--topic-prefix", topics.prefix]
+    unknown = CliRunner().invoke(cli, ["delete", "modulerestriction", "fleet/other", *options])
+    assert (unknown.exit_code, unknown.stderr) == (
+        1,
+        "error: modulerestriction fleet/other not found (its restriction is tenant-lane)\n",
+    )
+    deleted = CliRunner().invoke(cli, ["delete", "modulerestriction", "fleet/tenant-lane", *options])
+    assert (deleted.exit_code, deleted.output) == (0, "modulerestriction/fleet/tenant-lane deleted\n")
+    assert [e["type"] for e in committed(kafka_bootstrap, topics.clusters)] == [
+        "RestrictionApplied",
+        "RestrictionDeleted",
+    ]
+    again = CliRunner().invoke(cli, ["delete", "modulerestriction", "fleet/tenant-lane", *options])
+    assert again.exit_code == 1
