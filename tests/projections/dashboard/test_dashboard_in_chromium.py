@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from kubernetes_asyncio.client import RbacAuthorizationV1Api
@@ -132,8 +133,13 @@ def log_in(context: BrowserContext, stack: Stack, user: OIDCUser) -> Page:
     page.goto(f"{stack.dashboard_url}/")  # type: ignore[attr-defined]
     expect(page.get_by_test_id("login")).to_be_visible()
     assert page.url == f"{stack.dashboard_url}/login"  # type: ignore[attr-defined]
-    page.get_by_test_id("login-oidc").click()
-    page.wait_for_url(f"{stack.provider.issuer}login/**")  # type: ignore[attr-defined]
+    issuer = stack.provider.issuer  # type: ignore[attr-defined]
+    with page.expect_request(lambda r: r.url.startswith(f"{issuer}auth?")) as authorize:
+        page.get_by_test_id("login-oidc").click()
+    asked = {k: v[0] for k, v in parse_qs(urlsplit(authorize.value.url).query).items()}
+    assert (asked["response_type"], asked["client_id"], asked["code_challenge_method"]) == ("code", CLIENT_ID, "S256")
+    assert len(asked["code_challenge"]) == 43 and asked["state"] and asked["nonce"], asked  # PKCE, state, nonce
+    page.wait_for_url(f"{issuer}login/**")
     page.fill("#username", user.username)
     page.fill("#password", user.password)
     page.get_by_role("button", name="Login").click()
