@@ -31,7 +31,7 @@ from infra.localkafka import LocalKafka, Scram
 from infra.topics import TopicNames, ensure_topics
 from projections.fenced_publisher import FencedPublisher
 from rollout.events import RolloutCommanded
-from tests.integration.stack import free_port, wait_for
+from tests.integration.stack import free_port, http_get, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +64,7 @@ class SecuredEngine:
     bootstrap: str
     workdir: Path
     processes: list[subprocess.Popen[bytes]]
+    gate_runner_port: int = 0
 
     def env(self, user: str, *, password: str | None = None) -> dict[str, str]:
         variables = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": self.bootstrap, "ROLLOUT_TOPIC_PREFIX": PREFIX}
@@ -136,6 +137,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEngine]:
             "applier", "rollout-applier", "applier", "--sink", f"dir:{base / 'out'}", "--simulate-status",
             "--web-port", str(free_port()),
         )  # fmt: skip
+        engine.gate_runner_port = free_port()
+        engine.spawn("gate-runner", "rollout-gate-runner", "gate-runner", "--web-port", str(engine.gate_runner_port))
         yield engine
     finally:
         for process in engine.processes:
@@ -280,6 +283,11 @@ def test_an_applier_without_its_acls_logs_the_refusal_and_waits(engine: SecuredE
 
 def test_the_components_keep_running_through_the_refusals(engine: SecuredEngine) -> None:
     assert all(process.poll() is None for process in engine.processes), [p.returncode for p in engine.processes]
+    ready = wait_for("the gate runner's /readyz", lambda: http_get(engine.gate_runner_port, "/readyz"), timeout=30)
+    assert ready[0] == 200, ready
+    for name in ("worker", "applier", "gate-runner"):
+        log = (engine.workdir / f"{name}.log").read_text()
+        assert "the broker refused" not in log and "AuthorizationFailed" not in log, (name, log[-3000:])
 
 
 def _verdicts(engine: SecuredEngine) -> list[client.Record]:
