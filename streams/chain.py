@@ -92,12 +92,21 @@ def record_hash(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical({k: v for k, v in body.items() if k != "hash"})).hexdigest()
 
 
+PROVENANCE_FIELDS = ("user", "via")
+"""Decision fields only a command's decisions carry (rollout/intents.py)."""
+
+
 def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:
     """A decision's record before linking: its id `<journal partition>-<offset>-<n>` (the
     `index`-th decision of the journal record at `offset`) and its fields. A Decision's
     fields are plain values: its __dict__ is its model_dump(), for less
-    (tests/streams/test_decision_documents.py)."""
-    return {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
+    (tests/streams/test_decision_documents.py). `user` and `via` belong to a command's own
+    decisions only: left out of every other record rather than written as nulls."""
+    body = {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
+    for provenance in PROVENANCE_FIELDS:
+        if body[provenance] is None:
+            del body[provenance]
+    return body
 
 
 class DecisionChain:
