@@ -157,7 +157,7 @@ def go_build(module: Path) -> Callable[[GoProgram, Path], None]:
         shutil.copytree(module, source)
         output = workdir / program.name
         env = {"CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=readonly"}
-        _run(program, [_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."], source, env)
+        _run(program, [_go(program), "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."], source, env)
         os.replace(output, program.target)
 
     return build
@@ -180,12 +180,12 @@ def _ensure(program: GoProgram, build: Callable[[GoProgram, Path], None], progre
     return program.target
 
 
-def _go() -> str:
+def _go(program: GoProgram) -> str:
     go = shutil.which("go")
     if go is None:
         raise BuildError(
-            "cannot build the Flux controllers: no `go` on PATH (the test suite builds them from the Go module "
-            "proxy); install Go 1.25 or newer"
+            f"cannot build {program.name} {program.version}: no `go` on PATH (the test suite builds it from the "
+            "Go module proxy); install Go 1.25 or newer"
         )
     return go
 
@@ -208,14 +208,14 @@ def _run(program: GoProgram, command: list[str], cwd: Path, env: dict[str, str])
 def _download_module(program: GoProgram, workdir: Path) -> Path:
     """A writable copy of github.com/fluxcd/<name>@<version> in `workdir`/src."""
     module = f"github.com/fluxcd/{program.name}"
-    listing = _run(program, [_go(), "mod", "download", "-json", f"{module}@{program.version}"], workdir, {})
+    listing = _run(program, [_go(program), "mod", "download", "-json", f"{module}@{program.version}"], workdir, {})
     source = workdir / "src"
     shutil.copytree(json.loads(listing)["Dir"], source)
     for directory, _, files in os.walk(source):
         os.chmod(directory, 0o755)
         for name in files:
             os.chmod(os.path.join(directory, name), 0o644)
-    _run(program, [_go(), "mod", "edit", f"-dropreplace={module}/api"], source, {})
+    _run(program, [_go(program), "mod", "edit", f"-dropreplace={module}/api"], source, {})
     return source
 
 
@@ -223,7 +223,7 @@ def _build_controller(program: GoProgram, workdir: Path) -> None:
     source = _download_module(program, workdir)
     output = workdir / program.name
     env = {"GOFLAGS": "-mod=mod -buildvcs=false", "CGO_ENABLED": "0", "GO111MODULE": "on"}
-    _run(program, [_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."], source, env)
+    _run(program, [_go(program), "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."], source, env)
     shutil.rmtree(program.crds, ignore_errors=True)
     shutil.copytree(source / "config" / "crd" / "bases", program.crds)
     os.replace(output, program.target)  # atomic: a reader sees no binary or a whole one
@@ -234,7 +234,7 @@ def _go_install(module: str) -> Callable[[GoProgram, Path], None]:
 
     def install(program: GoProgram, workdir: Path) -> None:
         env = {"GOBIN": str(workdir), "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
-        command = [_go(), "install", "-trimpath", "-ldflags=-s -w", f"{module}@{program.version}"]
+        command = [_go(program), "install", "-trimpath", "-ldflags=-s -w", f"{module}@{program.version}"]
         _run(program, command, workdir, env)
         os.replace(workdir / program.name, program.target)
 
