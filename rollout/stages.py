@@ -141,7 +141,10 @@ class StageMachine(WindowGate):
                 stage=stage.name,
                 stage_seconds=None if record.stage_started_at is None else self.now - record.stage_started_at,
             )
-        soak = parse_duration(stage.min_success_time) if stage.min_success_time and counts.succeeded else 0.0
+        # no soak for a stage where nothing ran (every member not ready); a member that
+        # succeeded and then failed within maxFailures still ran: the stage soaks
+        ran = counts.succeeded or counts.failed
+        soak = parse_duration(stage.min_success_time) if stage.min_success_time and ran else 0.0
         if self.now < record.stage_completed_at + soak:
             record.phase = "Soaking"
             return False

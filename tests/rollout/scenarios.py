@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from rollout.engine import stages_of
+from rollout.events import RestrictionApplied, RestrictionDeleted
 from tests.rollout.builders import (
     Fleet,
     applied,
@@ -22,9 +23,11 @@ from tests.rollout.builders import (
     heartbeat,
     heartbeats,
     module,
+    next_id,
     observed,
     removed,
     reported,
+    restriction,
     stage,
     tick,
 )
@@ -117,6 +120,9 @@ OPERATIONS: dict[str, Any] = {
         st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
     ),
     "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
+    # the namespace's ModuleRestriction (restriction_rules.py): clusters narrowed, sources
+    # the modules do not use (they halt), or none
+    "restrict": st.tuples(st.just("restrict"), st.sampled_from(["prod", "canary", "sources", "none"])),
 }
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
 WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2}
@@ -176,7 +182,13 @@ class World:
         )
 
     def modules(self) -> list[str]:
-        return [m for m in MODULES if m in self.specs and m not in self.dropped]
+        """The modules the engine has: applied, not deleted — and not refused by the
+        namespace's restriction (`missing`)."""
+        return [m for m in MODULES if m in self.specs and m not in self.dropped and m in self.fleet.modules]
+
+    def missing(self) -> list[str]:
+        """Modules applied and not deleted that the engine refused (their restriction)."""
+        return [m for m in MODULES if m in self.specs and m not in self.dropped and m not in self.fleet.modules]
 
     def setup_events(self) -> list[Any]:
         events: list[Any] = []
@@ -306,6 +318,15 @@ class World:
                 return None
             self.dropped.add(name)
             return deleted(name, "Module" if name == MODULES[0] else "BootstrapModule")
+        if kind == "restrict":
+            if step[1] == "none":
+                return RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane")
+            rules = {
+                "prod": {"clusters": {"matchLabels": {"env": "prod"}}},
+                "canary": {"clusters": {"matchLabels": {"ring": "canary"}}},
+                "sources": {"sources": [r"https://elsewhere\.example/.*"]},
+            }[step[1]]
+            return RestrictionApplied(id=next_id(), restriction=restriction(**rules))  # type: ignore[arg-type]
         if kind == "respec":
             _, name, spec, *chosen = step
             if name not in self.modules():

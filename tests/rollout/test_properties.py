@@ -6,7 +6,8 @@ health gates, base dependsOn app or not) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
-joining, health gate results (passing, failing, inconclusive, stale), redeliveries. After every event it checks:
+joining, health gate results (passing, failing, inconclusive, stale), the namespace's
+ModuleRestriction applied, changed or deleted, redeliveries. After every event it checks:
 
 * the stored state is consistent (counters = a recount of the targets, categories follow
   the rules, assemblages agree with the targets — `builders.check_consistency`);
@@ -22,7 +23,7 @@ joining, health gate results (passing, failing, inconclusive, stale), redeliveri
 * a pinned cluster's assignment never changes while it stays pinned;
 * a redelivered event emits nothing and changes nothing.
 
-From wherever the scenario left it, a new revision with every cluster succeeding and every
+From wherever the scenario left it, its restriction deleted, a new revision with every cluster succeeding and every
 stage approved must complete, and stay complete under a new strategy, with every ready,
 staged, unpinned member on the target. Then the whole journal is refolded into a fresh
 engine (determinism: identical outcomes and state) and into one restarted before every
@@ -48,10 +49,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rollout.engine import Outcome, stages_of
+from rollout.events import RestrictionDeleted
 from tests.rollout.builders import (
     Fleet,
     command,
     gate_result,
+    next_id,
     serialize,
     tick,
 )
@@ -88,6 +91,9 @@ class Run:
     def finish(self, *, new_revision: bool) -> None:
         """Drive every module to Complete: (a new revision,) resume, approve every stage,
         let every updating cluster succeed, let time pass — then check where members are."""
+        self.feed(RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane"))  # restrictions lifted
+        for name in self.world.missing():  # modules the restriction refused: applied again
+            self.feed(self.world.event_for(("revision", name)))
         if self.scenario.get("depends"):
             self.satisfy_dependencies()
         names = self.world.modules()

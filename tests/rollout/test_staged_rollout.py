@@ -178,6 +178,20 @@ def test_stage_waits_for_soak_measured_in_ticks() -> None:
     assert fleet.on("app", "v1") == CANARIES + WAVES
 
 
+def test_a_member_failing_within_budget_during_the_soak_does_not_cut_it_short() -> None:
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1", {"ring": "wave"}),
+        module("app", {}, "v1", stage("canary", {"ring": "canary"}, failures=1, soak="5m"), stage("wave")),
+    )
+    fleet.succeed("app", "c1")
+    fleet.fail("app", "c1")  # the stage's only success turns into a failure it tolerates
+    assert fleet.phase("app") == "Soaking"
+    assert fleet.revision("app", "w1") is None
+    fleet.wait(300)
+    assert fleet.revision("app", "w1") == "v1"
+
+
 def test_soak_begins_at_first_tick_when_stage_finished_before_any() -> None:
     fleet = given(*ring_clusters(), app(canary={"soak": "5m"}), at=None)
     fleet.succeed("app", *CANARIES)
