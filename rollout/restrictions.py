@@ -10,6 +10,10 @@ namespace may do:
     defaultServiceAccount   the one filled in when a module's sync names none
     allowedTargetNamespaces which `targetNamespace` the package may write into
 
+(the manifest types, documented field by field, are `ModuleRestrictionManifest` and
+`ModuleRestrictionSpec` in rollout/manifests.py, beside the Module's; the engine's handling
+of restrictions is rollout/restriction_rules.py).
+
 `check_module(restriction, module)` is the ONE check, used by every door a module comes in
 through — `rollout apply` (rollout_cli/applying.py), the module watcher
 (projections/module_watcher.py) and the engine's fold (rollout/intents.py, so that a
