@@ -19,25 +19,32 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from infra import client
 from infra.denials import NotAuthenticated, NotAuthorized
-from infra.kafka_acls import acl_commands, principal, principals
+from infra.kafka_acls import Grant, Operation, ResourceType, acl_commands, principal, principals
 from infra.localkafka import LocalKafka, Scram
 from infra.topics import TopicNames, ensure_topics
 from projections.fenced_publisher import FencedPublisher
 from rollout.events import RolloutCommanded
+from rollout_cli.intents import intents_for, publish_intents
+from rollout_cli.manifest_files import load_manifest_files
 from tests.integration.stack import free_port, http_get, wait_for
 
 pytestmark = pytest.mark.integration
 
 PREFIX = "fleet-a."
 TOPICS = TopicNames(PREFIX)
-USERS = {"admin": secrets.token_hex(12), **{p.user: secrets.token_hex(12) for p in principals(PREFIX)}}
+PARTIAL = "worker-partial"  # a worker whose ACLs lack one grant (test_a_worker_missing_a_grant_…)
+USERS = {
+    "admin": secrets.token_hex(12),
+    PARTIAL: secrets.token_hex(12),
+    **{p.user: secrets.token_hex(12) for p in principals(PREFIX)},
+}
 SECURITY = Scram(USERS)
 
 FLEET = """\
@@ -64,20 +71,21 @@ class SecuredEngine:
     bootstrap: str
     workdir: Path
     processes: list[subprocess.Popen[bytes]]
+    broker: LocalKafka
     gate_runner_port: int = 0
 
-    def env(self, user: str, *, password: str | None = None) -> dict[str, str]:
-        variables = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": self.bootstrap, "ROLLOUT_TOPIC_PREFIX": PREFIX}
+    def env(self, user: str, *, password: str | None = None, prefix: str = PREFIX) -> dict[str, str]:
+        variables = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": self.bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
         variables.update(SECURITY.environment(user))
         if password is not None:
             variables["ROLLOUT_KAFKA_SASL_PASSWORD"] = password
         return variables
 
-    def spawn(self, name: str, user: str, *args: str) -> subprocess.Popen[bytes]:
+    def spawn(self, name: str, user: str, *args: str, prefix: str = PREFIX) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "rollout_cli.main", *args],
-            env=self.env(user),
+            env=self.env(user, prefix=prefix),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.workdir,
@@ -127,7 +135,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEngine]:
     base = tmp_path_factory.mktemp("kafka-acls")
     broker = LocalKafka(base / "kafka.json")
     info = broker.start(data_dir=base / "data", security=SECURITY)
-    engine = SecuredEngine(info.bootstrap, base, [])
+    engine = SecuredEngine(info.bootstrap, base, [], broker)
     try:
         broker.apply_acls(SECURITY, [line for each in principals(PREFIX) for line in acl_commands(each)])
         with as_user("rollout-topics"):
@@ -246,6 +254,49 @@ def test_a_watcher_publishes_cluster_observations_only_under_its_own_transaction
             asyncio.run(publish(f"rollout-watch-clusters.{PREFIX}", "intents"))
         assert f"not authorized to write topic {TOPICS.intents} as User:rollout-watcher" in str(refused.value)
         assert engine.ends("intents") == before
+
+
+def test_a_worker_missing_a_grant_says_which_and_loses_nothing_once_granted(engine: SecuredEngine) -> None:
+    """Its own engine (prefix fleet-a.partial.), its ACLs the catalogue's but for Write on
+    the journal (Read stays: it still sees the topic): every transaction of the route stage
+    is refused; once the grant arrives the same inputs are routed and decided — none skipped."""
+    prefix = f"{PREFIX}partial."
+    names = TopicNames(prefix)
+    catalogue = principal("worker", prefix)
+    grants = tuple(
+        replace(grant, names=tuple(n for n in grant.names if n != names.journal))
+        if Operation.WRITE in grant.operations
+        else grant
+        for grant in catalogue.grants
+    )
+    engine.broker.apply_acls(SECURITY, acl_commands(replace(catalogue, user=PARTIAL, grants=grants)))
+    with as_user("rollout-topics"):
+        asyncio.run(ensure_topics(engine.bootstrap, prefix, 2))
+    worker = engine.spawn(
+        "worker-partial", PARTIAL, "worker", "--partitions", "2", "--web-port", str(free_port()), prefix=prefix
+    )
+    with as_user("admin"):
+        manifests = intents_for(load_manifest_files([engine.manifest("partial")]))
+        asyncio.run(publish_intents(engine.bootstrap, names, manifests))
+    log = engine.workdir / "worker-partial.log"
+    refusal = f"the broker refused User:{PARTIAL} access to topic {names.journal}"
+    wait_for("the worker's refusal in its log", lambda: refusal in log.read_text(), timeout=60)
+    line = next(line for line in log.read_text().splitlines() if refusal in line)
+    assert "ERROR" in line and f"--allow-principal User:{PARTIAL} --operation Write" in line, line
+    with as_user("admin"):
+        assert asyncio.run(client.read_latest(engine.bootstrap, names.module_status)) == {}  # aborted, all of it
+        assert asyncio.run(client.end_offsets(engine.bootstrap, names.journal)) == {0: 0, 1: 0}
+
+    granted = Grant(ResourceType.TOPIC, (names.journal,), (Operation.WRITE,))
+    engine.broker.apply_acls(SECURITY, acl_commands(replace(catalogue, user=PARTIAL, grants=(granted,))))
+    with as_user("admin"):
+        status = wait_for(
+            "the module decided once Write on the journal is granted",
+            lambda: asyncio.run(client.read_latest(engine.bootstrap, names.module_status)).get("partial"),
+            timeout=60,
+        )
+    assert status.get("phase"), status
+    assert worker.poll() is None
 
 
 def test_a_wrong_password_is_an_authentication_error(engine: SecuredEngine) -> None:
