@@ -140,7 +140,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEngine]:
         broker.apply_acls(SECURITY, [line for each in principals(PREFIX) for line in acl_commands(each)])
         with as_user("rollout-topics"):
             asyncio.run(ensure_topics(info.bootstrap, PREFIX, 2))
-        engine.spawn("worker", "rollout-worker", "worker", "--partitions", "2", "--tick-interval", "1")
+        worker = ["worker", "--partitions", "2", "--tick-interval", "1", "--web-port", str(free_port())]
+        engine.spawn("worker", "rollout-worker", *worker)
         engine.spawn(
             "applier", "rollout-applier", "applier", "--sink", f"dir:{base / 'out'}", "--simulate-status",
             "--web-port", str(free_port()),
