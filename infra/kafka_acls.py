@@ -177,9 +177,11 @@ DASHBOARD_READS = (
     "verdicts",
     "heartbeats",
 )
-CLI_READS = tuple(spec.role for spec in TOPICS if not spec.role.endswith("_state"))
-"""Everything the engine publishes but its private state changelogs (`rollout replay` reads
-the journal and the assignments)."""
+CLI_READS = tuple(spec.role for spec in TOPICS if spec.role != "assemble_state")
+"""Everything the engine publishes (`rollout replay` reads the journal and the assignments),
+and the decider's state: `rollout history --verify` compares each decision chain's tip
+with the head committed there, the one check that sees a well-formed record appended at
+the tail. It holds nothing the other topics do not (no secret ever goes onto Kafka)."""
 OPERATOR_WRITES = ("intents", "clusters")
 
 

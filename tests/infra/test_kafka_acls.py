@@ -39,11 +39,12 @@ def test_what_users_and_clusters_say_is_written_by_them_not_by_the_engine() -> N
     assert writers("heartbeats") == {"applier"}
 
 
-def test_the_cli_reader_writes_nothing_and_reads_everything_but_the_engines_state() -> None:
+def test_the_cli_reader_writes_nothing_and_reads_everything_but_the_assemblers_state() -> None:
+    """decide-state too: `rollout history --verify` compares each chain's tip with its head."""
     reader = principal("cli-reader", PREFIX)
     assert all(grant.operations == (Operation.READ,) for grant in reader.grants)
     readable = {spec.role for spec in TOPICS if reader.allows(Operation.READ, TOPIC, NAMES.name(spec.role))}
-    assert readable == {spec.role for spec in TOPICS} - {"decide_state", "assemble_state"}
+    assert readable == {spec.role for spec in TOPICS} - {"assemble_state"}
 
 
 def test_the_dashboard_writes_only_the_intents_topic() -> None:
