@@ -10,9 +10,11 @@
   and `observedGeneration`: the object generation of the latest ModuleApplied the engine
   has answered (its verdict names the event id, which carries the generation). A refused
   apply makes the object Stalled with the engine's reason; a spec the manifest rules refuse,
-  Stalled with `InvalidSpec`. When the phase or the current stage changes, an Event is
-  recorded on the object (`rollout.resources.phase_change`: StageStarted,
-  WaitingForApproval, Halted, RolledBack, Complete, ...).
+  Stalled with `InvalidSpec`; one its namespace's ModuleRestriction refuses, with
+  `Restricted` (the message names the restriction, the rule and the value). When the
+  phase or the current stage changes, an Event is recorded on the object
+  (`rollout.resources.phase_change`: StageStarted, WaitingForApproval, Halted, RolledBack,
+  Complete, ...).
 - RolloutApproval and RolloutCommand: `eventId`, and `verdict` Published → Accepted or
   Refused with the engine's message.
 
@@ -43,7 +45,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from infra import client
 from projections.kube import RetryPolicy, call, describe
 from projections.module_watcher import GROUP, KINDS, VERSION, ModuleWatcher, ObjectRef
-from rollout.resources import invalid_status, phase_change, resource_status
+from rollout.resources import (
+    INVALID_SPEC_REASON,
+    RESTRICTED_REASON,
+    invalid_status,
+    phase_change,
+    resource_status,
+)
 
 __all__ = ["StatusWriter"]
 
@@ -141,7 +149,9 @@ class StatusWriter:
         previous = self.written.get(key) or (self.watcher.objects.get(key) or {}).get("status")
         problem = self.watcher.problems.get(ref.name)
         if problem is not None:
-            status = invalid_status(problem, generation=ref.generation, previous=previous, now=self.now())
+            reason = RESTRICTED_REASON if ref.name in self.watcher.restricted else INVALID_SPEC_REASON
+            now = self.now()
+            status = invalid_status(problem, generation=ref.generation, previous=previous, now=now, reason=reason)
         else:
             generation, refusal = self.answered.get(ref.name, (None, None))
             if generation is None and previous:

@@ -17,8 +17,8 @@ publish come out on the intents topic:
   topic (rollout/restrictions.py; keyed by namespace, beside the fleet it restricts), deleted
   → `RestrictionDeleted`; published before any module, and every module of its namespace is
   checked again. A Module/BootstrapModule breaking its namespace's restriction is reported
-  on its status (`InvalidSpec`, the message naming the restriction, the rule and the
-  value) and not published — the engine would refuse it too.
+  on its status (Stalled, reason `Restricted`, the message naming the restriction, the rule
+  and the value) and not published — the engine would refuse it too.
 - a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
   RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`. Once per
   object, whatever happens to it later (its spec is immutable; deleting it undoes nothing).
@@ -235,6 +235,7 @@ class ModuleWatcher:
         self.refs: dict[str, ObjectRef] = {}  # module name → its object
         self.problems: dict[str, str] = {}  # module name → why its spec is refused
         self.restrictions: dict[str, ModuleRestrictionManifest] = {}  # namespace → the one in force
+        self.restricted: set[str] = set()  # modules whose problem is their namespace's restriction
         self.event_refs: dict[str, ObjectRef] = {}  # event id → the object version it came from
         self._listed: set[tuple[str | None, str]] = set()
         self._lock = asyncio.Lock()
@@ -333,6 +334,7 @@ class ModuleWatcher:
             manifest = manifest_of(obj)
         except ValidationError as error:
             self.problems[ref.name] = problem_text(error)
+            self.restricted.discard(ref.name)
             log.error("%s %s/%s refused: %s", ref.kind, ref.namespace, ref.name, self.problems[ref.name])
             await self._changed(ref)
             return
@@ -340,10 +342,12 @@ class ModuleWatcher:
             check_module(self.restrictions.get(ref.namespace), manifest)
         except RestrictionViolation as violation:
             self.problems[ref.name] = str(violation)
+            self.restricted.add(ref.name)
             log.error("%s %s/%s %s", ref.kind, ref.namespace, ref.name, violation)
             await self._changed(ref)
             return
         self.problems.pop(ref.name, None)
+        self.restricted.discard(ref.name)
         event_id = f"k8s-{ref.uid}-g{ref.generation}-rv{obj['metadata'].get('resourceVersion', '')}"
         self.event_refs.setdefault(event_id, ref)
         if self.published.modules.get(ref.name) != manifest:
@@ -359,6 +363,7 @@ class ModuleWatcher:
         if owner is not None and owner.uid == ref.uid:
             self.refs.pop(ref.name, None)
             self.problems.pop(ref.name, None)
+            self.restricted.discard(ref.name)
         manifest = self.published.modules.get(ref.name)
         if manifest is not None and (manifest.metadata.namespace, manifest.kind) == (ref.namespace, ref.kind):
             await self._delete(ref.kind, ref.name, f"k8s-{ref.uid}-deleted")

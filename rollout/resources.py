@@ -223,14 +223,24 @@ def resource_status(
     return status.model_dump(by_alias=True, exclude_none=True)
 
 
+INVALID_SPEC_REASON = "InvalidSpec"  # the manifest rules refuse the spec
+RESTRICTED_REASON = "Restricted"  # its namespace's ModuleRestriction refuses it (rollout/restrictions.py)
+
+
 def invalid_status(
-    message: str, *, generation: int | None, previous: dict[str, Any] | None, now: str
+    message: str,
+    *,
+    generation: int | None,
+    previous: dict[str, Any] | None,
+    now: str,
+    reason: str = INVALID_SPEC_REASON,
 ) -> dict[str, Any]:
-    """The status of an object whose spec the manifest rules refuse: Stalled, InvalidSpec.
-    Conditions that held before keep their lastTransitionTime, as in `resource_status`."""
+    """The status of an object the watcher refuses to publish: Stalled with `reason`
+    (InvalidSpec, or Restricted). Conditions that held before keep their
+    lastTransitionTime, as in `resource_status`."""
     before = (previous or {}).get("conditions") or []
     conditions = conditions_for("Halted", message, generation=generation, previous=before, now=now)
-    conditions = [{**c, "reason": "InvalidSpec"} for c in conditions]
+    conditions = [{**c, "reason": reason} for c in conditions]
     kept = {k: v for k, v in (previous or {}).items() if k not in ("conditions", "phase", "observedGeneration")}
     return {**kept, "phase": "Invalid", "observedGeneration": generation, "conditions": conditions}
 

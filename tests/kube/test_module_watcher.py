@@ -270,7 +270,7 @@ async def test_a_module_breaking_its_namespaces_restriction_is_stalled_naming_th
         deleted = (await clusters_topic(kafka_bootstrap, topic_prefix))[-1]
         assert isinstance(deleted, RestrictionDeleted) and (deleted.namespace, deleted.name) == ("fleet", "lane")
     stalled_condition = next(c for c in status["conditions"] if c["type"] == "Stalled")
-    assert stalled_condition["status"] == "True"
+    assert (stalled_condition["status"], stalled_condition["reason"]) == ("True", "Restricted")
     assert stalled_condition["message"] == (
         "refused by ModuleRestriction fleet/lane: allowedSourcePatterns: source 'https://example.com/grab' "
         r"matches none of https://example\.com/web"
