@@ -51,10 +51,11 @@ from functools import partial
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from projections.informer import list_and_watch
-from projections.kube import RetryPolicy
+from projections.kube import RetryPolicy, call
 from rollout.events import (
     EventRejected,
     ModuleApplied,
@@ -248,15 +249,38 @@ class ModuleWatcher:
     async def run(self) -> None:
         """Watch until cancelled."""
         custom = CustomObjectsApi(self.api)
+        plurals = (*await self._served_restrictions(custom), *KINDS, *REQUESTS)
         tasks = []
         for scope in self.namespaces:
-            for plural in (*RESTRICTIONS, *KINDS, *REQUESTS):
+            for plural in plurals:
                 if scope is None:
                     list_fn = partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
                 else:
                     list_fn = partial(custom.list_namespaced_custom_object, GROUP, VERSION, scope, plural)
                 tasks.append(self._informer(scope, plural, list_fn))
         await asyncio.gather(*tasks)
+
+    async def _served_restrictions(self, custom: CustomObjectsApi) -> tuple[str, ...]:
+        """The ModuleRestriction plural if the API server serves it. Helm installs a chart's
+        CRDs on install, not on upgrade: a management cluster upgraded from a release
+        without the kind must keep publishing modules (unrestricted, said loudly) rather
+        than wait forever for a list that answers 404."""
+        try:
+            served = await call(custom.get_api_resources, GROUP, VERSION, policy=self.policy, what=f"{GROUP}/{VERSION}")
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            served = None  # no rollout.dev kind at all yet: the informers below wait for theirs
+        if served is not None and any(resource.name in RESTRICTIONS for resource in served.resources):
+            return tuple(RESTRICTIONS)
+        log.warning(
+            "%s/%s serves no modulerestrictions: ModuleRestriction objects are not enforced here "
+            "(kubectl apply -f charts/rollout/crds/rollout.dev.yaml, then restart)",
+            GROUP,
+            VERSION,
+        )
+        self._listed.update((scope, plural) for scope in self.namespaces for plural in RESTRICTIONS)
+        return ()
 
     def _informer(self, scope: str | None, plural: str, list_fn: Callable[..., Awaitable[Any]]) -> Awaitable[None]:
         async def on_list(items: list[dict[str, Any]]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import ApiextensionsV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.config import new_client_from_config_dict
 
 from infra import client
@@ -275,3 +275,30 @@ async def test_a_module_breaking_its_namespaces_restriction_is_stalled_naming_th
         "refused by ModuleRestriction fleet/lane: allowedSourcePatterns: source 'https://example.com/grab' "
         r"matches none of https://example\.com/web"
     )
+
+
+async def test_without_the_module_restriction_crd_modules_are_still_published(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Helm installs CRDs on install only: a chart upgraded from a release without the kind
+    must keep publishing modules (and say that restrictions are not enforced)."""
+
+    async def served() -> set[str]:
+        async with fleet.client() as api:
+            return {r.name for r in (await CustomObjectsApi(api).get_api_resources(GROUP, VERSION)).resources}
+
+    async with fleet.client() as api:
+        await ApiextensionsV1Api(api).delete_custom_resource_definition(f"modulerestrictions.{GROUP}")
+    await eventually(lambda: _not_serving(served(), "modulerestrictions"))
+    try:
+        async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+            await create(fleet, "modules", module_object("web"))
+            [published] = await eventually(lambda: intents(kafka_bootstrap, topic_prefix))
+        assert isinstance(published, ModuleApplied) and published.module.name == "web"
+        assert "serves no modulerestrictions: ModuleRestriction objects are not enforced here" in caplog.text
+    finally:
+        await install_rollout_crds(fleet)
+
+
+async def _not_serving(listing: Any, plural: str) -> bool:
+    return plural not in await listing
