@@ -52,8 +52,8 @@ namespace of the test's own (``targetNamespace``, created by the test).
     :class:`infra.localflux.HelmRepository`; ``add_chart(build_chart(name, version,
     {"configmap.yaml": ...}, values))``; the HelmRepository ``url`` is ``.url``.
 
-``kube_pool`` is imported from tests/kube/conftest.py: in a session that also runs
-tests/kube it is a second pool (its own etcd), API servers started only for the names used.
+``kube_pool`` is the session's pool (tests/conftest.py), shared with tests/kube and the
+dashboard's browser tests: one etcd, API servers started only for the names used.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ from infra.localkube import ETCD, KUBE_APISERVER, LocalKubeError, ensure_binary
 from tests.flux.engine import EngineOnFlux
 from tests.flux.fleet import KINDS, VERSIONS, FluxFleet
 from tests.kube.cluster import KubeCluster, KubePool
-from tests.kube.conftest import kube_pool, put_kubeconfig_secret  # noqa: F401 - kube_pool is a fixture
+from tests.kube.conftest import put_kubeconfig_secret
 
 MANAGEMENT = "flux-management"
 SETTLE_TIMEOUT = 20.0
@@ -206,7 +206,7 @@ async def _delete(
 
 
 @pytest.fixture(scope="module")
-async def make_flux_fleet(kube_pool: KubePool, flux_controller_sets: ControllerSets) -> MakeFluxFleet:  # noqa: F811
+async def make_flux_fleet(kube_pool: KubePool, flux_controller_sets: ControllerSets) -> MakeFluxFleet:
     async def make(*clusters: str) -> FluxFleet:
         names = [MANAGEMENT, *(f"flux-workload-{index}" for index in range(1, len(clusters) + 1))]
         # the API servers are independent: emptied (and their Flux settled) at once
