@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import typing
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -83,7 +84,24 @@ class EventBase(BaseModel):
     at: str = Field(default_factory=wall_clock)
 
     def to_bytes(self) -> bytes:
+        """The event as written on a topic: fields that are None are left out, so that
+        optional fields cost nothing — which is why every field that may be None must
+        default to None (checked below): what is left out reads back as None."""
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        for name, info in cls.model_fields.items():
+            if _admits_none(info.annotation) and info.is_required():
+                raise TypeError(
+                    f"{cls.__name__}.{name} may be None but has no default: to_bytes() leaves None out, "
+                    "so the parser could not read it back — give it the default None"
+                )
+
+
+def _admits_none(annotation: Any) -> bool:
+    return annotation is None or type(None) in typing.get_args(annotation)
 
 
 class ModuleApplied(EventBase):
@@ -364,7 +382,7 @@ class GateEvaluated(EventBase):
     stage: str
     gate: str
     generation: int = Field(ge=1)
-    passed: bool | None
+    passed: bool | None = None  # left out of the bytes when None (inconclusive)
     message: str = Field(default="", max_length=1000)
 
     @field_validator("module", "stage", "gate")

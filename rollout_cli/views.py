@@ -200,8 +200,15 @@ def _window_limits(window: dict[str, Any] | None) -> str:
 
 def _gate_limits(gates: list[dict[str, Any]] | None) -> str:
     """A stage's health gates and their latest results, for the LIMITS column."""
-    shown = {True: "passing", False: "failing", None: "no result"}
-    return "".join(f", gate {g['name']} {shown[g.get('passed')]}" for g in gates or [])
+    return "".join(f", gate {g['name']} {_gate_result(g)}" for g in gates or [])
+
+
+def _gate_result(gate: dict[str, Any]) -> str:
+    """passing / failing / inconclusive, with the gate runner's why (no samples, an error)."""
+    passed, message = gate.get("passed"), gate.get("message") or ""
+    if passed is None:
+        return f"inconclusive: {message}" if message else "not evaluated yet"
+    return "passing" if passed else "failing" + (f": {message}" if message else "")
 
 
 def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str, Any] | None, Group | None]:

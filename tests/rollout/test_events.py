@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import typing
 
 import pytest
 from hypothesis import given, settings
@@ -17,14 +18,37 @@ from rollout.events import (
     MAX_EVENT_BYTES,
     MAX_JSON_DEPTH,
     MAX_REASON_CHARS,
+    DependencyReported,
+    DependentLinked,
+    EventBase,
     EventRejected,
     FleetSeen,
+    HelmValuesObserved,
+    InputEvent,
     ModuleApplied,
+    RestrictionApplied,
+    RestrictionDeleted,
     SyncStatusReported,
     Tick,
     parse_event,
 )
-from tests.rollout.builders import applied, cluster, command, module, observed, reported, stage, tick
+from tests.rollout.builders import (
+    applied,
+    cluster,
+    cluster_command,
+    command,
+    deleted,
+    gate_result,
+    heartbeat,
+    heartbeats,
+    module,
+    observed,
+    removed,
+    reported,
+    restriction,
+    stage,
+    tick,
+)
 
 VALID = [
     tick(1_700_000_000.0).to_bytes(),
@@ -229,3 +253,52 @@ def test_nesting_is_measured_outside_strings_and_only_where_it_can_exceed_the_li
     assert not json_depth_exceeds(shallow_but_bracketed, MAX_JSON_DEPTH)  # brackets in a string
     assert not json_depth_exceeds(wide, MAX_JSON_DEPTH)  # many brackets, depth 2
     assert json_depth_exceeds(b'{"a": "]]]]", "b": ' + over + b"}", MAX_JSON_DEPTH)
+
+
+def _every_event() -> list[EventBase]:
+    """One event of every input type, each optional field left out (None) — and, where a
+    field may be None on purpose (an inconclusive gate result), None."""
+    helm = module("chart", {}, "1.0.0", stage("rest"))
+    return [
+        applied(helm, fleet={0: 7}),
+        deleted("app"),
+        command("app", "resume"),
+        observed(cluster("a", {"ring": "canary"})),
+        removed("a"),
+        RestrictionApplied(restriction=restriction()),
+        RestrictionDeleted(namespace="fleet", name="tenant-lane"),
+        reported("app", "a", "v1", "updating"),
+        HelmValuesObserved(cluster="a", module="app"),
+        tick(1_700_000_000.0),
+        FleetSeen(partition=1, position=42),
+        heartbeat("a"),
+        heartbeats("a", "b"),
+        cluster_command("a", "leave"),
+        DependentLinked(module="base", dependent="app", linked=True, seq=0),
+        DependencyReported(dependent="app", module="base", cluster="a", ready=False, seq=1),
+        gate_result("app", "canary", "errors", None, message="no samples"),
+        gate_result("app", "canary", "errors", True),
+    ]
+
+
+def test_every_event_type_is_covered_by_the_round_trip() -> None:
+    union = typing.get_args(typing.get_args(InputEvent)[0])
+    assert {type(event) for event in _every_event()} == set(union)
+
+
+@pytest.mark.parametrize("event", _every_event(), ids=lambda event: f"{event.type}")
+def test_what_an_event_writes_its_parser_reads_back_unchanged(event: EventBase) -> None:
+    assert parse_event(event.to_bytes()) == event
+
+
+def test_inconclusive_gate_result_is_read_back_as_inconclusive_with_its_message() -> None:
+    written = gate_result("app", "canary", "errors", None, message="no samples").to_bytes()
+    read = parse_event(written)
+    assert read.passed is None and read.message == "no samples"
+
+
+def test_an_event_type_cannot_declare_a_field_its_writer_would_drop() -> None:
+    with pytest.raises(TypeError, match="verdict"):
+
+        class Dropped(EventBase):  # None is left out of the bytes: a required None could never be read back
+            verdict: bool | None

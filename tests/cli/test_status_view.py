@@ -1,0 +1,30 @@
+"""What `rollout status` prints (rollout_cli/views.py), from the documents the engine writes."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from rollout.events import parse_event
+from rollout_cli.views import status_renderable
+from tests.rollout.builders import cluster, gate_result, given, module, stage
+
+ERRORS = {"name": "errors", "prometheus": {"url": "http://prometheus:9090", "query": "error_rate", "max": 0.05}}
+
+
+def printed(status: dict[str, Any]) -> str:
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(status, [], []))
+    return console.export_text()
+
+
+def test_status_says_why_a_gate_is_inconclusive() -> None:
+    canary = {**stage("canary", {"ring": "canary"}), "gates": [ERRORS]}
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", canary, stage("wave")))
+    fleet.succeed("app", "c1")
+    assert "gate errors not evaluated yet" in printed(fleet.status("app"))
+    wire = gate_result("app", "canary", "errors", None, message="no samples").to_bytes()  # as the runner writes it
+    fleet.send(parse_event(wire))
+    assert "gate errors inconclusive: no samples" in printed(fleet.status("app"))
