@@ -3,7 +3,8 @@
 A pure function of a module manifest and the fleet as it is now. It uses the engine's own
 rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine will do if
 every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
-`maxConcurrency`. Not-ready clusters are listed as skipped; clusters that match the
+`maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
+which the engine does not move either — are listed as skipped; clusters that match the
 selector but no stage as not rolled out.
 
 For a Helm module the plan also gives each selected cluster's values (`values`): what its
@@ -14,7 +15,7 @@ under keepCurrent/readOnly are then decided by the declared layers).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -109,9 +110,14 @@ def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[s
 
 
 def plan_rollout(
-    module: ModuleManifest | BootstrapModuleManifest, fleet: Iterable[ClusterManifest], *, now: float | None = None
+    module: ModuleManifest | BootstrapModuleManifest,
+    fleet: Iterable[ClusterManifest],
+    *,
+    now: float | None = None,
+    left: Collection[str] = (),
 ) -> RolloutPlan:
-    """The plan; with `now` (seconds since the epoch), each stage's window state then."""
+    """The plan; with `now` (seconds since the epoch), each stage's window state then.
+    `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
     record = ModuleRecord(
         name=module.metadata.name, kind=module.kind, namespace=module.metadata.namespace, spec=module.spec
     )
@@ -138,7 +144,8 @@ def plan_rollout(
         ordered = sorted(members[index], key=lambda c: sort_key(c.metadata.name, dict(c.metadata.labels), sorting))
         total = len(ordered)
         concurrency = max(resolve_count(stage.max_concurrency, total=total, default=max(total, 1)), 1)
-        ready = [c.metadata.name for c in ordered if c.status.ready]
+        movable = {c.metadata.name for c in ordered if c.status.ready and c.metadata.name not in left}
+        ready = [c.metadata.name for c in ordered if c.metadata.name in movable]
         plans.append(
             StagePlan(
                 name=stage.name,
@@ -147,7 +154,7 @@ def plan_rollout(
                 min_success_time=stage.min_success_time,
                 require_approval=stage.require_approval,
                 batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
-                skipped_not_ready=[c.metadata.name for c in ordered if not c.status.ready],
+                skipped_not_ready=[c.metadata.name for c in ordered if c.metadata.name not in movable],
                 **window_plan(record, stage, now),
                 gates=[describe_gate(gate) for gate in stage.gates],
             )

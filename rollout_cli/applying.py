@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,6 +36,9 @@ from rollout.surprises import surprises
 from rollout_cli.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
 from rollout_cli.manifest_files import expand_paths, read_manifests
 from rollout_cli.options import Context, fail
+
+if TYPE_CHECKING:
+    from rollout_cli.views import KnownCluster
 
 MAX_PROBLEMS = 20
 
@@ -228,7 +231,9 @@ def _space(kind: str) -> str:
 
 async def _broker_facts(
     ctx: Context,
-) -> tuple[dict[str, transactions.MessageLimit], dict[int, int], dict[str, Any], dict[str, ModuleRestrictionManifest]]:
+) -> tuple[
+    dict[str, transactions.MessageLimit], dict[int, int], dict[str, KnownCluster], dict[str, ModuleRestrictionManifest]
+]:
     """Topics' limits, cluster-observations end offsets, the fleet's latest documents and
     the namespaces' ModuleRestrictions (both from the cluster-observations topic)."""
     from rollout_cli.views import clusters_from_records
@@ -241,7 +246,7 @@ async def _broker_facts(
     return limits, known_ends, clusters_from_records(records), restrictions_from_records(records)
 
 
-def cluster_changes(loaded: list[Loaded], fleet: dict[str, Any]) -> dict[str, str]:
+def cluster_changes(loaded: list[Loaded], fleet: dict[str, KnownCluster]) -> dict[str, str]:
     """cluster/x → created (not in the fleet), unchanged (the same facts) or configured."""
     changes = {}
     for item in loaded:
@@ -252,7 +257,7 @@ def cluster_changes(loaded: list[Loaded], fleet: dict[str, Any]) -> dict[str, st
         if current is None:
             changes[item.identity.lower()] = "created"
         else:
-            changes[item.identity.lower()] = "unchanged" if _same_cluster(current, manifest) else "configured"
+            changes[item.identity.lower()] = "unchanged" if _same_cluster(current.manifest, manifest) else "configured"
     return changes
 
 
@@ -263,13 +268,13 @@ def _same_cluster(document: Any, manifest: ClusterManifest) -> bool:
         return False  # written by an older version, under other rules: it changes now
 
 
-def known_fleet(documents: dict[str, Any], applied: Sequence[Any] = ()) -> list[ClusterManifest]:
+def known_fleet(known: dict[str, KnownCluster], applied: Sequence[Any] = ()) -> list[ClusterManifest]:
     """The clusters the engine knows (valid documents of the topic), with `applied` ones
     replacing or joining them."""
     fleet: dict[str, ClusterManifest] = {}
-    for name, document in documents.items():
+    for name, cluster in known.items():
         try:
-            fleet[name] = ClusterManifest.model_validate(document)
+            fleet[name] = ClusterManifest.model_validate(cluster.manifest)
         except ValueError:
             continue
     for manifest in applied:
@@ -278,9 +283,9 @@ def known_fleet(documents: dict[str, Any], applied: Sequence[Any] = ()) -> list[
     return list(fleet.values())
 
 
-def fleet_warnings(manifests: list[Any], documents: dict[str, Any]) -> list[str]:
+def fleet_warnings(manifests: list[Any], known: dict[str, KnownCluster]) -> list[str]:
     """`surprises` of every module in `manifests`, against the fleet once they are applied."""
-    fleet = known_fleet(documents, manifests)
+    fleet = known_fleet(known, manifests)
     warnings: list[str] = []
     for module in manifests:
         if _is_module(module):

@@ -29,12 +29,13 @@ SINGULAR = {"module_status": "module", "clusters": "cluster", "remote": "remotea
 def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, selector: str | None) -> None:
     from rollout_cli import views
 
-    clusters = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
+    known = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
     if role == "clusters":
-        clusters = views.with_leases(clusters, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
-    documents = clusters if role == "clusters" else ctx.latest(ctx.topics.name(role))
+        documents = views.with_leases(known, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
+    else:
+        documents = ctx.latest(ctx.topics.name(role))
     if selector is not None:
-        documents = _selected(documents, role, selector, clusters)
+        documents = _selected(documents, role, selector, {name: cluster.labels for name, cluster in known.items()})
     if name is not None:
         if name not in documents:
             fail(f"{SINGULAR[role]} {name} not found", code=1)
@@ -50,7 +51,7 @@ def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, se
         print_table(role, documents, wide=output == "wide")
 
 
-def _selected(documents: dict[str, Any], role: str, selector: str, clusters: dict[str, Any]) -> dict[str, Any]:
+def _selected(documents: dict[str, Any], role: str, selector: str, labels: dict[str, dict[str, str]]) -> dict[str, Any]:
     from rollout_cli.selecting import matching, parse_label_selector
 
     if role == "module_status":
@@ -59,7 +60,6 @@ def _selected(documents: dict[str, Any], role: str, selector: str, clusters: dic
         parsed = parse_label_selector(selector)
     except ValueError as error:
         fail(f"-l: {error}")
-    labels = {name: doc["metadata"].get("labels") or {} for name, doc in clusters.items()}
     return matching(documents, parsed, labels)
 
 

@@ -191,13 +191,16 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     from rollout_cli import applying, values_view, views
 
     planned = applying.load(files, outcome="nothing was planned")
+    left: set[str] = set()
     if cluster_files:
         loaded = applying.load(cluster_files, outcome="nothing was planned")
         fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
         restrictions = applying.restrictions_from_loaded(loaded, {})
     else:
         records = ctx.records(ctx.topics.clusters)
-        fleet = applying.known_fleet(views.clusters_from_records(records))
+        known = views.clusters_from_records(records)
+        fleet = applying.known_fleet(known)
+        left = {name for name, cluster in known.items() if cluster.left}
         restrictions = applying.restrictions_from_records(records)
     refused = applying.violations(planned, applying.restrictions_from_loaded(planned, restrictions))
     for _, problem in refused:
@@ -208,7 +211,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     ]
     if not modules:
         fail("no Module or BootstrapModule in the given files" + (" that its restriction admits" if refused else ""))
-    plans = [plan_rollout(m, fleet, now=time.time()) for m in modules]  # windows: open now?
+    plans = [plan_rollout(m, fleet, now=time.time(), left=left) for m in modules]  # windows: open now?
     for module, rollout_plan in zip(modules, plans, strict=True):
         for warning in surprises(module, rollout_plan):
             click.echo(f"warning: {warning}", err=True)

@@ -87,7 +87,7 @@ def module_values(
         row: dict[str, Any] = {"cluster": cluster, "generation": generation, "values": values, "decisions": None}
         observed = clusters.get(cluster)
         if observed is not None and generation == status.get("generation"):
-            explained = explain_sent(record, ClusterManifest.model_validate(observed), values)
+            explained = explain_sent(record, ClusterManifest.model_validate(observed.manifest), values)
             if explained is not None:
                 row["stage"] = explained.stage
                 row["decisions"] = [d.model_dump(exclude={"known"}) for d in explained.decisions]
