@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.events import DependencyReported, DependentLinked
+from rollout.events import DependencyCurrent, DependencyReported, DependentLinked
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord, Sequence, Target
 from rollout.targets import TargetBook
@@ -52,7 +52,12 @@ class DependencyLinks(TargetBook):
         for dependent in sorted(links.links) if only is None else [only]:
             self._send(DependencyReported, out, dependent=dependent, module=module, cluster=cluster, ready=ready)
 
-    def _send(self, kind: type[DependentLinked] | type[DependencyReported], out: Outcome, **fields: Any) -> None:
+    def _send(
+        self,
+        kind: type[DependentLinked] | type[DependencyReported] | type[DependencyCurrent],
+        out: Outcome,
+        **fields: Any,
+    ) -> None:
         """An event for another module's partition, numbered by this partition's sequence."""
         counter = self.sequences.get(SEQUENCE) or Sequence()
         self.sequences[SEQUENCE] = Sequence(next=counter.next + 1)

@@ -67,6 +67,7 @@ from rollout.events import (
     ClusterHeartbeats,
     ClusterObserved,
     ClusterRemoved,
+    DependencyCurrent,
     DependencyReported,
     DependentLinked,
     FleetSeen,
@@ -143,6 +144,8 @@ class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues, GateResu
             self._on_dependent_linked(event, out)
         elif isinstance(event, DependencyReported):
             self._on_dependency_reported(event, out)
+        elif isinstance(event, DependencyCurrent):
+            self._on_dependency_current(event, out)
         elif isinstance(event, GateEvaluated):
             self._on_gate_evaluated(event, out)
         else:  # pragma: no cover - parse_event only yields the types above

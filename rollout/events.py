@@ -13,8 +13,9 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 * cluster heartbeats (key: cluster, or the applier) — ClusterHeartbeat (an applier reaches
   the cluster; leases.py), ClusterHeartbeats (many clusters in one event, as appliers send
   them). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
-* dependencies (key: the receiving module) — DependentLinked, DependencyReported, written by
-  the decider so that one module's per-cluster state reaches another's partition.
+* dependencies (key: the receiving module) — DependentLinked, DependencyReported,
+  DependencyCurrent, written by the decider so that one module's per-cluster state reaches
+  another's partition.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
 `at`, the producer's wall-clock time — informational only: decisions read time from Tick
@@ -57,6 +58,8 @@ MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: larger inputs are rejected unread
 MAX_JSON_DEPTH = 64  # arrays/objects nested deeper are rejected before decoding
 MAX_REASON_CHARS = 1000  # a rejection reason never grows with the input
 MAX_FLEET_PARTITIONS = 4096  # entries in ModuleApplied.fleet
+MAX_AFTER_DEPENDENCIES = 256  # entries in ModuleApplied.after
+MAX_INTENT_ID = 200  # characters of an intent id named in ModuleApplied.after
 # Tick.now must be a plausible wall-clock time: after the epoch, before 2200-01-01.
 LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
@@ -110,11 +113,15 @@ class ModuleApplied(EventBase):
     `fleet`: positions on the cluster-observations topic (partition → offset) that the
     publisher had published up to when it published this apply — "stage me only once you
     have seen every cluster observation below these offsets". Empty: no requirement.
+    `after`: dependency → the id of that dependency's intent published with this one (one
+    `rollout apply`) — "trust no readiness of it until its partition folded that intent"
+    (rollout/dependencies.py). Empty: what the dependency's partition last reported counts.
     """
 
     type: Literal["ModuleApplied"] = "ModuleApplied"
     module: AnyModule
     fleet: dict[int, int] = Field(default_factory=dict)
+    after: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("fleet")
     @classmethod
@@ -123,6 +130,17 @@ class ModuleApplied(EventBase):
             raise ValueError(f"at most {MAX_FLEET_PARTITIONS} partitions")
         if any(partition < 0 or offset < 0 for partition, offset in value.items()):
             raise ValueError("partitions and offsets are not negative")
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_AFTER_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_AFTER_DEPENDENCIES} dependencies")
+        for dependency, intent in value.items():
+            check_dns1123_label(dependency)
+            if not 0 < len(intent) <= MAX_INTENT_ID:
+                raise ValueError(f"{dependency}: an intent id of 1 to {MAX_INTENT_ID} characters")
         return value
 
 
@@ -346,6 +364,9 @@ class DependentLinked(EventBase):
     dependent: str
     linked: bool
     seq: int = Field(ge=0)
+    # the id of `module`'s intent the dependent was applied with (ModuleApplied.after):
+    # `module`'s partition answers with DependencyCurrent once it has folded that intent
+    after: str | None = Field(default=None, min_length=1, max_length=MAX_INTENT_ID)
 
     @field_validator("module", "dependent")
     @classmethod
@@ -366,6 +387,24 @@ class DependencyReported(EventBase):
     seq: int = Field(ge=0)
 
     @field_validator("module", "dependent", "cluster")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class DependencyCurrent(EventBase):
+    """Engine-written, through the dependencies topic (rollout/dependencies.py): dependency
+    `module`'s partition has folded `module`'s intent `after`, so every DependencyReported
+    it sent `dependent` before this one reflects it — the dependent may trust them again.
+    Keyed by `dependent`. `seq`: as above."""
+
+    type: Literal["DependencyCurrent"] = "DependencyCurrent"
+    dependent: str
+    module: str
+    after: str = Field(min_length=1, max_length=MAX_INTENT_ID)
+    seq: int = Field(ge=0)
+
+    @field_validator("module", "dependent")
     @classmethod
     def _names(cls, value: str) -> str:
         return check_dns1123_label(value)
@@ -432,6 +471,7 @@ InputEvent = Annotated[
     | ClusterCommanded
     | DependentLinked
     | DependencyReported
+    | DependencyCurrent
     | GateEvaluated,
     Field(discriminator="type"),
 ]

@@ -23,7 +23,15 @@ from rollout.events import ModuleApplied, ModuleDeleted, RolloutCommanded
 from rollout.outcome import Outcome, verdict
 from rollout.restriction_rules import RestrictionRules
 from rollout.restrictions import RestrictionViolation
-from rollout.state import INTENT_IDS_KEPT, DeletedModule, ModuleRecord, Revision, remember, target_key
+from rollout.state import (
+    INTENT_IDS_KEPT,
+    DeletedModule,
+    ModuleRecord,
+    Revision,
+    awaited_dependencies,
+    remember,
+    target_key,
+)
 from rollout.strategy import bindings_digest, stages_of
 
 Intent = ModuleApplied | ModuleDeleted | RolloutCommanded
@@ -118,6 +126,7 @@ class ModuleIntents(RestrictionRules):
             handled_intents=remember(
                 tombstone.handled_intents if tombstone is not None else [], event.id, INTENT_IDS_KEPT
             ),
+            awaiting=awaited_dependencies({}, manifest.spec.depends_on, event.after),
         )
         self._decide(record, "created", f"{manifest.kind} {name} created at {manifest.spec.sync.revision}", out)
         self._refresh_membership(record, self._all_clusters(), out)
@@ -129,9 +138,11 @@ class ModuleIntents(RestrictionRules):
         name = manifest.metadata.name
         record = existing.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
+        record.awaiting = awaited_dependencies(record.awaiting, manifest.spec.depends_on, event.after)
         current = record.revisions[record.target]
         new_sync = manifest.spec.sync != current.sync or digest != current.bindings_digest
-        if not new_sync and manifest.spec == record.spec and manifest.metadata.namespace == record.namespace:
+        unchanged = manifest.spec == record.spec and manifest.metadata.namespace == record.namespace
+        if not new_sync and unchanged and record.awaiting == existing.awaiting:
             self.modules[name] = record  # the same manifest again: only its id is new
             return
         record.spec = manifest.spec

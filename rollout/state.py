@@ -216,6 +216,10 @@ class ModuleRecord(Record):
     # why the module's spec breaks its namespace's ModuleRestriction, applied after it
     # (restriction_rules.py): halted, and `resume` does not lift it; None: it complies
     restricted: str | None = None
+    # dependency → the id of its intent this module was applied with (ModuleApplied.after),
+    # until the dependency's partition says it folded it (DependencyCurrent): till then no
+    # readiness of that dependency counts (dependencies.py)
+    awaiting: dict[str, str] = Field(default_factory=dict)
 
     def working_copy(self) -> ModuleRecord:
         """A copy the engine may change: the record itself and, one level down, the
@@ -232,6 +236,7 @@ class ModuleRecord(Record):
                 "window_waits": list(self.window_waits),
                 "gates": dict(self.gates),
                 "gate_ids": list(self.gate_ids),
+                "awaiting": dict(self.awaiting),
             }
         )
 
@@ -316,6 +321,9 @@ class Target(Record):
 class DependentLink(Record):
     linked: bool
     seq: int  # of the DependentLinked that set it (the dependent's partition's sequence)
+    # the module's intent the dependent waits to hear was folded (DependentLinked.after);
+    # None once answered (DependencyCurrent) or when it waits for none
+    after: str | None = None
 
 
 class Dependents(Record):
@@ -345,13 +353,33 @@ class Sequence(Record):
     next: int = 0
 
 
-def dependencies_ready(upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str) -> bool:
-    """Whether every module of `depends_on` was last reported ready on `cluster`."""
+def dependencies_ready(
+    upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str, awaiting: Mapping[str, str]
+) -> bool:
+    """Whether every module of `depends_on` was last reported ready on `cluster` — by a
+    report that counts: none counts for a dependency still `awaiting` its intent's fold."""
+    return not waiting_dependencies(upstream, depends_on, cluster, awaiting)
+
+
+def awaited_dependencies(
+    awaiting: Mapping[str, str], depends_on: list[str], after: Mapping[str, str]
+) -> dict[str, str]:
+    """What a module applied with `after` (ModuleApplied.after) awaits: the intents `after`
+    names of its dependencies, besides those it awaited already of dependencies it keeps."""
+    kept = {dependency: intent for dependency, intent in awaiting.items() if dependency in depends_on}
+    return kept | {dependency: intent for dependency, intent in after.items() if dependency in depends_on}
+
+
+def waiting_dependencies(
+    upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str, awaiting: Mapping[str, str]
+) -> list[str]:
+    """The modules of `depends_on` not (known to be) ready on `cluster`, in order."""
+    waiting = []
     for dependency in depends_on:
         known = upstream.get(target_key(dependency, cluster))
-        if known is None or not known.ready:
-            return False
-    return True
+        if dependency in awaiting or known is None or not known.ready:
+            waiting.append(dependency)
+    return waiting
 
 
 def target_key(module: str, cluster: str) -> str:

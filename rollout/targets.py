@@ -204,7 +204,7 @@ class TargetBook:
         if not target.ready and record.mode == "rollout":
             return "not_ready"
         if record.spec.depends_on and record.mode == "rollout":
-            if not dependencies_ready(self.upstream, record.spec.depends_on, target.cluster):
+            if not dependencies_ready(self.upstream, record.spec.depends_on, target.cluster, record.awaiting):
                 return "blocked"  # its dependencies are not on their target there (dependencies.py)
         return "pending"
 

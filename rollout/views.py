@@ -71,6 +71,9 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         "pinned": record.pinned,
         "dependsOn": list(record.spec.depends_on),
         "deleting": record.deleting is not None,  # held until its dependents are deleted
+        # dependencies applied with it whose partition has not said it folded that apply
+        # yet: none of their readiness counts until then (dependencies.py)
+        **({"awaiting": sorted(record.awaiting)} if record.awaiting else {}),
         "lastDecision": record.last_reason,
         "observedAt": now,
         # the rule of its namespace's ModuleRestriction it breaks (restriction_rules.py)
@@ -125,9 +128,14 @@ def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:
         "revision": revision.revision if revision else None,
         "generation": target.assigned,
         "status": target.status,
-        "message": target.status_message,
+        "message": blocked_message(record) if target.category == "blocked" else target.status_message,
         "updatingSince": target.updating_since,
     }
+
+
+def blocked_message(record: ModuleRecord) -> str:
+    """Why a blocked member does not move: the dependencies it waits for (dependencies.py)."""
+    return f"waiting for {', '.join(record.spec.depends_on)}: not on its target and succeeded here"
 
 
 def format_positions(fleet: dict[int, int]) -> str:

@@ -10,13 +10,15 @@ positions its publisher knew — the end offsets read before the transaction, ra
 the clusters sent in it (their offsets are known once the broker acknowledged them, before
 the commit) — "stage me only against a fleet view at least this recent"; the engine holds
 the module until its journal partition has seen the fleet that far
-(docs/rollout-semantics.md, "Causal order").
+(docs/rollout-semantics.md, "Causal order"). Modules applied together with a module they
+depend on carry `after`, the ids of those dependencies' applies: the dependent trusts no
+readiness of a dependency until that partition has folded the apply (rollout/dependencies.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infra import client, transactions
@@ -52,8 +54,26 @@ def intent_for(manifest: Any) -> Intent:
 
 
 def intents_for(manifests: list[Any]) -> list[Intent]:
-    """The events for `manifests`: restrictions first, then clusters, BootstrapModules, Modules."""
-    return [intent_for(manifest) for manifest in sorted(manifests, key=lambda m: ORDER[m.kind])]
+    """The events for `manifests`: restrictions first, then clusters, BootstrapModules, Modules;
+    each module stamped with the intents of its dependencies among them (`after`)."""
+    intents = [intent_for(manifest) for manifest in sorted(manifests, key=lambda m: ORDER[m.kind])]
+    return with_dependency_intents(intents)
+
+
+def with_dependency_intents(intents: list[Intent]) -> list[Intent]:
+    """Each ModuleApplied naming, in `after`, the id of every dependency's ModuleApplied
+    published with it: its dependency's readiness counts only once that partition folded
+    that apply (docs/rollout-semantics.md, "Dependencies"), whichever is routed first."""
+    applies = {i.key: i.event for i in intents if isinstance(i.event, ModuleApplied)}
+    stamped = []
+    for intent in intents:
+        event = intent.event
+        if isinstance(event, ModuleApplied):
+            after = {d: applies[d].id for d in event.module.spec.depends_on if d in applies}
+            if after:
+                intent = replace(intent, event=event.model_copy(update={"after": after}))
+        stamped.append(intent)
+    return stamped
 
 
 def fleet_stamp(known: dict[int, int], written: list[tuple[int, int]]) -> dict[int, int]:

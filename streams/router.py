@@ -35,6 +35,7 @@ from rollout.events import (
     ClusterHeartbeats,
     ClusterObserved,
     ClusterRemoved,
+    DependencyCurrent,
     DependencyReported,
     DependentLinked,
     EventRejected,
@@ -71,6 +72,7 @@ TOPIC_ROLE: dict[type, str] = {
     ClusterHeartbeats: "heartbeats",
     DependentLinked: "dependencies",
     DependencyReported: "dependencies",
+    DependencyCurrent: "dependencies",
     GateEvaluated: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
@@ -107,7 +109,7 @@ def journal_key(event: Any) -> str:
         return event.holder or event.clusters[0]
     if isinstance(event, DependentLinked):
         return event.module  # the dependency's partition
-    if isinstance(event, DependencyReported):
+    if isinstance(event, DependencyReported | DependencyCurrent):
         return event.dependent  # the dependent's partition
     return "tick"
 

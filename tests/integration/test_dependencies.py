@@ -98,3 +98,51 @@ def test_apply_refuses_a_dependency_cycle(stack: Stack, tmp_path: Path) -> None:
     assert "dependency cycle: cycle-a → cycle-b → cycle-a" in result.output
     assert "nothing was applied" in result.output
     assert "cycle-a" not in stack.latest("module_status")
+
+
+def test_dependent_applied_with_its_dependency_in_one_apply_waits_for_its_new_revision(
+    stack: Stack, tmp_path: Path
+) -> None:
+    names = ("t1", "t2", "t3")
+    for name in names:
+        cluster = {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": "together"}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+        stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
+
+    def apply_both(base_tag: str, app_tag: str) -> None:
+        documents = [manifest("tbase", base_tag), manifest("tapp", app_tag, ["tbase"])]
+        for document in documents:
+            document["spec"]["selector"] = {"matchLabels": {"app": "together"}}
+        (tmp_path / "both.yaml").write_text(yaml.safe_dump_all(documents))
+        code, output = rollout(stack, "apply", "-f", str(tmp_path / "both.yaml"))
+        assert code == 0, output
+
+    def succeed(module: str, revision: str, generation: int) -> None:
+        for name in names:
+            report = SyncStatusReported(
+                cluster=name, module=module, revision=revision, state="succeeded", generation=generation
+            )
+            stack.send("status", name, report)
+
+    apply_both("1.6.0", "2.6.0")
+    wait_for("tbase 1.6.0 on all", lambda: {t["revision"] for t in targets(stack, "tbase").values()} == {"1.6.0"})
+    succeed("tbase", "1.6.0", 1)
+    wait_for("tapp 2.6.0 on all", lambda: [t["revision"] for t in targets(stack, "tapp").values()] == ["2.6.0"] * 3)
+    succeed("tapp", "2.6.0", 1)
+    wait_for("tapp complete", lambda: stack.latest("module_status")["tapp"]["phase"] == "Complete")
+
+    apply_both("1.7.0", "2.7.0")  # one apply: tapp must wait for tbase 1.7.0, not count 1.6.0
+    wait_for("tbase 1.7.0 on all", lambda: {t["revision"] for t in targets(stack, "tbase").values()} == {"1.7.0"})
+    wait_for("tapp blocked on all", lambda: [t["state"] for t in targets(stack, "tapp").values()] == ["blocked"] * 3)
+    assert [t["revision"] for t in targets(stack, "tapp").values()] == ["2.6.0"] * 3
+    assert "awaiting" not in stack.latest("module_status")["tapp"]  # tbase's partition answered
+
+    report = SyncStatusReported(cluster="t1", module="tbase", revision="1.7.0", state="succeeded", generation=2)
+    stack.send("status", "t1", report)
+    wait_for("tapp 2.7.0 on t1", lambda: targets(stack, "tapp")["t1"]["revision"] == "2.7.0")
+    assert [targets(stack, "tapp")[c]["revision"] for c in ("t2", "t3")] == ["2.6.0", "2.6.0"]
+    assert [targets(stack, "tapp")[c]["state"] for c in ("t2", "t3")] == ["blocked", "blocked"]

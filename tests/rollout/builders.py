@@ -209,10 +209,14 @@ def removed(name: str) -> ClusterRemoved:
 
 
 def applied(
-    manifest: ModuleManifest | BootstrapModuleManifest, *, fleet: dict[int, int] | None = None
+    manifest: ModuleManifest | BootstrapModuleManifest,
+    *,
+    fleet: dict[int, int] | None = None,
+    after: dict[str, str] | None = None,
 ) -> ModuleApplied:
-    """`fleet`: the cluster-observation positions the apply must wait for (causal order)."""
-    return ModuleApplied(id=next_id(), at=AT, module=manifest, fleet=fleet or {})
+    """`fleet`: the cluster-observation positions the apply must wait for (causal order);
+    `after`: dependency → the id of its intent applied with this one (dependencies)."""
+    return ModuleApplied(id=next_id(), at=AT, module=manifest, fleet=fleet or {}, after=after or {})
 
 
 def deleted(name: str, kind: str = "Module") -> ModuleDeleted:
@@ -568,8 +572,8 @@ def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, 
     if record.mode == "rollout":
         for dependency in record.spec.depends_on:  # every dependency on its target there
             known = (upstream or {}).get(target_key(dependency, target.cluster))
-            if known is None or not known.ready:
-                return "blocked"
+            if dependency in record.awaiting or known is None or not known.ready:
+                return "blocked"  # not ready there, or its apply with this one not folded yet
     return "pending"
 
 

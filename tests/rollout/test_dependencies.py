@@ -4,12 +4,14 @@ modules' partitions (DependentLinked, DependencyReported) back, as the router wo
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from rollout.dependency_graph import DependencyCycle, check_acyclic
 from rollout.events import DependencyReported
-from tests.rollout.builders import AT, cluster, given, module, stage
+from tests.rollout.builders import AT, applied, cluster, given, module, stage
 
 CANARY = {"ring": "canary"}
 WAVE = {"ring": "wave"}
@@ -135,3 +137,79 @@ def test_a_dependency_cycle_is_refused_naming_it() -> None:
     with pytest.raises(DependencyCycle, match="dependency cycle: a → b → c → a"):
         check_acyclic({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]})
     check_acyclic({"a": ["b"], "b": [], "c": ["a", "b"]})
+
+
+# -- one `rollout apply` with both: the dependent names its dependency's intent (`after`) --
+
+
+def apply_both_in_order(fleet, order: list[str], base_tag: str = "b2") -> list[tuple[str | None, str | None]]:
+    """base at `base_tag` and app v2 applied together (app's ModuleApplied names base's
+    intent in `after`), folded in `order`: "base", "app", and "deliver" — the next event
+    one partition sent another (FIFO, as through the dependencies topic and the router).
+    Returns app's (revision, category) on c1 after every event."""
+    base_apply = applied(base(base_tag))
+    app_apply = applied(app("v2"), after={"base": base_apply.id})
+    fleet.feedback = False
+    in_flight: list[Any] = []
+    seen = []
+    for step in order:
+        if step == "deliver":
+            event = in_flight.pop(0)
+        else:
+            event = base_apply if step == "base" else app_apply
+        in_flight += fleet.send(event).dependency_events
+        seen.append((fleet.revision("app", "c1"), fleet.category("app", "c1")))
+    while in_flight:
+        in_flight += fleet.send(in_flight.pop(0)).dependency_events
+        seen.append((fleet.revision("app", "c1"), fleet.category("app", "c1")))
+    fleet.feedback = True
+    return seen
+
+
+RACING_ORDERS = [
+    ["base", "app"],  # app's apply folded before base's reports of its new target arrive
+    ["app", "base"],  # app's apply folded first: its link reaches base's partition after base's apply
+    ["app", "deliver", "base"],  # app's link reaches base's partition before base's own apply
+]
+
+
+@pytest.mark.parametrize("order", RACING_ORDERS, ids=["-".join(o) for o in RACING_ORDERS])
+def test_dependent_applied_with_its_dependency_waits_for_it_whatever_order_the_events_arrive(
+    order: list[str],
+) -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    fleet.succeed("app", "c1")
+    seen = apply_both_in_order(fleet, order)
+    assert all(revision == "v1" for revision, _ in seen), seen  # app never moved before base succeeded
+    assert seen[-1] == ("v1", "blocked")
+    assert fleet.revision("base", "c1") == "b2"
+    fleet.succeed("base", "c1")
+    assert fleet.revision("app", "c1") == "v2"
+
+
+def test_dependent_applied_with_an_unchanged_dependency_moves_once_the_dependency_answers() -> None:
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1")
+    fleet.succeed("app", "c1")
+    seen = apply_both_in_order(fleet, ["app", "base"], base_tag="b1")  # base applied again as it was
+    assert seen[0] == ("v1", "blocked")  # until base's partition folded the same apply
+    assert fleet.revision("app", "c1") == "v2"  # base is still ready there: app moves
+
+
+def test_a_blocked_member_names_the_dependency_it_waits_for() -> None:
+    fleet = fleet_of_two()
+    assert fleet.target_status["app/c1"]["state"] == "blocked"
+    assert fleet.target_status["app/c1"]["message"] == "waiting for base: not on its target and succeeded here"
+
+
+def test_status_names_the_dependency_whose_apply_is_awaited() -> None:
+    fleet = fleet_of_two()
+    fleet.feedback = False
+    base_apply = applied(base("b2"))
+    fleet.send(applied(app("v2"), after={"base": base_apply.id}))
+    assert fleet.status("app")["awaiting"] == ["base"]
+    fleet.feedback = True
+    fleet.send(base_apply, *fleet.last.dependency_events)
+    assert "awaiting" not in fleet.status("app")
+

@@ -18,6 +18,7 @@ from rollout.events import (
     MAX_EVENT_BYTES,
     MAX_JSON_DEPTH,
     MAX_REASON_CHARS,
+    DependencyCurrent,
     DependencyReported,
     DependentLinked,
     EventBase,
@@ -276,6 +277,9 @@ def _every_event() -> list[EventBase]:
         cluster_command("a", "leave"),
         DependentLinked(module="base", dependent="app", linked=True, seq=0),
         DependencyReported(dependent="app", module="base", cluster="a", ready=False, seq=1),
+        DependencyCurrent(dependent="app", module="base", after="ev-1", seq=2),
+        DependentLinked(module="base", dependent="app", linked=True, seq=3, after="ev-1"),
+        applied(module("app", {}, "v1", depends_on=["base"]), after={"base": "ev-1"}),
         gate_result("app", "canary", "errors", None, message="no samples"),
         gate_result("app", "canary", "errors", True),
     ]
