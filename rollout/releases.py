@@ -12,7 +12,11 @@ plan shows exactly the values a cluster gets. Where each layer comes from:
 * stage   — `package.helm.stageValues[<the cluster's stage>]`;
 * cluster — `package.helm.clusterValues`, strings expanded with the cluster's bindings; a
             string naming a binding the cluster lacks is left out of the layer;
-* live    — the values last observed on the cluster (`HelmValuesObserved`), if any.
+* live    — the values last observed on the cluster (`HelmValuesObserved`), if any; and at
+            a readOnly path none was observed at, the value the cluster's release was first
+            sent (`Target.read_only_values`, `first_sent`): the cluster holds it since its
+            install, whether or not an applier ever reported it — so a later generation
+            that changes it is refused as if it had been observed.
 
 The sync put in the assemblage carries the helm package reduced to what appliers need:
 release name, target namespace and the merged `values` — the layers and policies stay in
@@ -21,6 +25,7 @@ the module, so a record in an assemblage never grows with the number of stages.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rollout.bindings import expand, unresolved_references
 from rollout.helm import HelmPackage
 from rollout.manifests import Package, Sync
-from rollout.values import MergedValues, ValuesLayers, merge_values
+from rollout.values import MergedValues, Policy, Values, ValuesLayers, merge_values, parse_pointer, value_at
 
 _UNRESOLVED = object()
 
@@ -69,6 +74,7 @@ def release_layers(
     stage: str | None,
     bindings: Mapping[str, str],
     observed: ObservedValues | None,
+    first_sent: Mapping[str, Any] | None = None,
 ) -> ValuesLayers:
     chart = helm.chart_defaults
     if observed is not None and observed.chart_defaults is not None and observed.chart_version == revision:
@@ -78,8 +84,39 @@ def release_layers(
         module=helm.values,
         stage=helm.stage_values.get(stage) if stage is not None else None,
         cluster=cluster_layer(helm.cluster_values, bindings),
-        live=observed.values if observed is not None else None,
+        live=_live(observed.values if observed is not None else None, first_sent or {}),
     )
+
+
+def _live(observed: Values | None, first_sent: Mapping[str, Any]) -> Values | None:
+    """The observed live values, with each first-sent readOnly value where none was observed."""
+    if not first_sent:
+        return observed
+    live: Values = copy.deepcopy(observed) if observed is not None else {}
+    for pointer, value in sorted(first_sent.items()):
+        path = parse_pointer(pointer)
+        if value_at(live, path)[0]:
+            continue  # observed: what the cluster has now stays what counts
+        node = live
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                break  # a scalar was observed above the path: the path is gone on the cluster
+        else:
+            node[path[-1]] = copy.deepcopy(value)
+    return live
+
+
+def read_only_values(policies: Mapping[str, Policy], merged: MergedValues, before: Mapping[str, Any]) -> dict[str, Any]:
+    """`before` and, at each readOnly path it does not hold, the value the release holds
+    there once `merged` is sent (where known): the value that path is first sent with."""
+    first = dict(before)
+    for pointer, policy in sorted(policies.items()):
+        if policy == "readOnly" and pointer not in first:
+            found, value = value_at(merged.effective, parse_pointer(pointer))
+            if found:
+                first[pointer] = value
+    return first
 
 
 def release_sync(
@@ -88,12 +125,16 @@ def release_sync(
     stage: str | None,
     bindings: Mapping[str, str],
     observed: ObservedValues | None,
+    first_sent: Mapping[str, Any] | None = None,
 ) -> tuple[Sync, MergedValues | None]:
-    """The sync one cluster is assigned, with its merged values (None: not a Helm sync)."""
+    """The sync one cluster is assigned, with its merged values (None: not a Helm sync).
+    `first_sent`: readOnly path → the value the cluster's release was first sent."""
     helm = sync.package.helm
     if helm is None:
         return sync, None
-    layers = release_layers(helm, revision=sync.revision, stage=stage, bindings=bindings, observed=observed)
+    layers = release_layers(
+        helm, revision=sync.revision, stage=stage, bindings=bindings, observed=observed, first_sent=first_sent
+    )
     merged = merge_values(layers, helm.policies)
     # the release's options stay; the layers and policies become the merged values
     assigned = helm.model_copy(

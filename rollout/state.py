@@ -43,7 +43,7 @@ under ``"<mapping>:<key>"`` and rebuilt with `model_validate`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -316,6 +316,9 @@ class Target(Record):
     category: Category = "pending"
     dependents_ready: bool = False  # on the target and succeeded: what dependents were told
     report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about it (TARGET_REPORT_IDS_KEPT)
+    # a Helm release's readOnly paths → the value each was first sent with (releases.py):
+    # kept while the cluster is a member, so a later generation cannot change them
+    read_only_values: dict[str, Any] = Field(default_factory=dict)
 
 
 class DependentLink(Record):

@@ -25,7 +25,7 @@ from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.bindings import binding_values, expand_sync
 from rollout.manifests import Sync
 from rollout.outcome import DEFERRED, Assignment, Decision, Outcome
-from rollout.releases import ObservedValues, release_sync
+from rollout.releases import ObservedValues, read_only_values, release_sync
 from rollout.state import (
     REPORT_IDS_KEPT,
     Category,
@@ -314,8 +314,13 @@ class TargetBook:
                 reason=reason,
             )
         )
-        if generation is not None and record.spec.sync.package.helm is not None:
-            self._note_refusals(record, target.cluster, self._release_for(record, generation, facts)[1], out)
+        helm = record.revisions[generation].sync.package.helm if generation is not None else None
+        if generation is not None and helm is not None:
+            merged = self._release_for(record, generation, facts)[1]
+            self._note_refusals(record, target.cluster, merged, out)
+            if merged is not None:  # what its readOnly paths are first sent with stays theirs
+                first = read_only_values(helm.policies, merged, target.read_only_values)
+                new = new.model_copy(update={"read_only_values": first})
         self._decide(
             record,
             "assign" if generation is not None else "unassign",
@@ -357,11 +362,13 @@ class TargetBook:
         )
         if observed is True:
             observed = self.observed_values.get(target_key(record.name, cluster.name))
+        target = self.targets.get(target_key(record.name, cluster.name))
         return release_sync(
             expand_sync(record.revisions[generation].sync, values),
             stage=stage_for(record, cluster.labels)[1],
             bindings=values,
             observed=observed or None,
+            first_sent=target.read_only_values if target is not None else None,
         )
 
     def _note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:

@@ -142,6 +142,28 @@ def test_a_new_generation_that_changes_a_read_only_value_is_refused_per_cluster(
     assert "values-refused" in fleet.actions("podinfo")
 
 
+def test_a_read_only_value_first_sent_is_refused_a_change_without_a_live_observation() -> None:
+    fleet = given(cluster("c1"), helm_module(values={"seed": "abc"}, policies={"/seed": "readOnly"}))
+    fleet.succeed("podinfo", "c1")  # installed with seed abc; no applier reported live values
+    fleet.send(helm_module(version="6.8.0", values={"seed": "xyz"}, policies={"/seed": "readOnly"}))
+    assert fleet.revision("podinfo", "c1") == "6.8.0"
+    assert released(fleet, "c1") == {"seed": "abc"}
+    refused = [d for d in fleet.last.decisions if d.action == "values-refused"]
+    assert len(refused) == 1 and "/seed is readOnly" in refused[0].reason and "'xyz'" in refused[0].reason
+    fleet.restart()
+    fleet.send(cluster("c1", {"region": "eu"}))  # re-sent (bindings re-expanded): still the first value
+    assert released(fleet, "c1") == {"seed": "abc"}
+
+
+def test_a_cluster_installing_a_later_generation_first_gets_its_read_only_value() -> None:
+    fleet = given(cluster("c1"), helm_module(values={"seed": "abc"}, policies={"/seed": "readOnly"}))
+    fleet.succeed("podinfo", "c1")
+    fleet.send(helm_module(version="6.8.0", values={"seed": "xyz"}, policies={"/seed": "readOnly"}))
+    fleet.send(cluster("c2"))  # its first install: the first value it is sent is the module's now
+    fleet.succeed("podinfo", "c1")
+    assert released(fleet, "c2") == {"seed": "xyz"} and released(fleet, "c1") == {"seed": "abc"}
+
+
 def test_chart_defaults_observed_for_the_assigned_version_feed_max() -> None:
     fleet = given(
         cluster("c1"),
