@@ -6,6 +6,11 @@ check the graph of the modules being applied together with the ones the module-s
 topic knows (`dependsOn` is in each module's status), with the standard library's
 `graphlib`. Two applies racing each other could still close a cycle; the modules then
 wait for each other (`blocked` in their status) until one of them is applied without it.
+
+A `dependsOn` naming a module that exists nowhere (not applied with it, not known to the
+module-status topic) is legal — dependencies may be applied later, in another apply — but
+the dependent stays blocked on every cluster until it is: `missing_dependencies` names
+them, and apply, plan and status say so.
 """
 
 from __future__ import annotations
@@ -32,6 +37,13 @@ def check_acyclic(graph: Mapping[str, Iterable[str]]) -> None:
         start = found.index(min(found[:-1]))
         loop = found[start:-1] + found[:start] + [found[start]]
         raise DependencyCycle(_along_dependencies(loop, graph)) from None
+
+
+def missing_dependencies(graph: Mapping[str, Iterable[str]], modules: Iterable[str]) -> dict[str, list[str]]:
+    """Each of `modules` → the dependencies it names that are not modules of `graph`
+    (module → the modules it depends on); modules missing none are left out."""
+    missing = {name: [d for d in graph.get(name, ()) if d not in graph] for name in modules}
+    return {name: dependencies for name, dependencies in missing.items() if dependencies}
 
 
 def _along_dependencies(loop: list[str], graph: Mapping[str, Iterable[str]]) -> list[str]:

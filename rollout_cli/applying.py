@@ -8,6 +8,8 @@
     the fleet on cluster-observations   clusters: created / configured / unchanged;
                                         selectors and stages matching no known cluster →
                                         `warning:` lines (applied all the same)
+    dependsOn (and module-status)       a cycle → error, exit 2 (plan refuses it too); a
+                                        dependency that exists nowhere → `warning:` line
     ModuleRestrictions                  each module checked against its namespace's — the
                                         one in the files, else the one on the
                                         cluster-observations topic (rollout/restrictions.py):
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infra import client, transactions
-from rollout.dependency_graph import DependencyCycle, check_acyclic
+from rollout.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
 from rollout.loading import Loaded, ManifestError
 from rollout.manifests import ClusterManifest, ModuleRestrictionManifest
 from rollout.plan import plan_rollout
@@ -111,7 +113,8 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
         fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"nothing was applied: cannot read the topics at {ctx.bootstrap}: {error}")
-    refuse_cycles(loaded, client.run(_known_dependencies(ctx)))
+    known_modules = client.run(_known_dependencies(ctx))
+    refuse_cycles(loaded, known_modules)
     refuse_violations(loaded, restrictions)
     sources = {(intent.role, intent.key): item for item in loaded for intent in [intent_for(item.manifest)]}
     too_large = []
@@ -128,32 +131,61 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     prepared = Prepared(intents, known_ends, max(limit.max_bytes for limit in limits.values()))
     prepared.cluster_changes = cluster_changes(loaded, fleet) | restriction_changes(loaded, restrictions)
     prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
+    prepared.warnings += dependency_warnings(loaded, known_modules)
     return prepared
 
 
-def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]]) -> None:
-    """A dependsOn cycle among the applied modules and the known ones is refused
-    (rollout/dependency_graph.py): the engine's partitions cannot see one."""
+def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]], outcome: str = "nothing was applied") -> None:
+    """A dependsOn cycle among the given modules and the known ones is refused — by apply
+    and plan alike (rollout/dependency_graph.py): the engine's partitions cannot see one."""
+    graph, where = _dependency_graph(loaded, known)
+    try:
+        check_acyclic(graph)
+    except DependencyCycle as error:
+        named = next((where[name] for name in error.cycle if name in where), None)
+        fail_with([f"{named}: {error}" if named else str(error)], outcome)
+
+
+def dependency_warnings(loaded: list[Loaded], known: dict[str, list[str]]) -> list[str]:
+    """A dependsOn naming a module neither given nor known: legal (it may be applied
+    later), but the module is blocked on every cluster until then — said, not hidden."""
+    graph, where = _dependency_graph(loaded, known)
+    return [
+        f"{where[name]}: dependsOn {dependency}: no module {dependency} exists (not in these files, not known "
+        f"to the engine); {name} stays BLOCKED on every cluster until {dependency} is applied"
+        for name, missing in missing_dependencies(graph, where).items()
+        for dependency in missing
+    ]
+
+
+def _dependency_graph(loaded: list[Loaded], known: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """module → its dependsOn, `known` overridden by the modules of `loaded`; and where
+    each module of `loaded` is."""
     graph = dict(known)
     where: dict[str, str] = {}
     for item in loaded:
         if _is_module(item.manifest):
             graph[item.manifest.metadata.name] = list(item.manifest.spec.depends_on)
             where[item.manifest.metadata.name] = item.where
-    try:
-        check_acyclic(graph)
-    except DependencyCycle as error:
-        named = next((where[name] for name in error.cycle if name in where), None)
-        fail_with([f"{named}: {error}" if named else str(error)])
+    return graph, where
+
+
+def dependencies_from_records(records: Sequence[client.Record]) -> dict[str, list[str]]:
+    """dependsOn of every module the module-status topic's `records` hold (the latest
+    document per key; a tombstone: deleted). A module held for causal order has none yet."""
+    latest: dict[str, Any] = {}
+    for record in records:
+        if record.key is not None:
+            latest[record.key] = record.json() if record.value is not None else None
+    return {name: list(doc.get("dependsOn") or []) for name, doc in sorted(latest.items()) if isinstance(doc, dict)}
 
 
 async def _known_dependencies(ctx: Context) -> dict[str, list[str]]:
     """dependsOn of every module the module-status topic knows (none if it has no topic)."""
     try:
-        documents = await client.read_latest(ctx.bootstrap, ctx.topics.module_status)
+        return dependencies_from_records(await client.read_all(ctx.bootstrap, ctx.topics.module_status))
     except LookupError:
         return {}
-    return {name: list(doc.get("dependsOn") or []) for name, doc in documents.items() if isinstance(doc, dict)}
 
 
 def refuse_violations(loaded: list[Loaded], known: dict[str, ModuleRestrictionManifest]) -> None:

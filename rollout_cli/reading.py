@@ -182,9 +182,10 @@ def history(ctx: Context, module: str | None, verify: bool, output: str) -> None
 def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], output: str) -> None:
     """Show which clusters each stage would move, in order and in batches, without publishing.
 
-    A module or stage that would move no cluster gets a `warning:` line (as in `apply`); a
-    module its namespace's ModuleRestriction refuses, an `error:` line naming the rule (and
-    exit 2). A Helm module also shows each cluster's values and which layer and policy
+    A module or stage that would move no cluster gets a `warning:` line (as in `apply`), and so
+    does a dependsOn naming a module that exists nowhere; a dependsOn cycle is refused as
+    `apply` refuses it; a module its namespace's ModuleRestriction refuses, an `error:` line
+    naming the rule (and exit 2). A Helm module also shows each cluster's values and which layer and policy
     decided each path."""
     from rollout.plan import plan_rollout
     from rollout.surprises import surprises
@@ -192,6 +193,10 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
 
     planned = applying.load(files, outcome="nothing was planned")
     left: set[str] = set()
+    # dependsOn: a cycle refused as apply refuses it; without --clusters, against the
+    # modules the engine knows too, and a dependency that exists nowhere is warned about
+    known_modules = {} if cluster_files else applying.dependencies_from_records(ctx.records(ctx.topics.module_status))
+    applying.refuse_cycles(planned, known_modules, outcome="nothing was planned")
     if cluster_files:
         loaded = applying.load(cluster_files, outcome="nothing was planned")
         fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
@@ -215,6 +220,8 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     for module, rollout_plan in zip(modules, plans, strict=True):
         for warning in surprises(module, rollout_plan):
             click.echo(f"warning: {warning}", err=True)
+    for warning in applying.dependency_warnings(planned, known_modules) if not cluster_files else []:
+        click.echo(f"warning: {warning}", err=True)
     if output != "table":
         emit([p.model_dump() for p in plans], output)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +121,18 @@ def _time(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
+def dependency_waits(status: dict[str, Any], known_modules: Collection[str] | None) -> list[str]:
+    """Why a module's blocked members wait, per dependency the engine cannot count yet: one
+    that does not exist, or one applied with it whose apply is not folded yet."""
+    reasons = []
+    for dependency in status.get("dependsOn") or []:
+        if known_modules is not None and dependency not in known_modules:
+            reasons.append(f"waiting for module {dependency}, which does not exist")
+        elif dependency in (status.get("awaiting") or []):
+            reasons.append(f"waiting for module {dependency} to take the apply made with this one")
+    return reasons
+
+
 def _bar(counts: dict[str, int]) -> Text:
     total = counts["members"] or 1
     text = Text()
@@ -132,7 +145,14 @@ def _bar(counts: dict[str, int]) -> Text:
     return text
 
 
-def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> Group:
+def status_renderable(
+    status: dict[str, Any],
+    targets: list[dict[str, Any]],
+    decisions: list[dict[str, Any]],
+    known_modules: Collection[str] | None = None,
+) -> Group:
+    """`known_modules`: the modules the module-status topic holds (None: not read), to say
+    which dependency a blocked module waits for does not exist."""
     header = Table.grid(padding=(0, 2))
     header.add_row("Module", f"{status['module']} ({status['kind']})")
     header.add_row("Phase", status["phase"] + (" (paused)" if status["paused"] and status["phase"] != "Paused" else ""))
@@ -142,6 +162,10 @@ def status_renderable(status: dict[str, Any], targets: list[dict[str, Any]], dec
     if status.get("dependsOn"):
         waits = " (deletion waits for its dependents)" if status.get("deleting") else ""
         header.add_row("Depends on", ", ".join(status["dependsOn"]) + waits)
+        blocked = sum(stage["counts"].get("blocked", 0) for stage in status.get("stages", []))
+        for reason in dependency_waits(status, known_modules):
+            count = f" ({blocked} cluster(s) blocked)" if blocked else ""
+            header.add_row("Blocked", Text(reason + count, style="yellow"))
     elif status.get("deleting"):
         header.add_row("Deleting", "waits for the modules depending on it")
     if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/restriction_rules.py)
@@ -238,7 +262,7 @@ def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str,
         return None, None
     targets = [t for key, t in ctx.latest(ctx.topics.targets).items() if key.startswith(f"{module}/")]
     every = decisions_for(ctx.records(ctx.topics.decisions), module)
-    renderable = status_renderable(status, targets, every[-decision_count:])
+    renderable = status_renderable(status, targets, every[-decision_count:], known_modules=statuses)
     from rollout_cli.status_values import module_values, values_renderable
 
     values = module_values(ctx, module, status, every)  # a Helm module: its values per cluster

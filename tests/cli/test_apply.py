@@ -207,3 +207,45 @@ def test_an_object_twice_is_an_error_naming_both_places(
         "apply each object once"
     )
     assert json.dumps(committed(kafka_bootstrap, topics.clusters)) == "[]"
+
+
+def depending(name: str, *depends_on: str) -> dict[str, Any]:
+    module = a_module(name, selector={"ring": "canary"})
+    module["spec"]["dependsOn"] = list(depends_on)
+    return module
+
+
+def plan(bootstrap: str, topics: TopicNames, path: Path) -> Result:
+    return CliRunner().invoke(
+        cli, ["plan", "-f", str(path), "--bootstrap-servers", bootstrap, "--topic-prefix", topics.prefix]
+    )
+
+
+def test_plan_refuses_a_dependency_cycle_as_apply_does(
+    kafka_bootstrap: str, topics: TopicNames, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "cycle.yaml", a_cluster("c1", "canary"), depending("a", "b"), depending("b", "a"))
+    planned = plan(kafka_bootstrap, topics, path)
+    applied = apply(kafka_bootstrap, topics, path)
+    assert planned.exit_code == applied.exit_code == 2
+    cycle = f"error: {path}: document 2 (Module/a): dependency cycle: a → b → a"
+    assert planned.stderr.startswith(cycle) and applied.stderr.startswith(cycle), (planned.stderr, applied.stderr)
+    assert "nothing was planned" in planned.stderr and "nothing was applied" in applied.stderr
+    assert committed(kafka_bootstrap, topics.intents) == []
+
+
+def test_a_dependency_that_exists_nowhere_is_applied_and_planned_with_a_warning(
+    kafka_bootstrap: str, topics: TopicNames, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "app.yaml", a_cluster("c1", "canary"), depending("app", "base"), depending("web", "app"))
+    warning = (
+        f"warning: {path}: document 2 (Module/app): dependsOn base: no module base exists (not in these files, "
+        "not known to the engine); app stays BLOCKED on every cluster until base is applied"
+    )
+    applied = apply(kafka_bootstrap, topics, path)
+    assert applied.exit_code == 0, applied.output
+    assert applied.stderr.splitlines() == [warning]  # web depends on app, applied with it: no warning
+    assert sorted(m["module"]["metadata"]["name"] for m in committed(kafka_bootstrap, topics.intents)) == ["app", "web"]
+    planned = plan(kafka_bootstrap, topics, path)  # against the fleet just applied; no worker knows base either
+    assert planned.exit_code == 0, planned.output
+    assert planned.stderr.splitlines() == [warning]

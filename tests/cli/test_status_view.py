@@ -28,3 +28,10 @@ def test_status_says_why_a_gate_is_inconclusive() -> None:
     wire = gate_result("app", "canary", "errors", None, message="no samples").to_bytes()  # as the runner writes it
     fleet.send(parse_event(wire))
     assert "gate errors inconclusive: no samples" in printed(fleet.status("app"))
+
+
+def test_status_says_a_blocked_module_waits_for_a_dependency_that_does_not_exist() -> None:
+    fleet = given(cluster("c1"), module("app", {}, "v1", depends_on=["base"]))
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(fleet.status("app"), [], [], known_modules={"app"}))
+    assert "waiting for module base, which does not exist (1 cluster(s) blocked)" in console.export_text()

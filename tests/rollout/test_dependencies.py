@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollout.dependency_graph import DependencyCycle, check_acyclic
+from rollout.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
 from rollout.events import DependencyReported
 from tests.rollout.builders import AT, applied, cluster, given, module, stage
 
@@ -213,3 +213,7 @@ def test_status_names_the_dependency_whose_apply_is_awaited() -> None:
     fleet.send(base_apply, *fleet.last.dependency_events)
     assert "awaiting" not in fleet.status("app")
 
+
+def test_a_dependency_that_exists_nowhere_is_named() -> None:
+    graph = {"app": ["base", "lib"], "lib": [], "web": ["app"]}
+    assert missing_dependencies(graph, ["app", "web"]) == {"app": ["base"]}
