@@ -33,6 +33,7 @@ from projections.render import FluxRenderer
 from projections.sinks import Sink, SinkResult
 from projections.sinks.directory import DirectorySink
 from rollout_cli.sink_options import SinkTimings
+from rollout_cli.status_summary import StatusSummary
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -393,31 +394,29 @@ async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Pope
     stop = asyncio.Event()
     _stop_on_signals(stop)
     names = TopicNames(prefix)
-    shown: dict[str, tuple[Any, ...]] = {}
+    summary = StatusSummary()
 
     async def watch_status() -> None:
+        from_beginning = True  # once: after a broker error only new records (no replayed history)
         while not stop.is_set():
             try:
-                async for record in client.follow(bootstrap, names.module_status):
+                async for record in client.follow(bootstrap, names.module_status, from_beginning=from_beginning):
                     if record.key is None:
                         continue
-                    doc = record.json()
-                    if doc is None:
-                        click.echo(f"{time.strftime('%H:%M:%S')} {record.key}: deleted")
-                        shown.pop(record.key, None)
-                        continue
-                    done = sum(s["counts"]["succeeded"] for s in doc["stages"])
-                    total = sum(s["counts"]["members"] for s in doc["stages"])
-                    line = (doc["phase"], doc["targetRevision"], doc["currentStage"], done, total)
-                    if shown.get(record.key) != line:
-                        shown[record.key] = line
-                        files = "" if out is None else f"  ({_count_files(out)} Flux files)"
-                        click.echo(
-                            f"{time.strftime('%H:%M:%S')} {record.key:<14} {doc['phase']:<16} "
-                            f"target {doc['targetRevision']:<8} stage {doc['currentStage']:<8} "
-                            f"{done}/{total} succeeded{files}"
-                        )
-            except LookupError:
+                    try:
+                        document = record.json()
+                    except ValueError:
+                        document = "unreadable"  # summarised as not a module-status document
+                    line = summary.line(record.key, document)
+                    if line is not None:
+                        files = "" if out is None or document is None else f"  ({_count_files(out)} Flux files)"
+                        click.echo(f"{time.strftime('%H:%M:%S')} {line}{files}")
+            except client.MissingTopic:  # not created yet
+                await asyncio.sleep(1)
+            except Exception as error:  # the broker went away: follow what changes once it is back
+                if from_beginning:
+                    click.echo(f"summary: cannot read {names.module_status} ({error}); retrying", err=True)
+                from_beginning = False
                 await asyncio.sleep(1)
 
     async def watch_children() -> None:
