@@ -64,12 +64,14 @@ def _selected(documents: dict[str, Any], role: str, selector: str, labels: dict[
 
 
 def _module_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
-    total = sum(s["counts"]["members"] for s in doc["stages"])
-    done = sum(s["counts"]["succeeded"] for s in doc["stages"])
-    row = [name, doc["kind"], doc["phase"], doc["targetRevision"], doc["stableRevision"] or "-"]
-    row += [doc["currentStage"], f"{done}/{total}"]
+    """Any module-status shape (rollout_cli/status_summary.py): a held module has no stages yet."""
+    from rollout_cli.status_summary import ModuleSummary
+
+    shown = ModuleSummary.of(doc)
+    row = [name, doc.get("kind") or "-", shown.phase, shown.target, doc.get("stableRevision") or "-"]
+    row += [shown.stage, f"{shown.succeeded}/{shown.members}"]
     if wide:
-        failed = sum(s["counts"]["failed"] for s in doc["stages"])
+        failed = sum((s.get("counts") or {}).get("failed", 0) for s in doc.get("stages") or [])
         row += [doc.get("namespace") or "-", str(doc.get("generation", "-")), str(failed)]
         row += ["True" if doc.get("paused") else "False", doc.get("lastDecision") or ""]
     return row

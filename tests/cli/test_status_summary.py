@@ -85,3 +85,11 @@ async def test_up_summary_shows_a_held_module_and_what_follows_it_once(
     assert len(printed) == len(shapes)  # each change once; before, the held document restarted the topic
     assert any(" app " in line and "Pending" in line for line in printed)
     assert any("target v3" in line or "target v2" in line for line in printed)
+
+
+def test_get_modules_lists_every_document_shape() -> None:
+    from rollout_cli.listing import _module_row
+
+    rows = [_module_row(name, document, wide=True) for name, document in every_shape() if document is not None]
+    assert rows[3][:7] == ["app", "-", "Pending", "-", "-", "-", "0/0"]  # held, not staged yet
+    assert rows[2][:7] == ["podinfo", "Module", "Complete", "v1", "v1", "wave", "2/2"]
