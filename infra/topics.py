@@ -13,8 +13,8 @@
   compacted: the latest document per key, tombstones when gone.
 * Decisions are append-only history; dead letters keep every rejected input with a reason.
 * Dependencies carry what the decider of one module tells the partition of another
-  (DependentLinked, DependencyReported; key: the receiving module), back through the router;
-  kept 7 days: the journal keeps them for good.
+  (DependentLinked, DependencyReported, DependencyCurrent; key: the receiving module),
+  back through the router; kept 7 days: the journal keeps them for good.
 * Verdicts answer each intent (keyed by its event id) for the CLI that waits for them: kept
   7 days, not compacted (each key is written once).
 * The stages' state topics (`decide-state`, `assemble-state`) are compacted changelogs,
