@@ -182,6 +182,46 @@ async def read_latest(bootstrap: str, topic: str) -> dict[str, Any]:
     return dict(sorted(latest.items()))
 
 
+class LatestReader:
+    """`read_latest` for a process that asks again and again (the gate runner, every
+    interval): one consumer, kept between calls, reads only what was added since the last
+    call — instead of a consumer started, assigned (aiokafka logs "Updating subscribed
+    topics" at INFO each time) and the whole topic read again for every call. After an
+    error the consumer is dropped and the next call starts over from the beginning."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tps: list[TopicPartition] = []
+        self._latest: dict[str, Any] = {}
+
+    async def latest(self) -> dict[str, Any]:
+        """The latest JSON document per key; tombstoned keys are absent."""
+        try:
+            if self._consumer is None:
+                self._consumer, self._tps = await _consumer(self.bootstrap, self.topic)
+                self._latest = {}
+            async with explained(Operation.READ, ResourceType.TOPIC, self.topic, self.bootstrap):
+                records = await _read_to_end(self._consumer, self.topic, self._tps)
+        except BaseException:
+            await self.close()
+            raise
+        for record in records:
+            if record.key is None:
+                continue
+            if record.value is None:
+                self._latest.pop(record.key, None)
+            else:
+                self._latest[record.key] = record.json()
+        return dict(sorted(self._latest.items()))
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+
 async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> AsyncIterator[Record]:
     consumer, tps = await _consumer(bootstrap, topic)
     try:

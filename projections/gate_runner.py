@@ -15,6 +15,10 @@ each gate's definition, rollout/views.py), evaluates every gate and publishes th
 * webhook — POST `url` with JSON `{module, stage, gate, revision, generation}`; a 2xx
   answer passes, any other status fails, no answer is inconclusive.
 
+The statuses are read by one consumer kept for the runner's life (`client.LatestReader`):
+each round reads only what changed since the last. Each result is logged at INFO (module,
+stage, gate, generation, passed / failed / inconclusive, and the message).
+
 Like the appliers, the runner holds no state the engine needs: several may run (each
 result is an event with its own id; the engine keeps the latest), and a restarted one
 simply evaluates again. Results are for the generation the status named, so a result that
@@ -40,6 +44,7 @@ from rollout.events import GateEvaluated
 log = logging.getLogger("rollout.gates")
 
 REQUEST_TIMEOUT = 10.0
+VERDICTS = {True: "passed", False: "failed", None: "inconclusive"}
 
 
 @dataclass(frozen=True)
@@ -93,23 +98,27 @@ class GateRunner:
         self.publish = publish
         self.interval = interval
         self.published = 0
+        self.statuses = client.LatestReader(bootstrap, self.topics.module_status)
 
     async def run(self, stop: asyncio.Event) -> None:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            while not stop.is_set():
-                try:
-                    await self.round(session)
-                except Exception as error:  # the broker may be away: the next round tries again
-                    log.warning("gate round failed: %s", error, extra=RATE_LIMITED)
-                try:
-                    await asyncio.wait_for(stop.wait(), self.interval)
-                except TimeoutError:
-                    pass
+            try:
+                while not stop.is_set():
+                    try:
+                        await self.round(session)
+                    except Exception as error:  # the broker may be away: the next round tries again
+                        log.warning("gate round failed: %s", error, extra=RATE_LIMITED)
+                    try:
+                        await asyncio.wait_for(stop.wait(), self.interval)
+                    except TimeoutError:
+                        pass
+            finally:
+                await self.statuses.close()
 
     async def round(self, session: aiohttp.ClientSession) -> None:
         """One evaluation of every gate of every soaking stage."""
-        statuses = await client.read_latest(self.bootstrap, self.topics.module_status)
+        statuses = await self.statuses.latest()
         for module, status in sorted(statuses.items()):
             if not isinstance(status, dict):
                 continue
@@ -125,6 +134,15 @@ class GateRunner:
                 )
                 await self.publish(module, event.to_bytes())
                 self.published += 1
+                log.info(
+                    "gate %s of %s stage %s (generation %s): %s: %s",
+                    event.gate,
+                    module,
+                    stage,
+                    event.generation,
+                    VERDICTS[event.passed],
+                    event.message,
+                )
 
     async def evaluate(
         self, session: aiohttp.ClientSession, module: str, stage: str, gate: dict[str, Any], status: dict[str, Any]

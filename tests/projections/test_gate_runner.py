@@ -3,12 +3,15 @@ Prometheus-compatible /api/v1/query endpoint and webhooks), not a mock."""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 
+from infra import client
 from projections.gate_runner import GateRunner, Result, soaking_gates
 from tests.projections.gate_server import GateServer, running_gate_server
 
@@ -87,3 +90,42 @@ def test_only_the_gates_of_a_soaking_current_stage_are_evaluated() -> None:
     running = {"currentStage": "canary", "stages": [{"name": "canary", "state": "Running", "gates": [gate]}]}
     assert soaking_gates(soaking) == [("canary", gate)]
     assert soaking_gates(running) == []
+
+
+async def test_runner_reads_statuses_with_one_consumer_and_logs_each_result(
+    server: GateServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.hooks["smoke"] = 204
+    gate = {"name": "smoke", "webhook": {"url": f"{server.url}/hooks/smoke"}}
+    soaking = {**STATUS, "stages": [{"name": "canary", "state": "Soaking", "gates": [gate]}]}
+    started: list[str] = []
+
+    class Consumer:
+        async def stop(self) -> None:
+            pass
+
+    async def consumer(bootstrap: str, topic: str) -> tuple[Consumer, list[Any]]:
+        started.append(topic)
+        return Consumer(), []
+
+    unread = [client.Record("t.module-status", 0, 0, "app", json.dumps(soaking).encode())]
+
+    async def read_to_end(consumer: Consumer, topic: str, tps: list[Any]) -> list[client.Record]:
+        read, unread[:] = list(unread), []  # what a consumer has not read yet: the topic once
+        return read
+
+    monkeypatch.setattr(client, "_consumer", consumer)
+    monkeypatch.setattr(client, "_read_to_end", read_to_end)
+    published: list[bytes] = []
+
+    async def publish(key: str, value: bytes) -> None:
+        published.append(value)
+
+    runner = GateRunner(bootstrap="unused:9092", prefix="t.", publish=publish)
+    caplog.set_level(logging.INFO, logger="rollout.gates")
+    async with aiohttp.ClientSession() as session:
+        for _ in range(3):
+            await runner.round(session)
+    assert started == ["t.module-status"]  # one consumer for every round, not one a round
+    assert len(published) == 3
+    assert caplog.messages[-1] == "gate smoke of app stage canary (generation 2): passed: webhook answered 204"
