@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given as draws
+from hypothesis import settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rollout.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
-from rollout.events import DependencyReported
-from tests.rollout.builders import AT, applied, cluster, given, module, stage
+from rollout.events import DependencyReported, DependentLinked
+from tests.rollout.builders import AT, applied, cluster, given, module, reported, stage
 
 CANARY = {"ring": "canary"}
 WAVE = {"ring": "wave"}
@@ -217,3 +220,52 @@ def test_status_names_the_dependency_whose_apply_is_awaited() -> None:
 def test_a_dependency_that_exists_nowhere_is_named() -> None:
     graph = {"app": ["base", "lib"], "lib": [], "web": ["app"]}
     assert missing_dependencies(graph, ["app", "web"]) == {"app": ["base"]}
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@draws(st.data())
+def test_a_dependent_never_moves_on_its_dependencys_previous_success_whatever_the_interleaving(
+    data: st.DataObject,
+) -> None:
+    """base and app applied together onto a completed rollout of both; Hypothesis picks what
+    is folded next — either apply, the next event either partition sent the other (each
+    channel FIFO, as through the dependencies topic), a success report of base's new
+    target — and after every event app runs v2 on a cluster only where base runs b2 and
+    succeeded. Once everything is delivered and base succeeded everywhere, app moves on."""
+    fleet = fleet_of_two()
+    fleet.succeed("base", "c1", "w1")
+    fleet.succeed("app", "c1", "w1")
+    fleet.feedback = False
+    base_apply = applied(base("b2"))
+    applies = [base_apply, applied(app("v2"), after={"base": base_apply.id})]
+    to_base: list[Any] = []  # DependentLinked: to the dependency's partition
+    to_app: list[Any] = []  # DependencyReported, DependencyCurrent: to the dependent's
+
+    def fold(event: Any) -> None:
+        for sent in fleet.send(event).dependency_events:
+            (to_base if isinstance(sent, DependentLinked) else to_app).append(sent)
+        for name in ("c1", "w1"):
+            if fleet.revision("app", name) == "v2":
+                found = fleet.target("base", name)
+                assert found is not None and fleet.revision("base", name) == "b2" and found.status == "succeeded"
+
+    def base_updating(name: str) -> bool:
+        found = fleet.target("base", name)
+        return found is not None and fleet.revision("base", name) == "b2" and found.status == "updating"
+
+    def choices() -> list[str]:
+        ready = [f"apply-{i}" for i in range(len(applies))] + ["to_base"] * bool(to_base) + ["to_app"] * bool(to_app)
+        return ready + [f"succeed-{name}" for name in ("c1", "w1") if base_updating(name)]
+
+    while options := choices():
+        choice = data.draw(st.sampled_from(options))
+        if choice.startswith("apply-"):
+            fold(applies.pop(int(choice.removeprefix("apply-"))))
+        elif choice == "to_base":
+            fold(to_base.pop(0))
+        elif choice == "to_app":
+            fold(to_app.pop(0))
+        else:
+            fold(reported("base", choice.removeprefix("succeed-"), "b2", "succeeded"))
+    assert fleet.revision("base", "c1") == fleet.revision("base", "w1") == "b2"
+    assert fleet.revision("app", "c1") == "v2"  # and the wave follows once app succeeds on the canary
