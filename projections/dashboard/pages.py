@@ -101,14 +101,21 @@ def module_list(view: FleetView) -> list[Document]:
     return [module_row(view.modules[name]) for name in sorted(view.modules)]
 
 
+def engine_time(at: Any) -> float | None:
+    """A time the engine wrote (a decision's `at`, a status' `observedAt`, a gate's
+    `passingSince`): the engine's clock, from Ticks — 0 before the first Tick, when the
+    engine knows no time yet. None then (and when absent): not a moment to show or count from."""
+    return float(at) if isinstance(at, int | float) and at > 0 else None
+
+
 def _succeeded_at(stage: Document, decisions: list[Document]) -> float | None:
     """When the engine last decided `stage` succeeded, plus its soak: the stage is passed."""
     marker = f"stage {stage['name']} succeeded"
     for decision in reversed(decisions):
         if decision.get("action") == "stage-succeeded" and str(decision.get("reason", "")).startswith(marker):
-            at = decision.get("at")
-            if not isinstance(at, int | float):
-                return None
+            at = engine_time(decision.get("at"))
+            if at is None:
+                return None  # decided before the engine's first tick: no soak clock to show
             return at + (parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0)
     return None
 
@@ -152,9 +159,9 @@ def module_page(view: FleetView, name: str) -> Document | None:
 def gate_state(gate: Document, soak_seconds: float) -> Document:
     """One gate of a stage as shown: `pass` / `fail` / `pending` (no result yet, or
     inconclusive), and when a passing gate has passed for the stage's soak."""
-    passed, since = gate.get("passed"), gate.get("passingSince")
+    passed, since = gate.get("passed"), engine_time(gate.get("passingSince"))
     state = "pass" if passed is True else "fail" if passed is False else "pending"
-    soaked = since + soak_seconds if state == "pass" and isinstance(since, int | float) else None
+    soaked = since + soak_seconds if state == "pass" and since is not None else None
     return {
         "name": gate.get("name"),
         "kind": "prometheus" if gate.get("prometheus") else "webhook",

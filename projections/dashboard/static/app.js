@@ -51,6 +51,11 @@ async function api(path, options) {
 function serverNow() { return Date.now() / 1000 + app.skew; }
 function learnTime(serverTime) { if (serverTime) app.skew = serverTime - Date.now() / 1000; }
 function when(at) { return at ? new Date(at * 1000).toLocaleString() : "-"; }
+// A decision's `at` is engine time (from Ticks): 0 when it was decided before the engine's first tick.
+function engineWhen(at) {
+  return at > 0 ? h("span", { title: "engine time" }, new Date(at * 1000).toLocaleString())
+    : h("span", { class: "muted", title: "decided before the engine's first tick: engine time is 0" }, "engine clock not started");
+}
 function duration(seconds) {
   const s = Math.max(0, Math.round(seconds));
   const parts = [[Math.floor(s / 3600), "h"], [Math.floor((s % 3600) / 60), "m"], [s % 60, "s"]];
@@ -214,7 +219,7 @@ function moduleView(root, name) {
         h("ul", {}, page.valuesRefused.map((r) => h("li", { class: "warning", testid: "value-refused" }, r.reason)))] : []);
       decisions.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Action", "Cluster", "Reason"].map((c) => h("th", {}, c)))),
         h("tbody", {}, page.decisions.map((d) => h("tr", { testid: "decision" },
-          h("td", { class: "nowrap" }, when(d.at)), h("td", {}, badge(d.action, "action")), h("td", {}, d.cluster || ""), h("td", {}, d.reason))))));
+          h("td", { class: "nowrap" }, engineWhen(d.at)), h("td", {}, badge(d.action, "action")), h("td", {}, d.cluster || ""), h("td", {}, d.reason))))));
       await loadClusters();
       tickClocks();
     },

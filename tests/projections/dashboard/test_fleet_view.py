@@ -287,3 +287,18 @@ def test_commands_are_the_clis_rollout_commanded_events_in_the_users_name_via_th
 def test_bad_command_requests_are_refused_before_publishing(module: str, body: Any, message: str) -> None:
     with pytest.raises(CommandRefused, match=message):
         command_event(module, body, user="alice@example.com")
+
+
+def test_a_stage_that_succeeded_before_the_engines_first_tick_shows_no_soak_clock() -> None:
+    view = FleetView()
+    absorb(view, "module_status", record("shop", status("shop", stage("canary", "Soaking", soak="90s"))))
+    decision = {"module": "shop", "action": "stage-succeeded", "reason": "stage canary succeeded", "at": 0.0}
+    absorb(view, "decisions", record("shop", decision))  # engine time 0: no Tick yet
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    assert "soakEndsAt" not in page["status"]["stages"][0]  # not "soak over" 90 s after the epoch
+
+
+def test_a_gate_passing_since_before_the_engines_first_tick_has_no_soak_time() -> None:
+    gate = pages.gate_state({"name": "errors", "passed": True, "passingSince": 0.0}, 60.0)
+    assert (gate["state"], gate["passingSince"], gate["soakedAt"]) == ("pass", None, None)
