@@ -112,6 +112,23 @@ def test_a_failing_webhook_gate_halts_the_rollout(stack: Stack, server: GateServ
     assert server.calls[-1]["module"] == "cart" and server.calls[-1]["generation"] == 1
 
 
+def test_a_query_without_samples_is_inconclusive_in_the_status_not_a_dead_letter(
+    stack: Stack, server: GateServer
+) -> None:
+    gate = {"name": "errors", "prometheus": {"url": server.url, "query": "nothing_matches", "max": 0.05}}
+    fleet(stack, "mall")
+    stack.send("intents", "mall", gated_module("mall", gate))
+    canary_succeeds(stack, "mall")
+    gates = wait_for(
+        "an inconclusive result in the status",
+        lambda: [g for s in status(stack, "mall").get("stages", []) for g in s.get("gates", []) if g.get("message")],
+    )
+    assert gates[0]["passed"] is None and gates[0]["message"] == "no samples"
+    assert status(stack, "mall")["phase"] == "Soaking"  # waiting, failing nothing
+    letters = [r.json() for r in stack.records("dead_letters") if r.value is not None]
+    assert not [letter for letter in letters if "GateEvaluated" in str(letter.get("reason", ""))]
+
+
 def test_the_gate_runner_serves_health_and_metrics_like_the_other_processes(stack: Stack, runner_port: int) -> None:
     wait_for("the gate runner's /readyz", lambda: (http_get(runner_port, "/readyz") or (0, ""))[0] == 200, timeout=30)
     assert (http_get(runner_port, "/healthz") or (0, ""))[0] == 200
