@@ -22,6 +22,7 @@ from rollout.manifests import Stage, parse_duration
 from rollout.outcome import Outcome
 from rollout.state import ModuleRecord, target_key
 from rollout.strategy import resolve_count, stages_of
+from rollout.views import outstanding_members, waiting_reason
 from rollout.window_gate import WindowGate
 
 
@@ -82,8 +83,10 @@ class StageMachine(WindowGate):
                 if self._stage_open(record, index):
                     self._fill(record, index, out)
             if self._completed(record):
-                record.phase = "Complete"
-                return  # late joiners and clusters back from not-ready still get moved above
+                # late joiners and clusters back from not-ready still get moved above; the
+                # module is Complete only once none of them is left to move
+                record.phase = "Progressing" if outstanding_members(record) else "Complete"
+                return
             stage = stages[record.stage_index]
             if not record.stage_started:
                 if not self._start_stage(record, stage, out):
@@ -161,13 +164,19 @@ class StageMachine(WindowGate):
         return True
 
     def _complete(self, record: ModuleRecord, out: Outcome) -> None:
-        """The last stage passed: the target becomes the stable generation."""
+        """The last stage passed: the target becomes the stable generation. The phase is
+        Complete only when every staged member runs it too: members skipped while not
+        ready, or waiting for a window, keep it Progressing (`waiting_reason`)."""
         record.stable = record.target
-        record.phase = "Complete"
+        revision = record.revisions[record.target].revision
+        waiting = waiting_reason(record, self.now)
+        record.phase = "Progressing" if waiting else "Complete"
         self._decide(
             record,
             "complete",
-            f"rollout of {record.revisions[record.target].revision} complete; it is the stable revision",
+            f"rollout of {revision} complete; it is the stable revision"
+            if not waiting
+            else f"every stage of {revision} passed; it is the stable revision, not yet on every cluster: {waiting}",
             out,
             generation=record.target,
             revision=record.revisions[record.target].revision,

@@ -75,10 +75,43 @@ def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
         # yet: none of their readiness counts until then (dependencies.py)
         **({"awaiting": sorted(record.awaiting)} if record.awaiting else {}),
         "lastDecision": record.last_reason,
+        # why a module whose stages all passed is not Complete: members not ready or waiting
+        **({"waiting": waiting} if record.stable == record.target and (waiting := waiting_reason(record, now)) else {}),
         "observedAt": now,
         # the rule of its namespace's ModuleRestriction it breaks (restriction_rules.py)
         **({"restricted": record.restricted} if record.restricted is not None else {}),
     }
+
+
+def outstanding_members(record: ModuleRecord) -> int:
+    """Staged members not running the target: pending (waiting for a window, say),
+    updating, blocked, or not ready — the members a Complete module may not have."""
+    return sum(
+        counts.pending + counts.updating + counts.blocked + counts.not_ready
+        for name, counts in record.counts.items()
+        if name != UNSTAGED
+    )
+
+
+def waiting_reason(record: ModuleRecord, now: float) -> str:
+    """Why a module whose stages have passed is not Complete ('' : nothing outstanding),
+    e.g. "2 clusters not ready; stage wave waits for a maintenance window"."""
+    if record.mode != "rollout" or not outstanding_members(record):
+        return ""
+    staged = [counts for name, counts in record.counts.items() if name != UNSTAGED]
+    reasons: list[str] = []
+    not_ready = sum(counts.not_ready for counts in staged)
+    if not_ready:
+        reasons.append(f"{not_ready} cluster{'s' if not_ready != 1 else ''} not ready")
+    moving = sum(counts.pending + counts.updating + counts.blocked for counts in staged)
+    if moving:
+        reasons.append(f"{moving} cluster{'s' if moving != 1 else ''} not on the target yet")
+    for stage in stages_of(record):
+        if stage.name in record.window_waits:
+            state = stage_window_state(record, stage, now) if now > 0 else None
+            opens = f", next opens at {iso(state.next_open)}" if state is not None and state.next_open else ""
+            reasons.append(f"stage {stage.name} waits for a maintenance window{opens}")
+    return "; ".join(reasons)
 
 
 def window_view(record: ModuleRecord, stage: Stage, now: float) -> dict[str, Any] | None:

@@ -84,6 +84,8 @@ def progress_line(status: dict[str, Any]) -> str:
     line = f"module/{status.get('module')}: {status.get('phase')}"
     if stages:
         line += f", stage {status.get('currentStage')}, {done}/{members} cluster(s) on {status.get('targetRevision')}"
+    if status.get("waiting"):  # stages passed, members still to go: not Complete (rollout/views.py)
+        line += f" — waiting: {status['waiting']}"
     return line
 
 

@@ -168,6 +168,8 @@ def status_renderable(
             header.add_row("Blocked", Text(reason + count, style="yellow"))
     elif status.get("deleting"):
         header.add_row("Deleting", "waits for the modules depending on it")
+    if status.get("waiting"):  # every stage passed, not every member runs the target (rollout/views.py)
+        header.add_row("Waiting", Text(status["waiting"], style="yellow"))
     if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/restriction_rules.py)
         header.add_row("Restricted", Text(status["restricted"], style="red"))
     stages = _stages_table(status["stages"])

@@ -35,3 +35,13 @@ def test_status_says_a_blocked_module_waits_for_a_dependency_that_does_not_exist
     console = Console(width=400, record=True, file=io.StringIO())
     console.print(status_renderable(fleet.status("app"), [], [], known_modules={"app"}))
     assert "waiting for module base, which does not exist (1 cluster(s) blocked)" in console.export_text()
+
+
+def test_status_wait_does_not_pass_a_module_that_deployed_nothing() -> None:
+    from rollout_cli.gates import judge, parse_condition, progress_line
+
+    fleet = given(cluster("c1", ready=False), module("app", {}, "v1"))
+    status = fleet.status("app")
+    assert judge(status, parse_condition("phase=Complete")) is None  # `--wait` waits on, then times out: exit 2
+    assert progress_line(status).endswith("0/1 cluster(s) on v1 — waiting: 1 cluster not ready")
+    assert "1 cluster not ready" in printed(status)

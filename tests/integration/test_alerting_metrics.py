@@ -55,7 +55,8 @@ def module_phases(port: int) -> dict[str, list[str]] | None:
 
 
 def expected_phases(phases: dict[str, list[str]] | None) -> bool:
-    """podinfo and web soak after their canaries (5 minutes); the other two examples complete."""
+    """podinfo and web soak after their canaries (5 minutes); the other two examples pass
+    their stages (not Complete: two example clusters are not ready)."""
     return (
         phases is not None
         and phases.get("podinfo") == ["Soaking"]
@@ -120,7 +121,8 @@ def test_module_info_replaces_the_phase_and_is_right_straight_after_a_restart(st
     # nothing new happened to any module: what is exported comes from the restored state
     assert module_phases(stack.worker_port) == before
     by_phase = {labels["phase"]: value for labels, value in scrape(stack.worker_port)["rollout_modules"]}
-    assert by_phase["Paused"] == 1 and by_phase["Complete"] == 2 and by_phase["Halted"] == 0
+    # flux-install and monitoring passed their stages; two example clusters are not ready: Progressing
+    assert by_phase["Paused"] == 1 and by_phase["Progressing"] == 2 and by_phase["Halted"] == 0
 
 
 def test_json_logs_carry_module_stage_and_event_id_as_fields(stack: Stack) -> None:

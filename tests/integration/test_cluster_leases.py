@@ -82,6 +82,12 @@ def phase(stack: Stack, tag: str) -> str | None:
     return status.get("phase") if status.get("targetRevision") == tag else None
 
 
+def waiting(stack: Stack, tag: str) -> str | None:
+    """Why `leased` at `tag`, every stage passed, is not Complete (rollout/views.py)."""
+    status = stack.latest("module_status").get("leased") or {}
+    return status.get("waiting") if status.get("stableRevision") == tag else None
+
+
 def beating(stack: Stack) -> set[str]:
     """The clusters the applier's latest heartbeats name."""
     return {name for beat in stack.latest("heartbeats").values() for name in beat["clusters"]}
@@ -111,12 +117,14 @@ def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
     code, output = rollout(stack, "get", "clusters", "w1")
     assert " left " in output, output
     stack.send("intents", "leased", module("1.1.0"))
-    wait_for("1.1.0 complete", lambda: phase(stack, "1.1.0") == "Complete")
+    wait_for("1.1.0 stable, waiting for w1", lambda: waiting(stack, "1.1.0") == "1 cluster not ready")
+    assert phase(stack, "1.1.0") == "Progressing"  # not Complete: w1 does not run it
     assert targets(stack)["w1"]["revision"] == "1.0.0" and targets(stack)["w1"]["state"] == "not_ready"
     code, output = rollout(stack, "cluster", "join", "w1")
     assert code == 0, output
     wait_for("w1 on 1.1.0", lambda: targets(stack)["w1"]["state"] == "succeeded" and targets(stack)["w1"])
     assert targets(stack)["w1"]["revision"] == "1.1.0"
+    wait_for("1.1.0 complete", lambda: phase(stack, "1.1.0") == "Complete")
     code, output = rollout(stack, "cluster", "leave", "nosuchcluster")
     assert (code, output) == (1, "error: cluster/nosuchcluster: leave refused: cluster 'nosuchcluster' not found\n")
 
@@ -124,7 +132,8 @@ def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
     stack._stop(stack.applier)
     wait_for("leases expired", lambda: not any(t["ready"] for t in targets(stack).values()), timeout=30)
     stack.send("intents", "leased", module("1.2.0"))
-    wait_for("1.2.0 passes the unready fleet", lambda: phase(stack, "1.2.0") == "Complete")
+    wait_for("1.2.0 passes the unready fleet", lambda: waiting(stack, "1.2.0") == "2 clusters not ready")
+    assert phase(stack, "1.2.0") == "Progressing"  # nothing deployed: not Complete
     assert {t["revision"] for t in targets(stack).values()} == {"1.1.0"}
     stack.start_applier("--simulate-status", "--lease-seconds", LEASE)
     wait_for(

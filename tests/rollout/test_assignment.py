@@ -93,7 +93,8 @@ def test_not_ready_cluster_gets_nothing_until_ready() -> None:
     assert fleet.assigned("app") == {"a": None, "b": "v1"}
     assert fleet.category("app", "a") == "not_ready"
     fleet.succeed("app", "b")
-    assert fleet.phase("app") == "Complete"  # not ready: skipped, never blocks, never a failure
+    assert fleet.phase("app") == "Progressing"  # not ready: skipped, never a failure, but not Complete
+    assert fleet.record("app").stable == 1  # its stage did not wait for it
     fleet.apply(cluster("a"))
     assert fleet.revision("app", "a") == "v1"
 
@@ -423,3 +424,24 @@ def test_old_tick_changes_nothing() -> None:
     outcome = fleet.tick(10.0)
     assert serialize(outcome) == serialize(type(outcome)())
     assert fleet.snapshot() == before
+
+
+def test_module_whose_members_are_all_not_ready_is_not_complete() -> None:
+    fleet = given(cluster("a", ready=False), cluster("b", ready=False), module("app", {}, "v1"))
+    assert fleet.phase("app") == "Progressing"  # nothing deployed: a CI gate must not pass
+    assert fleet.status("app")["waiting"] == "2 clusters not ready"
+    fleet.apply(cluster("a"), cluster("b"))
+    assert fleet.on("app", "v1") == ["a", "b"]
+    assert fleet.phase("app") == "Progressing"
+    fleet.succeed("app", "a", "b")
+    assert fleet.phase("app") == "Complete"
+    assert "waiting" not in fleet.status("app")
+
+
+def test_complete_module_goes_back_to_progressing_when_a_not_ready_member_joins() -> None:
+    fleet = given(cluster("a"), module("app", {}, "v1"))
+    fleet.succeed("app", "a")
+    assert fleet.phase("app") == "Complete"
+    fleet.apply(cluster("b", ready=False))
+    assert fleet.phase("app") == "Progressing"
+    assert fleet.status("app")["waiting"] == "1 cluster not ready"

@@ -123,7 +123,10 @@ class Run:
             self.feed(tick(self.fleet.now + 600))
         for name in names:
             record = self.fleet.record(name)
-            assert record.phase == "Complete", f"{name} is stuck: {record.phase}, {record.last_reason}"
+            # a member that never became ready keeps the module from Complete (it ran nothing)
+            skipped = any(t.module == name and t.category == "not_ready" for t in self.fleet.targets.values())
+            expected = "Progressing" if skipped else "Complete"
+            assert record.phase == expected, f"{name} is stuck: {record.phase}, {record.last_reason}"
             for found in self.fleet.targets.values():
                 if found.module == name and found.stage_index is not None and found.ready and not found.pinned:
                     assert found.assigned == record.target, f"{found.cluster} missed the rollout of {name}"

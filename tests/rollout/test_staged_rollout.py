@@ -415,6 +415,8 @@ def test_late_joiner_after_complete_gets_the_target() -> None:
     fleet = completed("v1")
     fleet.apply(cluster("wave-9", WAVE))
     assert fleet.revision("app", "wave-9") == "v1"
+    assert fleet.phase("app") == "Progressing"  # until the joiner runs it too
+    fleet.succeed("app", "wave-9")
     assert fleet.phase("app") == "Complete"
 
 
@@ -502,8 +504,9 @@ def test_stage_added_after_complete_gets_the_stable_revision() -> None:
     assert fleet.phase("app") == "Complete"
     assert all(fleet.revision("app", w) is None for w in WAVES)  # unstaged
     fleet.apply(app("v1"))
-    assert fleet.phase("app") == "Complete"
     assert fleet.on("app", "v1") == CANARIES + WAVES
+    fleet.succeed("app", *WAVES)
+    assert fleet.phase("app") == "Complete"
 
 
 def test_restart_mid_rollout_continues_with_cold_indexes() -> None:

@@ -175,3 +175,15 @@ def test_invalid_window_is_refused_naming_the_field(window: dict[str, Any], fiel
     with pytest.raises(ValidationError) as error:
         Stage.model_validate({"name": "s", "windows": [window]})
     assert f"windows.0.{field}" in str(error.value) and message in str(error.value)
+
+
+def test_module_whose_members_wait_for_a_window_is_not_complete() -> None:
+    fleet = given(cluster("c1", CANARY, ready=False), app(windows=[EVENINGS]), at=MONDAY_20H_UTC)
+    fleet.apply(cluster("c1", CANARY))  # ready now, outside the window
+    assert fleet.revision("app", "c1") is None
+    assert fleet.phase("app") == "Progressing"
+    waiting = "1 cluster not on the target yet; stage canary waits for a maintenance window"
+    assert fleet.status("app")["waiting"] == f"{waiting}, next opens at 2026-03-02T21:00:00Z"
+    fleet.tick(WINDOW_OPENS)
+    fleet.succeed("app", "c1")
+    assert fleet.phase("app") == "Complete"
