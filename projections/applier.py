@@ -284,7 +284,9 @@ class Applier:
             self._failed(kind, cluster, message.offset, error)
             return
         if self.heartbeats is not None:
-            (self.heartbeats.written if assemblage is not None else self.heartbeats.forget)(kind, cluster)
+            # a tombstone written is a cluster served with nothing assigned: it is still
+            # reached and keeps its lease, so a module assigned to it later finds it ready
+            self.heartbeats.written(kind, cluster)
         self._count(tp, kind, cluster, assemblage, result, message.timestamp)
         if self.on_result is not None:
             self.on_result(result)

@@ -4,11 +4,15 @@
                     ClusterHeartbeats(clusters, leaseSeconds) ──► cluster-heartbeats topic
 
 A cluster is *reached* while the latest write of each of its assemblages the applier
-handles succeeded; a failed write stops its heartbeats until a write succeeds again, and a
-cluster whose partition moves to another replica (or whose snapshots are deleted) is
-forgotten — the replica that owns it now heartbeats for it. The engine renews the lease at
-its own time (the latest Tick) and expires it `leaseSeconds` later (rollout/leases.py), so
-three beats fit in a lease: one lost beat does not make a cluster not ready.
+handles succeeded — a snapshot or a tombstone (its last module deleted: the sink removed
+its objects, and the applier still serves it); a failed write stops its heartbeats until a
+write succeeds again, and a cluster whose partition moves to another replica is forgotten —
+the replica that owns it now heartbeats for it. Were an emptied cluster forgotten, its lease
+would expire and the engine would never assign it the next module (a not-ready cluster gets
+no new moves), so nothing would be written to bring its heartbeats back: not ready for good.
+The engine renews the lease at its own time (the latest Tick) and expires it `leaseSeconds`
+later (rollout/leases.py), so three beats fit in a lease: one lost beat does not make a
+cluster not ready.
 """
 
 from __future__ import annotations

@@ -79,13 +79,22 @@ def _module_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
 
 def _cluster_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
     status = doc.get("status", {})
-    ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret")
+    ready = status.get("controlPlaneReady") and status.get("kubeconfigSecret") and _lease_holds(doc)
     labels = ",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("labels") or {}).items()))
     row = [name, doc["metadata"].get("namespace", "default"), "True" if ready else "False", _lease(doc), labels]
     if wide:
         row += [str(bool(status.get("controlPlaneReady"))), str(bool(status.get("kubeconfigSecret")))]
         row += [",".join(f"{k}={v}" for k, v in sorted((doc["metadata"].get("annotations") or {}).items()))]
     return row
+
+
+def _lease_holds(doc: dict[str, Any]) -> bool:
+    """READY is the engine's readiness (ClusterFacts.readiness), not only the observed one:
+    a cluster that left, or whose lease expired, is not ready — whatever CAPI says (wide
+    output keeps CONTROL PLANE READY and KUBECONFIG SECRET for that)."""
+    fleet = doc.get("fleet") or {}
+    lease = fleet.get("lease") or {}
+    return not fleet.get("left") and not lease.get("expired")
 
 
 def _lease(doc: dict[str, Any]) -> str:

@@ -4,19 +4,22 @@ real directory-sink applier (simulating success, heartbeating with a 3 s lease).
 The applier heartbeats for the clusters it writes; `rollout get clusters` shows the lease
 age; `rollout cluster leave` keeps a cluster out of a rollout without blocking it and
 `join` brings it back; with the applier stopped the leases expire and nothing moves;
-with it back (it replays its partitions, so it names its clusters again) they move.
+with it back (it replays its partitions, so it names its clusters again) they move. A
+cluster whose only module is deleted keeps being heartbeated (the applier still serves it),
+so the next module reaches it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from rollout.events import ClusterObserved, ModuleApplied
+from rollout.events import ClusterObserved, ModuleApplied, ModuleDeleted
 from rollout.manifests import MANIFEST_ADAPTER
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
@@ -26,26 +29,26 @@ pytestmark = pytest.mark.integration
 LEASE = "3"
 
 
-def cluster(name: str, ring: str) -> ClusterObserved:
+def cluster(name: str, ring: str, app: str = "leased") -> ClusterObserved:
     manifest = MANIFEST_ADAPTER.validate_python(
         {
             "apiVersion": "rollout.dev/v1alpha1",
             "kind": "Cluster",
-            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": "leased", "ring": ring}},
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": app, "ring": ring}},
             "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
         }
     )
     return ClusterObserved(cluster=manifest)
 
 
-def module(tag: str) -> ModuleApplied:
+def module(tag: str, name: str = "leased", app: str = "leased") -> ModuleApplied:
     manifest = MANIFEST_ADAPTER.validate_python(
         {
             "apiVersion": "rollout.dev/v1alpha1",
             "kind": "Module",
-            "metadata": {"name": "leased", "namespace": "fleet"},
+            "metadata": {"name": name, "namespace": "fleet"},
             "spec": {
-                "selector": {"matchLabels": {"app": "leased"}},
+                "selector": {"matchLabels": {"app": app}},
                 "sync": {"source": {"git": {"url": "https://example.com/repo", "version": {"tag": tag}}}},
                 "rollout": {
                     "stages": [
@@ -141,3 +144,25 @@ def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
         lambda: all(t["revision"] == "1.2.0" and t["state"] == "succeeded" for t in targets(stack).values()),
         timeout=90,
     )
+
+
+def test_a_cluster_whose_only_module_was_deleted_stays_ready_for_the_next(stack: Stack) -> None:
+    stack.send("clusters", "e1", cluster("e1", "canary", app="emptied"))
+    stack.send("intents", "first", module("1.0.0", "first", app="emptied"))
+    wait_for("first on e1", lambda: (stack.latest("targets").get("first/e1") or {}).get("state") == "succeeded")
+    wait_for("e1 heartbeated", lambda: "e1" in beating(stack))
+
+    # its only module deleted: its assemblage is a tombstone; the applier still serves e1
+    stack.send("intents", "first", ModuleDeleted(kind="Module", name="first"))
+    wait_for("e1's assemblage emptied", lambda: "e1" not in stack.latest("proxy") or None)
+    time.sleep(3 * float(LEASE))  # three leases: one without heartbeats would have expired
+    code, output = rollout(stack, "get", "clusters", "e1", "-o", "json")
+    assert code == 0 and not json.loads(output)["fleet"]["lease"]["expired"], output
+
+    # the next module reaches it: e1 is ready, so it is assigned, written and reported
+    stack.send("intents", "second", module("2.0.0", "second", app="emptied"))
+    second = lambda: stack.latest("targets").get("second/e1") or {}  # noqa: E731
+    wait_for("second on e1", lambda: second().get("state") == "succeeded", timeout=30)
+    assert second()["ready"] and second()["revision"] == "2.0.0"
+    code, output = rollout(stack, "get", "clusters", "e1")
+    assert code == 0 and "expired" not in output and " True " in output, output

@@ -174,3 +174,20 @@ def test_redelivered_heartbeats_event_renews_nothing_again() -> None:
     before = fleet.snapshot()
     outcome = fleet.send(beat)
     assert fleet.snapshot() == before and not outcome.decisions
+
+
+def test_a_cluster_whose_only_module_was_deleted_gets_the_next_once_its_heartbeats_resume() -> None:
+    fleet = given(cluster("c1", CANARY), module("first", {}, "v1"))
+    fleet.send(heartbeats("c1", lease_seconds=60))
+    fleet.succeed("first", "c1")
+    fleet.delete("first")  # its assemblage empties; an applier that stops beating for it…
+    fleet.wait(61)
+    assert not fleet.clusters["c1"].ready
+    fleet.apply(module("second", {}, "v1"))
+    assert fleet.revision("second", "c1") is None
+    assert fleet.status("second")["waiting"] == "1 cluster not ready"  # not Complete: it runs nothing
+    fleet.send(heartbeats("c1", lease_seconds=60))  # …and beats again (it serves the emptied cluster)
+    assert fleet.clusters["c1"].ready
+    assert fleet.revision("second", "c1") == "v1"
+    fleet.succeed("second", "c1")
+    assert fleet.phase("second") == "Complete"
