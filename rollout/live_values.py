@@ -78,7 +78,7 @@ class LiveValues(Reports):
                 cluster_namespace=facts.namespace,
                 module=record.name,
                 assemblage=ASSEMBLAGE_FOR[record.kind],
-                sync=self._assigned_sync(record, target.assigned, facts),
+                sync=self._resent_sync(record, target, facts, out),
                 reason="values observed on the cluster: values merged again",
             )
         )

@@ -136,7 +136,7 @@ class Membership(StageMachine):
                         cluster_namespace=facts.namespace,  # type: ignore[union-attr]
                         module=name,
                         assemblage=ASSEMBLAGE_FOR[record.kind],
-                        sync=self._assigned_sync(record, target.assigned, facts),
+                        sync=self._resent_sync(record, target, facts, out),
                         reason="cluster namespace changed: sync re-sent"
                         if moved_namespace
                         else "cluster labels changed: bindings re-expanded, values merged again"

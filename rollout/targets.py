@@ -318,9 +318,7 @@ class TargetBook:
         if generation is not None and helm is not None:
             merged = self._release_for(record, generation, facts)[1]
             self._note_refusals(record, target.cluster, merged, out)
-            if merged is not None:  # what its readOnly paths are first sent with stays theirs
-                first = read_only_values(helm.policies, merged, target.read_only_values)
-                new = new.model_copy(update={"read_only_values": first})
+            new = self._read_only_sent(record, new, generation, merged)
         self._decide(
             record,
             "assign" if generation is not None else "unassign",
@@ -342,6 +340,28 @@ class TargetBook:
             generation=generation,
             sync=sync,
         )
+
+    def _resent_sync(
+        self, record: ModuleRecord, target: Target, facts: ClusterFacts | None, out: Outcome
+    ) -> AssignedSync:
+        """The target's assigned sync, to send again (labels or live values changed it)."""
+        assert target.assigned is not None
+        generation = target.assigned
+        kept = self._read_only_sent(record, target, generation, self._release_for(record, generation, facts)[1])
+        if kept is not target:
+            self._store_target(record, target, kept, out)
+        return self._assigned_sync(record, generation, facts)
+
+    def _read_only_sent(
+        self, record: ModuleRecord, target: Target, generation: int, merged: MergedValues | None
+    ) -> Target:
+        """`target` with the values its readOnly paths are sent for the first time in
+        `merged` (generation `generation`'s values): they stay theirs (releases.py)."""
+        helm = record.revisions[generation].sync.package.helm
+        if helm is None or merged is None:
+            return target
+        first = read_only_values(helm.policies, merged, target.read_only_values)
+        return target if first == target.read_only_values else target.model_copy(update={"read_only_values": first})
 
     def _release_for(
         self,

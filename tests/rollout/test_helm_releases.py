@@ -257,3 +257,15 @@ def test_a_helm_source_needs_a_helm_package() -> None:
     document["spec"]["sync"]["package"] = {"kustomize": {"path": "./"}}
     with pytest.raises(ValidationError, match="needs a 'helm' package"):
         ModuleManifest.model_validate(document)
+
+
+def test_a_read_only_value_first_sent_on_a_relabel_is_refused_a_change_by_a_later_generation() -> None:
+    canary = {"canary": {"seed": "abc"}}
+    fleet = given(cluster("c1"), helm_module(stage_values=canary, policies={"/seed": "readOnly"}, bindings=False))
+    assert released(fleet, "c1") == {}
+    fleet.send(cluster("c1", {"ring": "canary"}))  # into the canary stage: its sync re-sent, seed first sent
+    assert released(fleet, "c1") == {"seed": "abc"}
+    later = {"canary": {"seed": "xyz"}}
+    fleet.send(helm_module(version="6.8.0", stage_values=later, policies={"/seed": "readOnly"}, bindings=False))
+    assert fleet.revision("podinfo", "c1") == "6.8.0"
+    assert released(fleet, "c1") == {"seed": "abc"}
