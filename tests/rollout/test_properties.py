@@ -106,7 +106,7 @@ class Run:
                 for t in self.fleet.targets.values()
                 if t.stage_index is not None and t.category in ("pending", "updating")
             ]
-            if all(self.fleet.phase(name) == "Complete" for name in names) and not moving:
+            if all(self.settled(name) for name in names) and not moving:
                 break
             for name in names:
                 self.feed(command(name, "resume"))
@@ -124,12 +124,21 @@ class Run:
         for name in names:
             record = self.fleet.record(name)
             # a member that never became ready keeps the module from Complete (it ran nothing)
-            skipped = any(t.module == name and t.category == "not_ready" for t in self.fleet.targets.values())
+            skipped = any(
+                t.module == name and t.category == "not_ready" and t.stage_index is not None
+                for t in self.fleet.targets.values()
+            )
             expected = "Progressing" if skipped else "Complete"
             assert record.phase == expected, f"{name} is stuck: {record.phase}, {record.last_reason}"
             for found in self.fleet.targets.values():
                 if found.module == name and found.stage_index is not None and found.ready and not found.pinned:
                     assert found.assigned == record.target, f"{found.cluster} missed the rollout of {name}"
+
+    def settled(self, name: str) -> bool:
+        """Complete, or every stage passed and only not-ready members left (docs: not Complete)."""
+        record = self.fleet.record(name)
+        waiting = record.phase == "Progressing" and record.mode == "rollout" and record.stable == record.target
+        return record.phase == "Complete" or waiting
 
     def satisfy_dependencies(self) -> None:
         """base depends on app: app exists, selects and stages every cluster base does,
