@@ -47,7 +47,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rollout.state import ModuleRecord, Phase
+from rollout.engine.state import ModuleRecord, Phase
 
 disable_created_metrics()
 

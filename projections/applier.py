@@ -49,8 +49,8 @@ from infra.settings import kafka_client_options
 from infra.topics import TopicNames
 from projections.heartbeats import Heartbeats
 from projections.sinks import Sink, SinkResult
-from rollout.assemblages import Assemblage
-from rollout.events import SyncStatusReported
+from rollout.wire.assemblages import Assemblage
+from rollout.wire.events import SyncStatusReported
 
 log = logging.getLogger("rollout.applier")
 

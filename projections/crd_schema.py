@@ -1,13 +1,13 @@
 """The `rollout.dev` CRDs, generated from the pydantic models — one source for both.
 
-    rollout/manifests.py  ModuleSpec          ─┐
-    rollout/resources.py  ApprovalSpec,        ├─► structural OpenAPI v3 ─► CustomResourceDefinitions
+    rollout/api/manifests.py  ModuleSpec          ─┐
+    rollout/api/resources.py  ApprovalSpec,        ├─► structural OpenAPI v3 ─► CustomResourceDefinitions
                           CommandSpec, status ─┘
 
 Kinds: `Module` and `BootstrapModule` (spec: `ModuleSpec`, the very model `rollout apply`
 validates), `RolloutApproval` and `RolloutCommand`, with a status subresource and printer
 columns, so that `kubectl get modules` shows Phase, Target, Stable, Progress and Age; and
-`ModuleRestriction` (spec: `ModuleRestrictionSpec`, rollout/restrictions.py; no status — a
+`ModuleRestriction` (spec: `ModuleRestrictionSpec`, rollout/api/restrictions.py; no status — a
 policy, not a process). All namespaced, `rollout.dev/v1alpha1`.
 
 A pydantic JSON schema is not a *structural* schema as the API server requires, so it is
@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from rollout.manifests import ModuleRestrictionSpec, ModuleSpec
-from rollout.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
+from rollout.api.manifests import ModuleRestrictionSpec, ModuleSpec
+from rollout.api.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
 
 __all__ = ["CHART_CRDS", "GROUP", "VERSION", "crd_documents", "crds_yaml", "structural"]
 

@@ -6,7 +6,7 @@
 
 Every `interval` seconds the runner reads the latest module statuses (a compacted topic)
 and, for each module whose current stage is `Soaking` and has gates (the status carries
-each gate's definition, rollout/views.py), evaluates every gate and publishes the result:
+each gate's definition, rollout/engine/views.py), evaluates every gate and publishes the result:
 
 * prometheus — GET `<url>/api/v1/query?query=…` (the instant-query API); passed when the
   answer holds at least one sample and every sample is within [min, max], failed when one
@@ -39,7 +39,7 @@ from infra import client
 from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.publisher import Publish
-from rollout.events import GateEvaluated
+from rollout.wire.events import GateEvaluated
 
 log = logging.getLogger("rollout.gates")
 

@@ -11,7 +11,7 @@ the replica that owns it now heartbeats for it. Were an emptied cluster forgotte
 would expire and the engine would never assign it the next module (a not-ready cluster gets
 no new moves), so nothing would be written to bring its heartbeats back: not ready for good.
 The engine renews the lease at its own time (the latest Tick) and expires it `leaseSeconds`
-later (rollout/leases.py), so three beats fit in a lease: one lost beat does not make a
+later (rollout/engine/leases.py), so three beats fit in a lease: one lost beat does not make a
 cluster not ready.
 """
 
@@ -23,7 +23,7 @@ import socket
 
 from infra.observability import RATE_LIMITED
 from projections.publisher import Publish
-from rollout.events import MAX_HEARTBEAT_CLUSTERS, ClusterHeartbeats
+from rollout.wire.events import MAX_HEARTBEAT_CLUSTERS, ClusterHeartbeats
 
 log = logging.getLogger("rollout.heartbeats")
 
@@ -70,7 +70,7 @@ class Heartbeats:
             )
             for start in range(0, len(clusters), MAX_HEARTBEAT_CLUSTERS)
         ]
-        # keyed per chunk: the compacted topic keeps each chunk's latest beat (rollout/beats.py)
+        # keyed per chunk: the compacted topic keeps each chunk's latest beat (rollout/wire/beats.py)
         await asyncio.gather(
             *(self.publish(f"{self.holder}/{index}", event.to_bytes()) for index, event in enumerate(events))
         )

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rollout.events import SyncState
+from rollout.wire.events import SyncState
 
 __all__ = ["WAITING_REASONS", "release_revision_matches", "release_state"]
 

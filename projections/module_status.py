@@ -5,7 +5,7 @@
     verdicts (by event id)               ─┴─► status of Module / BootstrapModule /
                                               RolloutApproval / RolloutCommand + Events
 
-- Module and BootstrapModule: `rollout.resources.resource_status` — phase, target and
+- Module and BootstrapModule: `rollout.api.resources.resource_status` — phase, target and
   stable revision, per-stage counts, progress, Ready / Progressing / Stalled conditions —
   and `observedGeneration`: the object generation of the latest ModuleApplied the engine
   has answered (its verdict names the event id, which carries the generation). A refused
@@ -13,7 +13,7 @@
   Stalled with `InvalidSpec`; one its namespace's ModuleRestriction refuses, with
   `Restricted` (the message names the restriction, the rule and the value). When the
   phase or the current stage changes, an Event is recorded on the object
-  (`rollout.resources.phase_change`: StageStarted, WaitingForApproval, Halted, RolledBack,
+  (`rollout.api.resources.phase_change`: StageStarted, WaitingForApproval, Halted, RolledBack,
   Complete, ...).
 - RolloutApproval and RolloutCommand: `eventId`, and `verdict` Published → Accepted or
   Refused with the engine's message.
@@ -45,7 +45,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from infra import client
 from projections.kube import RetryPolicy, call, describe
 from projections.module_watcher import GROUP, KINDS, VERSION, ModuleWatcher, ObjectRef
-from rollout.resources import (
+from rollout.api.resources import (
     INVALID_SPEC_REASON,
     RESTRICTED_REASON,
     invalid_status,

@@ -7,14 +7,14 @@ events `rollout apply`, `rollout delete`, `rollout approve` and `rollout pause|r
 publish come out on the intents topic:
 
 - a Module/BootstrapModule created or changed → `ModuleApplied` (its manifest: name,
-  namespace, labels, annotations and spec, validated by `rollout/manifests.py`), stamped
+  namespace, labels, annotations and spec, validated by `rollout/api/manifests.py`), stamped
   with the cluster-observation positions known when it is published (`fleet`, causal
   order: rollout_cli/intents.py); only when the manifest differs from what was last
   published for that name. An object the manifest rules refuse is reported on its status
   (`InvalidSpec`) and not published.
 - deleted (or gone while nobody watched) → `ModuleDeleted`.
 - a ModuleRestriction created or changed → `RestrictionApplied` on the cluster-observations
-  topic (rollout/restrictions.py; keyed by namespace, beside the fleet it restricts), deleted
+  topic (rollout/api/restrictions.py; keyed by namespace, beside the fleet it restricts), deleted
   → `RestrictionDeleted`; published before any module, and every module of its namespace is
   checked again. A Module/BootstrapModule breaking its namespace's restriction is reported
   on its status (Stalled, reason `Restricted`, the message naming the restriction, the rule
@@ -56,7 +56,10 @@ from pydantic import ValidationError
 
 from projections.informer import list_and_watch
 from projections.kube import RetryPolicy, call
-from rollout.events import (
+from rollout.api.manifests import MANIFEST_ADAPTER, ModuleRestrictionManifest
+from rollout.api.resources import ApprovalSpec, CommandSpec
+from rollout.api.restrictions import RestrictionViolation, check_module
+from rollout.wire.events import (
     EventRejected,
     ModuleApplied,
     ModuleDeleted,
@@ -66,9 +69,6 @@ from rollout.events import (
     parse_event,
     restriction_key,
 )
-from rollout.manifests import MANIFEST_ADAPTER, ModuleRestrictionManifest
-from rollout.resources import ApprovalSpec, CommandSpec
-from rollout.restrictions import RestrictionViolation, check_module
 
 __all__ = [
     "APPLIED_BY",

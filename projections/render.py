@@ -94,9 +94,9 @@ from projections.render_helm import (
     helm_repository_context,
     source_reference,
 )
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.flux_options import OCIVerification
-from rollout.manifests import DNS1123_LABEL, KustomizePackage, check_dns1123_label, parse_duration
+from rollout.api.flux_options import OCIVerification
+from rollout.api.manifests import DNS1123_LABEL, KustomizePackage, check_dns1123_label, parse_duration
+from rollout.wire.assemblages import Assemblage, AssignedSync
 
 __all__ = [
     "KUBECONFIG_SECRET_KEY",

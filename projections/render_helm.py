@@ -17,7 +17,7 @@ Variables added for these templates (see render.py for the others):
                              storage_namespace, create_namespace, service_account_name,
                              timeout, max_history, merged_values} or None (not `values`:
                              Jinja would find the dict method); merged_values are the
-                             cluster's merged values (rollout/values.py). For a remote
+                             cluster's merged values (rollout/values/layers.py). For a remote
                              release target_namespace and storage_namespace are never None
                              (see `helm_release_context`).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.assemblages import AssignedSync
+from rollout.wire.assemblages import AssignedSync
 
 # the media type of a Helm chart's layer in an OCI artifact (what Flux's chartRef expects)
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"

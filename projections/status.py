@@ -74,7 +74,7 @@ from projections.render import (
     LABEL_MODULE,
 )
 from projections.render import MANAGED_BY as MANAGED_BY_VALUE
-from rollout.events import SyncState, SyncStatusReported
+from rollout.wire.events import SyncState, SyncStatusReported
 
 __all__ = [
     "FAILURE_REASONS",

@@ -48,8 +48,8 @@ from pydantic import ValidationError
 from projections.informer import list_and_watch
 from projections.kube import RetryPolicy, call, status_code
 from projections.publisher import Publish
-from rollout.events import ClusterObserved, ClusterRemoved
-from rollout.manifests import API_VERSION, ClusterManifest
+from rollout.api.manifests import API_VERSION, ClusterManifest
+from rollout.wire.events import ClusterObserved, ClusterRemoved
 
 __all__ = [
     "CAPI_GROUP",

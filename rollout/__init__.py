@@ -1,7 +1,11 @@
-"""The rollout domain: manifests, events and the pure decision core.
+"""The rollout domain: pure — nothing here performs I/O, reads a clock or talks to Kafka or
+Kubernetes. Layered bottom to top (each package imports only those below it; the import
+contracts in pyproject.toml are checked by `make test`):
 
-Nothing in this package performs I/O, reads a clock or talks to Kafka or Kubernetes.
-`manifests` and `events` describe what enters the system; `selectors` and `bindings`
-are the small pure helpers the decision core (`engine`) uses to turn a fleet and its
-modules into per-cluster assignments; `assemblages` describes what leaves it.
+    api       manifests users write, their formats, gates, windows; loading manifest files
+    wire      events on Kafka, heartbeats as read, the assemblage documents published
+    values    Helm values: layers merged under policies, bindings, one cluster's release
+    engine    the fold: events → state, decisions, assignments, status documents
+    assembly  assignments → per-cluster assemblage snapshots
+    planning  `rollout plan`, surprises, dependency cycles, sent values explained
 """

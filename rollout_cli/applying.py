@@ -12,7 +12,7 @@
                                         dependency that exists nowhere → `warning:` line
     ModuleRestrictions                  each module checked against its namespace's — the
                                         one in the files, else the one on the
-                                        cluster-observations topic (rollout/restrictions.py):
+                                        cluster-observations topic (rollout/api/restrictions.py):
                                         a broken rule, named → error, exit 2
 
 then main.py publishes `Prepared.intents` in one transaction (intents.py) and reports.
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infra import client, transactions
-from rollout.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
-from rollout.loading import Loaded, ManifestError
-from rollout.manifests import ClusterManifest, ModuleRestrictionManifest
-from rollout.plan import plan_rollout
-from rollout.restrictions import RestrictionViolation, check_module
-from rollout.surprises import surprises
+from rollout.api.loading import Loaded, ManifestError
+from rollout.api.manifests import ClusterManifest, ModuleRestrictionManifest
+from rollout.api.restrictions import RestrictionViolation, check_module
+from rollout.planning.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
+from rollout.planning.plan import plan_rollout
+from rollout.planning.surprises import surprises
 from rollout_cli.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
 from rollout_cli.manifest_files import expand_paths, read_manifests
 from rollout_cli.options import Context, fail
@@ -137,7 +137,7 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
 
 def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]], outcome: str = "nothing was applied") -> None:
     """A dependsOn cycle among the given modules and the known ones is refused — by apply
-    and plan alike (rollout/dependency_graph.py): the engine's partitions cannot see one."""
+    and plan alike (rollout/planning/dependency_graph.py): the engine's partitions cannot see one."""
     graph, where = _dependency_graph(loaded, known)
     try:
         check_acyclic(graph)
@@ -208,7 +208,7 @@ def restrictions_from_loaded(
 
 
 def violations(loaded: list[Loaded], restrictions: dict[str, ModuleRestrictionManifest]) -> list[tuple[Loaded, str]]:
-    """Each module of `loaded` its namespace's restriction refuses, with `where: why` (rollout/restrictions.py)."""
+    """Each module of `loaded` its namespace's restriction refuses, with `where: why` (rollout/api/restrictions.py)."""
     problems = []
     for item in loaded:
         if _is_module(item.manifest):

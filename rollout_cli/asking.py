@@ -63,7 +63,7 @@ def delete(ctx: Context, kind: str, name: str, wait: Wait) -> None:
 
     Waits for the engine's verdict: an unknown name is an error (exit 1). A restriction is
     looked up on the cluster-observations topic instead (the engine does not answer it)."""
-    from rollout.events import ClusterRemoved, ModuleDeleted
+    from rollout.wire.events import ClusterRemoved, ModuleDeleted
     from rollout_cli.verdicts import decide, request
 
     if kind == "modulerestriction":
@@ -83,7 +83,7 @@ def delete(ctx: Context, kind: str, name: str, wait: Wait) -> None:
 def delete_restriction(ctx: Context, qualified: str) -> None:
     """Publish RestrictionDeleted for NAMESPACE/NAME, if the topic holds that restriction."""
     from infra import client
-    from rollout.events import RestrictionDeleted, restriction_key
+    from rollout.wire.events import RestrictionDeleted, restriction_key
     from rollout_cli.applying import restrictions_from_records
 
     namespace, _, name = qualified.partition("/")
@@ -101,7 +101,7 @@ def delete_restriction(ctx: Context, qualified: str) -> None:
 
 
 def check_name(name: str) -> None:
-    from rollout.manifests import check_dns1123_label
+    from rollout.api.manifests import check_dns1123_label
 
     try:
         check_dns1123_label(name)
@@ -115,7 +115,7 @@ def command_verb(verb: str, help_text: str) -> click.Command:
     @verdict_options
     @kafka_options
     def _command(ctx: Context, module: str, wait: Wait) -> None:
-        from rollout.events import RolloutCommanded
+        from rollout.wire.events import RolloutCommanded
         from rollout_cli import views
 
         check_name(module)
@@ -140,7 +140,7 @@ def ask_engine(ctx: Context, wait: Wait, event: Any, key: str, what: str) -> Non
 @kafka_options
 def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
     """Approve STAGE of MODULE's rollout to start."""
-    from rollout.events import RolloutCommanded
+    from rollout.wire.events import RolloutCommanded
     from rollout_cli import views
 
     check_name(module)
@@ -155,7 +155,7 @@ def pin_verb(verb: str, help_text: str) -> click.Command:
     @verdict_options
     @kafka_options
     def _command(ctx: Context, module: str, cluster: str, wait: Wait) -> None:
-        from rollout.events import RolloutCommanded
+        from rollout.wire.events import RolloutCommanded
         from rollout_cli import views
 
         check_name(module)
@@ -195,7 +195,7 @@ def report_status(
 
     Waits for the engine's verdict: a report about an unknown cluster or module, or not
     about the assignment in force, is an error (exit 1) naming why."""
-    from rollout.events import SyncStatusReported
+    from rollout.wire.events import SyncStatusReported
     from rollout_cli.verdicts import decide, request
 
     check_name(cluster)

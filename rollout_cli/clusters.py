@@ -1,7 +1,7 @@
 """`rollout cluster leave|join NAME`: take a cluster out of every rollout, or back in.
 
     ClusterCommanded(cluster, leave|join) ──► cluster-observations topic ──► every journal
-    partition (broadcast) ──► the engine's leases layer (rollout/leases.py)
+    partition (broadcast) ──► the engine's leases layer (rollout/engine/leases.py)
 
 A cluster that left is not ready for new moves in any module — it never blocks a stage,
 and what it runs stays — whatever its observations and heartbeats say, until `join`.
@@ -27,8 +27,8 @@ def _membership_verb(verb: str, help_text: str) -> None:
     @verdict_options
     @kafka_options
     def _command(ctx: Context, name: str, wait: Wait) -> None:
-        from rollout.events import ClusterCommanded
-        from rollout.manifests import check_dns1123_label
+        from rollout.api.manifests import check_dns1123_label
+        from rollout.wire.events import ClusterCommanded
         from rollout_cli import views
         from rollout_cli.options import fail
         from rollout_cli.verdicts import decide, request

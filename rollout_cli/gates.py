@@ -37,7 +37,7 @@ PHASES = (
     "RolledBack",
     "Complete",
     "Aborted",
-)  # rollout.state.Phase (not imported: `rollout --help` stays light)
+)  # rollout.engine.state.Phase (not imported: `rollout --help` stays light)
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 # failure phases that are on the way to another phase: waiting for that one, they are progress
 ON_THE_WAY_TO: dict[str, frozenset[str]] = {"RolledBack": frozenset({"RollingBack"})}
@@ -84,7 +84,7 @@ def progress_line(status: dict[str, Any]) -> str:
     line = f"module/{status.get('module')}: {status.get('phase')}"
     if stages:
         line += f", stage {status.get('currentStage')}, {done}/{members} cluster(s) on {status.get('targetRevision')}"
-    if status.get("waiting"):  # stages passed, members still to go: not Complete (rollout/views.py)
+    if status.get("waiting"):  # stages passed, members still to go: not Complete (rollout/engine/views.py)
         line += f" — waiting: {status['waiting']}"
     return line
 

@@ -12,7 +12,7 @@ the commit) — "stage me only against a fleet view at least this recent"; the e
 the module until its journal partition has seen the fleet that far
 (docs/rollout-semantics.md, "Causal order"). Modules applied together with a module they
 depend on carry `after`, the ids of those dependencies' applies: the dependent trusts no
-readiness of a dependency until that partition has folded the apply (rollout/dependencies.py).
+readiness of a dependency until that partition has folded the apply (rollout/engine/dependencies.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from infra import client, transactions
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, EventBase, ModuleApplied, RestrictionApplied, restriction_key
+from rollout.wire.events import ClusterObserved, EventBase, ModuleApplied, RestrictionApplied, restriction_key
 
 MAX_OFFSET = 2**63 - 1
 
@@ -41,7 +41,7 @@ ORDER = {"ModuleRestriction": 0, "Cluster": 1, "BootstrapModule": 2, "Module": 3
 
 def intent_for(manifest: Any) -> Intent:
     """The event for one manifest. A ModuleRestriction travels on the cluster-observations
-    topic (keyed by its namespace: rollout/events.py), so the modules of the same apply,
+    topic (keyed by its namespace: rollout/wire/events.py), so the modules of the same apply,
     stamped past it, are folded after it."""
     name = manifest.metadata.name
     if manifest.kind == "Cluster":

@@ -41,8 +41,8 @@ from projections.sinks.kubernetes import KubernetesSink
 from projections.sinks.live_values import LiveValues
 from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
-from rollout.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
-from rollout.manifests import ClusterManifest
+from rollout.api.manifests import ClusterManifest
+from rollout.wire.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
 from rollout_cli.leader_process import LeaderHealth, run_leader_process
 from rollout_cli.leadership_options import Leadership
 from rollout_cli.sink_options import SinkTimings

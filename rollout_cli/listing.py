@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from rollout.beats import latest_beats
+from rollout.wire.beats import latest_beats
 from rollout_cli.options import Context, fail
 from rollout_cli.output import emit
 

@@ -1,4 +1,4 @@
-"""Manifest files and directories → loaded manifests (the I/O around rollout/loading.py).
+"""Manifest files and directories → loaded manifests (the I/O around rollout/api/loading.py).
 
 `-f` takes files and directories (their *.yaml/*.yml, recursively, sorted). A file is read
 only up to the size limit (a larger one is refused without reading it all); every file is
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollout.loading import DocumentProblem, Loaded, ManifestError, load_manifests
-from rollout.yaml_documents import DEFAULT_LIMITS, Limits
+from rollout.api.loading import DocumentProblem, Loaded, ManifestError, load_manifests
+from rollout.api.yaml_documents import DEFAULT_LIMITS, Limits
 
 
 def expand_paths(paths: Sequence[str | Path]) -> list[Path]:

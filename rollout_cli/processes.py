@@ -283,7 +283,7 @@ def _start_local_fleet(clusters: int, workdir: Path) -> Any:
 
 def ready_clusters(bootstrap: str, prefix: str) -> set[str]:
     """Clusters whose latest observation on the cluster-observations topic says ready."""
-    from rollout.events import ClusterObserved, parse_event
+    from rollout.wire.events import ClusterObserved, parse_event
 
     ready = set()
     for record in asyncio.run(client.read_all(bootstrap, TopicNames(prefix).clusters)):

@@ -187,8 +187,8 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     `apply` refuses it; a module its namespace's ModuleRestriction refuses, an `error:` line
     naming the rule (and exit 2). A Helm module also shows each cluster's values and which layer and policy
     decided each path."""
-    from rollout.plan import plan_rollout
-    from rollout.surprises import surprises
+    from rollout.planning.plan import plan_rollout
+    from rollout.planning.surprises import surprises
     from rollout_cli import applying, values_view, views
 
     planned = applying.load(files, outcome="nothing was planned")

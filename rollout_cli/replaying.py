@@ -4,7 +4,7 @@ Two folds, each over a log that fixes its own order:
 
 1. the journal, partition by partition, through a fresh `RolloutEngine` per partition
    (state in plain dicts) → the assignments, decisions and module status it emits;
-2. the assignments topic, partition by partition, through `rollout.assembly`
+2. the assignments topic, partition by partition, through `rollout.assembly.snapshots`
    → the RemoteAssemblage/ProxyAssemblage snapshots.
 
 Fold 1 is compared with what the worker wrote to the assignments topic from each journal
@@ -28,9 +28,9 @@ from typing import Any
 import orjson
 
 from infra import client
-from rollout.assembly import AssemblageRecord, assemble
-from rollout.engine import Assignment, RolloutEngine, new_engine
-from rollout.events import parse_event
+from rollout.assembly.snapshots import AssemblageRecord, assemble
+from rollout.engine.core import Assignment, RolloutEngine, new_engine
+from rollout.wire.events import parse_event
 from streams.chain import HEAD_KEY, ChainHead, DecisionChain, decision_body
 
 

@@ -2,9 +2,9 @@
 
     env=prod,ring!=canary,region in (eu,us),tier notin (db),gpu,!legacy
 
-Terms are ANDed. The text becomes a `rollout.manifests.LabelSelector` (`a=b` / `a==b` →
+Terms are ANDed. The text becomes a `rollout.api.manifests.LabelSelector` (`a=b` / `a==b` →
 matchLabels; `a!=b` → NotIn [b]; `in`, `notin`; `a` → Exists; `!a` → DoesNotExist) and is
-matched by `rollout.selectors.selects`, so `get clusters -l ...` lists exactly the clusters
+matched by `rollout.api.selectors.selects`, so `get clusters -l ...` lists exactly the clusters
 a Module with that selector would cover.
 """
 
@@ -61,7 +61,7 @@ def parse_label_selector(text: str) -> Any:
     """The `LabelSelector` for kubectl-style `text`; ValueError saying which term is wrong."""
     from pydantic import ValidationError
 
-    from rollout.manifests import LabelSelector
+    from rollout.api.manifests import LabelSelector
 
     labels: dict[str, str] = {}
     expressions: list[dict[str, Any]] = []
@@ -78,6 +78,6 @@ def parse_label_selector(text: str) -> Any:
 
 def matching(documents: dict[str, Any], selector: Any, labels_of: dict[str, dict[str, str]]) -> dict[str, Any]:
     """The documents whose labels (`labels_of[name]`; none: no labels) `selector` picks."""
-    from rollout.selectors import selects
+    from rollout.api.selectors import selects
 
     return {name: doc for name, doc in documents.items() if selects(selector, labels_of.get(name, {}))}

@@ -4,7 +4,7 @@
                                                  ──► StatusSummary.line(module, document)
                                                  ──► a line, or None (nothing changed)
 
-The module-status topic holds documents of several shapes (rollout/views.py), and the
+The module-status topic holds documents of several shapes (rollout/engine/views.py), and the
 summary reads every one of them without a key lookup that can fail:
 
 * a module's status (`module_view`): phase, target, current stage, stages with counts; with

@@ -4,7 +4,7 @@
     cluster observations     each cluster's labels (stage, bindings)
     proxy/remote assemblages the values each cluster was sent (the engine's output)
     decisions                `values-refused`: what a readOnly path refused, and why
-        ──► rollout.sent_values.explain_sent ──► a table per cluster, or `values` in -o json
+        ──► rollout.planning.sent_values.explain_sent ──► a table per cluster, or `values` in -o json
 
 A cluster on an earlier generation than the module's target shows its values as sent,
 without layers (those of its spec are gone). The table lists at most `SHOWN` clusters
@@ -25,7 +25,7 @@ SHOWN = 10
 
 def _module_manifest(ctx: Any, module: str) -> Any | None:
     """The module as last applied (None: unknown, or it syncs no Helm chart)."""
-    from rollout.events import EventRejected, ModuleApplied, parse_event
+    from rollout.wire.events import EventRejected, ModuleApplied, parse_event
 
     applied = None
     for record in ctx.records(ctx.topics.intents):
@@ -42,7 +42,7 @@ def _module_manifest(ctx: Any, module: str) -> Any | None:
 
 def _sent(ctx: Any, kind: str, module: str) -> dict[str, tuple[int | None, dict[str, Any]]]:
     """(generation, values) each cluster was sent for `module`, from its assemblage."""
-    from rollout.assemblages import ASSEMBLAGE_FOR
+    from rollout.wire.assemblages import ASSEMBLAGE_FOR
 
     topic = ctx.topics.remote if ASSEMBLAGE_FOR[kind] == "RemoteAssemblage" else ctx.topics.proxy
     sent = {}
@@ -71,9 +71,9 @@ def module_values(
     ctx: Any, module: str, status: dict[str, Any], decisions: list[dict[str, Any]]
 ) -> list[dict[str, Any]] | None:
     """Per cluster: stage, generation, values sent, decisions by path, refusals (None: no chart)."""
-    from rollout.manifests import ClusterManifest
-    from rollout.sent_values import explain_sent
-    from rollout.state import ModuleRecord
+    from rollout.api.manifests import ClusterManifest
+    from rollout.engine.state import ModuleRecord
+    from rollout.planning.sent_values import explain_sent
     from rollout_cli.views import clusters_from_records
 
     manifest = _module_manifest(ctx, module)

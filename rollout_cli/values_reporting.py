@@ -1,7 +1,7 @@
 """`rollout report-values`: publish a Helm release's live values, as an applier does.
 
     HelmValuesObserved(cluster, module, values, chartDefaults?) ──► sync-status topic
-        ──► the engine's live layer (rollout/live_values.py) ──► a verdict
+        ──► the engine's live layer (rollout/engine/live_values.py) ──► a verdict
 
 For tests, demos on the directory sink (which cannot see a cluster's UI change a value) and
 operators who know what a cluster really holds. The values come from a YAML or JSON file
@@ -26,7 +26,7 @@ def _mapping(source: click.File | Any, what: str) -> dict[str, Any]:
     """The one mapping a values file holds; a clear error otherwise."""
     import yaml
 
-    from rollout.helm import check_values
+    from rollout.api.helm import check_values
     from rollout_cli.options import fail
 
     name = getattr(source, "name", what)
@@ -72,7 +72,7 @@ def report_values(
     Waits for the engine's verdict (exit 0 accepted, 1 refused, 2 no answer in time)."""
     from pydantic import ValidationError
 
-    from rollout.events import HelmValuesObserved
+    from rollout.wire.events import HelmValuesObserved
     from rollout_cli.options import fail
     from rollout_cli.verdicts import decide, request
 

@@ -168,9 +168,9 @@ def status_renderable(
             header.add_row("Blocked", Text(reason + count, style="yellow"))
     elif status.get("deleting"):
         header.add_row("Deleting", "waits for the modules depending on it")
-    if status.get("waiting"):  # every stage passed, not every member runs the target (rollout/views.py)
+    if status.get("waiting"):  # every stage passed, not every member runs the target (rollout/engine/views.py)
         header.add_row("Waiting", Text(status["waiting"], style="yellow"))
-    if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/restriction_rules.py)
+    if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)
         header.add_row("Restricted", Text(status["restricted"], style="red"))
     stages = _stages_table(status["stages"])
     parts: list[Any] = [header, Text(""), stages]

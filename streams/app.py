@@ -39,8 +39,8 @@ from prometheus_client import Counter
 from infra.observability import RATE_LIMITED, BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
 from infra.settings import STAGES, Settings, kafka_client_options
 from infra.topics import TopicNames
-from rollout.events import Tick
-from rollout.state import ModuleRecord
+from rollout.engine.state import ModuleRecord
+from rollout.wire.events import Tick
 from streams.assembler import AssemblePartition
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner, StageSpec

@@ -3,7 +3,7 @@
     assignments (key: cluster) ──► assemble ──► remote-assemblages, proxy-assemblages
 
 Each assignment is folded into its cluster's `AssemblageRecord` with the pure
-`rollout.assembly.assemble`; state per cluster, changelogged to `assemble-state` in the
+`rollout.assembly.snapshots.assemble`; state per cluster, changelogged to `assemble-state` in the
 same transaction as the snapshots. Snapshots go to compacted topics, so per batch only
 the last snapshot per (kind, cluster) is sent: its version is the record's version, and
 no version is ever published with two different contents.
@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.assembly import AssemblageRecord, assemble
-from rollout.engine import Assignment
+from rollout.assembly.snapshots import AssemblageRecord, assemble
+from rollout.engine.core import Assignment
 from streams.outputs import Outputs
 from streams.state import PartitionState
 

@@ -63,7 +63,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from rollout.outcome import Decision
+from rollout.engine.outcome import Decision
 
 GENESIS = "0" * 64
 """The `prev` of a chain's first record (seq 0)."""
@@ -93,7 +93,7 @@ def record_hash(body: Mapping[str, Any]) -> str:
 
 
 PROVENANCE_FIELDS = ("user", "via")
-"""Decision fields only a command's decisions carry (rollout/intents.py)."""
+"""Decision fields only a command's decisions carry (rollout/engine/intents.py)."""
 
 
 def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
     journal ──► decide ──► assignments (key: cluster), decisions, module-status,
                            rollout-targets, verdicts (key: event id), dead letters,
-                           dependencies (key: the receiving module; rollout/dependencies.py)
+                           dependencies (key: the receiving module; rollout/engine/dependencies.py)
 
 The engine's state for the partition lives in memory as the mappings it evolves
-(`rollout.state.ENGINE_MAPPINGS`), changelogged to the `decide-state` topic in the same
+(`rollout.engine.state.ENGINE_MAPPINGS`), changelogged to the `decide-state` topic in the same
 transaction as the outputs (`streams/state.py`, `streams/delivery.py`). An event the
 engine cannot apply, or that makes it fail, is undone alone (its event layer is dropped,
 derived indexes rebuilt) and becomes a dead letter; the rest of the batch goes on.
@@ -34,8 +34,10 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.observability import Metrics, log_fields
 from infra.topics import TopicNames
-from rollout.engine import Outcome, RolloutEngine, intent_module
-from rollout.events import (
+from rollout.engine.core import Outcome, RolloutEngine, intent_module
+from rollout.engine.outcome import DEFERRED, Decision
+from rollout.engine.state import ENGINE_MAPPINGS
+from rollout.wire.events import (
     DependentLinked,
     EventRejected,
     ModuleApplied,
@@ -44,8 +46,6 @@ from rollout.events import (
     SyncStatusReported,
     parse_journal_event,
 )
-from rollout.outcome import DEFERRED, Decision
-from rollout.state import ENGINE_MAPPINGS
 from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain, decision_body
 from streams.outputs import Outputs
 from streams.state import PartitionState

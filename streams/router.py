@@ -3,7 +3,7 @@
     intents, cluster-observations, sync-status, ticks, cluster-heartbeats,
     dependencies (written by the decider)                                  ──► route ──► journal (+ dead letters)
 
-Every input is parsed and validated once, here (`rollout.events.parse_event`); what fails —
+Every input is parsed and validated once, here (`rollout.wire.events.parse_event`); what fails —
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
 journal partition. Cluster observations (and leave/join, and the namespaces'
@@ -29,7 +29,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
-from rollout.events import (
+from rollout.wire.events import (
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,

@@ -3,7 +3,7 @@
     journal ──► decide ──► verdicts (key: the event's id)
 
 The engine answers every module intent, and every status report with `reply`, with a
-`rollout.outcome.Verdict`. The decider writes each as one small JSON document, keyed by the
+`rollout.engine.outcome.Verdict`. The decider writes each as one small JSON document, keyed by the
 id of the event it answers, in the same transaction as the decisions it names:
 
     {"event": "<id>", "verdict": "accepted" | "refused", "reason": "...", "module": "...",
@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from rollout.outcome import Decision, Verdict
+from rollout.engine.outcome import Decision, Verdict
 
 DECISIONS_LISTED = 20
 

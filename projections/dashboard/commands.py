@@ -20,8 +20,8 @@ from infra import client
 from infra.topics import TopicNames
 from projections.dashboard.kube_access import APPROVALS
 from projections.dashboard.kube_access import COMMANDS as COMMAND_OBJECTS
-from rollout.events import RolloutCommanded
-from rollout.manifests import check_dns1123_label
+from rollout.api.manifests import check_dns1123_label
+from rollout.wire.events import RolloutCommanded
 
 COMMANDS = ("approve", "pause", "resume", "abort", "rollback")
 

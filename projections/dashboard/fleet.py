@@ -11,7 +11,7 @@ and does no I/O, so a unit test is "given these records, the view is this".
   `ClusterCommanded` leave/join marks the cluster as having left the fleet, or not.
 * cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
   heartbeat's time in epoch seconds — from the records naming it (one applier's beat names
-  many clusters: rollout/beats.py); the page derives age and expiry from it (rollout/leases.py).
+  many clusters: rollout/wire/beats.py); the page derives age and expiry from it (rollout/engine/leases.py).
 * decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
 * dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
   whose input carries an event `id` is also a refusal of that event (verdicts.py).
@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout.beats import beat_clusters, beat_time
+from rollout.wire.beats import beat_clusters, beat_time
 
 DECISIONS_KEPT = 200
 DEAD_LETTERS_KEPT = 1000
@@ -163,7 +163,7 @@ def _cluster_observation(view: FleetView, record: ProjectionRecord) -> Changes:
 def _heartbeat(view: FleetView, record: ProjectionRecord) -> Changes:
     """A record of the compacted cluster-heartbeats topic: the clusters it names get its
     lease unless they have a later one; a key rewritten or deleted gives up the clusters
-    its previous record named (rollout/beats.py)."""
+    its previous record named (rollout/wire/beats.py)."""
     if record.key is None:
         return Changes()
     before = view.heartbeat_keys.pop(record.key, set())

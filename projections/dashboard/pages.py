@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.dashboard.fleet import Document, FleetView
-from rollout.manifests import parse_duration
+from rollout.api.manifests import parse_duration
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000

@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from rollout.assemblages import Assemblage, AssemblageKind
+from rollout.wire.assemblages import Assemblage, AssemblageKind
 
 __all__ = ["Sink", "SinkResult"]
 

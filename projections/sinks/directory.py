@@ -40,8 +40,8 @@ import yaml
 
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
-from rollout.assemblages import Assemblage, AssemblageKind
-from rollout.manifests import DNS1123_LABEL
+from rollout.api.manifests import DNS1123_LABEL
+from rollout.wire.assemblages import Assemblage, AssemblageKind
 
 __all__ = ["STATE_FILE", "DirectorySink"]
 

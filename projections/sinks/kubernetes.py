@@ -90,8 +90,8 @@ from projections.sinks.objects import (
     sync_objects,
 )
 from projections.status import StatusReporter
-from rollout.assemblages import Assemblage, AssemblageKind
-from rollout.manifests import check_dns1123_label
+from rollout.api.manifests import check_dns1123_label
+from rollout.wire.assemblages import Assemblage, AssemblageKind
 
 __all__ = ["FIELD_MANAGER", "MANAGED_RESOURCES", "KubernetesSink"]
 

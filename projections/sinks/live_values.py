@@ -11,7 +11,7 @@ undoing the edit before the engine has seen it — and an applier reporting the 
 values would then make `keepCurrent` keep the *old* value. So when the live `spec.values`
 differ from what the sink would apply, and those live values were not reported yet, the sink
 reports them and does not apply that HelmRelease for `grace` seconds (default 30). The engine
-decides (rollout/live_values.py): a path with `keepCurrent` or `readOnly` keeps the live value
+decides (rollout/engine/live_values.py): a path with `keepCurrent` or `readOnly` keeps the live value
 and a new snapshot carrying it arrives within a second or two — applied as usual; a path
 without a policy is not the cluster's to decide, so no snapshot comes, the grace runs out and
 the next converge (scheduled for then: `recheck_in`) applies the declared values.
@@ -37,7 +37,7 @@ from typing import Any
 
 from projections.publisher import Publish
 from projections.render import LABEL_CLUSTER, LABEL_MODULE
-from rollout.events import HelmValuesObserved
+from rollout.wire.events import HelmValuesObserved
 
 __all__ = ["DEFAULT_GRACE", "LiveValues"]
 

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from infra.client import Record
 from infra.topics import TopicNames
-from rollout.events import ClusterCommanded, ClusterObserved, EventBase, ModuleApplied
-from rollout.loading import Loaded
+from rollout.api.loading import Loaded
+from rollout.wire.events import ClusterCommanded, ClusterObserved, EventBase, ModuleApplied
 from rollout_cli import applying
 from rollout_cli.main import cli
 from rollout_cli.options import Context

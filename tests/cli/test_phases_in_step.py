@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from rollout.state import Phase
+from rollout.engine.state import Phase
 from rollout_cli.gates import FAILED, FAILED_PHASES, MET, PHASES, judge, parse_condition
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout_cli.main import cli
 from tests.cli.worker import CANARY, Worker, a_cluster, podinfo, running_worker
 

@@ -13,7 +13,7 @@ from aiokafka import TopicPartition
 from infra.client import Record
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout_cli.replaying import compare_decisions, refold_journal
 from streams.decider import DecidePartition
 from streams.outputs import Outputs

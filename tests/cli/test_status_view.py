@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from rollout.events import parse_event
+from rollout.wire.events import parse_event
 from rollout_cli.views import status_renderable
 from tests.rollout.builders import cluster, gate_result, given, module, stage
 

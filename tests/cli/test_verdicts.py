@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from infra import client
 from infra.topics import TopicNames, ensure_topics
-from rollout.events import ClusterObserved, ModuleApplied
+from rollout.wire.events import ClusterObserved, ModuleApplied
 from rollout_cli.main import cli
 from tests.cli.worker import Worker, a_cluster, podinfo, running_worker
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from infra import client
 from infra.topics import TopicNames, ensure_topics
-from rollout.events import EventBase
-from rollout.manifests import ClusterManifest, ModuleManifest
+from rollout.api.manifests import ClusterManifest, ModuleManifest
+from rollout.wire.events import EventBase
 
 WORKER_READY = "worker ready:"
 

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infra.metrics import PHASES, Metrics
 from infra.observability import log_fields, logging_config
-from rollout.state import ModuleRecord, Revision
+from rollout.engine.state import ModuleRecord, Revision
 
 
 def samples(metrics: Metrics) -> dict[str, list[tuple[dict[str, str], float]]]:

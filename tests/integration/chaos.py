@@ -35,8 +35,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from infra import client
-from rollout.events import ClusterObserved, ModuleApplied
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 

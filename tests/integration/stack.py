@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter
 from infra import client
 from infra.observability import Metrics
 from infra.topics import TopicNames, ensure_topics
-from rollout.events import EventBase, ModuleApplied
+from rollout.wire.events import EventBase, ModuleApplied
 from rollout_cli.intents import fleet_stamp, intents_for, publish_intents
 from rollout_cli.manifest_files import load_manifest_files
 from streams.delivery import StageRunner, StageSpec

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rollout.events import RolloutCommanded
+from rollout.wire.events import RolloutCommanded
 from tests.integration.stack import EXAMPLES, Stack, http_get, wait_for
 from tests.packaging.conftest import CHART
 

@@ -23,8 +23,8 @@ import pytest
 from infra import client
 from infra.localkafka import BrokerInfo, LocalKafka
 from infra.topics import TopicNames, ensure_topics
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import Sync
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 from tests.integration.stack import free_port, http_get, wait_for
 
 pytestmark = pytest.mark.integration

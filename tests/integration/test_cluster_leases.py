@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rollout.events import ClusterObserved, ModuleApplied, ModuleDeleted
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied, ModuleDeleted
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 
@@ -86,7 +86,7 @@ def phase(stack: Stack, tag: str) -> str | None:
 
 
 def waiting(stack: Stack, tag: str) -> str | None:
-    """Why `leased` at `tag`, every stage passed, is not Complete (rollout/views.py)."""
+    """Why `leased` at `tag`, every stage passed, is not Complete (rollout/engine/views.py)."""
     status = stack.latest("module_status").get("leased") or {}
     return status.get("waiting") if status.get("stableRevision") == tag else None
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.projections.gate_server import GateServer, running_gate_server
 

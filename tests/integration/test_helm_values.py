@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from projections import crds
-from rollout.events import HelmValuesObserved
+from rollout.wire.events import HelmValuesObserved
 from tests.integration.stack import Stack, wait_for
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rollout.events import ClusterObserved, ModuleApplied, RestrictionApplied, restriction_key
-from rollout.manifests import ClusterManifest, ModuleManifest, ModuleRestrictionManifest
+from rollout.api.manifests import ClusterManifest, ModuleManifest, ModuleRestrictionManifest
+from rollout.wire.events import ClusterObserved, ModuleApplied, RestrictionApplied, restriction_key
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded, SyncStatusReported
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded, SyncStatusReported
 from tests.integration.stack import Stack, wait_for
 
 pytestmark = pytest.mark.integration

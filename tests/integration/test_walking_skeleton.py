@@ -19,7 +19,7 @@ import yaml
 from click.testing import CliRunner
 
 from projections import crds
-from rollout.events import ClusterObserved, ModuleDeleted, Tick
+from rollout.wire.events import ClusterObserved, ModuleDeleted, Tick
 from rollout_cli.main import cli
 from rollout_cli.manifest_files import load_manifest_files
 from tests.integration.stack import EXAMPLES, Stack, wait_for

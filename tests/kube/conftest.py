@@ -31,8 +31,8 @@ from infra.topics import ensure_topics
 from projections.kube import RetryPolicy
 from projections.render import FluxRenderer
 from projections.sinks.kubernetes import KubernetesSink
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import Sync
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.cluster import KubeCluster, KubePool
 

@@ -28,7 +28,7 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 
 from infra import client
 from infra.topics import TopicNames
-from rollout.events import RolloutCommanded, parse_event
+from rollout.wire.events import RolloutCommanded, parse_event
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
 from tests.kube.rollout_objects import GROUP, VERSION, install_rollout_crds

@@ -30,7 +30,7 @@ from projections.dashboard.guard import Guard
 from projections.dashboard.kube_access import KubeAccess
 from projections.dashboard.server import serve
 from projections.dashboard.sessions import SESSION_COOKIE, SessionStore
-from rollout.events import RolloutCommanded, parse_event
+from rollout.wire.events import RolloutCommanded, parse_event
 from tests.integration.stack import free_port
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually

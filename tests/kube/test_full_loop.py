@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from infra import client
-from rollout.events import ClusterObserved, ModuleApplied
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied
 from tests.integration.stack import Stack, free_port
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import Workloads, eventually

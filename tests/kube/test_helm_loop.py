@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from infra import client
-from rollout.events import ClusterObserved, HelmValuesObserved, ModuleApplied, parse_event
+from rollout.wire.events import ClusterObserved, HelmValuesObserved, ModuleApplied, parse_event
 from tests.integration.stack import Stack, free_port
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import Workloads, eventually

@@ -18,9 +18,9 @@ from projections.publisher import KafkaPublisher
 from projections.sinks.kubernetes import KubernetesSink
 from projections.sinks.live_values import LiveValues
 from projections.status import StatusReporter
-from rollout.assemblages import AssignedSync
-from rollout.events import HelmValuesObserved, SyncStatusReported, parse_event
-from rollout.manifests import Sync
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import AssignedSync
+from rollout.wire.events import HelmValuesObserved, SyncStatusReported, parse_event
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import FAST, NAMESPACE, Workloads, eventually, make_sink, snapshot
 from tests.kube.test_status import condition

@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from infra import client
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, ClusterRemoved, ModuleApplied, parse_event
+from rollout.wire.events import ClusterObserved, ClusterRemoved, ModuleApplied, parse_event
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import NAMESPACE, eventually, put_kubeconfig_secret
 from tests.kube.rollout_objects import create, install_rollout_crds, module_object

@@ -18,7 +18,7 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 from infra import client
 from infra.topics import TopicNames
 from projections.module_watcher import APPLIED_BY
-from rollout.events import ModuleApplied, ModuleDeleted, RestrictionApplied, RestrictionDeleted, parse_event
+from rollout.wire.events import ModuleApplied, ModuleDeleted, RestrictionApplied, RestrictionDeleted, parse_event
 from rollout_cli.kube_modules import ModuleWatcherHealth, watch_as_leader
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
@@ -49,7 +49,7 @@ async def intents(bootstrap: str, prefix: str) -> list[Any]:
 
 
 def view(phase: str, stage: str, counts: dict[str, int]) -> dict[str, Any]:
-    """A module-status document as the engine writes it (rollout/views.py)."""
+    """A module-status document as the engine writes it (rollout/engine/views.py)."""
     return {
         "module": "web",
         "kind": "Module",

@@ -15,7 +15,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from projections.crd_schema import CHART_CRDS, GROUP, VERSION, crds_yaml
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout_cli.main import cli
 from tests.kube.cluster import KubeCluster
 from tests.kube.rollout_objects import create, install_rollout_crds, module_object

@@ -12,7 +12,7 @@ from infra import client
 from infra.topics import TopicNames
 from projections.publisher import KafkaPublisher
 from projections.status import StatusReporter, revision_matches, sync_state
-from rollout.events import SyncStatusReported, parse_event
+from rollout.wire.events import SyncStatusReported, parse_event
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import FAST, NAMESPACE, AnyCluster, Workloads, eventually, make_sink, snapshot, sync
 

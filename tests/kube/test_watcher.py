@@ -25,8 +25,8 @@ from infra.topics import TopicNames
 from projections import watcher as watcher_module
 from projections.informer import list_and_watch
 from projections.watcher import ClusterWatcher, control_plane_ready, list_secret_metadata, observe
-from rollout.events import ClusterObserved, ClusterRemoved, parse_event
-from rollout.manifests import ClusterManifest
+from rollout.api.manifests import ClusterManifest
+from rollout.wire.events import ClusterObserved, ClusterRemoved, parse_event
 from rollout_cli.kube import last_observations, run_watch_clusters
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.cluster import KubeCluster, KubePool

@@ -16,8 +16,8 @@ from projections.crds import SchemaError
 from projections.render import FluxRenderer
 from projections.sinks import Sink, SinkResult
 from projections.sinks.directory import STATE_FILE, DirectorySink
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import Sync
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 
 
 def sync(module: str, tag: str = "1.0.0", substitute: dict[str, str] | None = None) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from projections.crds import SchemaError
 from projections.render import FluxRenderer, TemplateError, object_name, yaml_value
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import GitSource, GitVersion, KustomizePackage, Package, Source, Sync
+from rollout.api.manifests import GitSource, GitVersion, KustomizePackage, Package, Source, Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 
 DIGEST = "sha256:" + "ab" * 32
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -10,8 +10,8 @@ import pytest
 
 from projections.crds import SchemaError
 from projections.render import FluxRenderer, TemplateError
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.manifests import Sync
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 from tests.projections.test_render import HOSTILE
 
 VALUES = {"replicaCount": 2, "ui": {"color": "red"}, "resources": {"limits": {"memory": "1Gi"}}}

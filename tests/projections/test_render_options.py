@@ -12,10 +12,10 @@ import yaml
 
 from projections.crds import SchemaError
 from projections.render import FluxRenderer
-from rollout.assemblages import Assemblage, AssignedSync
-from rollout.flux_options import OCIVerification
-from rollout.loading import load_manifests
-from rollout.manifests import Sync
+from rollout.api.flux_options import OCIVerification
+from rollout.api.loading import load_manifests
+from rollout.api.manifests import Sync
+from rollout.wire.assemblages import Assemblage, AssignedSync
 
 GIT = {"url": "https://git.example.com/platform/app", "version": {"tag": "v1.2.0"}}
 OCI = {"url": "oci://registry.example.com/manifests/app", "version": {"tag": "v1.2.0"}}

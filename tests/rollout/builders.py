@@ -20,9 +20,18 @@ import json
 from collections import Counter
 from typing import Any
 
-from rollout.assemblages import ASSEMBLAGE_FOR, AssignedSync
-from rollout.engine import Decision, Outcome, RolloutEngine, stage_for, stages_of
-from rollout.events import (
+from rollout.api.manifests import (
+    BootstrapModuleManifest,
+    ClusterManifest,
+    ModuleManifest,
+    ModuleRestrictionManifest,
+)
+from rollout.api.restrictions import admits
+from rollout.api.selectors import selects
+from rollout.engine.core import Decision, Outcome, RolloutEngine, stage_for, stages_of
+from rollout.engine.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
+from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
+from rollout.wire.events import (
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
@@ -36,15 +45,6 @@ from rollout.events import (
     SyncStatusReported,
     Tick,
 )
-from rollout.manifests import (
-    BootstrapModuleManifest,
-    ClusterManifest,
-    ModuleManifest,
-    ModuleRestrictionManifest,
-)
-from rollout.restrictions import admits
-from rollout.selectors import selects
-from rollout.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
 
 API = "rollout.dev/v1alpha1"
 GIT_URL = "https://github.com/example/app"

@@ -7,11 +7,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout.engine import Outcome, resolve_count, stages_of
-from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded
-from rollout.manifests import parse_duration
-from rollout.state import ModuleRecord, target_key
-from rollout.windows import stage_window_state
+from rollout.api.manifests import parse_duration
+from rollout.api.windows import stage_window_state
+from rollout.engine.core import Outcome, resolve_count, stages_of
+from rollout.engine.state import ModuleRecord, target_key
+from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
     serialize,
@@ -150,7 +150,7 @@ class Checker:
             found = self.fleet.targets.get(target_key(decision.module, decision.cluster or ""))
             if decision.generation != record.target or found is None or found.stage_index is None:
                 continue
-            state = stage_window_state(record, stages_of(record)[found.stage_index], decision.at)
+            state = stage_window_state(record.spec, stages_of(record)[found.stage_index], decision.at)
             assert state is None or state.open, f"{decision.module}: {decision.reason} outside its windows"
 
     def check_halt(self, event: Any, outcome: Outcome, before: dict[str, Any]) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from rollout.engine import stages_of
-from rollout.events import RestrictionApplied, RestrictionDeleted
+from rollout.engine.core import stages_of
+from rollout.wire.events import RestrictionApplied, RestrictionDeleted
 from tests.rollout.builders import (
     Fleet,
     applied,

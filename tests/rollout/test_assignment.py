@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout.engine import Outcome, resolve_count
+from rollout.engine.core import Outcome, resolve_count
 from tests.rollout.builders import (
     Fleet,
     applied,

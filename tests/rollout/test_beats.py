@@ -3,7 +3,7 @@ names one cluster (ClusterHeartbeat) or an applier's many (ClusterHeartbeats).""
 
 from __future__ import annotations
 
-from rollout.beats import beat_clusters, latest_beats
+from rollout.wire.beats import beat_clusters, latest_beats
 
 
 def test_each_cluster_gets_the_latest_record_naming_it() -> None:

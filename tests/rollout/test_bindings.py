@@ -4,8 +4,8 @@ single pass (values containing `$(X)` are not expanded again)."""
 
 from __future__ import annotations
 
-from rollout.bindings import binding_values, expand, expand_sync, unresolved_references
-from rollout.manifests import Binding, Sync
+from rollout.api.manifests import Binding, Sync
+from rollout.values.bindings import binding_values, expand, expand_sync, unresolved_references
 
 LABELS = {"region": "eu-west", "tricky": "x"}
 ANNOTATIONS = {"example.com/owner": "team-a", "injected": "$(CLUSTER_NAME)"}

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
-from rollout.events import EventRejected, RolloutCommanded, parse_event
-from rollout.outcome import Decision
+from rollout.engine.outcome import Decision
+from rollout.wire.events import EventRejected, RolloutCommanded, parse_event
 from tests.rollout.builders import cluster, given, module, next_id, stage
 
 

@@ -11,9 +11,9 @@ import inspect
 import json
 from typing import Any
 
-from rollout.engine import MAX_TICK_STEP, Outcome, RolloutEngine, new_engine
-from rollout.events import RestrictionApplied
-from rollout.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord
+from rollout.engine.core import MAX_TICK_STEP, Outcome, RolloutEngine, new_engine
+from rollout.engine.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord
+from rollout.wire.events import RestrictionApplied
 from tests.rollout.builders import (
     T0,
     Fleet,

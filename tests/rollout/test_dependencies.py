@@ -12,8 +12,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rollout.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
-from rollout.events import DependencyReported, DependentLinked
+from rollout.planning.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
+from rollout.wire.events import DependencyReported, DependentLinked
 from tests.rollout.builders import AT, applied, cluster, given, module, reported, stage
 
 CANARY = {"ring": "canary"}

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout.events import (
+from rollout.wire.events import (
     MAX_EVENT_BYTES,
     MAX_JSON_DEPTH,
     MAX_REASON_CHARS,
@@ -243,7 +243,7 @@ def test_what_strict_json_refuses_is_a_rejection_naming_why(raw: bytes, why: str
 
 
 def test_nesting_is_measured_outside_strings_and_only_where_it_can_exceed_the_limit() -> None:
-    from rollout.events import MAX_JSON_DEPTH, json_depth_exceeds
+    from rollout.wire.events import MAX_JSON_DEPTH, json_depth_exceeds
 
     at_limit = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
     over = b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1)

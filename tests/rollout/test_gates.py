@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollout.manifests import Stage
+from rollout.api.manifests import Stage
 from tests.rollout.builders import cluster, gate_result, given, module, stage
 
 CANARY = {"ring": "canary"}

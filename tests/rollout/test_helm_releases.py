@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollout.events import HelmValuesObserved, parse_event
-from rollout.manifests import ModuleManifest
+from rollout.api.manifests import ModuleManifest
+from rollout.wire.events import HelmValuesObserved, parse_event
 from tests.rollout.builders import API, AT, cluster, given, module, next_id
 
 CHART_URL = "https://stefanprodan.github.io/podinfo"

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from rollout.loading import MAX_REASON, ManifestError, load_manifests
-from rollout.yaml_documents import Limits
+from rollout.api.loading import MAX_REASON, ManifestError, load_manifests
+from rollout.api.yaml_documents import Limits
 
 CLUSTER = b"""apiVersion: rollout.dev/v1alpha1
 kind: Cluster

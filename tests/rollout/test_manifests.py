@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from rollout.loading import ManifestError, load_manifest_text
-from rollout.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
+from rollout.api.loading import ManifestError, load_manifest_text
+from rollout.api.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest
 
 HEADER = "apiVersion: rollout.dev/v1alpha1\n"
 

@@ -48,8 +48,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollout.engine import Outcome, stages_of
-from rollout.events import RestrictionDeleted
+from rollout.engine.core import Outcome, stages_of
+from rollout.wire.events import RestrictionDeleted
 from tests.rollout.builders import (
     Fleet,
     command,

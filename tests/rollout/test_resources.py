@@ -1,7 +1,7 @@
 """What `rollout watch-modules` writes on Module objects, from the engine's module-status
 document: Flux-style conditions per phase, lastTransitionTime kept while a condition holds,
 the Refused and InvalidSpec statuses, which phase changes become Kubernetes Events, and the
-specs of RolloutApproval / RolloutCommand objects (rollout/resources.py, pure)."""
+specs of RolloutApproval / RolloutCommand objects (rollout/api/resources.py, pure)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollout.resources import (
+from rollout.api.resources import (
     ApprovalSpec,
     CommandSpec,
     conditions_for,
@@ -23,7 +23,7 @@ T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-01-01T00:10:0
 
 
 def view(phase: str, stage: str | None = "canary", **extra: Any) -> dict[str, Any]:
-    """A module-status document as the engine writes it (rollout/views.py)."""
+    """A module-status document as the engine writes it (rollout/engine/views.py)."""
     document: dict[str, Any] = {
         "module": "web",
         "targetRevision": "6.7.0",

@@ -1,5 +1,5 @@
-"""Tenants stay in their lane: the ModuleRestriction rules (rollout/restrictions.py) and the
-engine's handling of them (rollout/restriction_rules.py) — docs/rollout-semantics.md,
+"""Tenants stay in their lane: the ModuleRestriction rules (rollout/api/restrictions.py) and the
+engine's handling of them (rollout/engine/restriction_rules.py) — docs/rollout-semantics.md,
 "Module restrictions"."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rollout.events import RestrictionApplied, RestrictionDeleted, parse_event
-from rollout.loading import ManifestError, load_manifest_text
-from rollout.manifests import LabelSelector, ModuleManifest, ModuleRestrictionManifest
-from rollout.restrictions import RestrictionViolation, admits, check_module, service_account_of
-from rollout.selectors import selects
+from rollout.api.loading import ManifestError, load_manifest_text
+from rollout.api.manifests import LabelSelector, ModuleManifest, ModuleRestrictionManifest
+from rollout.api.restrictions import RestrictionViolation, admits, check_module, service_account_of
+from rollout.api.selectors import selects
+from rollout.wire.events import RestrictionApplied, RestrictionDeleted, parse_event
 from tests.rollout.builders import API, GIT_URL, Fleet, cluster, given, module, next_id, restriction, stage
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rollout.manifests import LabelSelector
-from rollout.selectors import selects
+from rollout.api.manifests import LabelSelector
+from rollout.api.selectors import selects
 
 PROD_EU = {"env": "prod", "region": "eu", "tier": "1"}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.manifests import ClusterManifest
-from rollout.sent_values import explain_sent
-from rollout.state import ModuleRecord
+from rollout.api.manifests import ClusterManifest
+from rollout.engine.state import ModuleRecord
+from rollout.planning.sent_values import explain_sent
 from tests.rollout.builders import cluster
 from tests.rollout.test_helm_releases import helm_module
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rollout.plan import plan_rollout
-from rollout.surprises import surprises
+from rollout.planning.plan import plan_rollout
+from rollout.planning.surprises import surprises
 from tests.rollout.builders import cluster, module, stage
 
 FLEET = [cluster("c1", {"ring": "canary"}), cluster("w1", {"ring": "wave"}), cluster("w2", {"ring": "wave"})]

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rollout.bindings import expand_sync
-from rollout.loading import ManifestError, load_manifests
-from rollout.manifests import Sync
-from rollout.releases import release_sync
+from rollout.api.loading import ManifestError, load_manifests
+from rollout.api.manifests import Sync
+from rollout.values.bindings import expand_sync
+from rollout.values.releases import release_sync
 
 GIT = {"url": "https://git.example.com/platform/app", "version": {"tag": "v1.2.0"}}
 OCI = {"url": "oci://registry.example.com/manifests/app", "version": {"tag": "v1.2.0"}}

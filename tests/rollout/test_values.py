@@ -1,4 +1,4 @@
-"""Helm values layers and per-path policies (rollout/values.py): one given/when/then test per
+"""Helm values layers and per-path policies (rollout/values/layers.py): one given/when/then test per
 rule of docs/rollout-semantics.md, "Helm values", and properties of the merge."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout.quantities import parse_quantity
-from rollout.values import (
+from rollout.api.quantities import parse_quantity
+from rollout.values.layers import (
     POLICIES,
     ValuesLayers,
     format_pointer,

@@ -3,9 +3,9 @@ refused with a reason a user can act on, or accepted with the decisions it cause
 
 from __future__ import annotations
 
-from rollout.engine import Outcome, RolloutEngine
-from rollout.outcome import Verdict
-from rollout.state import ENGINE_MAPPINGS
+from rollout.engine.core import Outcome, RolloutEngine
+from rollout.engine.outcome import Verdict
+from rollout.engine.state import ENGINE_MAPPINGS
 from tests.rollout.builders import (
     applied,
     cluster,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollout.manifests import Stage
-from rollout.windows import MaintenanceWindow, window_state
+from rollout.api.manifests import Stage
+from rollout.api.windows import MaintenanceWindow, window_state
 from tests.rollout.builders import cluster, given, module, stage
 
 CANARY = {"ring": "canary"}

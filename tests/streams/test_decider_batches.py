@@ -14,9 +14,9 @@ from aiokafka import TopicPartition
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.engine import RolloutEngine
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from rollout.outcome import Outcome
+from rollout.engine.core import RolloutEngine
+from rollout.engine.outcome import Outcome
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
 from tests.rollout.builders import cluster, module, stage

@@ -11,7 +11,7 @@ from aiokafka import TopicPartition
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, ModuleApplied, RolloutCommanded, SyncStatusReported
+from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded, SyncStatusReported
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
 from tests.rollout.builders import cluster, module, stage

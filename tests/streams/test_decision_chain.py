@@ -16,7 +16,7 @@ from aiokafka import TopicPartition
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from streams.chain import GENESIS, ChainHead, DecisionChain, record_hash, verify
 from streams.decider import DecidePartition
 from streams.outputs import Outputs

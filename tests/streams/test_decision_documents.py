@@ -3,7 +3,7 @@ model_dump — a nested model or an alias added to Decision would break the docu
 
 from __future__ import annotations
 
-from rollout.outcome import Decision
+from rollout.engine.outcome import Decision
 
 
 def test_a_decision_document_holds_exactly_what_model_dump_gives() -> None:

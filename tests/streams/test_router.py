@@ -9,7 +9,14 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
-from rollout.events import ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats, FleetSeen, SyncStatusReported, Tick
+from rollout.wire.events import (
+    ClusterCommanded,
+    ClusterHeartbeat,
+    ClusterHeartbeats,
+    FleetSeen,
+    SyncStatusReported,
+    Tick,
+)
 from streams.outputs import Outputs
 from streams.router import RoutePartition
 from tests.integration.chaos import cluster

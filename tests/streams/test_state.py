@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.state import ENGINE_MAPPINGS, ClusterFacts
+from rollout.engine.state import ENGINE_MAPPINGS, ClusterFacts
 from streams.state import PartitionState, Tracking
 
 

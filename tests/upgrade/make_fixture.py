@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rollout.engine import RolloutEngine
-from rollout.events import RestrictionApplied
-from rollout.state import ENGINE_MAPPINGS
+from rollout.engine.core import RolloutEngine
+from rollout.engine.state import ENGINE_MAPPINGS
+from rollout.wire.events import RestrictionApplied
 from streams.state import PartitionState
 from tests.rollout.builders import (
     AT,

@@ -35,7 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from infra.localoidc import LocalOIDC, OIDCClientConfig, OIDCUser
-from rollout.events import ModuleDeleted, RolloutCommanded, parse_event
+from rollout.wire.events import ModuleDeleted, RolloutCommanded, parse_event
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.integration.test_staged_rollout import cluster, module
 from tests.kube.cluster import KubeCluster, KubePool
@@ -275,8 +275,8 @@ def test_the_cluster_page_shows_its_modules_and_assemblages(page: Page, stack: S
 
 
 def test_a_helm_module_shows_each_clusters_values_and_what_a_read_only_path_refused(page: Page, stack: Stack) -> None:
-    from rollout.events import HelmValuesObserved, ModuleApplied
-    from rollout.manifests import MANIFEST_ADAPTER
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import HelmValuesObserved, ModuleApplied
 
     publish_fleet(stack, "chart", "chart", 2)
     helm = {

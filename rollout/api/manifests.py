@@ -1,0 +1,691 @@
+"""Manifests users write: Module, BootstrapModule and Cluster (`rollout.dev/v1alpha1`).
+
+The API types, with every rule a field must follow. Turning bytes into documents, and
+documents into these models with problems named by file, document and field, is
+`rollout/api/loading.py`'s job.
+
+Validation follows the platforms the manifests end up on: DNS-1123 names (Kubernetes),
+Flux's URL rules (`http|https|ssh://` with a host for Git, `oci://` for OCI), Git's
+ref-name rules for tags (no control, bidi or whitespace characters) and immutable versions
+only — a Git `tag` or `revision` (commit), an OCI `tag` or `digest`, never a branch, so that
+a fleet's state is reproducible from the log. Types are strict: `true` is not a count and
+`"yes"` is not a boolean. Every pattern is anchored with `\\Z` (`$` accepts a trailing
+newline, and `prod\\n` is not a name). Values quoted in messages are cut to a few dozen
+characters (`shown`).
+
+The Flux options of a sync — credentials named by Secret (never their data), signature
+verification, decryption, health checks, namespaces, timeouts — are typed in
+rollout/api/flux_options.py and documented in docs/modules.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from rollout.api.flux_options import (
+    Decryption,
+    HealthCheck,
+    HealthCheckExpression,
+    OCIVerification,
+    Patch,
+    RegistryProvider,
+    SecretReference,
+    SubstituteReference,
+    check_component_path,
+    check_entries,
+    check_namespace,
+    check_object_name,
+    check_positive_duration,
+    check_registry_access,
+    omit_if_empty,
+)
+from rollout.api.formats import (
+    COMMIT,
+    DIGEST,
+    GIT_SCHEMES,
+    OCI_TAG,
+    PERCENT,
+    VARIABLE,
+    check_dns1123_label,
+    check_duration,
+    check_git_tag,
+    check_label_key,
+    check_label_value,
+    check_url,
+    shown,
+)
+
+# re-exported: projections/ and the engine import these from here
+from rollout.api.formats import DNS1123_LABEL as DNS1123_LABEL
+from rollout.api.formats import DNS1123_SUBDOMAIN as DNS1123_SUBDOMAIN
+from rollout.api.formats import LABEL_NAME as LABEL_NAME
+from rollout.api.formats import LABEL_VALUE as LABEL_VALUE
+from rollout.api.formats import parse_duration as parse_duration
+from rollout.api.gates import HealthGate, check_gates
+from rollout.api.helm import HelmChartSource, HelmPackage
+from rollout.api.windows import MaintenanceWindow, check_windows
+
+API_VERSION = "rollout.dev/v1alpha1"
+MAX_DEPENDENCIES = 32
+
+
+class Strict(BaseModel):
+    """Base for manifest parts: unknown fields are errors, not silently dropped; no type coercion."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+
+class Metadata(Strict):
+    name: str
+    namespace: str = "default"
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            check_label_key(key)
+            check_label_value(label)
+        return value
+
+
+# --- label selectors ------------------------------------------------------------------
+
+
+class LabelSelectorRequirement(Strict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return check_label_key(value)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs a non-empty 'values' list")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no 'values'")
+        return self
+
+
+class LabelSelector(Strict):
+    """Kubernetes label selector. `{}` selects everything; a missing selector nothing."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, alias="matchExpressions")
+
+    @field_validator("match_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            check_label_key(key)
+            check_label_value(label)
+        return value
+
+
+# --- syncs: source + package ----------------------------------------------------------
+
+
+class GitVersion(Strict):
+    """An immutable Git version: a tag or a commit. Branches are refused on purpose."""
+
+    tag: str | None = None
+    revision: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_branch(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "branch" in data:
+            raise ValueError(
+                "a branch is not a version: a fleet's state must be reproducible, use 'tag' or 'revision' (a commit)"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> GitVersion:
+        if (self.tag is None) == (self.revision is None):
+            raise ValueError("give exactly one of 'tag' or 'revision'")
+        if self.revision is not None and not COMMIT.match(self.revision):
+            raise ValueError(
+                f"revision {shown(self.revision)} is not a full commit hash (40 hex digits, optionally "
+                "prefixed sha1:, or sha256:<64 hex>); Flux cannot check out a short hash"
+            )
+        if self.tag is not None:
+            check_git_tag(self.tag)
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.tag is not None:
+            return self.tag
+        revision = self.revision or ""
+        return revision if revision.startswith("sha256:") else f"sha1:{revision.removeprefix('sha1:')}"
+
+
+class GitSource(Strict):
+    """A Git repository at a tag or commit (GitRepository)."""
+
+    # http(s):// or ssh:// (never scp-style git@host:repo)
+    url: str
+    version: GitVersion
+    # Secret with the credentials: `username`/`password` (basic auth or a token) for
+    # http(s), `identity` and `known_hosts` for ssh, `ca.crt` for a private CA
+    secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value.startswith("git@"):
+            raise ValueError(
+                f"{shown(value)}: scp-style git@host:repo is not accepted by Flux; write ssh://git@host/repo"
+            )
+        return check_url(value, schemes=GIT_SCHEMES, what="Git")
+
+
+class OCIVersion(Strict):
+    tag: str | None = None
+    digest: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> OCIVersion:
+        if (self.tag is None) == (self.digest is None):
+            raise ValueError("give exactly one of 'tag' or 'digest'")
+        if self.digest is not None and not DIGEST.match(self.digest):
+            raise ValueError(f"digest {shown(self.digest)} must look like sha256:<64 hex>")
+        if self.tag is not None and not OCI_TAG.match(self.tag):
+            raise ValueError(
+                f"tag {shown(self.tag)} is not an OCI tag: 1-128 of A-Z a-z 0-9 _ . -, not starting with . or -"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.tag if self.tag is not None else self.digest  # type: ignore[return-value]
+
+
+class OCISource(Strict):
+    """An OCI artifact at a tag or digest (OCIRepository)."""
+
+    # oci://REGISTRY/REPOSITORY
+    url: str
+    version: OCIVersion
+    # Secret of type kubernetes.io/dockerconfigjson with the registry's credentials
+    secret_ref: SecretReference | None = Field(default=None, alias="secretRef")
+    # Secret with `ca.crt` (a private CA) and/or `tls.crt` + `tls.key` (a client certificate)
+    cert_secret_ref: SecretReference | None = Field(default=None, alias="certSecretRef")
+    # the registry speaks plain HTTP (no TLS)
+    insecure: bool = False
+    # aws, azure or gcp: log in with the cloud's workload identity; generic: secretRef or anonymous
+    provider: RegistryProvider | None = None
+    # verify the artifact's signature (cosign or notation) before it is used
+    verify: OCIVerification | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url(value, schemes=("oci",), what="OCI")
+
+    @model_validator(mode="after")
+    def _access(self) -> OCISource:
+        check_registry_access(insecure=self.insecure, cert_secret_ref=self.cert_secret_ref)
+        return self
+
+
+class Source(Strict):
+    git: GitSource | None = None
+    oci: OCISource | None = None
+    helm: HelmChartSource | None = None  # a chart in a Helm repository (rollout/api/helm.py)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Source:
+        if sum(source is not None for source in (self.git, self.oci, self.helm)) != 1:
+            raise ValueError("give exactly one of 'git', 'oci' or 'helm'")
+        return self
+
+    @property
+    def revision(self) -> str:
+        """The version label users and appliers talk about: a tag, commit, digest or chart version."""
+        if self.git is not None:
+            return self.git.version.label
+        if self.helm is not None:
+            return self.helm.label
+        return self.oci.version.label  # type: ignore[union-attr]
+
+
+class KustomizePackage(Strict):
+    """How Flux builds and applies the source (Kustomization). Every field but `path` is optional."""
+
+    # the directory of the kustomization.yaml (or plain manifests) inside the source
+    path: str = "./"
+    # post-build variables, `$(NAME)` bindings expanded per cluster by the engine
+    substitute: dict[str, str] = Field(default_factory=dict)
+    # more post-build variables, from ConfigMaps and Secrets beside the Kustomization
+    substitute_from: list[SubstituteReference] = Field(
+        default_factory=list, exclude_if=omit_if_empty, alias="substituteFrom"
+    )
+    # the namespace of every namespaced object applied (it must exist in the cluster);
+    # needed when the manifests give no metadata.namespace
+    target_namespace: str | None = Field(default=None, alias="targetNamespace")
+    # apply as this service account (in the Kustomization's namespace) instead of Flux's own
+    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    # wait until every applied object is ready (healthChecks are then ignored)
+    wait: bool | None = None
+    # wait until these objects are ready
+    health_checks: list[HealthCheck] = Field(default_factory=list, exclude_if=omit_if_empty, alias="healthChecks")
+    # how to tell the health of custom resource kinds (CEL)
+    health_check_exprs: list[HealthCheckExpression] = Field(
+        default_factory=list, exclude_if=omit_if_empty, alias="healthCheckExprs"
+    )
+    # for building, applying and health checking; Flux's default: the interval
+    timeout: str | None = None
+    # retry a failed reconciliation after this long; Flux's default: the interval
+    retry_interval: str | None = Field(default=None, alias="retryInterval")
+    # strategic-merge or JSON 6902 patches applied after the build
+    patches: list[Patch] = Field(default_factory=list, exclude_if=omit_if_empty)
+    # kustomize Components, relative to `path`
+    components: list[str] = Field(default_factory=list, exclude_if=omit_if_empty)
+    # decrypt SOPS-encrypted Secrets before applying them
+    decryption: Decryption | None = None
+    # recreate objects whose immutable fields changed
+    force: bool | None = None
+
+    @field_validator("substitute")
+    @classmethod
+    def _variables(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not VARIABLE.match(name):
+                raise ValueError(f"substitute key {shown(name)} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return value
+
+    @field_validator("target_namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return check_namespace(value) if value is not None else None
+
+    @field_validator("service_account_name")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        return check_object_name(value, what="service account name") if value is not None else None
+
+    @field_validator("timeout", "retry_interval")
+    @classmethod
+    def _durations(cls, value: str | None, info: ValidationInfo) -> str | None:
+        field = cls.model_fields[str(info.field_name)].alias or str(info.field_name)
+        return check_positive_duration(value, field=field) if value is not None else None
+
+    @field_validator("substitute_from", "health_checks", "health_check_exprs", "patches")
+    @classmethod
+    def _lists(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
+        return check_entries(value, field=cls.model_fields[str(info.field_name)].alias or str(info.field_name))
+
+    @field_validator("components")
+    @classmethod
+    def _components(cls, value: list[str]) -> list[str]:
+        for path in check_entries(value, field="components"):
+            check_component_path(path)
+        if len(value) != len(set(value)):
+            raise ValueError("components names a path more than once")
+        return value
+
+
+class Package(Strict):
+    """A kustomize package (the default) or a Helm release (`helm`, rollout/api/helm.py)."""
+
+    kustomize: KustomizePackage = Field(default_factory=KustomizePackage)
+    helm: HelmPackage | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Package:
+        if self.helm is not None and self.kustomize != KustomizePackage():
+            raise ValueError("give one of 'kustomize' or 'helm'")
+        return self
+
+
+class Sync(Strict):
+    """One unit to apply: a source at an immutable version and a kustomize or Helm package."""
+
+    source: Source
+    package: Package = Field(default_factory=Package)
+    # reconcile interval of the source and of its Kustomization/HelmRelease (drift
+    # correction); default: the applier's `--interval` (10m)
+    interval: str | None = None
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        return check_positive_duration(value, field="interval") if value is not None else None
+
+    @model_validator(mode="after")
+    def _package_fits_source(self) -> Sync:
+        helm = self.package.helm is not None
+        if self.source.helm is not None and not helm:
+            raise ValueError("a 'helm' source needs a 'helm' package (package: {helm: {...}})")
+        if self.source.git is not None and helm:
+            raise ValueError("a 'helm' package installs a chart from a 'helm' or 'oci' source, not 'git'")
+        return self
+
+    @property
+    def revision(self) -> str:
+        return self.source.revision
+
+
+class Binding(Strict):
+    """A `$(NAME)` variable for `substitute` values, resolved per cluster by the engine.
+
+    Exactly one of: a literal `value`, the value of a cluster label (`fromLabel`) or of a
+    cluster annotation (`fromAnnotation`). `CLUSTER_NAME` and `CLUSTER_NAMESPACE` are
+    always bound.
+    """
+
+    name: str
+    value: str | None = None
+    from_label: str | None = Field(default=None, alias="fromLabel")
+    from_annotation: str | None = Field(default=None, alias="fromAnnotation")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not VARIABLE.match(value):
+            raise ValueError(f"binding name {shown(value)} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Binding:
+        given = [v for v in (self.value, self.from_label, self.from_annotation) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'value', 'fromLabel' or 'fromAnnotation'")
+        return self
+
+
+# --- rollout strategy -----------------------------------------------------------------
+
+IntOrPercent = int | str
+
+
+def _check_int_or_percent(value: Any, field: str) -> IntOrPercent | None:
+    """An integer or a percentage string — `true` is neither (bool is an int to Python)."""
+    if value is None or type(value) is int:
+        if value is not None and value < 0:
+            raise ValueError(f"{field} must not be negative")
+        return value  # type: ignore[no-any-return]
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be an integer or a percentage such as '25%', not {shown(value)}")
+    match = PERCENT.match(value)
+    if not match or int(match.group(1)) > 100:
+        raise ValueError(f"{field} {shown(value)} must be an integer or a percentage 0%..100%")
+    return value
+
+
+class Stage(Strict):
+    name: str
+    selector: LabelSelector | None = None
+    max_concurrency: IntOrPercent | None = Field(default=None, alias="maxConcurrency")
+    max_failures: IntOrPercent | None = Field(default=None, alias="maxFailures")
+    min_success_time: str | None = Field(default=None, alias="minSuccessTime")
+    require_approval: bool = Field(default=False, alias="requireApproval")
+    # maintenance windows of this stage (rollout/api/windows.py), replacing the module's
+    windows: list[MaintenanceWindow] = Field(default_factory=list)
+    # health gates that must pass while the stage soaks (rollout/api/gates.py)
+    gates: list[HealthGate] = Field(default_factory=list)
+
+    @field_validator("gates")
+    @classmethod
+    def _gates(cls, value: list[HealthGate]) -> list[HealthGate]:
+        return check_gates(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("max_concurrency", mode="before")
+    @classmethod
+    def _concurrency(cls, value: Any) -> IntOrPercent | None:
+        checked = _check_int_or_percent(value, "maxConcurrency")
+        if checked == 0 or checked == "0%":
+            raise ValueError("maxConcurrency must be at least 1 (or a percentage above 0%)")
+        return checked
+
+    @field_validator("max_failures", mode="before")
+    @classmethod
+    def _failures(cls, value: Any) -> IntOrPercent | None:
+        return _check_int_or_percent(value, "maxFailures")
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
+        return check_windows(value)
+
+    @field_validator("min_success_time")
+    @classmethod
+    def _soak(cls, value: str | None) -> str | None:
+        return check_duration(value, field="minSuccessTime", positive=False) if value is not None else None
+
+
+class RolloutStrategy(Strict):
+    stages: list[Stage] = Field(default_factory=list)
+    progress_deadline: str | None = Field(default=None, alias="progressDeadline")
+    on_failure: Literal["Halt", "Rollback"] = Field(default="Halt", alias="onFailure")
+    sorting_label_key: str | None = Field(default=None, alias="sortingLabelKey")
+    # maintenance windows of every stage (rollout/api/windows.py): clusters move only inside
+    windows: list[MaintenanceWindow] = Field(default_factory=list)
+
+    @field_validator("progress_deadline")
+    @classmethod
+    def _deadline(cls, value: str | None) -> str | None:
+        return check_duration(value, field="progressDeadline", positive=True) if value is not None else None
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
+        return check_windows(value)
+
+    @field_validator("sorting_label_key")
+    @classmethod
+    def _sorting_key(cls, value: str | None) -> str | None:
+        return check_label_key(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _unique_stage_names(self) -> RolloutStrategy:
+        names = [stage.name for stage in self.stages]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"stage names must be unique; repeated: {', '.join(duplicated)}")
+        return self
+
+
+class ModuleSpec(Strict):
+    selector: LabelSelector | None = None
+    sync: Sync
+    bindings: list[Binding] = Field(default_factory=list)
+    rollout: RolloutStrategy | None = None
+    # modules whose sync must be on its target and succeeded on a cluster before this
+    # module's sync moves there (rollout/engine/dependencies.py); deleted only after its dependents
+    depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+
+    @field_validator("depends_on")
+    @classmethod
+    def _dependencies(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(value) != len(set(value)):
+            raise ValueError("dependsOn names a module more than once")
+        if len(value) > MAX_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_DEPENDENCIES} dependencies")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_bindings(self) -> ModuleSpec:
+        names = [b.name for b in self.bindings]
+        reserved = {"CLUSTER_NAME", "CLUSTER_NAMESPACE"} & set(names)
+        if reserved:
+            raise ValueError(f"bindings {sorted(reserved)} are reserved and always bound by the engine")
+        if len(names) != len(set(names)):
+            raise ValueError("binding names must be unique")
+        helm = self.sync.package.helm
+        stages = {stage.name for stage in self.rollout.stages} if self.rollout else set()
+        unknown = sorted(set(helm.stage_values) - stages) if helm is not None else []
+        if unknown:
+            raise ValueError(f"sync.package.helm.stageValues names no stage of spec.rollout: {', '.join(unknown)}")
+        return self
+
+
+def _not_own_dependency(name: str, spec: ModuleSpec) -> None:
+    if name in spec.depends_on:
+        raise ValueError(f"spec.dependsOn: {name} cannot depend on itself (a dependency cycle)")
+
+
+class ModuleManifest(Strict):
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Module"]
+    metadata: Metadata
+    spec: ModuleSpec
+
+    @model_validator(mode="after")
+    def _no_self_dependency(self) -> ModuleManifest:
+        _not_own_dependency(self.metadata.name, self.spec)
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class BootstrapModuleManifest(Strict):
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["BootstrapModule"]
+    metadata: Metadata
+    spec: ModuleSpec
+
+    @model_validator(mode="after")
+    def _no_self_dependency(self) -> BootstrapModuleManifest:
+        _not_own_dependency(self.metadata.name, self.spec)
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class ClusterStatus(Strict):
+    control_plane_ready: bool = Field(default=False, alias="controlPlaneReady")
+    kubeconfig_secret: bool = Field(default=False, alias="kubeconfigSecret")
+
+    @property
+    def ready(self) -> bool:
+        return self.control_plane_ready and self.kubeconfig_secret
+
+
+class ClusterManifest(Strict):
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Cluster"]
+    metadata: Metadata
+    status: ClusterStatus = Field(default_factory=ClusterStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# --- ModuleRestriction: what a namespace's modules may do (rollout/api/restrictions.py) ----
+
+MAX_RESTRICTION_PATTERNS = 64
+MAX_PATTERN_CHARS = 512
+
+
+class ModuleRestrictionSpec(Strict):
+    """What the modules of the restriction's namespace may do; an empty field allows anything."""
+
+    # clusters the namespace's modules may select; None: any cluster
+    allowed_clusters: LabelSelector | None = Field(default=None, alias="allowedClusters")
+    # regular expressions, each matched against a whole source URL (Git, OCI or Helm repository)
+    allowed_source_patterns: list[str] = Field(default_factory=list, alias="allowedSourcePatterns")
+    # service accounts the Kustomization/HelmRelease may run as
+    allowed_service_accounts: list[str] = Field(default_factory=list, alias="allowedServiceAccounts")
+    # filled in when a module's sync names no serviceAccountName
+    default_service_account: str | None = Field(default=None, alias="defaultServiceAccount")
+    # namespaces the package may write into (its targetNamespace)
+    allowed_target_namespaces: list[str] = Field(default_factory=list, alias="allowedTargetNamespaces")
+
+    @field_validator("allowed_source_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_RESTRICTION_PATTERNS:
+            raise ValueError(f"at most {MAX_RESTRICTION_PATTERNS} patterns")
+        for pattern in value:
+            if not pattern or len(pattern) > MAX_PATTERN_CHARS:
+                raise ValueError(f"a pattern has 1 to {MAX_PATTERN_CHARS} characters")
+            try:
+                re.compile(pattern)  # matched with re.fullmatch (rollout/api/restrictions.py)
+            except re.error as error:
+                raise ValueError(f"pattern {shown(pattern)} is not a regular expression: {error}") from None
+        return value
+
+    @field_validator("allowed_service_accounts")
+    @classmethod
+    def _accounts(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_object_name(name, what="service account name")
+        return value
+
+    @field_validator("default_service_account")
+    @classmethod
+    def _default(cls, value: str | None) -> str | None:
+        return check_object_name(value, what="service account name") if value is not None else None
+
+    @field_validator("allowed_target_namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_namespace(name)
+        return value
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> ModuleRestrictionSpec:
+        default = self.default_service_account
+        if default is not None and self.allowed_service_accounts and default not in self.allowed_service_accounts:
+            raise ValueError(f"defaultServiceAccount {default} is not one of allowedServiceAccounts")
+        return self
+
+
+class ModuleRestrictionManifest(Strict):
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["ModuleRestriction"]
+    metadata: Metadata
+    spec: ModuleRestrictionSpec = Field(default_factory=ModuleRestrictionSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def identity(self) -> str:
+        return f"ModuleRestriction {self.metadata.namespace}/{self.metadata.name}"
+
+
+AnyModule = Annotated[ModuleManifest | BootstrapModuleManifest, Field(discriminator="kind")]
+Manifest = Annotated[
+    ModuleManifest | BootstrapModuleManifest | ClusterManifest | ModuleRestrictionManifest, Field(discriminator="kind")
+]
+MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
+KINDS = ("Module", "BootstrapModule", "Cluster", "ModuleRestriction")

@@ -1,0 +1,276 @@
+"""The Kubernetes-object side of the API: approvals and commands as objects, and the status
+`rollout watch-modules` writes back on Module and BootstrapModule objects.
+
+Modules and BootstrapModules are the manifests of `rollout/api/manifests.py`, stored as custom
+resources (`rollout.dev/v1alpha1`, CRDs generated from those models by
+`projections/crd_schema.py`). This module adds what only exists as Kubernetes objects:
+
+- `RolloutApproval` (`ApprovalSpec`): "stage S of module M may start", approved by
+  `spec.approver`. The chart's ValidatingAdmissionPolicy admits the object only when
+  `spec.approver` is the Kubernetes user who creates it, and makes the spec immutable, so
+  the approver recorded in the engine's history is the authenticated user and RBAC (who
+  may create `rolloutapprovals`) decides who may approve.
+- `RolloutCommand` (`CommandSpec`): pause / resume / abort / rollback a module, or pin /
+  unpin one of its clusters; `spec.requestedBy` checked the same way. A kind of its own,
+  so that "may approve" and "may roll back" are separate RBAC grants.
+- `ModuleResourceStatus`: what `kubectl get modules` shows — phase, target and stable
+  revision, per-stage counts, `observedGeneration` and Flux-style `Ready` / `Progressing`
+  / `Stalled` conditions — computed by `resource_status` from the engine's module-status
+  document (`rollout/engine/views.py`). `phase_change` names the Kubernetes Event to record when
+  the phase or the current stage changes.
+
+Pure: timestamps come in as arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rollout.api.formats import check_dns1123_label
+
+RESOURCE_COMMANDS = ("pause", "resume", "abort", "rollback", "pin", "unpin")
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+
+class ApprovalSpec(_Spec):
+    """Approves one stage of one module's rollout. Immutable once created."""
+
+    module: str = Field(description="The Module or BootstrapModule whose stage is approved.")
+    stage: str = Field(description="The stage that may start.")
+    approver: str = Field(
+        description="The Kubernetes user creating this object; the admission policy refuses any other value."
+    )
+
+    @field_validator("module", "stage")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class CommandSpec(_Spec):
+    """A command on one module's rollout. Immutable once created."""
+
+    module: str = Field(description="The Module or BootstrapModule the command is for.")
+    command: Literal["pause", "resume", "abort", "rollback", "pin", "unpin"] = Field(
+        description="pause, resume, abort, rollback; pin/unpin need `cluster`."
+    )
+    cluster: str | None = Field(default=None, description="The cluster to pin or unpin.")
+    requested_by: str = Field(
+        alias="requestedBy",
+        description="The Kubernetes user creating this object; the admission policy refuses any other value.",
+    )
+
+    @field_validator("module", "cluster")
+    @classmethod
+    def _names(cls, value: str | None) -> str | None:
+        return check_dns1123_label(value) if value is not None else None
+
+
+class Condition(BaseModel):
+    """A Kubernetes condition (metav1.Condition)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+    last_transition_time: str = Field(alias="lastTransitionTime")
+    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+
+
+class StageStatus(BaseModel):
+    """One stage of the rollout: its state and how many clusters stand where."""
+
+    name: str
+    state: str = Field(description="Pending, Running, Soaking, AwaitingApproval or Succeeded.")
+    members: int
+    succeeded: int
+    updating: int
+    failed: int
+    pending: int
+
+
+class ModuleResourceStatus(BaseModel):
+    """The status of a Module or BootstrapModule object, written by `rollout watch-modules`."""
+
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", description="The generation the engine has answered."
+    )
+    phase: str | None = Field(default=None, description="The rollout's phase (Progressing, Complete, Halted, ...).")
+    target_revision: str | None = Field(default=None, alias="targetRevision")
+    stable_revision: str | None = Field(default=None, alias="stableRevision")
+    current_stage: str | None = Field(default=None, alias="currentStage")
+    progress: str | None = Field(default=None, description="Clusters on the target revision / clusters selected.")
+    stages: list[StageStatus] = Field(default_factory=list)
+    last_decision: str | None = Field(default=None, alias="lastDecision")
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class CommandResourceStatus(BaseModel):
+    """The status of a RolloutApproval or RolloutCommand: the engine's verdict on it."""
+
+    event_id: str | None = Field(default=None, alias="eventId", description="The intent published for it.")
+    verdict: str | None = Field(default=None, description="Published, Accepted or Refused.")
+    message: str | None = None
+
+
+# --- conditions ----------------------------------------------------------------------------
+
+# phase → (Ready, Progressing, Stalled) statuses; the reason is the phase itself.
+_PHASE_CONDITIONS: dict[str, tuple[ConditionStatus, ConditionStatus, ConditionStatus]] = {
+    "Pending": ("Unknown", "True", "False"),
+    "Progressing": ("False", "True", "False"),
+    "Soaking": ("False", "True", "False"),
+    "AwaitingApproval": ("False", "True", "False"),
+    "RollingBack": ("False", "True", "False"),
+    "Paused": ("False", "False", "False"),
+    "Complete": ("True", "False", "False"),
+    "Halted": ("False", "False", "True"),
+    "RolledBack": ("False", "False", "True"),
+    "Aborted": ("False", "False", "True"),
+}
+
+
+def _message(view: dict[str, Any]) -> str:
+    phase = view.get("phase") or "Pending"
+    stage = view.get("currentStage")
+    if phase == "AwaitingApproval":
+        return f"stage {stage} waits for approval (a RolloutApproval with stage: {stage})"
+    if phase == "Complete":
+        return f"{view.get('targetRevision')} rolled out to every stage"
+    reason = view.get("lastDecision") or view.get("reason") or ""
+    return f"{phase}: {reason}" if reason else phase
+
+
+def conditions_for(
+    phase: str, message: str, *, generation: int | None, previous: list[dict[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    """Ready / Progressing / Stalled for `phase`; lastTransitionTime kept while a status holds."""
+    ready, progressing, stalled = _PHASE_CONDITIONS.get(phase, ("Unknown", "True", "False"))
+    before = {c.get("type"): c for c in previous}
+    out = []
+    for kind, status in (("Ready", ready), ("Progressing", progressing), ("Stalled", stalled)):
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == status and old.get("lastTransitionTime") else now
+        condition = Condition(
+            type=kind,
+            status=status,
+            reason=phase,
+            message=message,
+            lastTransitionTime=since,
+            observedGeneration=generation,
+        )
+        out.append(condition.model_dump(by_alias=True, exclude_none=True))
+    return out
+
+
+def _stage_status(stage: dict[str, Any]) -> StageStatus:
+    counts = stage.get("counts") or {}
+    return StageStatus(
+        name=stage["name"],
+        state=stage.get("state", "Pending"),
+        members=counts.get("members", 0),
+        succeeded=counts.get("succeeded", 0),
+        updating=counts.get("updating", 0),
+        failed=counts.get("failed", 0),
+        pending=counts.get("pending", 0) + counts.get("not_ready", 0),
+    )
+
+
+def resource_status(
+    view: dict[str, Any] | None,
+    *,
+    generation: int | None,
+    previous: dict[str, Any] | None,
+    now: str,
+    refusal: str | None = None,
+) -> dict[str, Any]:
+    """The object's `status` from the engine's module-status document `view` (None: not
+    staged yet). `generation`: the object generation the engine has answered; `refusal`:
+    the engine's reason when it refused the latest one (the object is then Stalled)."""
+    view = view or {"phase": "Pending", "reason": "not staged by the engine yet"}
+    stages = [_stage_status(s) for s in view.get("stages") or []]
+    members = sum(s.members for s in stages) + (view.get("unstaged") or {}).get("members", 0)
+    done = sum(s.succeeded for s in stages)
+    phase, message = view.get("phase") or "Pending", _message(view)
+    if refusal is not None:
+        phase, message = "Refused", f"the engine refused generation {generation}: {refusal}"
+    conditions = conditions_for(
+        "Halted" if phase == "Refused" else phase,
+        message,
+        generation=generation,
+        previous=(previous or {}).get("conditions") or [],
+        now=now,
+    )
+    if phase == "Refused":
+        conditions = [{**c, "reason": "Refused"} for c in conditions]
+    status = ModuleResourceStatus(
+        observedGeneration=generation,
+        phase=phase,
+        targetRevision=view.get("targetRevision"),
+        stableRevision=view.get("stableRevision"),
+        currentStage=view.get("currentStage"),
+        progress=f"{done}/{members}" if stages else None,
+        stages=stages,
+        lastDecision=view.get("lastDecision"),
+        conditions=[Condition.model_validate(c) for c in conditions],
+    )
+    return status.model_dump(by_alias=True, exclude_none=True)
+
+
+INVALID_SPEC_REASON = "InvalidSpec"  # the manifest rules refuse the spec
+RESTRICTED_REASON = "Restricted"  # its namespace's ModuleRestriction refuses it (rollout/api/restrictions.py)
+
+
+def invalid_status(
+    message: str,
+    *,
+    generation: int | None,
+    previous: dict[str, Any] | None,
+    now: str,
+    reason: str = INVALID_SPEC_REASON,
+) -> dict[str, Any]:
+    """The status of an object the watcher refuses to publish: Stalled with `reason`
+    (InvalidSpec, or Restricted). Conditions that held before keep their
+    lastTransitionTime, as in `resource_status`."""
+    before = (previous or {}).get("conditions") or []
+    conditions = conditions_for("Halted", message, generation=generation, previous=before, now=now)
+    conditions = [{**c, "reason": reason} for c in conditions]
+    kept = {k: v for k, v in (previous or {}).items() if k not in ("conditions", "phase", "observedGeneration")}
+    return {**kept, "phase": "Invalid", "observedGeneration": generation, "conditions": conditions}
+
+
+# --- events --------------------------------------------------------------------------------
+
+_EVENTS: dict[str, tuple[str, str]] = {  # phase → (reason, type)
+    "AwaitingApproval": ("WaitingForApproval", "Normal"),
+    "Halted": ("Halted", "Warning"),
+    "RollingBack": ("RollingBack", "Warning"),
+    "RolledBack": ("RolledBack", "Warning"),
+    "Aborted": ("Aborted", "Warning"),
+    "Paused": ("Paused", "Normal"),
+    "Complete": ("Complete", "Normal"),
+}
+
+
+def phase_change(before: dict[str, Any] | None, after: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(reason, type, message) of the Event to record on the object, or None.
+
+    A new current stage that is running is `StageStarted`; a phase entered is named after
+    the phase (`WaitingForApproval`, `Halted`, `RolledBack`, `Complete`, ...)."""
+    before = before or {}
+    phase, stage = after.get("phase"), after.get("currentStage")
+    if phase == before.get("phase") and stage == before.get("currentStage"):
+        return None
+    if phase in _EVENTS and phase != before.get("phase"):
+        reason, kind = _EVENTS[phase]
+        return reason, kind, _message(after)
+    running = next((s for s in after.get("stages") or [] if s.get("name") == stage), {}).get("state") == "Running"
+    if phase in ("Progressing", "Soaking") and stage is not None and running:
+        return "StageStarted", "Normal", f"stage {stage} started ({after.get('targetRevision')})"
+    return None

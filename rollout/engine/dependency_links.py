@@ -1,0 +1,65 @@
+"""What a module tells the modules that depend on it: its readiness per cluster.
+
+    _store_target(A, cluster) ──► Target.dependents_ready changed? ──► DependencyReported
+                                  (to every dependent of A, on the dependencies topic)
+
+A dependency is *ready* on a cluster when its sync is on its target there and succeeded
+(`Target.dependents_ready`, kept by every `_store_target`). When that changes, one
+`DependencyReported` per module that ever declared `dependsOn: [A]` (`Dependents`, kept by
+`DependentLinked`, dependencies.py) goes into `Outcome.dependency_events`; the decider
+publishes them on the dependencies topic keyed by the dependent, and the router puts them
+into the dependent's journal partition. So each partition stays a pure fold of its own
+journal: another partition's state only ever arrives as events in it.
+
+Every event sent carries `seq`, the partition's own counter (`sequences`), and a
+deterministic id built from it: the receiver keeps the highest `seq` per key, so a stale
+or redelivered event changes nothing, and a replay of the journal sends the same events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout.api.windows import iso
+from rollout.engine.outcome import Outcome
+from rollout.engine.state import ModuleRecord, Sequence, Target
+from rollout.engine.targets import TargetBook
+from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked
+
+SEQUENCE = "dependencies"
+
+
+class DependencyLinks(TargetBook):
+    """Keeps `Target.dependents_ready` and tells the module's dependents when it changes."""
+
+    def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
+        was = old.dependents_ready if old is not None else False
+        if new is not None:
+            ready_now = record.mode == "rollout" and new.assigned == record.target and new.status == "succeeded"
+            if new.dependents_ready != ready_now:
+                new.dependents_ready = ready_now
+        super()._store_target(record, old, new, out)
+        ready = new.dependents_ready if new is not None else False
+        if ready != was:
+            cluster = new.cluster if new is not None else old.cluster  # type: ignore[union-attr]
+            self._tell_dependents(record.name, cluster, ready, out, only=None)
+
+    def _tell_dependents(self, module: str, cluster: str, ready: bool, out: Outcome, *, only: str | None) -> None:
+        """DependencyReported to every dependent of `module` (or to `only`)."""
+        links = self.dependents.get(module)
+        if links is None:
+            return
+        for dependent in sorted(links.links) if only is None else [only]:
+            self._send(DependencyReported, out, dependent=dependent, module=module, cluster=cluster, ready=ready)
+
+    def _send(
+        self,
+        kind: type[DependentLinked] | type[DependencyReported] | type[DependencyCurrent],
+        out: Outcome,
+        **fields: Any,
+    ) -> None:
+        """An event for another module's partition, numbered by this partition's sequence."""
+        counter = self.sequences.get(SEQUENCE) or Sequence()
+        self.sequences[SEQUENCE] = Sequence(next=counter.next + 1)
+        event_id = f"dep-{self.partition}-{counter.next}"
+        out.dependency_events.append(kind(id=event_id, at=iso(self.now) or "", seq=counter.next, **fields))

@@ -1,0 +1,233 @@
+"""Which clusters a module covers: cluster events and the Targets they add, move or drop.
+
+    ClusterObserved / ClusterRemoved -> ClusterFacts (or a RemovedCluster tombstone)
+                                     -> `_refresh_membership` of every module concerned
+                                     -> Targets joined, restaged, marked (not) ready, dropped
+
+A cluster is a member of a module when the module's selector picks its labels (and its
+namespace's ModuleRestriction allows it: rollout/api/restrictions.py); its stage
+is the first whose selector matches (none: unstaged). A cluster joining a stage the
+rollout has not reached is given the stable generation at once (`_join_at_stage_revision`);
+changed labels or namespace re-send its assigned sync (bindings are expanded per cluster;
+a Helm release's values depend on the cluster's stage too: a relabel into a stage with other
+`stageValues` re-sends it, bindings or not).
+Observations are remembered by id on the ClusterFacts, so a redelivered one changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rollout.api.restrictions import admits
+from rollout.api.selectors import selects
+from rollout.engine.outcome import Assignment, Outcome, verdict
+from rollout.engine.stages import StageMachine
+from rollout.engine.state import (
+    OBSERVATION_IDS_KEPT,
+    ClusterFacts,
+    ModuleRecord,
+    RemovedCluster,
+    Target,
+    remember,
+    target_key,
+)
+from rollout.engine.strategy import sort_key, stage_for
+from rollout.wire.assemblages import ASSEMBLAGE_FOR
+from rollout.wire.events import ClusterObserved, ClusterRemoved
+
+
+class Membership(StageMachine):
+    """Folds cluster observations; keeps each module's Targets matching the fleet."""
+
+    def _all_clusters(self) -> set[str]:
+        return set(self.clusters.keys())
+
+    def _reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
+        """Whether the cluster is a member: the module's selector picks it and its
+        namespace's ModuleRestriction (if any) allows it (`allowedClusters`), so a cluster
+        relabelled out of the allowed set leaves like one the selector no longer picks."""
+        if not selects(record.spec.selector, facts.labels):
+            return False
+        restriction = self.restrictions.get(record.namespace)
+        return admits(restriction.restriction if restriction is not None else None, facts.labels)
+
+    def _on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
+        manifest = event.cluster
+        name = manifest.metadata.name
+        previous = self.clusters.get(name)
+        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(name)
+        if known is not None and event.id in known.observation_ids:
+            return  # redelivered — perhaps after the cluster was removed: it stays removed
+        facts = ClusterFacts(
+            name=name,
+            namespace=manifest.metadata.namespace,
+            labels=dict(manifest.metadata.labels),
+            annotations=dict(manifest.metadata.annotations),
+            observed_ready=manifest.status.ready,
+            lease=previous.lease if previous else None,  # leases.py: heartbeats and leave/join
+            left=previous.left if previous else False,
+            observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
+            report_ids=list(known.report_ids) if known else [],
+            command_ids=list(known.command_ids) if known else [],
+            heartbeat_ids=list(known.heartbeat_ids) if known else [],
+        )
+        facts.ready = facts.readiness()
+        if previous is None:
+            self.removed_clusters.pop(name, None)
+        self.clusters[name] = facts
+        if previous is not None and previous.same_facts(facts):
+            return  # nothing new but the id (a heartbeat-only observation)
+        self._on_cluster_changed(name, previous, facts, out)
+
+    def _on_cluster_removed(self, event: ClusterRemoved, out: Outcome) -> None:
+        previous = self.clusters.get(event.name)
+        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(event.name)
+        if known is not None and event.id in known.observation_ids:
+            return  # redelivered
+        # every journal partition sees a removal (broadcast); partition 0 answers `reply`
+        answer = event.reply and self.partition == 0
+        rejections, decisions = len(out.rejections), len(out.decisions)
+        self.removed_clusters[event.name] = RemovedCluster(
+            name=event.name,
+            observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
+            report_ids=list(known.report_ids) if known else [],
+            command_ids=list(known.command_ids) if known else [],
+            heartbeat_ids=list(known.heartbeat_ids) if known else [],
+        )
+        if previous is None:  # not a member of the fleet: only its id is remembered
+            if answer:
+                out.rejections.append(f"cluster {event.name!r} not found")
+        else:
+            del self.clusters[event.name]
+            self._on_cluster_changed(event.name, previous, None, out)
+        if answer:
+            done = f"cluster {event.name} removed"
+            out.verdicts.append(verdict(event.id, "", out, rejections=rejections, decisions=decisions, quiet=done))
+
+    def _on_cluster_changed(
+        self, cluster: str, previous: ClusterFacts | None, facts: ClusterFacts | None, out: Outcome
+    ) -> None:
+        moved_namespace = previous is not None and facts is not None and previous.namespace != facts.namespace
+        bindings_changed = (
+            previous is not None
+            and facts is not None
+            and (previous.labels != facts.labels or previous.annotations != facts.annotations)
+        )
+        for name in sorted(self.modules.keys()):
+            stored = self.modules[name]
+            if stored.partition != self.partition:
+                continue
+            if facts is None or not self._reaches(stored, facts):
+                if target_key(name, cluster) not in self.targets:
+                    continue  # a member neither before nor now: nothing changes for this module
+            record = stored.working_copy()
+            self._refresh_membership(record, {cluster}, out)
+            target = self.targets.get(target_key(name, cluster))
+            assigned = target.assigned if target is not None else None
+            resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
+            if not resend and bindings_changed and assigned is not None and assigned in record.revisions:
+                resend = self._release_moved(record, assigned, previous, facts)
+            if resend and target is not None and target.assigned is not None:
+                # the cluster's labels feed its bindings, its stage's Helm values, its
+                # namespace CLUSTER_NAMESPACE and its assemblage's place: re-send its sync
+                out.assignments.append(
+                    Assignment(
+                        cluster=cluster,
+                        cluster_namespace=facts.namespace,  # type: ignore[union-attr]
+                        module=name,
+                        assemblage=ASSEMBLAGE_FOR[record.kind],
+                        sync=self._resent_sync(record, target, facts, out),
+                        reason="cluster namespace changed: sync re-sent"
+                        if moved_namespace
+                        else "cluster labels changed: bindings re-expanded, values merged again"
+                        if record.spec.sync.package.helm is not None
+                        else "cluster labels changed: bindings re-expanded",
+                    )
+                )
+            self._advance(record, out)
+            if record != stored:
+                self._save_module(record, out)
+
+    def _release_moved(
+        self, record: ModuleRecord, generation: int, previous: ClusterFacts | None, facts: ClusterFacts | None
+    ) -> bool:
+        """Do new labels change a Helm release's values (another stage's `stageValues`)?"""
+        if record.spec.sync.package.helm is None:
+            return False
+        return self._release_for(record, generation, previous)[0] != self._release_for(record, generation, facts)[0]
+
+    def _refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
+        """Add, move or drop the Targets of `clusters` to match selector, stages, readiness."""
+        self._index(record.name)
+        sorting = record.spec.rollout.sorting_label_key if record.spec.rollout else None
+        for cluster in sorted(clusters):
+            facts = self.clusters.get(cluster)
+            key = target_key(record.name, cluster)
+            old = self.targets.get(key)
+            if facts is None or not self._reaches(record, facts):
+                if old is not None:
+                    if facts is None:
+                        why = "cluster removed"
+                    elif not selects(record.spec.selector, facts.labels):
+                        why = "cluster no longer matches the selector"
+                    else:
+                        why = "cluster is outside allowedClusters of its namespace's ModuleRestriction"
+                    if old.assigned is not None:
+                        self._assign(record, old, None, f"{cluster}: {why}", out)
+                    self._store_target(record, old, None, out)
+                continue
+            stage_index, stage_name = stage_for(record, facts.labels)
+            _, order, _ = sort_key(cluster, facts.labels, sorting)
+            has_order = sorting is not None and sort_key(cluster, facts.labels, sorting)[0] == 0
+            new = (old or Target(module=record.name, cluster=cluster)).model_copy(
+                update={
+                    "stage": stage_name,
+                    "stage_index": stage_index,
+                    "sort_key": order if has_order else None,
+                    "ready": facts.ready,
+                    "pinned": cluster in record.pinned,
+                }
+            )
+            if old is None:
+                self._decide(
+                    record,
+                    "joined",
+                    f"{cluster} matches the selector (stage {stage_name})"
+                    + ("" if facts.ready else "; not ready, skipped until it is"),
+                    out,
+                    cluster=cluster,
+                )
+            elif old.ready != new.ready:
+                self._decide(
+                    record,
+                    "readiness",
+                    f"{cluster} is {'ready' if facts.ready else 'not ready'}"
+                    + (f": {facts.not_ready_because()}" if facts.not_ready_because() else ""),
+                    out,
+                    cluster=cluster,
+                )
+            new = self._join_at_stage_revision(record, new, out)
+            self._store_target(record, old, new, out)
+
+    def _join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
+        """A ready cluster with nothing assigned, in a stage the rollout has not reached,
+        gets the stable revision at once: that is the revision its stage runs."""
+        if (
+            target.assigned is None
+            and target.ready
+            and not target.pinned
+            and record.mode == "rollout"
+            and record.stable is not None
+            and record.stable != record.target
+            and target.stage_index is not None
+            and not self._stage_open(record, target.stage_index)
+        ):
+            stable = record.revisions[record.stable].revision
+            return self._assign(
+                record,
+                target,
+                record.stable,
+                f"{target.cluster} → {stable}: stage {target.stage} has not started, it runs the stable revision",
+                out,
+            )
+        return target

@@ -1,0 +1,109 @@
+"""What one event decides: the `Outcome` `RolloutEngine.handle` returns.
+
+* `Assignment` — to the assemblage builder (assembly.py): the sync record of one module in
+  one cluster's assemblage, or None to remove it;
+* `Decision`   — to the decisions topic: why an assignment changed or a phase moved;
+* `Verdict`    — to the verdicts topic: the engine's answer to one event that asks for
+  one (every module intent; a status report with `reply`), accepted or refused with the
+  reason, and which of the outcome's decisions it caused. `rollout approve` & co. wait for it;
+* `Outcome`    — everything one event decided: assignments, decisions, the module/target
+  status views (views.py), rejections (dead letters) and verdicts. The caller ships all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rollout.wire.assemblages import AssignedSync
+from rollout.wire.events import CommandDoor
+
+# A module-status entry the caller renders itself, once per batch (`TargetBook.defer_views`,
+# `status_of`); recognised by identity, never sent as is.
+DEFERRED: dict[str, Any] = {"deferred": True}
+
+
+class Assignment(BaseModel):
+    """The sync record of `module` in `cluster`'s assemblage; `sync` None removes it."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    cluster: str
+    cluster_namespace: str = Field(alias="clusterNamespace")
+    module: str
+    assemblage: str  # RemoteAssemblage | ProxyAssemblage
+    sync: AssignedSync | None
+    reason: str
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    module: str
+    action: str
+    reason: str
+    cluster: str | None = None
+    revision: str | None = None
+    generation: int | None = None
+    at: float = 0.0
+    stage: str | None = None  # the stage a stage-* / awaiting-approval decision is about
+    stage_seconds: float | None = None  # stage-succeeded: engine seconds since the stage started
+    user: str | None = None  # a command's decision: who asked (RolloutCommanded.user)
+    via: CommandDoor | None = None  # a command's decision: through which door (cli, dashboard, crd)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The engine's answer to the event `event` (its id) about `module`.
+
+    Refused: `reason` is the refusal, also in the outcome's `rejections` (a dead letter).
+    Accepted: `reason` says what happened (the first decision's reason, or that nothing
+    had to change). `decisions` is the slice [start, stop) of the outcome's decisions the
+    event caused (a held intent released by a FleetSeen shares its outcome with others).
+    """
+
+    event: str
+    module: str
+    accepted: bool
+    reason: str
+    decisions: tuple[int, int] = (0, 0)
+
+
+def verdict(
+    event: str, module: str, out: Outcome, *, rejections: int, decisions: int, quiet: str = "nothing to change"
+) -> Verdict:
+    """The verdict on `event`, given the sizes of `out`'s rejections and decisions before
+    the engine handled it: a new rejection is a refusal, anything else an acceptance (its
+    reason: the first decision's, or `quiet` when it caused none)."""
+    caused = (decisions, len(out.decisions))
+    if len(out.rejections) > rejections:
+        return Verdict(event, module, False, "; ".join(out.rejections[rejections:]), caused)
+    reason = out.decisions[decisions].reason if caused[1] > caused[0] else quiet
+    return Verdict(event, module, True, reason, caused)
+
+
+@dataclass
+class Outcome:
+    assignments: list[Assignment] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    module_status: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    target_status: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    rejections: list[str] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    # DependentLinked/DependencyReported for other modules' partitions (dependencies.py):
+    # the decider publishes them on the dependencies topic, keyed by the receiving module
+    dependency_events: list[Any] = field(default_factory=list)
+
+    def merge(self, other: Outcome) -> None:
+        shift = len(self.decisions)
+        self.verdicts += [
+            replace(v, decisions=(v.decisions[0] + shift, v.decisions[1] + shift)) for v in other.verdicts
+        ]
+        self.assignments += other.assignments
+        self.decisions += other.decisions
+        self.module_status.update(other.module_status)
+        self.target_status.update(other.target_status)
+        self.rejections += other.rejections
+        self.dependency_events += other.dependency_events

@@ -1,0 +1,255 @@
+"""The rollout state machine: how a module's target moves through its stages.
+
+    _advance(record, out)   after every event that may allow a move
+
+The module's *target* generation is driven stage by stage. Within the started stages,
+ready, unpinned clusters not yet on the target are moved (`_fill`) in sorting order while
+fewer than `maxConcurrency` of the stage are updating. A stage is done when none of its
+clusters is pending or updating and its failures are within `maxFailures`; the next stage
+starts after the soak (`minSuccessTime`) and, if it asks for one, an approval. Over the
+failure budget (`_over_budget`) the rollout halts or rolls back to the *stable* generation
+(`_start_rollback`, then `_move_rollback` returns every cluster at once). The phase
+settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what module-status
+shows.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rollout.api.gates import gate_key
+from rollout.api.manifests import Stage, parse_duration
+from rollout.engine.outcome import Outcome
+from rollout.engine.state import ModuleRecord, target_key
+from rollout.engine.strategy import resolve_count, stages_of
+from rollout.engine.views import outstanding_members, waiting_reason
+from rollout.engine.window_gate import WindowGate
+
+
+@functools.lru_cache(maxsize=4096)
+def stage_budget(max_concurrency: int | str | None, max_failures: int | str | None, members: int) -> tuple[int, int]:
+    """(maxConcurrency, maxFailures) of a stage of `members` clusters, resolved — asked
+    several times per status report, with few distinct answers: cached."""
+    concurrency = resolve_count(max_concurrency, total=members, default=max(members, 1))
+    failures = resolve_count(max_failures, total=members, default=0)
+    return max(concurrency, 1), failures
+
+
+class StageMachine(WindowGate):
+    """Moves clusters to the target stage by stage, within each stage's budget."""
+
+    def _stage_open(self, record: ModuleRecord, index: int) -> bool:
+        """Whether clusters of stage `index` may be moved to the target."""
+        return index < record.stage_index or (index == record.stage_index and record.stage_started)
+
+    def _budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
+        stage = stages_of(record)[index]
+        return stage_budget(stage.max_concurrency, stage.max_failures, self._counts(record, stage.name).members)
+
+    def _completed(self, record: ModuleRecord) -> bool:
+        """The target's rollout finished: it is the stable generation."""
+        return record.mode == "rollout" and record.stable == record.target
+
+    def _advance(self, record: ModuleRecord, out: Outcome) -> None:
+        """Make every move the strategy allows now, then settle the phase."""
+        self._index(record.name)  # the pending queues may be cold after a restart
+        if record.mode == "rollback":
+            self._move_rollback(record, out)
+            rolling = any(
+                self._counts(record, s).updating or self._counts(record, s).pending for s in [*record.counts.keys()]
+            )
+            record.phase = "RollingBack" if rolling else "RolledBack"
+            return
+        if record.aborted:
+            record.phase = "Aborted"
+            return
+        if not self._completed(record) and self._over_budget(record, out):
+            if record.mode == "rollback":
+                self._advance(record, out)
+                return
+        if record.halted or record.restricted is not None:  # restricted: restriction_rules.py
+            record.phase = "Halted"
+            return
+        if record.paused:
+            record.phase = "Paused"
+            return
+        self._progress(record, out)
+
+    def _progress(self, record: ModuleRecord, out: Outcome) -> None:
+        """Fill the open stages; start, pass or wait on the current one, as far as it goes."""
+        stages = stages_of(record)
+        while True:
+            for index in range(min(record.stage_index, len(stages) - 1) + 1):
+                if self._stage_open(record, index):
+                    self._fill(record, index, out)
+            if self._completed(record):
+                # late joiners and clusters back from not-ready still get moved above; the
+                # module is Complete only once none of them is left to move
+                record.phase = "Progressing" if outstanding_members(record) else "Complete"
+                return
+            stage = stages[record.stage_index]
+            if not record.stage_started:
+                if not self._start_stage(record, stage, out):
+                    return
+                continue
+            if not self._pass_stage(record, stage, out):
+                return
+
+    def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """Start the current stage; False while it waits for an approval."""
+        if stage.require_approval and stage.name not in record.approvals:
+            if record.phase != "AwaitingApproval":
+                self._decide(
+                    record, "awaiting-approval", f"stage {stage.name} waits for approval", out, stage=stage.name
+                )
+            record.phase = "AwaitingApproval"
+            return False
+        record.stage_started = True
+        record.stage_started_at = self.now
+        counts = self._counts(record, stage.name)
+        if counts.members == 0:
+            # nothing to move — of the fleet the module's publisher knew (causal order):
+            # the stage is passed with no soak; members joining later get the target
+            record.stage_completed_at = self.now
+            self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out, stage=stage.name)
+            return True
+        self._decide(
+            record,
+            "stage-started",
+            f"stage {stage.name} started: {counts.pending} to move, "
+            f"{counts.not_ready} not ready, {counts.pinned} pinned",
+            out,
+            stage=stage.name,
+        )
+        return True
+
+    def _pass_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """Settle the started current stage; True when the next stage is up."""
+        counts = self._counts(record, stage.name)
+        _, max_failures = self._budget(record, record.stage_index)
+        done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
+        if not done:
+            if record.stage_completed_at is not None or record.phase != "Progressing":  # most reports: as they were
+                record.stage_completed_at = None
+                record.phase = "Progressing"
+            return False
+        if record.stage_completed_at is None:
+            record.stage_completed_at = self.now
+            self._decide(
+                record,
+                "stage-succeeded",
+                f"stage {stage.name} succeeded: {counts.succeeded} succeeded, {counts.failed} failed, "
+                f"{counts.not_ready} not ready, {counts.pinned} pinned",
+                out,
+                stage=stage.name,
+                stage_seconds=None if record.stage_started_at is None else self.now - record.stage_started_at,
+            )
+        # no soak for a stage where nothing ran (every member not ready); a member that
+        # succeeded and then failed within maxFailures still ran: the stage soaks
+        ran = counts.succeeded or counts.failed
+        soak = parse_duration(stage.min_success_time) if stage.min_success_time and ran else 0.0
+        if self.now < record.stage_completed_at + soak:
+            record.phase = "Soaking"
+            return False
+        gate_soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
+        if stage.gates and not gates_passed(record, stage, self.now, gate_soak):
+            record.phase = "Soaking"  # its health gates have not passed for the soak yet (gates.py)
+            return False
+        if record.stage_index == len(stages_of(record)) - 1:
+            self._complete(record, out)
+            return False
+        record.stage_index += 1
+        record.stage_started = False
+        record.stage_completed_at = None
+        return True
+
+    def _complete(self, record: ModuleRecord, out: Outcome) -> None:
+        """The last stage passed: the target becomes the stable generation. The phase is
+        Complete only when every staged member runs it too: members skipped while not
+        ready, or waiting for a window, keep it Progressing (`waiting_reason`)."""
+        record.stable = record.target
+        revision = record.revisions[record.target].revision
+        waiting = waiting_reason(record, self.now)
+        record.phase = "Progressing" if waiting else "Complete"
+        self._decide(
+            record,
+            "complete",
+            f"rollout of {revision} complete; it is the stable revision"
+            if not waiting
+            else f"every stage of {revision} passed; it is the stable revision, not yet on every cluster: {waiting}",
+            out,
+            generation=record.target,
+            revision=record.revisions[record.target].revision,
+        )
+        self._prune_revisions(record)
+
+    def _over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
+        stages = stages_of(record)
+        for index in range(min(record.stage_index, len(stages) - 1) + 1):
+            counts = self._counts(record, stages[index].name)
+            _, max_failures = self._budget(record, index)
+            if counts.failed > max_failures:
+                reason = f"stage {stages[index].name} failures {counts.failed} > maxFailures {max_failures}"
+                on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
+                if on_failure == "Rollback":
+                    self._start_rollback(record, reason, out)
+                elif not record.halted:
+                    record.halted = True
+                    self._decide(record, "halted", f"halted: {reason}", out)
+                return True
+        return False
+
+    def _fill(self, record: ModuleRecord, index: int, out: Outcome) -> None:
+        stages = stages_of(record)
+        stage = stages[index]
+        concurrency, _ = self._budget(record, index)
+        queue = self._pending.get((record.name, index), [])
+        counts = self._counts(record, stage.name)
+        revision = record.revisions[record.target].revision
+        if not self._window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
+            return  # outside its maintenance windows (window_gate.py)
+        while queue and counts.updating < concurrency:
+            _, cluster = queue[0]
+            target = self.targets[target_key(record.name, cluster)]
+            slot = counts.updating + counts.succeeded + counts.failed + 1
+            movable = counts.members - counts.not_ready - counts.pinned
+            moved = self._assign(
+                record,
+                target,
+                record.target,
+                f"{cluster} → {revision}: stage {stage.name} {slot}/{movable}",
+                out,
+            )
+            self._store_target(record, target, moved, out)
+
+    def _move_rollback(self, record: ModuleRecord, out: Outcome) -> None:
+        """Every unpinned cluster not on the stable generation returns to it at once —
+        ready or not, staged or not: the target is what is being taken away."""
+        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
+        self._index(record.name)
+        for index in range(-1, len(stages_of(record))):
+            queue = self._pending.get((record.name, index), [])
+            while queue:
+                _, cluster = queue[0]
+                target = self.targets[target_key(record.name, cluster)]
+                moved = self._assign(record, target, record.stable, f"{cluster} → {stable}: rollback", out)
+                self._store_target(record, target, moved, out)
+
+    def _start_rollback(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
+        if record.mode == "rollback":
+            return
+        record.mode = "rollback"
+        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
+        self._decide(record, "rollback", f"{reason}: every cluster on the target returns to {stable}", out)
+        self._recategorize_all(record, out)
+
+
+def gates_passed(record: ModuleRecord, stage: Stage, now: float, soak: float) -> bool:
+    """Every gate of `stage` passing, for the current target, for at least `soak` seconds."""
+    for gate in stage.gates:
+        state = record.gates.get(gate_key(stage.name, gate.name))
+        if state is None or state.generation != record.target or state.passed is not True:
+            return False
+        if state.since is None or now - state.since < soak:
+            return False
+    return True

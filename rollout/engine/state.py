@@ -1,0 +1,415 @@
+"""The engine's persistent state: what is remembered between events.
+
+Everything here is a small pydantic model stored under a string key in a mutable mapping.
+In tests those mappings are dicts; in the worker they are the layered, changelogged
+mappings of `streams/state.py` (written to the `decide-state` topic in the same Kafka
+transaction as the decisions), so the engine's state survives restarts. Keys are chosen so that one input event
+rewrites only a handful of small values — never a value whose size grows with the fleet:
+
+* ``clusters[cluster]``          ClusterFacts — labels and readiness, one per cluster
+* ``modules[module]``            ModuleRecord — spec, rollout phase, per-stage counters
+* ``targets[module/cluster]``    Target — one cluster's place in one module's rollout
+* ``clock["now"]``               the engine's time (from Ticks, at most MAX_TICK_STEP a tick)
+* ``removed_clusters[cluster]``  RemovedCluster — tombstone: recent event ids of a removed cluster
+* ``deleted_modules[module]``    DeletedModule — tombstone: recent intent ids, last generation
+* ``fleet_positions[partition]`` FleetPosition — how far the cluster-observations partition
+                                 has been routed into this journal partition (FleetSeen)
+* ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
+* ``held_intents[module/seq]``   HeldIntent — one waiting intent, as it came on the journal
+* ``capped_ticks["recent"]``     TickLog — ids of the latest ticks whose jump was capped
+* ``dependents[module]``         Dependents — the modules depending on `module`
+* ``upstream[module/cluster]``   Upstream — a dependency's readiness on one cluster
+* ``sequences["dependencies"]``  Sequence — numbers the DependentLinked/DependencyReported sent
+* ``observed_values[module/cluster]`` ObservedValues — a Helm release's live values and
+                                 chart defaults, as last observed (HelmValuesObserved)
+* ``restrictions[namespace]``    RestrictionRecord — the namespace's ModuleRestriction
+                                 (restrictions.py), or its tombstone once deleted
+
+Per-stage counters live in the ModuleRecord and are maintained incrementally, so a sync
+status report costs O(1) state writes whatever the fleet size.
+
+Redelivery. Every input event is remembered by id in the record it touches, in a bounded
+window (newest last): intents in the ModuleRecord (or, once the module is deleted, in its
+DeletedModule tombstone, handed back to the module if it is created again), cluster
+observations and status reports in the ClusterFacts (or the RemovedCluster tombstone). A
+redelivered event whose id is in the window changes nothing.
+
+`ENGINE_MAPPINGS` declares every mapping the engine is built over (the constructor's
+keyword arguments) and the type of its values, so that a runtime can build and changelog
+them generically: each value is stored as JSON (`model_dump(mode="json")`, or the float)
+under ``"<mapping>:<key>"`` and rebuilt with `model_validate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from rollout.api.manifests import ModuleRestrictionManifest, ModuleSpec, Sync
+from rollout.values.releases import ObservedValues
+
+Phase = Literal[
+    "Progressing",
+    "Soaking",
+    "AwaitingApproval",
+    "Paused",
+    "Halted",
+    "RollingBack",
+    "RolledBack",
+    "Complete",
+    "Aborted",
+]
+# Where one cluster stands relative to the revision the rollout drives it to.
+Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked"]
+CATEGORIES: tuple[Category, ...] = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
+UNSTAGED = "-"  # the counters' key for members that match no stage
+
+# Redelivery windows: how many recent event ids a record remembers.
+INTENT_IDS_KEPT = 256  # per module: applies, deletes, commands
+OBSERVATION_IDS_KEPT = 32  # per cluster: observations and removals
+REPORT_IDS_KEPT = 64  # per cluster: status reports with no target (all modules), a deleted target's
+TARGET_REPORT_IDS_KEPT = 32  # per target: status reports about it (reports.py)
+CAPPED_TICK_IDS_KEPT = 16
+HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
+CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
+GATE_IDS_KEPT = 64  # per module: health gate results
+RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
+HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
+
+
+def remember(ids: list[str], event_id: str, kept: int) -> list[str]:
+    """A new window: `ids` with `event_id` appended, the oldest dropped beyond `kept`."""
+    return [*ids, event_id][-kept:]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lease(Record):
+    """A cluster's lease, renewed by appliers' heartbeats (leases.py). `expires_at` None:
+    renewed before the engine saw any tick; it runs from the first one."""
+
+    seconds: float
+    renewed_at: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
+
+
+class ClusterFacts(Record):
+    """`ready`: whether the cluster may be moved — observed ready, its lease (if it has
+    one) not expired, and it has not left (`rollout cluster leave`)."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    ready: bool = False
+    observed_ready: bool | None = None  # the observation's readiness (None: as `ready`)
+    lease: Lease | None = None  # None: no applier ever heartbeated for it, no lease applies
+    left: bool = False
+    observation_ids: list[str] = Field(default_factory=list)  # ClusterObserved/ClusterRemoved
+    report_ids: list[str] = Field(default_factory=list)  # reports without a target; a deleted target's
+    command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about this cluster
+    heartbeat_ids: list[str] = Field(default_factory=list)  # ClusterHeartbeat for this cluster
+
+    def readiness(self) -> bool:
+        """What `ready` must be, given the observation, the lease and leave/join."""
+        observed = self.ready if self.observed_ready is None else self.observed_ready
+        return observed and not self.left and not (self.lease is not None and self.lease.expired)
+
+    def not_ready_because(self) -> str:
+        if self.left:
+            return "it left the fleet (rollout cluster leave)"
+        if self.lease is not None and self.lease.expired:
+            return f"its lease expired (no heartbeat for {self.lease.seconds:.0f}s)"
+        return ""
+
+    def same_facts(self, other: ClusterFacts) -> bool:
+        """Equal in everything but the remembered event ids."""
+        return (self.name, self.namespace, self.labels, self.annotations, self.ready) == (
+            other.name,
+            other.namespace,
+            other.labels,
+            other.annotations,
+            other.ready,
+        )
+
+
+class RemovedCluster(Record):
+    """Tombstone of a removed cluster: the ids it had seen, so that a redelivered
+    observation does not bring it back. Handed back if the cluster is observed again."""
+
+    name: str
+    observation_ids: list[str] = Field(default_factory=list)
+    report_ids: list[str] = Field(default_factory=list)
+    command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about it
+    heartbeat_ids: list[str] = Field(default_factory=list)
+
+
+class Revision(Record):
+    """One generation of a module's sync: what clusters get when assigned it."""
+
+    generation: int
+    revision: str
+    sync: Sync
+    bindings_digest: str = ""
+    assigned: int = 0  # clusters currently assigned this generation
+
+
+class StageCounts(Record):
+    members: int = 0
+    pending: int = 0
+    updating: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    not_ready: int = 0
+    pinned: int = 0
+    blocked: int = 0  # ready, waiting for its dependencies there (dependencies.py)
+
+
+class GateState(Record):
+    """The latest result of one health gate of one stage (gates.py); `since`: engine time
+    of the first passing result in the current run of passes (None unless passing)."""
+
+    stage: str
+    gate: str
+    generation: int
+    passed: bool | None
+    since: float | None = None
+    message: str = ""
+
+
+class ModuleRecord(Record):
+    name: str
+    kind: Literal["Module", "BootstrapModule"]
+    namespace: str
+    spec: ModuleSpec
+    partition: int = 0
+    generation: int = 1
+    revisions: dict[int, Revision] = Field(default_factory=dict)
+    target: int = 1
+    stable: int | None = None
+    mode: Literal["rollout", "rollback"] = "rollout"
+    phase: Phase = "Progressing"
+    paused: bool = False
+    aborted: bool = False
+    halted: bool = False
+    stage_index: int = 0
+    stage_started: bool = False
+    stage_started_at: float | None = None  # engine time the current stage started (time in stage)
+    stage_completed_at: float | None = None
+    approvals: list[str] = Field(default_factory=list)
+    pinned: list[str] = Field(default_factory=list)
+    counts: dict[str, StageCounts] = Field(default_factory=dict)
+    # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT)
+    handled_intents: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("handled_intents", "handled_commands")
+    )
+    last_reason: str = ""
+    deleting: str | None = None  # id of a delete waiting for the module's dependents (dependencies.py)
+    gates: dict[str, GateState] = Field(default_factory=dict)  # "<stage>/<gate>" (gates.py)
+    gate_ids: list[str] = Field(default_factory=list)  # GateEvaluated handled (GATE_IDS_KEPT)
+    window_waits: list[str] = Field(default_factory=list)  # stages waiting for a maintenance window (window_gate.py)
+    # why the module's spec breaks its namespace's ModuleRestriction, applied after it
+    # (restriction_rules.py): halted, and `resume` does not lift it; None: it complies
+    restricted: str | None = None
+    # dependency → the id of its intent this module was applied with (ModuleApplied.after),
+    # until the dependency's partition says it folded it (DependencyCurrent): till then no
+    # readiness of that dependency counts (dependencies.py)
+    awaiting: dict[str, str] = Field(default_factory=dict)
+
+    def working_copy(self) -> ModuleRecord:
+        """A copy the engine may change: the record itself and, one level down, the
+        containers the engine mutates in place (per-stage counters, revisions, lists).
+        The spec and the syncs are shared — nothing ever mutates them. A deep copy costs
+        ~60 % of a status report's CPU time; this costs a few dozen small copies."""
+        return self.model_copy(
+            update={
+                "revisions": {g: r.model_copy() for g, r in self.revisions.items()},
+                "counts": {s: c.model_copy() for s, c in self.counts.items()},
+                "approvals": list(self.approvals),
+                "pinned": list(self.pinned),
+                "handled_intents": list(self.handled_intents),
+                "window_waits": list(self.window_waits),
+                "gates": dict(self.gates),
+                "gate_ids": list(self.gate_ids),
+                "awaiting": dict(self.awaiting),
+            }
+        )
+
+
+class RestrictionRecord(Record):
+    """The ModuleRestriction of one namespace (`restriction` None: deleted, unrestricted),
+    and the ids of the restriction events handled — a redelivered older one must not
+    bring back a looser or deleted restriction."""
+
+    namespace: str
+    restriction: ModuleRestrictionManifest | None = None
+    event_ids: list[str] = Field(default_factory=list)
+
+
+class DeletedModule(Record):
+    """Tombstone of a deleted module (or of intents about a module that did not exist):
+    the intent ids it had handled, so a redelivered apply does not recreate it, and its
+    last generation, so a module created again under the name continues the numbering
+    (a late status report for generation 1 of the old module cannot match the new one)."""
+
+    name: str
+    kind: Literal["Module", "BootstrapModule"] | None = None
+    generation: int = 0
+    handled_intents: list[str] = Field(default_factory=list)
+
+
+class FleetPosition(Record):
+    """Every record of cluster-observations partition `partition` below offset
+    `position` has been folded (FleetSeen). Only grows."""
+
+    partition: int
+    position: int
+
+
+class HeldQueue(Record):
+    """The intents of one module waiting for cluster observations, in arrival order:
+    held_intents["<module>/<seq>"] for seq in [first, next)."""
+
+    module: str
+    first: int = 0
+    next: int = 0
+    ids: list[str] = Field(default_factory=list)  # of the held intents, oldest first
+
+
+class HeldIntent(Record):
+    """One waiting intent, exactly as it came on the journal."""
+
+    module: str
+    seq: int
+    id: str
+    type: str
+    fleet: dict[int, int] = Field(default_factory=dict)  # what it waits for (applies only)
+    event: str  # the event's JSON
+
+
+class TickLog(Record):
+    """Ids of the latest ticks whose jump was capped at MAX_TICK_STEP: a redelivered one
+    must not advance the clock again."""
+
+    ids: list[str] = Field(default_factory=list)
+
+
+class Target(Record):
+    """One cluster's membership in one module's rollout."""
+
+    module: str
+    cluster: str
+    stage: str = UNSTAGED
+    stage_index: int | None = None
+    sort_key: int | None = None
+    ready: bool = False
+    pinned: bool = False
+    assigned: int | None = None  # the generation currently in the cluster's assemblage
+    status: Literal["none", "updating", "succeeded", "failed"] = "none"
+    status_message: str = ""
+    updating_since: float | None = None
+    category: Category = "pending"
+    dependents_ready: bool = False  # on the target and succeeded: what dependents were told
+    report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about it (TARGET_REPORT_IDS_KEPT)
+    # a Helm release's readOnly paths → the value each was first sent with (releases.py):
+    # kept while the cluster is a member, so a later generation cannot change them
+    read_only_values: dict[str, Any] = Field(default_factory=dict)
+
+
+class DependentLink(Record):
+    linked: bool
+    seq: int  # of the DependentLinked that set it (the dependent's partition's sequence)
+    # the module's intent the dependent waits to hear was folded (DependentLinked.after);
+    # None once answered (DependencyCurrent) or when it waits for none
+    after: str | None = None
+
+
+class Dependents(Record):
+    """The modules that ever declared `dependsOn: [module]` (dependencies.py): every one is
+    told the module's per-cluster readiness; `linked` ones hold its deletion back."""
+
+    module: str
+    links: dict[str, DependentLink] = Field(default_factory=dict)
+
+    def linked(self) -> list[str]:
+        return sorted(name for name, link in self.links.items() if link.linked)
+
+
+class Upstream(Record):
+    """Whether dependency `module` is on its target and succeeded on `cluster`, as last
+    reported (DependencyReported `seq`: older reports are stale)."""
+
+    module: str
+    cluster: str
+    ready: bool
+    seq: int
+
+
+class Sequence(Record):
+    """A partition's counter for the events it sends to other partitions."""
+
+    next: int = 0
+
+
+def dependencies_ready(
+    upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str, awaiting: Mapping[str, str]
+) -> bool:
+    """Whether every module of `depends_on` was last reported ready on `cluster` — by a
+    report that counts: none counts for a dependency still `awaiting` its intent's fold."""
+    return not waiting_dependencies(upstream, depends_on, cluster, awaiting)
+
+
+def awaited_dependencies(
+    awaiting: Mapping[str, str], depends_on: list[str], after: Mapping[str, str]
+) -> dict[str, str]:
+    """What a module applied with `after` (ModuleApplied.after) awaits: the intents `after`
+    names of its dependencies, besides those it awaited already of dependencies it keeps."""
+    kept = {dependency: intent for dependency, intent in awaiting.items() if dependency in depends_on}
+    return kept | {dependency: intent for dependency, intent in after.items() if dependency in depends_on}
+
+
+def waiting_dependencies(
+    upstream: Mapping[str, Upstream], depends_on: list[str], cluster: str, awaiting: Mapping[str, str]
+) -> list[str]:
+    """The modules of `depends_on` not (known to be) ready on `cluster`, in order."""
+    waiting = []
+    for dependency in depends_on:
+        known = upstream.get(target_key(dependency, cluster))
+        if dependency in awaiting or known is None or not known.ready:
+            waiting.append(dependency)
+    return waiting
+
+
+def target_key(module: str, cluster: str) -> str:
+    return f"{module}/{cluster}"
+
+
+def held_key(module: str, seq: int) -> str:
+    return f"{module}/{seq}"
+
+
+# Every mapping the engine is built over (its constructor's keyword arguments) → the type of
+# its values: a Record (stored as `model_dump(mode="json")`, rebuilt with `model_validate`)
+# or float. Every value is a small record; none grows with the fleet.
+ENGINE_MAPPINGS: dict[str, type] = {
+    "clusters": ClusterFacts,
+    "modules": ModuleRecord,
+    "targets": Target,
+    "clock": float,
+    "removed_clusters": RemovedCluster,
+    "deleted_modules": DeletedModule,
+    "fleet_positions": FleetPosition,
+    "held_queues": HeldQueue,
+    "held_intents": HeldIntent,
+    "capped_ticks": TickLog,
+    "dependents": Dependents,
+    "upstream": Upstream,
+    "sequences": Sequence,
+    "observed_values": ObservedValues,
+    "restrictions": RestrictionRecord,
+}

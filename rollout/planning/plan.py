@@ -1,0 +1,171 @@
+"""`rollout plan`: which clusters a module's rollout would move, in which stage and order.
+
+A pure function of a module manifest and the fleet as it is now. It uses the engine's own
+rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine will do if
+every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
+`maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
+which the engine does not move either — are listed as skipped; clusters that match the
+selector but no stage as not rolled out.
+
+For a Helm module the plan also gives each selected cluster's values (`values`): what its
+HelmRelease would get, and which layer and policy decided each path — the same merge the
+engine does (rollout/values/releases.py), without live values (the plan reads no cluster; paths
+under keepCurrent/readOnly are then decided by the declared layers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from pydantic import BaseModel
+
+from rollout.api.gates import HealthGate
+from rollout.api.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest, Stage
+from rollout.api.selectors import selects
+from rollout.api.windows import iso, stage_window_state, stage_windows
+from rollout.engine.state import ModuleRecord
+from rollout.engine.strategy import resolve_count, sort_key, stage_for, stages_of
+from rollout.values.bindings import binding_values
+from rollout.values.layers import PathDecision, Refusal, Values
+from rollout.values.releases import release_sync
+
+
+class StagePlan(BaseModel):
+    name: str
+    max_concurrency: int
+    max_failures: int
+    min_success_time: str | None
+    require_approval: bool
+    batches: list[list[str]]
+    skipped_not_ready: list[str]
+    gates: list[str] = []  # its health gates (rollout/api/gates.py), described
+    windows: list[str] = []  # its maintenance windows (rollout/api/windows.py), described
+    window_open: bool | None = None  # at the plan's `now` (None: no windows, or no time given)
+    next_window: str | None = None  # when the next window opens (ISO 8601, UTC)
+
+
+class ClusterValues(BaseModel):
+    """One cluster's Helm values: emitted, effective, and who decided each path."""
+
+    cluster: str
+    stage: str
+    values: Values
+    effective: Values
+    decisions: list[PathDecision]
+    refusals: list[Refusal]
+
+
+class RolloutPlan(BaseModel):
+    module: str
+    kind: str
+    revision: str
+    stages: list[StagePlan]
+    unstaged: list[str]
+    not_selected: int
+    depends_on: list[str] = []  # dependsOn: moves on a cluster wait for these there
+    values: list[ClusterValues] = []
+
+
+def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterValues | None:
+    """The values `cluster` gets from the module's sync (None: not a Helm sync)."""
+    labels = dict(cluster.metadata.labels)
+    bindings = binding_values(
+        record.spec.bindings,
+        cluster_name=cluster.metadata.name,
+        cluster_namespace=cluster.metadata.namespace,
+        labels=labels,
+        annotations=dict(cluster.metadata.annotations),
+    )
+    stage = stage_for(record, labels)[1]
+    _, merged = release_sync(record.spec.sync, stage=stage, bindings=bindings, observed=None)
+    if merged is None:
+        return None
+    return ClusterValues(
+        cluster=cluster.metadata.name,
+        stage=stage,
+        values=merged.values,
+        effective=merged.effective,
+        decisions=merged.decisions,
+        refusals=merged.refusals,
+    )
+
+
+def describe_gate(gate: HealthGate) -> str:
+    if gate.prometheus is not None:
+        bounds = [f"≥ {gate.prometheus.min:g}"] if gate.prometheus.min is not None else []
+        bounds += [f"≤ {gate.prometheus.max:g}"] if gate.prometheus.max is not None else []
+        return f"{gate.name} (Prometheus {gate.prometheus.query} {' and '.join(bounds)})"
+    return f"{gate.name} (webhook {gate.webhook.url})"  # type: ignore[union-attr]
+
+
+def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[str, Any]:
+    """A stage's windows, described, and (given `now`) whether they are open, when next."""
+    windows = stage_windows(record.spec, stage)
+    described = [f"{w.kind} {w.schedule} for {w.duration} ({w.time_zone})" for w in windows]
+    state = stage_window_state(record.spec, stage, now) if now is not None else None
+    if state is None:
+        return {"windows": described}
+    return {"windows": described, "window_open": state.open, "next_window": iso(state.next_open)}
+
+
+def plan_rollout(
+    module: ModuleManifest | BootstrapModuleManifest,
+    fleet: Iterable[ClusterManifest],
+    *,
+    now: float | None = None,
+    left: Collection[str] = (),
+) -> RolloutPlan:
+    """The plan; with `now` (seconds since the epoch), each stage's window state then.
+    `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
+    record = ModuleRecord(
+        name=module.metadata.name, kind=module.kind, namespace=module.metadata.namespace, spec=module.spec
+    )
+    sorting = module.spec.rollout.sorting_label_key if module.spec.rollout else None
+    stages = stages_of(record)
+    members: dict[int, list[ClusterManifest]] = {i: [] for i in range(len(stages))}
+    unstaged: list[str] = []
+    not_selected = 0
+    values: list[ClusterValues] = []
+    for cluster in fleet:
+        labels = dict(cluster.metadata.labels)
+        if not selects(module.spec.selector, labels):
+            not_selected += 1
+            continue
+        if (per_cluster := cluster_values(record, cluster)) is not None:
+            values.append(per_cluster)
+        index, _ = stage_for(record, labels)
+        if index is None:
+            unstaged.append(cluster.metadata.name)
+        else:
+            members[index].append(cluster)
+    plans = []
+    for index, stage in enumerate(stages):
+        ordered = sorted(members[index], key=lambda c: sort_key(c.metadata.name, dict(c.metadata.labels), sorting))
+        total = len(ordered)
+        concurrency = max(resolve_count(stage.max_concurrency, total=total, default=max(total, 1)), 1)
+        movable = {c.metadata.name for c in ordered if c.status.ready and c.metadata.name not in left}
+        ready = [c.metadata.name for c in ordered if c.metadata.name in movable]
+        plans.append(
+            StagePlan(
+                name=stage.name,
+                max_concurrency=concurrency,
+                max_failures=resolve_count(stage.max_failures, total=total, default=0),
+                min_success_time=stage.min_success_time,
+                require_approval=stage.require_approval,
+                batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
+                skipped_not_ready=[c.metadata.name for c in ordered if c.metadata.name not in movable],
+                **window_plan(record, stage, now),
+                gates=[describe_gate(gate) for gate in stage.gates],
+            )
+        )
+    return RolloutPlan(
+        module=module.metadata.name,
+        kind=module.kind,
+        revision=module.spec.sync.revision,
+        stages=plans,
+        unstaged=sorted(unstaged),
+        not_selected=not_selected,
+        depends_on=list(module.spec.depends_on),
+        values=sorted(values, key=lambda v: v.cluster),
+    )

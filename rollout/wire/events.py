@@ -1,0 +1,625 @@
+"""Events: everything that enters the engine, as it travels on Kafka.
+
+Inputs arrive on six topics, each event a JSON object with a `type` discriminator:
+
+* intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
+* cluster observations (key: cluster) — ClusterObserved, ClusterRemoved; RestrictionApplied,
+  RestrictionDeleted (key: `restriction/<namespace>`: the fleet's policy travels with the
+  fleet, so a module's `fleet` stamp covers the restrictions published before it, and a
+  principal that may only write intents cannot lift one — rollout/api/restrictions.py)
+* sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
+  (a health gate's result, from `rollout gate-runner`; key: module)
+* ticks                         — Tick (time enters the engine only as these events)
+* cluster heartbeats (key: cluster, or the applier) — ClusterHeartbeat (an applier reaches
+  the cluster; leases.py), ClusterHeartbeats (many clusters in one event, as appliers send
+  them). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
+* dependencies (key: the receiving module) — DependentLinked, DependencyReported,
+  DependencyCurrent, written by the decider so that one module's per-cluster state reaches
+  another's partition.
+
+Every event carries an `id` (unique per event, so that duplicates can be recognised) and
+`at`, the producer's wall-clock time — informational only: decisions read time from Tick
+events and nothing else.
+
+`parse_event` is the single place raw bytes become a typed event; what it rejects goes to
+the dead-letter topic with the reason it gives. It is poison-proof: whatever the bytes, it
+returns an event or raises `EventRejected` with a reason of at most `MAX_REASON_CHARS`
+characters — never RecursionError, MemoryError or anything else that would stop a worker.
+Before JSON is decoded it refuses inputs over `MAX_EVENT_BYTES` and nesting deeper than
+`MAX_JSON_DEPTH` (a linear scan of the brackets outside strings); the decoder refuses
+NaN/Infinity and numbers that overflow to infinity.
+
+One event never arrives on an input topic: `FleetSeen`, which the router writes into every
+journal partition to tell the engine how far it has routed the cluster-observations topic
+(see `ModuleApplied.fleet` and docs/rollout-semantics.md, "Causal order").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import typing
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+
+from rollout.api.manifests import (
+    AnyModule,
+    ClusterManifest,
+    ModuleRestrictionManifest,
+    check_dns1123_label,
+)
+
+MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: larger inputs are rejected unread
+MAX_JSON_DEPTH = 64  # arrays/objects nested deeper are rejected before decoding
+MAX_REASON_CHARS = 1000  # a rejection reason never grows with the input
+MAX_FLEET_PARTITIONS = 4096  # entries in ModuleApplied.fleet
+MAX_AFTER_DEPENDENCIES = 256  # entries in ModuleApplied.after
+MAX_INTENT_ID = 200  # characters of an intent id named in ModuleApplied.after
+# Tick.now must be a plausible wall-clock time: after the epoch, before 2200-01-01.
+LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
+
+SyncState = Literal["succeeded", "failed", "updating"]
+CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "pin", "unpin"]
+CommandDoor = Literal["cli", "dashboard", "crd"]
+"""Where an operator's command came in: `rollout <verb>` (cli), the dashboard's buttons
+(dashboard), or a RolloutCommand / RolloutApproval object the module watcher turned into the
+event (crd). Absent on events written before the field existed."""
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def wall_clock() -> str:
+    """Only for the informational `at` field; never read by the decision core."""
+    return datetime.now(UTC).isoformat()
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    id: str = Field(default_factory=new_event_id)
+    at: str = Field(default_factory=wall_clock)
+
+    def to_bytes(self) -> bytes:
+        """The event as written on a topic: fields that are None are left out, so that
+        optional fields cost nothing — which is why every field that may be None must
+        default to None (checked below): what is left out reads back as None."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        for name, info in cls.model_fields.items():
+            if _admits_none(info.annotation) and info.is_required():
+                raise TypeError(
+                    f"{cls.__name__}.{name} may be None but has no default: to_bytes() leaves None out, "
+                    "so the parser could not read it back — give it the default None"
+                )
+
+
+def _admits_none(annotation: Any) -> bool:
+    return annotation is None or type(None) in typing.get_args(annotation)
+
+
+class ModuleApplied(EventBase):
+    """A Module/BootstrapModule manifest as the user applied it.
+
+    `fleet`: positions on the cluster-observations topic (partition → offset) that the
+    publisher had published up to when it published this apply — "stage me only once you
+    have seen every cluster observation below these offsets". Empty: no requirement.
+    `after`: dependency → the id of that dependency's intent published with this one (one
+    `rollout apply`) — "trust no readiness of it until its partition folded that intent"
+    (rollout/engine/dependencies.py). Empty: what the dependency's partition last reported counts.
+    """
+
+    type: Literal["ModuleApplied"] = "ModuleApplied"
+    module: AnyModule
+    fleet: dict[int, int] = Field(default_factory=dict)
+    after: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("fleet")
+    @classmethod
+    def _fleet(cls, value: dict[int, int]) -> dict[int, int]:
+        if len(value) > MAX_FLEET_PARTITIONS:
+            raise ValueError(f"at most {MAX_FLEET_PARTITIONS} partitions")
+        if any(partition < 0 or offset < 0 for partition, offset in value.items()):
+            raise ValueError("partitions and offsets are not negative")
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_AFTER_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_AFTER_DEPENDENCIES} dependencies")
+        for dependency, intent in value.items():
+            check_dns1123_label(dependency)
+            if not 0 < len(intent) <= MAX_INTENT_ID:
+                raise ValueError(f"{dependency}: an intent id of 1 to {MAX_INTENT_ID} characters")
+        return value
+
+
+class ModuleDeleted(EventBase):
+    type: Literal["ModuleDeleted"] = "ModuleDeleted"
+    kind: Literal["Module", "BootstrapModule"]
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class RolloutCommanded(EventBase):
+    """An operator's command on one module's rollout."""
+
+    type: Literal["RolloutCommanded"] = "RolloutCommanded"
+    module: str
+    command: CommandName
+    stage: str | None = None
+    cluster: str | None = None
+    user: str | None = None
+    """Who asked: the CLI's local user, the dashboard's verified identity (OIDC or Kubernetes
+    token), the object's `spec.approver` / `spec.requestedBy` (checked by admission)."""
+    via: CommandDoor | None = None
+
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class ClusterObserved(EventBase):
+    """The current facts of one cluster (labels, readiness) — a full observation."""
+
+    type: Literal["ClusterObserved"] = "ClusterObserved"
+    cluster: ClusterManifest
+
+
+class ClusterRemoved(EventBase):
+    """A cluster left the fleet. `reply`: ask for a verdict (`rollout delete cluster`);
+    refused when the fleet has no such cluster. Watchers leave it out."""
+
+    type: Literal["ClusterRemoved"] = "ClusterRemoved"
+    name: str
+    reply: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class RestrictionApplied(EventBase):
+    """The ModuleRestriction of a namespace (rollout/api/restrictions.py), on the
+    cluster-observations topic: broadcast to every journal partition, it replaces the
+    namespace's restriction in each and is checked against the namespace's modules."""
+
+    type: Literal["RestrictionApplied"] = "RestrictionApplied"
+    restriction: ModuleRestrictionManifest
+
+
+class RestrictionDeleted(EventBase):
+    """The ModuleRestriction `name` of `namespace` is gone: the namespace is unrestricted."""
+
+    type: Literal["RestrictionDeleted"] = "RestrictionDeleted"
+    namespace: str
+    name: str
+
+    @field_validator("namespace", "name")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+def restriction_key(namespace: str) -> str:
+    """The cluster-observations key of a namespace's restriction events."""
+    return f"restriction/{namespace}"
+
+
+class SyncStatusReported(EventBase):
+    """What an applier saw for one (cluster, module).
+
+    `generation`: the generation of the assignment the report answers (appliers read it
+    from the rendered object's annotation). When present it must equal the generation the
+    cluster is assigned, or the report is ignored; when absent (a hand-written
+    `rollout report-status`), the revision label must equal the assigned one.
+
+    `reply`: ask the engine for a verdict (accepted, or refused with the reason: unknown
+    cluster or module, not the assignment in force) on the verdicts topic. Appliers leave
+    it out: their reports are many, and nobody waits for them.
+    """
+
+    type: Literal["SyncStatusReported"] = "SyncStatusReported"
+    cluster: str
+    module: str
+    revision: str
+    state: SyncState
+    message: str | None = None
+    generation: int | None = None
+    reply: bool | None = None
+
+    @field_validator("cluster", "module")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+MAX_LEASE_SECONDS = 86_400.0
+
+
+class ClusterHeartbeat(EventBase):
+    """An applier reached `cluster`: its lease is renewed for `lease_seconds` of engine
+    time (from the latest Tick). A cluster whose lease expires is not ready for new moves
+    until heartbeats return (rollout/engine/leases.py). `holder`: which applier, informational."""
+
+    type: Literal["ClusterHeartbeat"] = "ClusterHeartbeat"
+    cluster: str
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+    holder: str | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("lease_seconds")
+    @classmethod
+    def _lease(cls, value: float) -> float:
+        if not math.isfinite(value) or not 1.0 <= value <= MAX_LEASE_SECONDS:
+            raise ValueError(f"must be between 1 and {MAX_LEASE_SECONDS:.0f} seconds")
+        return value
+
+
+MAX_HEARTBEAT_CLUSTERS = 1000
+"""Clusters per `ClusterHeartbeats` event (a DNS label is at most 63 bytes: under 70 KiB)."""
+
+
+class ClusterHeartbeats(EventBase):
+    """An applier reached every cluster in `clusters`: each one's lease is renewed, as by
+    a `ClusterHeartbeat` of each. Appliers send these — one event per beat for up to
+    `MAX_HEARTBEAT_CLUSTERS` clusters — so that a fleet's heartbeats cost the journal a
+    few records per beat, not one per cluster and journal partition."""
+
+    type: Literal["ClusterHeartbeats"] = "ClusterHeartbeats"
+    clusters: list[str] = Field(min_length=1, max_length=MAX_HEARTBEAT_CLUSTERS)
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+    holder: str | None = None
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(set(value)) != len(value):
+            raise ValueError("names a cluster more than once")
+        return value
+
+    _lease = field_validator("lease_seconds")(ClusterHeartbeat._lease.__func__)  # type: ignore[attr-defined]
+
+
+class ClusterCommanded(EventBase):
+    """An operator takes `cluster` out of every rollout (`leave`: not ready for new moves
+    whatever its heartbeats say; what it runs stays) or back in (`join`). `reply`: ask for
+    a verdict (journal partition 0 answers)."""
+
+    type: Literal["ClusterCommanded"] = "ClusterCommanded"
+    cluster: str
+    command: Literal["leave", "join"]
+    user: str | None = None
+    via: CommandDoor | None = None
+    reply: bool | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class HelmValuesObserved(EventBase):
+    """What an applier saw of one (cluster, module) Helm release, on the sync-status topic.
+
+    `values`: the release's live values (None: not observed this time, the last ones stay).
+    `chartDefaults`: the chart's own default values, for chart version `chartVersion`
+    (required with them). The engine merges them as the chart and live layers of the
+    module's values (rollout/values/layers.py) and re-sends the cluster's sync if that changes it.
+    `reply`: ask for a verdict (`rollout report-values`): refused with the reason for an
+    unknown cluster or module, or one that syncs no Helm chart; accepted otherwise, with the
+    decision it caused (`values`, `values-refused`) as its reason.
+    """
+
+    type: Literal["HelmValuesObserved"] = "HelmValuesObserved"
+    cluster: str
+    module: str
+    values: dict[str, Any] | None = None
+    chart_defaults: dict[str, Any] | None = Field(default=None, alias="chartDefaults")
+    chart_version: str | None = Field(default=None, alias="chartVersion")
+    reply: bool | None = None
+
+    @field_validator("cluster", "module")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @model_validator(mode="after")
+    def _defaults_name_their_chart(self) -> HelmValuesObserved:
+        if self.chart_defaults is not None and self.chart_version is None:
+            raise ValueError("chartDefaults need the chartVersion they belong to")
+        return self
+
+
+class DependentLinked(EventBase):
+    """Engine-written, through the dependencies topic (rollout/engine/dependencies.py): module
+    `dependent` now depends on `module` (`linked`) or no longer does (changed `dependsOn`,
+    deleted). Keyed by `module`: it reaches the partition that folds `module`. `seq`: the
+    sender partition's sequence — an older one than the last folded is stale."""
+
+    type: Literal["DependentLinked"] = "DependentLinked"
+    module: str
+    dependent: str
+    linked: bool
+    seq: int = Field(ge=0)
+    # the id of `module`'s intent the dependent was applied with (ModuleApplied.after):
+    # `module`'s partition answers with DependencyCurrent once it has folded that intent
+    after: str | None = Field(default=None, min_length=1, max_length=MAX_INTENT_ID)
+
+    @field_validator("module", "dependent")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class DependencyReported(EventBase):
+    """Engine-written, through the dependencies topic (rollout/engine/dependencies.py): dependency
+    `module` is (`ready`) or is not on its target and succeeded on `cluster`. Keyed by
+    `dependent`: it reaches the partition that folds the dependent. `seq`: as above."""
+
+    type: Literal["DependencyReported"] = "DependencyReported"
+    dependent: str
+    module: str
+    cluster: str
+    ready: bool
+    seq: int = Field(ge=0)
+
+    @field_validator("module", "dependent", "cluster")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class DependencyCurrent(EventBase):
+    """Engine-written, through the dependencies topic (rollout/engine/dependencies.py): dependency
+    `module`'s partition has folded `module`'s intent `after`, so every DependencyReported
+    it sent `dependent` before this one reflects it — the dependent may trust them again.
+    Keyed by `dependent`. `seq`: as above."""
+
+    type: Literal["DependencyCurrent"] = "DependencyCurrent"
+    dependent: str
+    module: str
+    after: str = Field(min_length=1, max_length=MAX_INTENT_ID)
+    seq: int = Field(ge=0)
+
+    @field_validator("module", "dependent")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class GateEvaluated(EventBase):
+    """A health gate's result (rollout/api/gates.py), from `rollout gate-runner`, on the
+    sync-status topic keyed by module: gate `gate` of stage `stage` of `module`, for the
+    target generation `generation`, passed (True), failed (False) or could not be
+    evaluated (None: inconclusive). `message` says what was seen."""
+
+    type: Literal["GateEvaluated"] = "GateEvaluated"
+    module: str
+    stage: str
+    gate: str
+    generation: int = Field(ge=1)
+    passed: bool | None = None  # left out of the bytes when None (inconclusive)
+    message: str = Field(default="", max_length=1000)
+
+    @field_validator("module", "stage", "gate")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+class Tick(EventBase):
+    """A point in time, written by the worker's timer; decisions read time only here."""
+
+    type: Literal["Tick"] = "Tick"
+    now: float  # seconds since the epoch
+
+    @field_validator("now")
+    @classmethod
+    def _plausible(cls, value: float) -> float:
+        if not math.isfinite(value) or not 0 < value <= LATEST_PLAUSIBLE_TIME:
+            raise ValueError("must be a finite time in seconds since the epoch, after 1970 and before 2200")
+        return value
+
+
+class FleetSeen(EventBase):
+    """Journal only (written by the router, refused on input topics): every record of
+    cluster-observations partition `partition` below offset `position` has been routed
+    into this journal partition before this event."""
+
+    type: Literal["FleetSeen"] = "FleetSeen"
+    partition: int = Field(ge=0)
+    position: int = Field(ge=0)
+
+
+InputEvent = Annotated[
+    ModuleApplied
+    | ModuleDeleted
+    | RolloutCommanded
+    | ClusterObserved
+    | ClusterRemoved
+    | RestrictionApplied
+    | RestrictionDeleted
+    | SyncStatusReported
+    | HelmValuesObserved
+    | Tick
+    | FleetSeen
+    | ClusterHeartbeat
+    | ClusterHeartbeats
+    | ClusterCommanded
+    | DependentLinked
+    | DependencyReported
+    | DependencyCurrent
+    | GateEvaluated,
+    Field(discriminator="type"),
+]
+INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)
+
+
+class EventRejected(Exception):
+    """Raw bytes that are not a valid event; `reason` says why, for the dead-letter topic."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def bounded(reason: str) -> str:
+    """A reason cut to `MAX_REASON_CHARS`."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return reason[: MAX_REASON_CHARS - 1] + "…"
+
+
+# A JSON string (possessive: linear, no backtracking), and the bytes that open/close nesting.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\[\s\S])*+"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth_exceeds(raw: bytes, limit: int) -> bool:
+    """Whether arrays/objects in `raw` nest deeper than `limit` (strings are skipped).
+
+    Linear in the input: strings are cut out by a regular expression, everything but the
+    brackets is deleted by `bytes.translate`, and only the brackets are walked. Malformed
+    input may be judged loosely here; the decoder rejects it next anyway.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False  # too few opening brackets to nest that deep, strings or not (most events)
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= limit:
+        return False
+    depth = 0
+    for byte in brackets:
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _holds_lone_surrogate(data: Any) -> bool:
+    """Whether a decoded JSON value holds a string that is not Unicode text.
+
+    `json.loads` lets `"\\ud800"` escapes through, and — reading bytes, with
+    "surrogatepass" — UTF-8-encoded surrogates too. Such a string can never be written as
+    UTF-8 again: every output and state record holding it would fail downstream.
+    """
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# An integer literal beyond 64 bits: orjson would read it as a float (and round it). Found
+# as 19 digits in a row once every digit is mapped to "0": bytes.translate and a substring
+# search are C loops, ~0.5 µs for a status report where the regex \d{19} took ~3 µs.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_INTEGER = b"0" * 19
+
+
+def _holds_long_integer(data_bytes: bytes) -> bool:
+    return _LONG_INTEGER in data_bytes.translate(_DIGITS_AS_ZERO)
+
+
+def _decode_json(data_bytes: bytes) -> Any:
+    """JSON → Python, strictly: no NaN/Infinity, no number out of a double's range, no lone
+    surrogate, UTF-8 only. orjson enforces all of that (and is ~5x faster than `json`);
+    the rare event with a 19-digit number goes through `json`, which keeps integers exact."""
+    if not _holds_long_integer(data_bytes):
+        try:
+            return orjson.loads(data_bytes)
+        except orjson.JSONDecodeError as error:
+            raise EventRejected(f"not JSON: {error}") from None
+    try:
+        data = json.loads(data_bytes, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise EventRejected(f"not JSON: {error}") from None
+    if (b"\\u" in data_bytes or b"\xed" in data_bytes) and _holds_lone_surrogate(data):  # cheap test first
+        raise EventRejected("not JSON: a string holds a lone UTF-16 surrogate, which is not Unicode text")
+    return data
+
+
+def parse_event(raw: bytes | str | None) -> Any:
+    """Raw bytes → a typed input event, or `EventRejected` (and nothing else) with a reason."""
+    try:
+        return _parse(raw)
+    except EventRejected as rejected:
+        raise EventRejected(bounded(rejected.reason)) from None
+    except RecursionError:
+        raise EventRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except MemoryError:
+        raise EventRejected("too large to decode") from None
+    except Exception as error:  # poison-proof: whatever else a decoder raises is a rejection
+        raise EventRejected(bounded(f"not a valid event: {type(error).__name__}: {error}")) from None
+
+
+def parse_journal_event(raw: bytes | None) -> Any:
+    """A journal record → its event. The router wrote it after `parse_event` accepted it,
+    so this takes pydantic's JSON fast path; anything else still only raises
+    `EventRejected` (someone may write to the journal by hand)."""
+    if raw is None:
+        raise EventRejected("empty value (tombstone) in the journal")
+    try:
+        return INPUT_ADAPTER.validate_json(raw)
+    except Exception:
+        return parse_event(raw)  # the slow path names the problem
+
+
+def _parse(raw: bytes | str | None) -> Any:
+    if raw is None:
+        raise EventRejected("empty value (tombstone) on an input topic")
+    data_bytes = raw.encode("utf-8", errors="surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if len(data_bytes) > MAX_EVENT_BYTES:
+        raise EventRejected(
+            f"event of {len(data_bytes)} bytes is larger than the limit of {MAX_EVENT_BYTES} bytes (1 MiB)"
+        )
+    if json_depth_exceeds(data_bytes, MAX_JSON_DEPTH):
+        raise EventRejected(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    data = _decode_json(data_bytes)
+    if not isinstance(data, dict):
+        raise EventRejected("not a JSON object")
+    try:
+        return INPUT_ADAPTER.validate_python(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p)[:80] for p in item['loc'])}: {item['msg'][:200]}" for item in error.errors()[:10]
+        )
+        kind = data.get("type")
+        kind = kind[:60] if isinstance(kind, str) else "event"
+        raise EventRejected(f"invalid {kind}: {problems}") from None
