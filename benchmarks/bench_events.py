@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 
 
 def cluster_name(i: int) -> str:

@@ -35,8 +35,8 @@ from pathlib import Path
 from infra import client
 from infra.localkafka import discover_bootstrap
 from infra.topics import TopicNames, delete_topics, ensure_topics
-from rollout.events import ClusterObserved, ModuleApplied
-from rollout.manifests import MANIFEST_ADAPTER
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied
 from rollout_cli.options import free_port
 
 CHROMIUM = "/usr/bin/chromium"

@@ -46,7 +46,7 @@ from infra import client
 from infra.localfleet import LocalFleet, example
 from infra.localkafka import discover_bootstrap
 from infra.topics import TopicNames, delete_topics, ensure_topics
-from rollout.events import SyncStatusReported, parse_event
+from rollout.wire.events import SyncStatusReported, parse_event
 from rollout_cli.processes import wait_for_clusters
 
 MODULE = "podinfo"
