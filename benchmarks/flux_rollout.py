@@ -46,6 +46,7 @@ from infra import client
 from infra.localfleet import LocalFleet, example
 from infra.localkafka import discover_bootstrap
 from infra.topics import TopicNames, delete_topics, ensure_topics
+from projections.crds import CRD_DIRECTORY
 from rollout.wire.events import SyncStatusReported, parse_event
 from rollout_cli.processes import wait_for_clusters
 
@@ -105,7 +106,7 @@ def run(clusters: int, runs: int) -> None:
     prefix = f"bench-{uuid.uuid4().hex[:8]}."
     names = TopicNames(prefix)
     env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
-    fleet = LocalFleet(workdir / "fleet", clusters, progress=lambda m: print(f"  {m}", flush=True))
+    fleet = LocalFleet(workdir / "fleet", clusters, CRD_DIRECTORY, progress=lambda m: print(f"  {m}", flush=True))
     started = time.monotonic()
     fleet.start()
     print(f"local fleet: management + {clusters} clusters on real Flux up in {time.monotonic() - started:.1f}s")

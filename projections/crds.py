@@ -45,6 +45,7 @@ from jsonschema.exceptions import ValidationError
 from rollout.api.manifests import DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE
 
 __all__ = [
+    "CRD_DIRECTORY",
     "CRDCatalog",
     "SchemaError",
     "SchemaProblem",
@@ -54,6 +55,8 @@ __all__ = [
     "validate",
 ]
 
+# the CRDs shipped with the project (package data); `rollout up --clusters` installs them too
+CRD_DIRECTORY = Path(__file__).resolve().parent / "crds"
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _TOTAL_ANNOTATION_BYTES = 256 * 1024

@@ -46,9 +46,8 @@ from rollout.wire.events import ClusterObserved, ClusterRemoved, EventRejected, 
 from rollout_cli.leader_process import LeaderHealth, run_leader_process
 from rollout_cli.leadership_options import Leadership
 from rollout_cli.sink_options import SinkTimings
-from rollout_cli.watching import DEFAULT_WATCHER_PORT, watch_clusters
 
-__all__ = ["DEFAULT_WATCHER_PORT", "last_observations", "make_kubernetes_sink", "run_watch_clusters", "watch_clusters"]
+__all__ = ["last_observations", "make_kubernetes_sink", "run_watch_clusters"]
 
 
 def make_kubernetes_sink(

@@ -265,11 +265,12 @@ def _start_local_fleet(clusters: int, workdir: Path) -> Any:
     from infra.localfleet import LocalFleet
     from infra.localflux import LocalFluxError
     from infra.localkube import LocalKubeError
+    from projections.crds import CRD_DIRECTORY
     from rollout_cli.options import fail
 
     shutil.rmtree(workdir, ignore_errors=True)  # the fleet is new each time; the broker's topics are not
     click.echo(f"fleet:   a management cluster and {clusters} workload cluster(s) on real Flux, in {workdir}")
-    fleet = LocalFleet(workdir, clusters, progress=lambda m: click.echo(f"  {m}"))
+    fleet = LocalFleet(workdir, clusters, CRD_DIRECTORY, progress=lambda m: click.echo(f"  {m}"))
     try:
         fleet.start()
     except (LocalFluxError, LocalKubeError, OSError) as error:

@@ -4,8 +4,9 @@
 
 1. **API servers** (:class:`infra.localkube.LocalKube`): one etcd, a kube-apiserver
    `management` and `cluster-1` … `cluster-N`, each its own Kubernetes API.
-2. **CRDs and namespaces**: the project's CRDs (Flux, Cluster API; `projections/crds`) and
-   the other CRDs the Flux controllers watch (`infra.localflux.prepare_cluster`); the
+2. **CRDs and namespaces**: the project's CRDs (Flux, Cluster API; `projections/crds`, which
+   the caller passes as `crds`: infra sits below projections) and the other CRDs the Flux
+   controllers watch (`infra.localflux.prepare_cluster`); the
    namespaces `flux-system` everywhere and `fleet` in the management cluster.
 3. **Flux** (:class:`infra.localflux.FluxControllers`): source-, kustomize- and
    helm-controller per API server — the management cluster's set reconciles the remote
@@ -34,14 +35,12 @@ from pathlib import Path
 
 from kubernetes_asyncio.config import new_client_from_config_dict
 
-import projections
 from infra.localfleet import example
 from infra.localfleet.capi import ensure_namespace, register_cluster
 from infra.localflux import FluxBinaries, FluxControllers, GitServer, ensure_flux, prepare_cluster
 from infra.localkube import APIServer, LocalKube
 
 Progress = Callable[[str], None]
-PROJECT_CRDS = Path(projections.__file__).resolve().parent / "crds"
 MANAGEMENT = "management"
 
 
@@ -55,6 +54,7 @@ class LocalFleet:
 
     workdir: Path
     clusters: int
+    crds: Path  # the project's CRDs (`projections.crds.CRD_DIRECTORY`), installed before Flux's own
     progress: Progress | None = None
     kube: LocalKube | None = None
     servers: dict[str, APIServer] = field(default_factory=dict)
@@ -118,7 +118,7 @@ class LocalFleet:
             self.progress(message)
 
     async def _prepare(self, binaries: FluxBinaries) -> None:
-        directories = [PROJECT_CRDS, *binaries.crds]  # the project's copies first: those it renders for
+        directories = [self.crds, *binaries.crds]  # the project's copies first: those it renders for
         await asyncio.gather(*(prepare_cluster(s.kubeconfig(), directories) for s in self.servers.values()))
         api = await new_client_from_config_dict(self.servers[MANAGEMENT].kubeconfig())
         async with api:

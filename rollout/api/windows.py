@@ -24,18 +24,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rollout.api.formats import check_duration, parse_duration, shown
-
-if TYPE_CHECKING:  # manifests imports this module
-    from rollout.api.manifests import ModuleSpec, Stage
 
 MAX_WINDOWS = 32  # per module or stage
 CHANGE_POINTS_SEARCHED = 64  # how far `next_open` looks (window starts and ends)
@@ -158,14 +156,29 @@ def window_state(windows: tuple[MaintenanceWindow, ...], now: float) -> WindowSt
     return WindowState(open=False)
 
 
-def stage_windows(spec: ModuleSpec, stage: Stage) -> tuple[MaintenanceWindow, ...]:
+class Windowed(Protocol):
+    """What carries windows: a manifest's `Stage`, a module's `RolloutStrategy`. (Structural,
+    so that this module need not import rollout/api/manifests.py, which imports it.)"""
+
+    @property
+    def windows(self) -> Sequence[MaintenanceWindow]: ...
+
+
+class WindowedSpec(Protocol):
+    """A `ModuleSpec`, as far as windows go: its rollout strategy, if any."""
+
+    @property
+    def rollout(self) -> Windowed | None: ...
+
+
+def stage_windows(spec: WindowedSpec, stage: Windowed) -> tuple[MaintenanceWindow, ...]:
     """The windows that govern `stage`: its own, else the module's."""
     if stage.windows:
         return tuple(stage.windows)
     return tuple(spec.rollout.windows) if spec.rollout else ()
 
 
-def stage_window_state(spec: ModuleSpec, stage: Stage, now: float) -> WindowState | None:
+def stage_window_state(spec: WindowedSpec, stage: Windowed, now: float) -> WindowState | None:
     """The window state of `stage` at `now`; None: the stage has no windows."""
     windows = stage_windows(spec, stage)
     if not windows:
