@@ -57,7 +57,6 @@ from rollout.api.formats import (
     OCI_TAG,
     PERCENT,
     VARIABLE,
-    check_dns1123_label,
     check_duration,
     check_git_tag,
     check_label_key,
@@ -71,6 +70,7 @@ from rollout.api.formats import DNS1123_LABEL as DNS1123_LABEL
 from rollout.api.formats import DNS1123_SUBDOMAIN as DNS1123_SUBDOMAIN
 from rollout.api.formats import LABEL_NAME as LABEL_NAME
 from rollout.api.formats import LABEL_VALUE as LABEL_VALUE
+from rollout.api.formats import check_dns1123_label as check_dns1123_label
 from rollout.api.formats import parse_duration as parse_duration
 from rollout.api.gates import HealthGate, check_gates
 from rollout.api.helm import HelmChartSource, HelmPackage
@@ -427,7 +427,7 @@ def _check_int_or_percent(value: Any, field: str) -> IntOrPercent | None:
     if value is None or type(value) is int:
         if value is not None and value < 0:
             raise ValueError(f"{field} must not be negative")
-        return value  # type: ignore[no-any-return]
+        return value
     if not isinstance(value, str):
         raise ValueError(f"{field} must be an integer or a percentage such as '25%', not {shown(value)}")
     match = PERCENT.match(value)

@@ -15,8 +15,8 @@ from rollout.api.manifests import LabelSelector
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     if selector is None:
         return False
-    for key, value in selector.match_labels.items():
-        if labels.get(key) != value:
+    for key, wanted in selector.match_labels.items():
+        if labels.get(key) != wanted:
             return False
     for requirement in selector.match_expressions:
         present = requirement.key in labels

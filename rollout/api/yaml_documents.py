@@ -78,6 +78,7 @@ def yaml_documents(text: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterator[tu
                     f"more than {limits.documents} documents in one file; split it", document=loader.document + 1
                 )
             node = loader.get_node()
+            assert node is not None  # check_node() said a document follows
             identity = _identity(node)
             _check_document(text, node, limits, loader.document, identity)
             try:
@@ -91,7 +92,7 @@ def yaml_documents(text: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterator[tu
         loader.dispose()
 
 
-class _BoundedLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore[misc,valid-type]
+class _BoundedLoader(Composer, _Parser, SafeConstructor, Resolver):
     """PyYAML's safe loader with a composer that counts depth and nodes."""
 
     def __init__(self, text: str, limits: Limits) -> None:
@@ -116,23 +117,25 @@ class _BoundedLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ign
         if _PARSES_TEXT:
             _Parser.dispose(self)
 
-    def compose_document(self) -> Node:
+    def compose_document(self) -> Node | None:
         self.document += 1
         self.depth = self.nodes = 0
-        return super().compose_document()  # type: ignore[no-any-return]
+        return super().compose_document()
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self.nodes += 1
         if self.nodes > self.limits.nodes:
             raise YamlProblem(f"more than {self.limits.nodes} YAML nodes in one document", document=self.document)
         self.depth += 1
         if self.depth > self.limits.depth:
-            mark = self.peek_event().start_mark
+            event = self.peek_event()
+            assert event is not None and event.start_mark is not None  # this node's first event
+            mark = event.start_mark
             raise YamlProblem(
                 f"line {mark.line + 1}: nested more than {self.limits.depth} levels deep", document=self.document
             )
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.depth -= 1
 
