@@ -145,7 +145,7 @@ async def check_credentials(bootstrap: str) -> None:
         return
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     try:
-        connection = await create_conn(host or "localhost", int(port), **options)  # type: ignore[arg-type]
+        connection = await create_conn(host or "localhost", int(port), **options)
     except SaslAuthenticationFailed as error:
         raise NotAuthenticated(bootstrap, current_principal(), str(error).split(": ", 1)[-1]) from None
     except (OSError, KafkaError, TimeoutError, ValueError):

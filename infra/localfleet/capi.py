@@ -83,5 +83,5 @@ async def register_cluster(
         "clusters",
         name,
         {"status": {"initialization": {"controlPlaneInitialized": True}}},
-        _content_type="application/merge-patch+json",
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # accepted; the stub omits it
     )

@@ -56,7 +56,7 @@ async def prepare_cluster(kubeconfig: dict[str, Any], crd_directories: Iterable[
             body = {key: document[key] for key in ("apiVersion", "kind", "spec")}
             body["metadata"] = {"name": document["metadata"]["name"]}
             try:
-                await extensions.create_custom_resource_definition(body)
+                await extensions.create_custom_resource_definition(body)  # type: ignore[arg-type]  # a dict is sent as is
             except ApiException as error:
                 if error.status != 409:
                     raise

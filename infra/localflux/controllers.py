@@ -27,6 +27,7 @@ raises (with the log tail) when one has exited since — useful when a test wait
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,8 +86,8 @@ class FluxControllers:
             self._spawn("kustomize-controller", self.binaries.kustomize_controller, kustomize, ports[3:5])
             self._spawn("helm-controller", self.binaries.helm_controller, helm, ports[5:7])
             for controller in self.controllers.values():
-                what = f"{controller.name} of {self.name}"
-                wait_healthy(what, controller.process, controller.log, lambda c=controller: http_ok(c.health_url))
+                healthy = functools.partial(http_ok, controller.health_url)
+                wait_healthy(f"{controller.name} of {self.name}", controller.process, controller.log, healthy)
         except BaseException:
             self.stop()
             raise

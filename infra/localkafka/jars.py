@@ -170,7 +170,7 @@ def ensure_jars(
             say(f"downloading {len(missing)} Kafka {KAFKA_VERSION} jar(s) from {repo} into {lib_dir}")
             with concurrent.futures.ThreadPoolExecutor(_DOWNLOAD_WORKERS) as pool:
                 futures = [pool.submit(_download, j, lib_dir, repo) for j in missing]
-                errors = [f.exception() for f in futures if f.exception() is not None]
+                errors = [error for f in futures if (error := f.exception()) is not None]
             if errors:
                 verification = [e for e in errors if isinstance(e, JarVerificationError)]
                 raise (verification or errors)[0]

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Set
 from pathlib import Path
 
 from infra.localkafka.defaults import HOST, LOG_TAIL_LINES
@@ -38,8 +39,8 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_ports(n: int, exclude: set[int] = frozenset()) -> list[int]:
-    socks = []
+def free_ports(n: int, exclude: Set[int] = frozenset()) -> list[int]:
+    socks: list[socket.socket] = []
     try:
         while len(socks) < n:
             s = _bind(0)

@@ -10,9 +10,12 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from infra.localkafka.defaults import HOST
+
+T = TypeVar("T")
 
 
 async def _metadata_ok(
@@ -32,13 +35,13 @@ async def _metadata_ok(
             await admin.close()
 
 
-def _run_coro(coro_fn: Callable[[], object]) -> object:
+def _run_coro(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``asyncio.run`` that also works when called from inside a running loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro_fn())
-    result: dict[str, object] = {}
+    result: dict[str, Any] = {}
 
     def target() -> None:
         try:
@@ -50,7 +53,7 @@ def _run_coro(coro_fn: Callable[[], object]) -> object:
     t.start()
     t.join()
     if "error" in result:
-        raise result["error"]  # type: ignore[misc]
+        raise result["error"]
     return result["value"]
 
 

@@ -182,7 +182,7 @@ def _wait_ready(what: str, process: subprocess.Popen[bytes], log: Path, ready: A
 def _etcd_post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
     with urllib.request.urlopen(request, timeout=5) as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
+        return json.loads(response.read())
 
 
 def _etcd_healthy(url: str) -> bool:
