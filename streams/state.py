@@ -21,17 +21,29 @@ position advance together or not at all (eventsourcing's `Tracking`, Kafka Strea
 exactly-once). A restart or a new owner rebuilds the state by `restore`-ing that topic.
 
 Keys on the state topic are `"<mapping>:<key>"`; values are JSON (pydantic models
-dumped in JSON mode, floats as JSON numbers); a tombstone (None) deletes the key.
+dumped in JSON mode, floats as JSON numbers); a tombstone (None) deletes the key. How a
+record is versioned, migrated and read back by another release (one a rolling upgrade runs
+beside this one, or rolls back to) is rollout/engine/stored.py's: `changelog` writes each
+mapping's records at its current version, `restore` reads them through `stored.decode` —
+the one decode path of every state topic — and logs each API document kept as stored
+because this release refuses it (rollout/engine/applied_documents.py). A record this
+release cannot read (`stored.StoredStateError`) fails the restore with its key.
 Reads cost one or three dict lookups, whatever the number of keys: nothing here scans.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from rollout.engine import stored
+from rollout.engine.applied_documents import Refusal
+from rollout.engine.migrations import FIRST_VERSION, current_versions
+
+log = logging.getLogger("rollout.state")
 
 _DELETED: Any = object()
 
@@ -153,6 +165,8 @@ class PartitionState:
 
     def __init__(self, schema: Mapping[str, type]) -> None:
         self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
+        # the version each mapping's records are written at (rollout/engine/migrations.py)
+        self.versions: dict[str, int] = current_versions()
         self._written: list[LayeredMapping] = []  # by the current event (LayeredMapping)
         self.mappings: dict[str, LayeredMapping] = {name: LayeredMapping(self._written) for name in self.schema}
 
@@ -212,12 +226,15 @@ class PartitionState:
         """The batch layer as state-topic records (key, JSON value or tombstone)."""
         records: list[tuple[bytes, bytes | None]] = []
         for name, mapping in self.mappings.items():
+            version = self.versions.get(name, FIRST_VERSION)
             for key, value in mapping.batch_writes():
-                records.append((f"{name}:{key}".encode(), None if value is _DELETED else _encode(value)))
+                encoded = None if value is _DELETED else stored.encode(value, version)
+                records.append((f"{name}:{key}".encode(), encoded))
         return records
 
     def restore(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-        """Apply state-topic records (in offset order) to the committed values."""
+        """Apply state-topic records (in offset order) to the committed values; a record of a
+        mapping this stage does not have (a newer release's) is skipped."""
         applied = 0
         for raw_key, raw_value in records:
             if raw_key is None:
@@ -230,7 +247,7 @@ class PartitionState:
             if raw_value is None:
                 committed.pop(key, None)
             else:
-                committed[key] = _decode(kind, raw_value)
+                committed[key] = _decode(name, key, kind, raw_value, self.versions.get(name, FIRST_VERSION))
             applied += 1
         return applied
 
@@ -243,13 +260,17 @@ def _apply(layer: dict[str, Any], committed: dict[str, Any]) -> None:
             committed[key] = value
 
 
-def _encode(value: Any) -> bytes:
-    if isinstance(value, BaseModel):  # model_dump_json() without its wrapper and str → bytes
-        return value.__pydantic_serializer__.to_json(value)
-    return json.dumps(value).encode()
-
-
-def _decode(kind: type, raw: bytes) -> Any:
-    if issubclass(kind, BaseModel):
-        return kind.model_validate_json(raw)
-    return kind(json.loads(raw))
+def _decode(mapping: str, key: str, kind: type, raw: bytes, version: int) -> Any:
+    """The stored value of `<mapping>:<key>` as this release holds it (rollout/engine/stored.py)."""
+    refusals: list[Refusal] = []
+    value = stored.decode(mapping, key, kind, raw, current=version, refusals=refusals)
+    for refusal in refusals:
+        log.warning(
+            "%s:%s: kept as stored, this release refuses its %s (%s)%s",
+            mapping,
+            key,
+            refusal.document,
+            "; ".join(refusal.problems),
+            "; the module is halted until it is applied again" if refusal.document == "spec" else "",
+        )
+    return value
