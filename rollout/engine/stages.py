@@ -19,6 +19,7 @@ import functools
 
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, parse_duration
+from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.outcome import Outcome
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import resolve_count, stages_of
@@ -53,6 +54,12 @@ class StageMachine(WindowGate):
     def _advance(self, record: ModuleRecord, out: Outcome) -> None:
         """Make every move the strategy allows now, then settle the phase."""
         self._index(record.name)  # the pending queues may be cold after a restart
+        refusal = spec_refusal(record.spec)  # its spec as stored, refused by this release (applied_documents.py)
+        if refusal is not None:  # nothing moves until the module is applied again
+            if record.phase != "Halted":
+                self._decide(record, "halted", refusal.halt_reason(), out)
+            record.phase = "Halted"
+            return
         if record.mode == "rollback":
             self._move_rollback(record, out)
             rolling = any(

@@ -38,6 +38,13 @@ redelivered event whose id is in the window changes nothing.
 keyword arguments) and the type of its values, so that a runtime can build and changelog
 them generically: each value is stored as JSON (`model_dump(mode="json")`, or the float)
 under ``"<mapping>:<key>"`` and rebuilt with `model_validate`.
+
+Stored records are read by later releases (and, during a rolling upgrade or a rollback, by
+the release before): they are versioned per mapping, with explicit migrations
+(rollout/engine/stored.py, migrations.py — the rules for changing a field are there), and
+hold the API documents they keep (a module's spec, its syncs, a restriction) as
+`AppliedSpec`/`AppliedSync`/`AppliedRestriction`: read under this release's rules, or kept
+as stored when those refuse them — the module then halts (applied_documents.py).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from rollout.api.manifests import ModuleRestrictionManifest, ModuleSpec, Sync
+from rollout.engine.applied_documents import AppliedRestriction, AppliedSpec, AppliedSync
 from rollout.values.releases import ObservedValues
 
 Phase = Literal[
@@ -154,7 +161,7 @@ class Revision(Record):
 
     generation: int
     revision: str
-    sync: Sync
+    sync: AppliedSync  # as stored when this release's rules refuse it (applied_documents.py)
     bindings_digest: str = ""
     assigned: int = 0  # clusters currently assigned this generation
 
@@ -186,7 +193,7 @@ class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
     namespace: str
-    spec: ModuleSpec
+    spec: AppliedSpec  # as stored when this release's rules refuse it: the module halts (applied_documents.py)
     partition: int = 0
     generation: int = 1
     revisions: dict[int, Revision] = Field(default_factory=dict)
@@ -247,7 +254,7 @@ class RestrictionRecord(Record):
     bring back a looser or deleted restriction."""
 
     namespace: str
-    restriction: ModuleRestrictionManifest | None = None
+    restriction: AppliedRestriction | None = None  # as stored when this release refuses it
     event_ids: list[str] = Field(default_factory=list)
 
 
