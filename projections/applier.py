@@ -331,7 +331,7 @@ class Applier:
             await producer.send(self.names.status, key=cluster.encode(), value=event.to_bytes())
 
 
-class _Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Assignment(ConsumerRebalanceListener):
     """Hands clusters over between replicas: a replica that loses a partition stops managing
     its clusters; one that gains partitions replays them from the start when the sink keeps
     live state per cluster (snapshots are full documents, older versions are ignored, so the

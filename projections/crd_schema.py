@@ -30,6 +30,7 @@ the release); `rollout crds` prints the same text; `python -m projections.crd_sc
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -191,15 +192,13 @@ def _immutable(definition: dict[str, Any]) -> dict[str, Any]:
 
 def crd_documents() -> list[dict[str, Any]]:
     """The five CustomResourceDefinitions, as mappings."""
-    module = {"spec": ModuleSpec, "status": ModuleResourceStatus, "columns": _MODULE_COLUMNS}
-    request = {"status": CommandResourceStatus, "columns": _REQUEST_COLUMNS}
+    module = functools.partial(_definition, spec=ModuleSpec, status=ModuleResourceStatus, columns=_MODULE_COLUMNS)
+    request = functools.partial(_definition, status=CommandResourceStatus, columns=_REQUEST_COLUMNS)
     return [
-        _definition("Module", "modules", short=["mod"], **module),  # type: ignore[arg-type]
-        _definition("BootstrapModule", "bootstrapmodules", short=["bmod"], **module),  # type: ignore[arg-type]
-        _immutable(
-            _definition("RolloutApproval", "rolloutapprovals", spec=ApprovalSpec, short=["approval"], **request)
-        ),  # type: ignore[arg-type]
-        _immutable(_definition("RolloutCommand", "rolloutcommands", spec=CommandSpec, short=["rcmd"], **request)),  # type: ignore[arg-type]
+        module("Module", "modules", short=["mod"]),
+        module("BootstrapModule", "bootstrapmodules", short=["bmod"]),
+        _immutable(request("RolloutApproval", "rolloutapprovals", spec=ApprovalSpec, short=["approval"])),
+        _immutable(request("RolloutCommand", "rolloutcommands", spec=CommandSpec, short=["rcmd"])),
         _definition(
             "ModuleRestriction",
             "modulerestrictions",

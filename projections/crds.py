@@ -230,6 +230,7 @@ def _problems_of(error: ValidationError) -> Iterator[SchemaProblem]:
     instance = error.instance
     schema = error.schema if isinstance(error.schema, dict) else {}
     validator = error.validator
+    expected: Any = error.validator_value  # what the failing keyword asks for
     if validator == "additionalProperties" and isinstance(instance, dict):
         known = sorted(schema.get("properties", {}))
         for extra in sorted(set(instance) - set(known)):
@@ -241,25 +242,25 @@ def _problems_of(error: ValidationError) -> Iterator[SchemaProblem]:
             )
         return
     if validator == "required" and isinstance(instance, dict):
-        for missing in error.validator_value:
+        for missing in expected:
             if missing not in instance:
                 yield SchemaProblem(format_field_path([*path, missing]), "required field is missing")
         return
     where = format_field_path(path)
     if validator == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted: list[str] = expected if isinstance(expected, list) else [expected]
         reason = f"{_json(instance)} is not {' or '.join(_TYPE_NAMES.get(t, t) for t in wanted)}"
     elif validator == "pattern":
-        reason = f"{_json(instance)} does not match the pattern {error.validator_value}"
+        reason = f"{_json(instance)} does not match the pattern {expected}"
     elif validator == "enum":
-        reason = f"{_json(instance)} is not one of {', '.join(_json(v) for v in error.validator_value)}"
+        reason = f"{_json(instance)} is not one of {', '.join(_json(v) for v in expected)}"
     elif validator == "anyOf" and schema.get("x-kubernetes-int-or-string"):
         reason = f"{_json(instance)} is not an integer or a string"
     elif validator == "format":
-        reason = f"{_json(instance)} is not a valid {error.validator_value}"
+        reason = f"{_json(instance)} is not a valid {expected}"
     elif validator in ("maxLength", "minLength"):
         bound = "at most" if validator == "maxLength" else "at least"
-        reason = f"{_json(instance)} must be {bound} {error.validator_value} characters long"
+        reason = f"{_json(instance)} must be {bound} {expected} characters long"
     else:
         reason = error.message
     yield SchemaProblem(where, reason)

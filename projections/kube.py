@@ -113,7 +113,7 @@ async def management_client(kubeconfig: str | Path | None = None, context: str |
             raise KubeconfigError(f"kubeconfig {where} cannot be used: {type(error).__name__}: {error}") from None
     else:
         try:
-            incluster_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            incluster_config.load_incluster_config(client_configuration=configuration)
         except ConfigException as error:
             raise KubeconfigError(
                 "no kubeconfig: pass --kubeconfig (or set KUBECONFIG), or run inside a pod "

@@ -29,6 +29,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -62,7 +63,7 @@ async def run_as_leader(
         log.info("%s leads (Lease %s/%s)", lease.identity, lease.namespace, lease.name)
         task = asyncio.current_task()
         assert task is not None
-        running.append(task)  # type: ignore[arg-type]
+        running.append(task)
         try:
             await work()
         except asyncio.CancelledError:
@@ -89,7 +90,8 @@ async def run_as_leader(
                 lost,
             )
             election = asyncio.ensure_future(leaderelection.LeaderElection(config).run())
-            await asyncio.wait({election, stopped, finished}, return_when=asyncio.FIRST_COMPLETED)
+            waited: set[asyncio.Future[Any]] = {election, stopped, finished}
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
             if not election.done():
                 election.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -133,7 +135,7 @@ async def _release(api: ApiClient, lease: LeaseSettings) -> None:
     try:
         current = await coordination.read_namespaced_lease(lease.name, lease.namespace)
         if current.spec is not None and current.spec.holder_identity == lease.identity:
-            current.spec.holder_identity = None
+            current.spec.holder_identity = None  # type: ignore[assignment]  # null clears it; the stub says str
             await coordination.replace_namespaced_lease(lease.name, lease.namespace, current)
             log.info("%s released the Lease %s/%s", lease.identity, lease.namespace, lease.name)
     except ApiException as error:

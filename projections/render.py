@@ -220,7 +220,7 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) 
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_unique_mapping,  # type: ignore[arg-type]
+    _construct_unique_mapping,
 )
 
 
@@ -277,11 +277,10 @@ def source_context(sync: AssignedSync) -> dict[str, Any]:
         return {"kind": "GitRepository", "url": source.git.url, "ref": ref, **NO_SOURCE_ACCESS, **access}
     oci = source.oci
     assert oci is not None  # Source validates exactly one of git/oci/helm
-    ref = {"tag": oci.version.tag} if oci.version.tag is not None else {"digest": oci.version.digest}
     return {
         "kind": "OCIRepository",
         "url": oci.url,
-        "ref": ref,
+        "ref": {"tag": oci.version.tag} if oci.version.tag is not None else {"digest": oci.version.digest},
         "layer_media_type": HELM_CHART_LAYER if sync.sync.package.helm is not None else None,
         **NO_SOURCE_ACCESS,
         "secret_ref": oci.secret_ref.name if oci.secret_ref else None,
