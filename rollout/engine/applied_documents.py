@@ -17,7 +17,7 @@ partition loads, and a rollback to the release that wrote it reads it as before.
 What a refusal means (README "Upgrading a running engine"):
 
 * a module whose *spec* is refused halts (`spec_refusal`, checked first in
-  `StageMachine._advance`): decision `halted` with the reason `STORED_SPEC_REFUSED` and
+  `StageMachine.advance`): decision `halted` with the reason `STORED_SPEC_REFUSED` and
   what each rule said; nothing more moves; `rollout resume` does not lift it — re-applying
   the module with a spec this release accepts does (it replaces the spec). Clusters that
   join get what the fleet runs, as for any halted module;
@@ -114,10 +114,15 @@ def refusal_of(document: Any) -> Refusal | None:
     return document.refusal if isinstance(document, KeptAsStored) else None
 
 
-def _keep(refused: type[KeptAsStored]) -> Any:
-    """The validator of an `Applied*` field: the API type, or `refused` built as stored."""
+class KeepAsStored:
+    """The validator of an `Applied*` field: the API type when this release's rules accept
+    the JSON, else `refused` built as stored, with its `Refusal` (also appended to the
+    validation context when that is a list: the decoder's, stored.py)."""
 
-    def validate(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    def __init__(self, refused: type[KeptAsStored]) -> None:
+        self.refused = refused
+
+    def __call__(self, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         if isinstance(value, KeptAsStored):
             return value  # a record copied or rebuilt by the engine: it stays as stored
         try:
@@ -125,20 +130,22 @@ def _keep(refused: type[KeptAsStored]) -> Any:
         except ValidationError as error:
             if isinstance(value, BaseModel):
                 raise  # the engine built it: a bug, not a stored document
-            problems = tuple(_problem(detail) for detail in error.errors(include_url=False))
-            kept = as_stored(refused, value)
+            kept = as_stored(self.refused, value)
             kept._stored = value
-            kept._refusal = Refusal(info.field_name or refused.__name__, problems)
-            if isinstance(info.context, list):  # the decoder collects refusals (stored.py)
+            kept._refusal = Refusal(
+                info.field_name or self.refused.__name__,
+                tuple(_problem(detail) for detail in error.errors(include_url=False)),
+            )
+            if isinstance(info.context, list):
                 info.context.append(kept._refusal)
             return kept
 
-    return WrapValidator(validate)
 
-
-AppliedSpec = Annotated[ModuleSpec, SerializeAsAny(), _keep(RefusedSpec)]
-AppliedSync = Annotated[Sync, SerializeAsAny(), _keep(RefusedSync)]
-AppliedRestriction = Annotated[ModuleRestrictionManifest, SerializeAsAny(), _keep(RefusedRestriction)]
+AppliedSpec = Annotated[ModuleSpec, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedSpec))]
+AppliedSync = Annotated[Sync, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedSync))]
+AppliedRestriction = Annotated[
+    ModuleRestrictionManifest, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedRestriction))
+]
 
 
 def _problem(detail: Any) -> str:

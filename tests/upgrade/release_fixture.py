@@ -80,7 +80,7 @@ class RestoredDecider:
         ]
         self.offset += len(records)
         out = Outputs(TOPICS.dead_letters)
-        self.decider.process(records, self.offset, out)  # type: ignore[arg-type]
+        self.decider.process(records, self.offset, out)
         self.changelog += self.decider.state.changelog()
         self.decider.state.commit_batch()
         self.outputs.append(out)
