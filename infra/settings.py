@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_PREFIX = "rollout."
 
@@ -49,7 +50,7 @@ SECURITY_ENV = (
 )
 
 
-def kafka_client_options() -> dict[str, object]:
+def kafka_client_options() -> dict[str, Any]:
     """aiokafka keyword arguments for the configured security protocol."""
     import ssl
 
@@ -58,7 +59,7 @@ def kafka_client_options() -> dict[str, object]:
         raise ValueError(
             f"ROLLOUT_KAFKA_SECURITY_PROTOCOL={protocol!r}: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
         )
-    options: dict[str, object] = {"security_protocol": protocol}
+    options: dict[str, Any] = {"security_protocol": protocol}
     if protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = ssl.create_default_context(cafile=env("KAFKA_CA_FILE"))
     if protocol.startswith("SASL"):

@@ -48,7 +48,7 @@ def gate_runner(ctx: Context, interval: float, web_port: int, web_host: str, log
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         health = Health(assigned=True)  # no consumer group: ready once the broker answers
-        probe = BrokerProbe(ctx.bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
+        probe = BrokerProbe(ctx.bootstrap, health, **kafka_client_options())
         server = ObservabilityServer(port=web_port, metrics=Metrics(), health=health, host=web_host)
         publish = KafkaPublisher(ctx.bootstrap, ctx.topics.status)
         runner = GateRunner(bootstrap=ctx.bootstrap, prefix=ctx.prefix, publish=publish, interval=interval)

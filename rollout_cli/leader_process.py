@@ -73,7 +73,7 @@ async def run_leader_process(
         api = await management_client(kubeconfig, context)
     except KubeconfigError as error:
         raise click.ClickException(str(error)) from None
-    probe = BrokerProbe(bootstrap, health, **kafka_client_options())  # type: ignore[arg-type]
+    probe = BrokerProbe(bootstrap, health, **kafka_client_options())
     metrics = metrics or Metrics()
     server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host) if web_port else None
     probe.start()

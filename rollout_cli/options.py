@@ -15,7 +15,7 @@ import re
 import socket
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -49,7 +49,7 @@ DENIED = 1
 """Exit code when the broker refused the credentials or the principal's ACLs (infra/denials.py)."""
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print `message` and exit with `code` — DENIED instead of 2 when the error being
     handled is a broker's refusal (a wrong password, a missing ACL): retrying will not help."""
     click.echo(f"error: {message}", err=True)
@@ -79,7 +79,7 @@ def resolve_bootstrap(given: str | None) -> str:
             "no Kafka broker: pass --bootstrap-servers (or set ROLLOUT_BOOTSTRAP_SERVERS), "
             "or start the local one with `rollout kafka start` / `rollout up`"
         )
-    return found  # type: ignore[return-value]
+    return found
 
 
 class Context:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -186,6 +186,11 @@ def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def _command(process: subprocess.Popen[bytes]) -> str:
+    """The rollout command a child started by `_spawn` runs (`worker`, `applier`, …)."""
+    return cast(list[str], process.args)[3]
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
@@ -424,7 +429,7 @@ async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Pope
         while not stop.is_set():
             for child in children:
                 if child.poll() is not None:
-                    click.echo(f"error: child process {child.args[3]} exited with {child.returncode}; see its log")
+                    click.echo(f"error: child process {_command(child)} exited with {child.returncode}; see its log")
                     stop.set()
             await asyncio.sleep(1)
 

@@ -14,7 +14,7 @@ for an unknown cluster or module, or a module that syncs no Helm chart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -22,7 +22,7 @@ from rollout_cli.options import Context, kafka_options
 from rollout_cli.verdicts import Wait, verdict_options
 
 
-def _mapping(source: click.File | Any, what: str) -> dict[str, Any]:
+def _mapping(source: IO[str], what: str) -> dict[str, Any]:
     """The one mapping a values file holds; a clear error otherwise."""
     import yaml
 
@@ -83,8 +83,8 @@ def report_values(
             cluster=cluster,
             module=module,
             values=_mapping(values_file, "values") if values_file is not None else None,
-            chartDefaults=_mapping(chart_defaults, "chartDefaults") if chart_defaults is not None else None,
-            chartVersion=chart_version,
+            chart_defaults=_mapping(chart_defaults, "chartDefaults") if chart_defaults is not None else None,
+            chart_version=chart_version,
             reply=True if wait.enabled else None,
         )
     except ValidationError as error:
