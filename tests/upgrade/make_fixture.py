@@ -1,35 +1,53 @@
-"""Write the upgrade fixture of this release: a decider partition's state, mid-rollout.
+"""Write the upgrade fixture of a release: a decider partition's state, mid-rollout.
 
-    .venv/bin/python -m tests.upgrade.make_fixture RELEASE
+    .venv/bin/python -m tests.upgrade.make_fixture RELEASE [--out DIR]
 
-folds a scenario (tests/upgrade/scenario.py's `PREVIOUS_RELEASE_EVENTS`, built here with
-the release's own builders) through the release's engine over a `PartitionState` — the
-worker's changelogged state — and writes, under tests/upgrade/fixtures/RELEASE/:
+folds a scenario (`scenario()`, built with the release's own tests/rollout/builders.py)
+through the release's engine over a `PartitionState` — the worker's changelogged state —
+and writes, under DIR (default tests/upgrade/fixtures/RELEASE/):
 
 * ``decide-state.jsonl`` — the `decide-state` records the worker would have committed
   (``{"key": "<mapping>:<key>", "value": <JSON or null>}``, in order);
 * ``journal.jsonl``      — the journal events folded so far, as they travel on Kafka;
 * ``release.json``       — the release (its commit) and what the state holds.
 
-Run it on the last release's tree (``git worktree add /tmp/prev <tag>``) before a change to
-the stored records lands; tests/upgrade/test_previous_release.py restores the fixture into
-the current engine and finishes the rollout. The scenario leaves a module mid-rollout
-(canary done, the wave waiting for approval), a finished module, a deleted module's
-tombstone, a removed cluster's tombstone, leases from heartbeats, a namespace restriction
-and the clock — every kind of record a running engine holds.
+The scenario leaves a module mid-rollout (canary done, the wave waiting for approval), a
+finished module, a deleted module's tombstone, a removed cluster's tombstone, leases from
+heartbeats, a namespace restriction and the clock — every kind of record a running engine
+holds. tests/upgrade/test_previous_release.py restores the fixture into the current engine
+(through the worker's decode path) and finishes the rollout; test_previous_release_on_kafka.py
+does the same with a real worker on the session broker.
+
+Release process. A fixture is always written by the release it is named after, on that
+release's tree — never by the current code, which would only test itself:
+
+1. When a release is tagged, or at the latest before a change to the stored records
+   (rollout/engine/state.py, a migration in rollout/engine/migrations.py, an API rule that
+   may refuse stored specs) lands, write the fixture of the last release:
+
+       git worktree add /tmp/last-release vX.Y            # the tag
+       mkdir -p /tmp/last-release/tests/upgrade
+       cp tests/upgrade/__init__.py tests/upgrade/make_fixture.py /tmp/last-release/tests/upgrade/
+       (cd /tmp/last-release && $OLDPWD/.venv/bin/python -m tests.upgrade.make_fixture vX.Y \
+           --out $OLDPWD/tests/upgrade/fixtures/vX.Y)
+       git worktree remove --force /tmp/last-release
+
+   (run from the worktree's root, its packages come before the venv's editable install on
+   sys.path, so the release's own engine folds the scenario; this script imports both the
+   layout since rollout/ became sub-packages and the flat one of v0.26 and before).
+2. Point `PREVIOUS_RELEASE` (tests/upgrade/release_fixture.py) at it, and keep the fixture of
+   the release before only while upgrades from it are supported.
+3. The change must pass tests/upgrade: the old state restores and its rollout completes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from rollout.engine.core import RolloutEngine
-from rollout.engine.state import ENGINE_MAPPINGS
-from rollout.wire.events import RestrictionApplied
 from streams.state import PartitionState
 from tests.rollout.builders import (
     AT,
@@ -47,6 +65,16 @@ from tests.rollout.builders import (
     stage,
     tick,
 )
+
+try:  # the layout since rollout/ became sub-packages (after v0.26)
+    from rollout.engine.core import RolloutEngine
+    from rollout.engine.state import ENGINE_MAPPINGS
+    from rollout.wire.events import RestrictionApplied
+except ImportError:  # v0.26 and before: one flat rollout/ package
+    from rollout.events import RestrictionApplied  # type: ignore[no-redef,import-not-found]
+    from rollout.state import ENGINE_MAPPINGS  # type: ignore[no-redef,import-not-found]
+
+    from rollout.engine import RolloutEngine  # type: ignore[no-redef,attr-defined]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -85,22 +113,23 @@ def scenario() -> list[Any]:
     return events
 
 
-def fold(events: list[Any]) -> tuple[PartitionState, RolloutEngine]:
+def fold(events: list[Any]) -> PartitionState:
+    """The scenario folded by the release's engine over the worker's changelogged state."""
     state = PartitionState(ENGINE_MAPPINGS)
-    engine = RolloutEngine(**{name: state.mappings[name] for name in ENGINE_MAPPINGS}, partition=0)  # type: ignore[arg-type]
+    engine = RolloutEngine(**{name: state.mappings[name] for name in ENGINE_MAPPINGS}, partition=0)
     for event in events:
         out = engine.handle(event)
         if out.rejections:
             raise SystemExit(f"the scenario's {type(event).__name__} was refused: {out.rejections}")
         state.keep_event()
-    return state, engine
+    return state
 
 
-def write(release: str) -> Path:
+def write(release: str, target: Path | None = None) -> Path:
     events = scenario()
-    state, engine = fold(events)
+    state = fold(events)
     records = state.changelog()
-    target = FIXTURES / release
+    target = target or FIXTURES / release
     target.mkdir(parents=True, exist_ok=True)
     with (target / "decide-state.jsonl").open("w") as out:
         for key, value in records:
@@ -109,15 +138,24 @@ def write(release: str) -> Path:
         for event in events:
             out.write(json.dumps(json.loads(event.to_bytes())) + "\n")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    modules = state.mappings["modules"]
     summary = {
         "release": release,
         "commit": commit,
         "records": len(records),
-        "modules": {name: engine.modules[name].phase for name in sorted(engine.modules)},
+        "modules": {name: modules[name].phase for name in sorted(modules)},
     }
     (target / "release.json").write_text(json.dumps(summary, indent=2) + "\n")
     return target
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("release", help="the release the fixture is of (its tag), e.g. v0.26")
+    parser.add_argument("--out", type=Path, help="the fixture's directory (default: tests/upgrade/fixtures/RELEASE)")
+    arguments = parser.parse_args()
+    print(write(arguments.release, arguments.out))
+
+
 if __name__ == "__main__":
-    print(write(sys.argv[1] if len(sys.argv) > 1 else "previous"))
+    main()
