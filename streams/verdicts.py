@@ -3,11 +3,12 @@
     journal ──► decide ──► verdicts (key: the event's id)
 
 The engine answers every module intent, and every status report with `reply`, with a
-`rollout.engine.outcome.Verdict`. The decider writes each as one small JSON document, keyed by the
-id of the event it answers, in the same transaction as the decisions it names:
+`rollout.engine.outcome.Verdict`. The decider writes each as one small `VerdictDocument`
+(rollout/wire/verdicts.py, the model every reader parses it with), keyed by the id of the
+event it answers, in the same transaction as the decisions it names:
 
-    {"event": "<id>", "verdict": "accepted" | "refused", "reason": "...", "module": "...",
-     "decisions": [{"id", "action", "reason", "cluster"}, ...], "decisionCount": n}
+    {"schemaVersion": 1, "event": "<id>", "verdict": "accepted" | "refused", "reason": "...",
+     "module": "...", "decisions": [{"id", "action", "reason", "cluster"}, ...], "decisionCount": n}
 
 `decisions` lists at most `DECISIONS_LISTED` of the decisions the event caused (an apply to
 a large fleet causes one per cluster); `decisionCount` counts them all. A refusal is also a
@@ -19,33 +20,36 @@ publishes, until the document for its event arrives.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from rollout.engine.outcome import Decision, Verdict
+from rollout.wire.verdicts import DECISIONS_LISTED, ListedDecision, VerdictDocument
 
-DECISIONS_LISTED = 20
+__all__ = ["DECISIONS_LISTED", "refusal_document", "verdict_document"]
 
 
 def verdict_document(verdict: Verdict, decisions: list[Decision], id_prefix: str) -> bytes:
     """The document for `verdict`; `decisions` are its outcome's, decision n has the id
     `<id_prefix>n` (the decider's `<journal partition>-<offset>-n`)."""
     start, stop = verdict.decisions
-    listed: list[dict[str, Any]] = [
-        {"id": f"{id_prefix}{index}", "action": decisions[index].action, "reason": decisions[index].reason}
-        | ({"cluster": decisions[index].cluster} if decisions[index].cluster else {})
-        for index in range(start, min(stop, start + DECISIONS_LISTED))
+    listed = [
+        _listed(f"{id_prefix}{index}", decisions[index]) for index in range(start, min(stop, start + DECISIONS_LISTED))
     ]
-    body = {
-        "event": verdict.event,
-        "verdict": "accepted" if verdict.accepted else "refused",
-        "reason": verdict.reason,
-        "module": verdict.module,
-        "decisions": listed,
-        "decisionCount": stop - start,
-    }
-    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    document = VerdictDocument(
+        event=verdict.event,
+        verdict="accepted" if verdict.accepted else "refused",
+        reason=verdict.reason,
+        module=verdict.module,
+        decisions=listed,
+        decision_count=stop - start,
+    )
+    return orjson.dumps(document.as_json(), option=orjson.OPT_SORT_KEYS)
+
+
+def _listed(decision_id: str, decision: Decision) -> ListedDecision:
+    if decision.cluster:
+        return ListedDecision(id=decision_id, action=decision.action, reason=decision.reason, cluster=decision.cluster)
+    return ListedDecision(id=decision_id, action=decision.action, reason=decision.reason)
 
 
 def refusal_document(event: str, module: str, reason: str) -> bytes:

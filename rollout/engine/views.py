@@ -1,12 +1,17 @@
 """The status documents `rollout status` shows, built from the engine's records.
 
-    module_view(record, now)   -> module-status (compacted: O(stages), not O(clusters))
-    target_view(record, target) -> target-status, one per (module, cluster)
-    held_view(...)             -> the module-status of a module with intents held back
-                                  for causal order (causal.py)
+    module_status(record, now)    -> ModuleStatus: the module-status document (compacted:
+                                     O(stages), not O(clusters))
+    target_status(record, target) -> TargetStatus: the rollout-targets document of one
+                                     (module, cluster)
+    held_view(...)                -> the module-status of a module with intents held back
+                                     for causal order (causal.py): its status with `held`,
+                                     or, not staged yet, the pending shape
 
-Pure functions: the engine calls them whenever it stores a record, and puts the result in
-`Outcome.module_status` / `Outcome.target_status`.
+The models are the documents' one schema (rollout/wire/status.py), imported by every reader
+too. Pure functions: the engine calls them whenever it stores a record and puts the result in
+`Outcome.module_status` / `Outcome.target_status` as the JSON object the decider publishes
+(`module_view` / `target_view`: the model's `as_json()`).
 """
 
 from __future__ import annotations
@@ -16,71 +21,106 @@ from typing import Any
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage
 from rollout.api.windows import iso, stage_window_state, stage_windows
-from rollout.engine.state import CATEGORIES, UNSTAGED, ModuleRecord, StageCounts, Target
+from rollout.engine.state import UNSTAGED, ModuleRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of
+from rollout.wire.status import (
+    PENDING,
+    Held,
+    MemberCounts,
+    ModuleStatus,
+    StageGate,
+    StageStatus,
+    StageWindow,
+    TargetStatus,
+    WindowSpec,
+)
 
 NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
 
 
 def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
+    """The module-status document as published (the JSON object of `module_status`)."""
+    return module_status(record, now).as_json()
+
+
+def module_status(record: ModuleRecord, now: float) -> ModuleStatus:
     """The compacted module-status document (size: O(stages), not O(clusters))."""
     stages = stages_of(record)
-    views = []
-    for index, stage in enumerate(stages):
-        counts = record.counts.get(stage.name, NO_COUNTS)
-        members = counts.members
-        if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
-            state = "Succeeded"
-        elif index == record.stage_index:
-            state = {"Soaking": "Soaking", "AwaitingApproval": "AwaitingApproval"}.get(
-                record.phase, "Running" if record.stage_started else "Pending"
-            )
-        else:
-            state = "Pending"
-        window = window_view(record, stage, now)
-        views.append(
-            {
-                **({"window": window} if window is not None else {}),
-                **({"gates": gates_view(record, stage)} if stage.gates else {}),
-                "name": stage.name,
-                "state": state,
-                "maxConcurrency": resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
-                "maxFailures": resolve_count(stage.max_failures, total=members, default=0),
-                "minSuccessTime": stage.min_success_time,
-                "requireApproval": stage.require_approval,
-                "approved": stage.name in record.approvals,
-                "counts": {c: getattr(counts, c) for c in ("members", *CATEGORIES)},
-            }
-        )
-    unstaged = record.counts.get(UNSTAGED, NO_COUNTS)
-    return {
-        "module": record.name,
-        "kind": record.kind,
-        "namespace": record.namespace,
-        "generation": record.target,
-        "targetRevision": record.revisions[record.target].revision,
-        "stableRevision": record.revisions[record.stable].revision
-        if record.stable is not None and record.stable in record.revisions
-        else None,
-        "phase": record.phase,
-        "mode": record.mode,
-        "paused": record.paused,
-        "currentStage": stages[min(record.stage_index, len(stages) - 1)].name,
-        "stages": views,
-        "unstaged": {c: getattr(unstaged, c) for c in ("members", *CATEGORIES)},
-        "pinned": record.pinned,
-        "dependsOn": list(record.spec.depends_on),
-        "deleting": record.deleting is not None,  # held until its dependents are deleted
+    optional: dict[str, Any] = {}  # set only when they apply: absent from the document otherwise
+    if record.awaiting:
         # dependencies applied with it whose partition has not said it folded that apply
         # yet: none of their readiness counts until then (dependencies.py)
-        **({"awaiting": sorted(record.awaiting)} if record.awaiting else {}),
-        "lastDecision": record.last_reason,
-        # why a module whose stages all passed is not Complete: members not ready or waiting
-        **({"waiting": waiting} if record.stable == record.target and (waiting := waiting_reason(record, now)) else {}),
-        "observedAt": now,
-        # the rule of its namespace's ModuleRestriction it breaks (restriction_rules.py)
-        **({"restricted": record.restricted} if record.restricted is not None else {}),
-    }
+        optional["awaiting"] = sorted(record.awaiting)
+    if record.stable == record.target and (waiting := waiting_reason(record, now)):
+        optional["waiting"] = waiting  # why a module whose stages all passed is not Complete
+    if record.restricted is not None:
+        optional["restricted"] = record.restricted  # the ModuleRestriction rule it breaks
+    return ModuleStatus(
+        module=record.name,
+        kind=record.kind,
+        namespace=record.namespace,
+        generation=record.target,
+        target_revision=record.revisions[record.target].revision,
+        stable_revision=record.revisions[record.stable].revision
+        if record.stable is not None and record.stable in record.revisions
+        else None,
+        phase=record.phase,
+        mode=record.mode,
+        paused=record.paused,
+        current_stage=stages[min(record.stage_index, len(stages) - 1)].name,
+        stages=[stage_status(record, index, stage, now) for index, stage in enumerate(stages)],
+        unstaged=member_counts(record.counts.get(UNSTAGED, NO_COUNTS)),
+        pinned=record.pinned,
+        depends_on=list(record.spec.depends_on),
+        deleting=record.deleting is not None,  # held until its dependents are deleted
+        last_decision=record.last_reason,
+        observed_at=now,
+        **optional,
+    )
+
+
+def stage_status(record: ModuleRecord, index: int, stage: Stage, now: float) -> StageStatus:
+    """Stage `index` of the module's rollout: its state, limits, counts, window and gates."""
+    counts = record.counts.get(stage.name, NO_COUNTS)
+    members = counts.members
+    if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
+        state = "Succeeded"
+    elif index == record.stage_index:
+        state = {"Soaking": "Soaking", "AwaitingApproval": "AwaitingApproval"}.get(
+            record.phase, "Running" if record.stage_started else "Pending"
+        )
+    else:
+        state = "Pending"
+    optional: dict[str, Any] = {}
+    window = window_view(record, stage, now)
+    if window is not None:
+        optional["window"] = window
+    if stage.gates:
+        optional["gates"] = gates_view(record, stage)
+    return StageStatus(
+        name=stage.name,
+        state=state,
+        max_concurrency=resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
+        max_failures=resolve_count(stage.max_failures, total=members, default=0),
+        min_success_time=stage.min_success_time,
+        require_approval=stage.require_approval,
+        approved=stage.name in record.approvals,
+        counts=member_counts(counts),
+        **optional,
+    )
+
+
+def member_counts(counts: StageCounts) -> MemberCounts:
+    return MemberCounts(
+        members=counts.members,
+        pending=counts.pending,
+        updating=counts.updating,
+        succeeded=counts.succeeded,
+        failed=counts.failed,
+        not_ready=counts.not_ready,
+        pinned=counts.pinned,
+        blocked=counts.blocked,
+    )
 
 
 def outstanding_members(record: ModuleRecord) -> int:
@@ -114,56 +154,61 @@ def waiting_reason(record: ModuleRecord, now: float) -> str:
     return "; ".join(reasons)
 
 
-def window_view(record: ModuleRecord, stage: Stage, now: float) -> dict[str, Any] | None:
+def window_view(record: ModuleRecord, stage: Stage, now: float) -> StageWindow | None:
     """A stage's maintenance windows at `now` (None: it has none): open, when the next
     opens or the current closes (seconds since the epoch, and ISO 8601 in UTC)."""
     windows = stage_windows(record.spec, stage)
     state = stage_window_state(record.spec, stage, now)
     if state is None:
         return None
-    return {
-        "open": state.open,
-        "nextOpen": state.next_open,
-        "nextOpenAt": iso(state.next_open),
-        "closesAt": iso(state.closes_at),
-        "windows": [w.model_dump(by_alias=True) for w in windows],
-    }
+    return StageWindow(
+        open=state.open,
+        next_open=state.next_open,
+        next_open_at=iso(state.next_open),
+        closes_at=iso(state.closes_at),
+        windows=[
+            WindowSpec(kind=w.kind, schedule=w.schedule, duration=w.duration, time_zone=w.time_zone) for w in windows
+        ],
+    )
 
 
-def gates_view(record: ModuleRecord, stage: Stage) -> list[dict[str, Any]]:
+def gates_view(record: ModuleRecord, stage: Stage) -> list[StageGate]:
     """A stage's health gates (gates.py): each one's definition, for the gate runner, and
     its latest result for the current target (passed None: none yet, or inconclusive)."""
     views = []
     for gate in stage.gates:
         state = record.gates.get(gate_key(stage.name, gate.name))
         current = state if state is not None and state.generation == record.target else None
-        views.append(
-            {
-                **gate.model_dump(by_alias=True, exclude_none=True),
-                "passed": current.passed if current else None,
-                "passingSince": current.since if current else None,
-                "message": current.message if current else "",
-            }
-        )
+        result = {
+            "passed": current.passed if current else None,
+            "passingSince": current.since if current else None,
+            "message": current.message if current else "",
+        }
+        views.append(StageGate.model_validate(gate.model_dump(by_alias=True, exclude_none=True) | result))
     return views
 
 
 def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:
-    """The target-status document of one (module, cluster)."""
+    """The rollout-targets document as published (the JSON object of `target_status`)."""
+    return target_status(record, target).as_json()
+
+
+def target_status(record: ModuleRecord, target: Target) -> TargetStatus:
+    """The rollout-targets document of one (module, cluster)."""
     revision = record.revisions.get(target.assigned) if target.assigned is not None else None
-    return {
-        "module": target.module,
-        "cluster": target.cluster,
-        "stage": target.stage,
-        "state": target.category,
-        "ready": target.ready,
-        "pinned": target.pinned,
-        "revision": revision.revision if revision else None,
-        "generation": target.assigned,
-        "status": target.status,
-        "message": blocked_message(record) if target.category == "blocked" else target.status_message,
-        "updatingSince": target.updating_since,
-    }
+    return TargetStatus(
+        module=target.module,
+        cluster=target.cluster,
+        stage=target.stage,
+        state=target.category,
+        ready=target.ready,
+        pinned=target.pinned,
+        revision=revision.revision if revision else None,
+        generation=target.assigned,
+        status=target.status,
+        message=blocked_message(record) if target.category == "blocked" else target.status_message,
+        updating_since=target.updating_since,
+    )
 
 
 def blocked_message(record: ModuleRecord) -> str:
@@ -178,12 +223,19 @@ def format_positions(fleet: dict[int, int]) -> str:
 def held_view(
     name: str, view: dict[str, Any] | None, held_intents: int, waiting: dict[int, int], now: float
 ) -> dict[str, Any]:
-    """`view` (None: the module does not exist yet) with what the module holds back."""
-    held = {
-        "intents": held_intents,
-        "waitingFor": {str(p): o for p, o in sorted(waiting.items())},
-        "reason": f"waiting for cluster observations up to {format_positions(waiting)}",
-    }
-    if view is None:
-        return {"module": name, "phase": "Pending", "reason": held["reason"], "held": held, "observedAt": now}
-    return {**view, "held": held}
+    """`view` (a `module_view`; None: the module does not exist yet) with what the module
+    holds back: its status with `held`, or the pending shape (rollout/wire/status.py)."""
+    return held_status(name, None if view is None else ModuleStatus.read(view), held_intents, waiting, now).as_json()
+
+
+def held_status(
+    name: str, status: ModuleStatus | None, held_intents: int, waiting: dict[int, int], now: float
+) -> ModuleStatus:
+    held = Held(
+        intents=held_intents,
+        waiting_for={str(p): o for p, o in sorted(waiting.items())},
+        reason=f"waiting for cluster observations up to {format_positions(waiting)}",
+    )
+    if status is None:
+        return ModuleStatus(module=name, phase=PENDING, reason=held.reason, held=held, observed_at=now)
+    return status.model_copy(update={"held": held})

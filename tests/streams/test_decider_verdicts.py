@@ -48,6 +48,7 @@ def test_refused_and_accepted_commands_each_get_a_verdict_keyed_by_event_id() ->
     assert (created["verdict"], created["reason"]) == ("accepted", "Module podinfo created at v1")
     assert created["decisionCount"] >= 2 and created["decisions"][0]["id"] == "0-1-0"
     assert refused == {
+        "schemaVersion": 1,
         "event": wrong.id,
         "verdict": "refused",
         "reason": "module podinfo has no stage 'no-such-stage' (stages: canary, wave-1)",

@@ -1,0 +1,210 @@
+"""The status documents: where each module's rollout stands, and each cluster in it.
+
+    module-status    (compacted, key: module)          ModuleStatus, or a tombstone: deleted
+    rollout-targets  (compacted, key: module/cluster)  TargetStatus, or a tombstone: gone
+
+The engine builds them (rollout/engine/views.py) whenever it stores a record; the decider
+publishes them (streams/decider.py). Every reader parses them with these models
+(`ModuleStatus.read`, `TargetStatus.read`: rollout/wire/documents.py) and reads attributes:
+`rollout status` / `get modules` / `status --wait` (rollout_cli/), `rollout up`'s summary
+(rollout_cli/status_summary.py), the dashboard (projections/dashboard/), the module watcher's
+status writer (projections/module_status.py) and the gate runner (projections/gate_runner.py).
+
+A module-status document has one of these shapes — one model, the fields a shape lacks at
+their defaults:
+
+* **staged** — the engine holds the module's record: `kind`, `generation`, revisions,
+  `phase` (one of `ROLLOUT_PHASES`), `currentStage`, `stages` with their member `counts`,
+  and, when they apply: `deleting` (waiting for its dependents), `waiting` (every stage
+  passed, members not on the target yet), `awaiting`, `restricted`, `held` (a later intent
+  waits for cluster observations);
+* **pending** — the module's first apply waits for cluster observations (causal order,
+  rollout/engine/causal.py): phase `Pending`, `reason`, `held`, and no record yet — no kind,
+  no generation, no stages (`staged` is False);
+* **deleted** — no document: the record's value is a tombstone (readers get None).
+
+Phases and states are strings here, not enums: a reader shows a phase a newer worker added
+as it is (the module watcher's conditions treat an unknown phase as Progressing) instead of
+refusing the whole document.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rollout.wire.assemblages import ModuleKind
+from rollout.wire.documents import Part, VersionedDocument
+
+ROLLOUT_PHASES = (
+    "Progressing",
+    "Soaking",
+    "AwaitingApproval",
+    "Paused",
+    "Halted",
+    "RollingBack",
+    "RolledBack",
+    "Complete",
+    "Aborted",
+)
+"""The phases of a staged module (rollout.engine.state.Phase)."""
+PENDING = "Pending"
+"""The phase of a module not staged yet (the pending shape)."""
+FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
+STAGE_STATES = ("Pending", "Running", "Soaking", "AwaitingApproval", "Succeeded")
+TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
+"""Where one cluster stands in a module's rollout (rollout.engine.state.Category)."""
+
+
+class MemberCounts(Part):
+    """How many members of a stage (or unstaged clusters) are in each target state."""
+
+    members: int = 0
+    pending: int = 0
+    updating: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    not_ready: int = 0
+    pinned: int = 0
+    blocked: int = 0  # ready, waiting for its dependencies there
+
+
+class WindowSpec(Part):
+    """One maintenance window as the module's manifest gives it (rollout/api/windows.py)."""
+
+    kind: str = "allow"
+    schedule: str
+    duration: str
+    time_zone: str = Field(default="UTC", alias="timeZone")
+
+
+class StageWindow(Part):
+    """A stage's maintenance windows at `observedAt`: open or not, when that changes."""
+
+    open: bool
+    next_open: float | None = Field(default=None, alias="nextOpen")  # seconds since the epoch
+    next_open_at: str | None = Field(default=None, alias="nextOpenAt")  # the same, ISO 8601 UTC
+    closes_at: str | None = Field(default=None, alias="closesAt")
+    windows: list[WindowSpec] = Field(default_factory=list)
+
+
+class PrometheusQuery(Part):
+    url: str
+    query: str
+    min: float | None = None
+    max: float | None = None
+
+
+class WebhookTarget(Part):
+    url: str
+
+
+class StageGate(Part):
+    """A health gate of a stage (rollout/api/gates.py): its definition, for the gate runner,
+    and its latest result for the current target — `passed` None: none yet, or inconclusive."""
+
+    name: str
+    prometheus: PrometheusQuery | None = None
+    webhook: WebhookTarget | None = None
+    passed: bool | None = None
+    passing_since: float | None = Field(default=None, alias="passingSince")  # engine time
+    message: str = ""
+
+
+class StageStatus(Part):
+    """One stage of the module's rollout, in the order the stages run."""
+
+    name: str
+    state: str = "Pending"  # one of STAGE_STATES
+    max_concurrency: int = Field(default=1, alias="maxConcurrency")
+    max_failures: int = Field(default=0, alias="maxFailures")
+    min_success_time: str | None = Field(default=None, alias="minSuccessTime")  # the soak, "10m"
+    require_approval: bool = Field(default=False, alias="requireApproval")
+    approved: bool = False
+    counts: MemberCounts = Field(default_factory=MemberCounts)
+    window: StageWindow | None = None  # absent: the stage has no maintenance windows
+    gates: list[StageGate] = Field(default_factory=list)  # absent: the stage has no gates
+
+
+class Held(Part):
+    """Intents of the module held back until the journal partition has seen the cluster
+    observations they were published after (rollout/engine/causal.py)."""
+
+    intents: int
+    waiting_for: dict[str, int] = Field(default_factory=dict, alias="waitingFor")  # partition → offset
+    reason: str = ""
+
+
+class ModuleStatus(VersionedDocument):
+    """The module-status document: one module's rollout, compacted — O(stages), never
+    O(clusters). Its shapes (staged, pending) are described in the module docstring."""
+
+    KIND = "module-status"
+
+    module: str
+    phase: str  # ROLLOUT_PHASES, or PENDING
+    kind: ModuleKind | None = None  # None: not staged yet (pending)
+    namespace: str | None = None
+    generation: int | None = None  # the target generation; None: not staged yet
+    target_revision: str | None = Field(default=None, alias="targetRevision")
+    stable_revision: str | None = Field(default=None, alias="stableRevision")  # None: nothing rolled out yet
+    mode: Literal["rollout", "rollback"] | None = None
+    paused: bool = False
+    current_stage: str | None = Field(default=None, alias="currentStage")
+    stages: list[StageStatus] = Field(default_factory=list)
+    unstaged: MemberCounts = Field(default_factory=MemberCounts)  # selected clusters matching no stage
+    pinned: list[str] = Field(default_factory=list)  # clusters pinned to their revision
+    depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+    deleting: bool = False  # deleted, held until the modules depending on it are deleted
+    # dependencies applied with it whose partitions have not said they folded that apply:
+    # none of their readiness counts until then (rollout/engine/dependencies.py)
+    awaiting: list[str] = Field(default_factory=list)
+    last_decision: str = Field(default="", alias="lastDecision")  # the reason of its latest decision
+    # why a module whose stages all passed is not Complete: members not ready or waiting
+    waiting: str = ""
+    observed_at: float = Field(default=0.0, alias="observedAt")  # engine time (0: before the first tick)
+    # the rule of its namespace's ModuleRestriction it breaks (halted until it complies)
+    restricted: str | None = None
+    held: Held | None = None
+    reason: str | None = None  # pending: why it is not staged yet
+
+    @property
+    def staged(self) -> bool:
+        """The engine holds the module's record (False: pending, its apply held back)."""
+        return self.generation is not None
+
+    @property
+    def members(self) -> int:
+        """Staged members, every stage."""
+        return sum(stage.counts.members for stage in self.stages)
+
+    @property
+    def succeeded(self) -> int:
+        """Staged members that run the target and succeeded."""
+        return sum(stage.counts.succeeded for stage in self.stages)
+
+    def count(self, category: str) -> int:
+        """Staged members in `category` (a TARGET_STATES name), every stage."""
+        return sum(getattr(stage.counts, category, 0) for stage in self.stages)
+
+    def stage(self, name: str | None) -> StageStatus | None:
+        return next((stage for stage in self.stages if stage.name == name), None)
+
+
+class TargetStatus(VersionedDocument):
+    """The rollout-targets document: one cluster's place in one module's rollout."""
+
+    KIND = "rollout-target"
+
+    module: str
+    cluster: str
+    stage: str = "-"  # "-": the cluster matches no stage (not rolled out)
+    state: str = "pending"  # one of TARGET_STATES
+    ready: bool = False
+    pinned: bool = False
+    revision: str | None = None  # the revision assigned; None: none
+    generation: int | None = None
+    status: str = "none"  # the latest report about the assignment: none, updating, succeeded, failed
+    message: str = ""  # the report's message, or why a blocked member waits
+    updating_since: float | None = Field(default=None, alias="updatingSince")  # engine time
