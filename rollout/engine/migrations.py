@@ -24,10 +24,12 @@ README "Upgrading a running engine"):
   it knows (stored.RecordFromNewerRelease): such a release is upgraded stop-the-world, not
   rolling.
 
-A migration is registered with an example (a record of its version and what it must
-become): tests/upgrade/test_stored_records.py runs every example, and restores it through
-the worker's decode path. No record type has needed one since versions were introduced
-(v0.26 → the first release that reads them).
+A migration is registered with an example (the part of a record of its version that it
+changes, and what it must become): tests/upgrade/test_stored_records.py runs every example;
+add beside it a test that restores a whole record of the old version through the worker's
+decode path (as `test_records_of_older_versions_are_upcast_one_version_at_a_time_on_restore`
+does for two hypothetical ones). No record type has needed a migration yet: versions were
+introduced after v0.26, whose records are version 1.
 """
 
 from __future__ import annotations

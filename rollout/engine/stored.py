@@ -87,6 +87,7 @@ def decode(
     if not issubclass(kind, BaseModel):
         return kind(json.loads(raw))  # a number (the clock)
     context: list[Refusal] = [] if refusals is None else refusals
+    noted = len(context)  # the refusals noted before this record's
     current = current_version(mapping) if current is None else current
     if current == FIRST_VERSION and not raw.startswith(_MARKER):
         try:
@@ -110,13 +111,14 @@ def decode(
             "(README: Upgrading a running engine)",
         )
     data = upcast(mapping, data, version)
-    del context[:]  # the fast path may have noted refusals of a record it did not return
+    del context[noted:]  # the fast path may have noted refusals of a record it did not return
     return _without_unknown_fields(f"{mapping}:{key}", kind, data, context)
 
 
 def _without_unknown_fields(key: str, kind: type[BaseModel], data: dict[str, Any], context: list[Refusal]) -> Any:
     """`data` validated as `kind`, dropping the fields it does not know (a newer release's
     additions of the same version); any other problem is an UnreadableRecord."""
+    noted = len(context)
     while True:
         try:
             return kind.model_validate_json(json.dumps(data), context=context)
@@ -130,7 +132,7 @@ def _without_unknown_fields(key: str, kind: type[BaseModel], data: dict[str, Any
                 raise UnreadableRecord(key, f"not a {kind.__name__} of this release: {problems}") from None
             for location in unknown:
                 _drop(data, location)
-            del context[:]
+            del context[noted:]
 
 
 def _drop(data: Any, location: tuple[Any, ...]) -> None:
