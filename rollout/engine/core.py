@@ -9,9 +9,16 @@ mappings the engine evolves and ships the outcome (outcome.py):
 
 * `assignments` — for one (cluster, module): the sync now in the cluster's assemblage, or
   None. The assemblage builder folds these into RemoteAssemblage/ProxyAssemblage snapshots.
-* `decisions`   — the explainable record of every assignment change and phase transition.
+* `decisions`   — the explainable record of every assignment change and phase transition
+  (`Decision.action` is a `DecisionAction`).
 * `module_status` / `target_status` — compacted views for `rollout status` (views.py).
 * `rejections`  — events that were well-formed but cannot apply (go to dead letters).
+
+Read it as a Decider: `handle` decides what the event changes — writes into the state
+tables, and the outcome — given the state; the caller's mappings evolve by those writes.
+The writes are the only changes (no value in the mappings is changed in place:
+`Record.working_copy`, tables.py), so the caller undoes an event that fails by dropping
+its writes (`streams/state.py`).
 
 How a rollout moves (docs/rollout-semantics.md has the full rules; stages.py the code):
 the module's *target* generation is driven stage by stage; within the started stages,
@@ -29,7 +36,7 @@ Around that core, three guards (docs/rollout-semantics.md, "Delivery"):
   (FleetSeen) is *held*, with every later intent of that module behind it, and released in
   order once the cluster observations its publisher knew have been folded (causal.py);
 * time — a Tick moves the clock at most MAX_TICK_STEP ahead, so one bogus far-future tick
-  (or the first after a long outage) does not fire every deadline at once (reports.py).
+  (or the first after a long outage) does not fire every deadline at once (clock.py).
 
 Cost: a status report touches one Target, one ClusterFacts and one ModuleRecord, and moving
 the next cluster pops from an in-memory ordered index of pending clusters per stage
@@ -37,39 +44,92 @@ the next cluster pops from an in-memory ordered index of pending clusters per st
 scan of the fleet per event. Module events (apply, delete, supersede) and readiness changes
 pay for the clusters they concern; a FleetSeen pays for the modules with held intents.
 
-The engine is one class assembled from one layer per concern, each building on the ones
-below it:
+The composition. The engine is one object per concern, each given the collaborators it
+uses when it is built (below, bottom to top; none reaches another but through them):
 
-    targets.py     TargetBook      the mappings; Targets, their indexes and counters; _assign
-    window_gate.py WindowGate      maintenance windows: may a stage's clusters move now?
-    stages.py      StageMachine    advance, fill, budget, rollback
-    membership.py  Membership      cluster events; which clusters a module covers
-    reports.py     Reports         sync status reports and ticks
-    live_values.py LiveValues      Helm values observed on clusters: re-merged, re-sent
-    gate_results.py GateResults    health gate results: stages wait for them, failures halt
-    leases.py      Leases          heartbeats, lease expiry, leave/join: cluster readiness
-    dependencies.py DependencyIntents  dependsOn across partitions (and dependency_links.py)
+    tables.py           StateTables        the mappings (ENGINE_MAPPINGS), partition, now
+    dependency_links.py DependencyLinks    tells dependents where a module is ready
+    targets.py          TargetBook         Targets, their indexes and counters; assign, decide,
+                                           save_module, status documents        (tables, links)
+    window_gate.py      WindowGate         may a stage's clusters move now?     (tables, book)
+    stages.py           StageMachine       advance, fill, budget, rollback      (tables, book, windows)
+    membership.py       Membership         cluster events; which clusters a module covers
+    reports.py          Reports            sync status reports
+    clock.py            Clock, ModuleTimers  ticks; what time does to each module
+    live_values.py      LiveValues         Helm values observed on clusters: re-merged, re-sent
+    gate_results.py     GateResults        health gate results: stages wait for them, failures halt
+    leases.py           Leases             heartbeats, lease expiry, leave/join: cluster readiness
     restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
-    intents.py     ModuleIntents   ModuleApplied, ModuleDeleted, RolloutCommanded
-    causal.py      CausalOrder     redelivery and held intents; FleetSeen
-    engine.py      RolloutEngine   `handle`: routes each event to its layer
+    intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
+    dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py
+    causal.py           CausalOrder        redelivery and held intents; FleetSeen
+
+`RolloutEngine` builds them and wires them together with three explicit structures, in
+this file and nowhere else:
+
+* `handlers` — the dispatch table: one handler per event type (`handle` looks the event's
+  type up; every type of `rollout.wire.events.InputEvent` has one);
+* `intent_handlers` — what an intent does once its turn has come (`apply_intent`, called
+  by CausalOrder): ModuleApplied and ModuleDeleted go through DependencyIntents (which
+  calls ModuleIntents), RolloutCommanded to ModuleIntents; then its verdict;
+* the hook lists, each run in order:
+    `on_clock_moved` (a Tick moved the clock: clock.py)
+        1. Leases.expire_leases — first, so modules moving on this tick see which
+           clusters are ready now;
+        2. ModuleTimers.on_clock_moved — per module: soak and window waits restarted at the
+           first tick, progressDeadline failures, then advance;
+    `after_intent` (an intent was applied and answered)
+        1. DependencyIntents.answer_waiting_dependents;
+    `on_reset` (`reset_indexes`: the runtime dropped uncommitted writes)
+        1. TargetBook.reset_indexes, 2. Leases.reset_index.
+  A cluster whose facts change (observed, removed, a lease expired or renewed, leave or
+  join) goes to `Membership.cluster_changed`, and a stored Target to
+  `DependencyLinks.readiness_stored` — one collaborator each, called directly.
+
+`tests/rollout/test_engine_composition.py` checks the dispatch table covers every input
+event and that dropping any entry of a hook list changes what the engine decides.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from rollout.engine.causal import CausalOrder
+from rollout.engine.clock import MAX_TICK_STEP, Clock, ClockHook, ModuleTimers
 from rollout.engine.dependencies import DependencyIntents
+from rollout.engine.dependency_links import DependencyLinks
 from rollout.engine.gate_results import GateResults
-from rollout.engine.intents import Intent, intent_module
+from rollout.engine.intents import Intent, ModuleIntents, intent_module
 from rollout.engine.leases import Leases
 from rollout.engine.live_values import LiveValues
-from rollout.engine.outcome import Assignment, Decision, Outcome
-from rollout.engine.reports import MAX_TICK_STEP
-from rollout.engine.state import ENGINE_MAPPINGS
+from rollout.engine.membership import Membership
+from rollout.engine.outcome import Assignment, Decision, DecisionAction, Outcome, verdict
+from rollout.engine.reports import Reports
+from rollout.engine.restriction_rules import RestrictionRules
+from rollout.engine.stages import StageMachine
+from rollout.engine.state import (
+    ENGINE_MAPPINGS,
+    ClusterFacts,
+    DeletedModule,
+    Dependents,
+    FleetPosition,
+    HeldIntent,
+    HeldQueue,
+    ModuleRecord,
+    RemovedCluster,
+    RestrictionRecord,
+    Sequence,
+    Target,
+    TickLog,
+    Upstream,
+)
 from rollout.engine.strategy import IMPLICIT_STAGE, bindings_digest, resolve_count, sort_key, stage_for, stages_of
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.engine.views import format_positions, module_view
+from rollout.engine.window_gate import WindowGate
+from rollout.values.releases import ObservedValues
 from rollout.wire.events import (
     ClusterCommanded,
     ClusterHeartbeat,
@@ -96,6 +156,7 @@ __all__ = [
     "MAX_TICK_STEP",
     "Assignment",
     "Decision",
+    "DecisionAction",
     "Intent",
     "Outcome",
     "RolloutEngine",
@@ -110,47 +171,168 @@ __all__ = [
     "stages_of",
 ]
 
+Handler = Callable[[Any, Outcome], None]
+"""Folds one event of the type it is registered for into the state, and its effects into `out`."""
 
-class RolloutEngine(CausalOrder, DependencyIntents, Leases, LiveValues, GateResults):
+IntentHook = Callable[[Intent, Outcome], None]
+"""Runs after an intent was applied and answered (`after_intent`)."""
+
+
+class RolloutEngine:
     """Folds events into the mappings it is given. One instance per journal partition."""
 
+    def __init__(
+        self,
+        *,
+        clusters: MutableMapping[str, ClusterFacts],
+        modules: MutableMapping[str, ModuleRecord],
+        targets: MutableMapping[str, Target],
+        clock: MutableMapping[str, float],
+        removed_clusters: MutableMapping[str, RemovedCluster] | None = None,
+        deleted_modules: MutableMapping[str, DeletedModule] | None = None,
+        fleet_positions: MutableMapping[str, FleetPosition] | None = None,
+        held_queues: MutableMapping[str, HeldQueue] | None = None,
+        held_intents: MutableMapping[str, HeldIntent] | None = None,
+        capped_ticks: MutableMapping[str, TickLog] | None = None,
+        observed_values: MutableMapping[str, ObservedValues] | None = None,
+        dependents: MutableMapping[str, Dependents] | None = None,
+        upstream: MutableMapping[str, Upstream] | None = None,
+        sequences: MutableMapping[str, Sequence] | None = None,
+        restrictions: MutableMapping[str, RestrictionRecord] | None = None,
+        partition: int = 0,
+    ) -> None:
+        """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
+        plain dicts only so that older callers keep working; a durable runtime passes them
+        all (state kept only in a dict is lost on restart)."""
+        self.tables = tables = StateTables(
+            clusters=clusters,
+            modules=modules,
+            targets=targets,
+            clock=clock,
+            removed_clusters=_or_new(removed_clusters),
+            deleted_modules=_or_new(deleted_modules),
+            fleet_positions=_or_new(fleet_positions),
+            held_queues=_or_new(held_queues),
+            held_intents=_or_new(held_intents),
+            capped_ticks=_or_new(capped_ticks),
+            observed_values=_or_new(observed_values),
+            dependents=_or_new(dependents),
+            upstream=_or_new(upstream),
+            sequences=_or_new(sequences),
+            restrictions=_or_new(restrictions),
+            partition=partition,
+        )
+        # the concerns, bottom to top: each gets the collaborators it uses
+        self.links = DependencyLinks(tables)
+        self.book = book = TargetBook(tables, self.links)
+        self.stages = stages = StageMachine(tables, book, WindowGate(tables, book))
+        self.membership = membership = Membership(tables, book, stages)
+        self.reports = Reports(tables, book, stages)
+        self.timers = ModuleTimers(tables, book, stages)
+        self.live_values = LiveValues(tables, book)
+        self.gate_results = GateResults(tables, book, stages)
+        self.leases = Leases(tables, membership)
+        self.rules = RestrictionRules(tables, book, stages, membership)
+        self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
+        self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
+        self.causal = CausalOrder(tables, book, self.apply_intent)
+
+        # the hook lists, each run in this order (see the module doc)
+        self.on_clock_moved: list[ClockHook] = [self.leases.expire_leases, self.timers.on_clock_moved]
+        self.after_intent: list[IntentHook] = [self.dependencies.answer_waiting_dependents]
+        self.on_reset: list[Callable[[], None]] = [book.reset_indexes, self.leases.reset_index]
+        self.ticks = Clock(tables, self.on_clock_moved)
+
+        # what an intent does once its turn has come (`apply_intent`)
+        self.intent_handlers: dict[type, Handler] = {
+            ModuleApplied: self.dependencies.on_module_applied,
+            ModuleDeleted: self.dependencies.on_module_deleted,
+            RolloutCommanded: self.intents.on_command,
+        }
+        # the dispatch table: event type → handler
+        self.handlers: dict[type, Handler] = {
+            Tick: self.ticks.on_tick,
+            ModuleApplied: self.causal.on_intent,
+            ModuleDeleted: self.causal.on_intent,
+            RolloutCommanded: self.causal.on_intent,
+            FleetSeen: self.causal.on_fleet_seen,
+            ClusterObserved: membership.on_cluster_observed,
+            ClusterRemoved: membership.on_cluster_removed,
+            RestrictionApplied: self.rules.on_restriction_applied,
+            RestrictionDeleted: self.rules.on_restriction_deleted,
+            SyncStatusReported: self.reports.on_sync_status,
+            HelmValuesObserved: self.live_values.on_helm_values,
+            ClusterHeartbeat: self.leases.on_heartbeat,
+            ClusterHeartbeats: self.leases.on_heartbeats,
+            ClusterCommanded: self.leases.on_cluster_command,
+            DependentLinked: self.dependencies.on_dependent_linked,
+            DependencyReported: self.dependencies.on_dependency_reported,
+            DependencyCurrent: self.dependencies.on_dependency_current,
+            GateEvaluated: self.gate_results.on_gate_evaluated,
+        }
+
     def handle(self, event: Any) -> Outcome:
+        """Fold `event`; what it decided."""
         out = Outcome()
-        if isinstance(event, Tick):
-            self._on_tick(event, out)
-        elif isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded):
-            self._on_intent(event, out)
-        elif isinstance(event, FleetSeen):
-            self._on_fleet_seen(event, out)
-        elif isinstance(event, ClusterObserved):
-            self._on_cluster_observed(event, out)
-        elif isinstance(event, ClusterRemoved):
-            self._on_cluster_removed(event, out)
-        elif isinstance(event, RestrictionApplied):
-            self._on_restriction_applied(event, out)
-        elif isinstance(event, RestrictionDeleted):
-            self._on_restriction_deleted(event, out)
-        elif isinstance(event, SyncStatusReported):
-            self._on_sync_status(event, out)
-        elif isinstance(event, HelmValuesObserved):
-            self._on_helm_values(event, out)
-        elif isinstance(event, ClusterHeartbeat):
-            self._on_heartbeat(event, out)
-        elif isinstance(event, ClusterHeartbeats):
-            self._on_heartbeats(event, out)
-        elif isinstance(event, ClusterCommanded):
-            self._on_cluster_command(event, out)
-        elif isinstance(event, DependentLinked):
-            self._on_dependent_linked(event, out)
-        elif isinstance(event, DependencyReported):
-            self._on_dependency_reported(event, out)
-        elif isinstance(event, DependencyCurrent):
-            self._on_dependency_current(event, out)
-        elif isinstance(event, GateEvaluated):
-            self._on_gate_evaluated(event, out)
-        else:  # pragma: no cover - parse_event only yields the types above
+        handler = self.handlers.get(type(event))
+        if handler is None:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")
+        else:
+            handler(event, out)
         return out
+
+    def apply_intent(self, event: Intent, out: Outcome) -> None:
+        """Do what the intent says (its turn has come: causal.py), answer it, then run the
+        `after_intent` hooks."""
+        rejections, decisions = len(out.rejections), len(out.decisions)
+        self.intent_handlers[type(event)](event, out)
+        out.verdicts.append(verdict(event.id, intent_module(event), out, rejections=rejections, decisions=decisions))
+        for hook in self.after_intent:
+            hook(event, out)
+
+    def reset_indexes(self) -> None:
+        """Drop every derived in-memory index (the `on_reset` hooks); they are rebuilt lazily
+        from the mappings. The runtime calls this when it discards uncommitted writes."""
+        for hook in self.on_reset:
+            hook()
+
+    def status_of(self, name: str) -> dict[str, Any] | None:
+        """The module-status document of `name` now (None: no such module)."""
+        return self.book.status_of(name)
+
+    @property
+    def defer_views(self) -> bool:
+        """Leave module-status documents as `DEFERRED` in outcomes (TargetBook.defer_views)."""
+        return self.book.defer_views
+
+    @defer_views.setter
+    def defer_views(self, value: bool) -> None:
+        self.book.defer_views = value
+
+    @property
+    def private_records(self) -> dict[str, ModuleRecord] | None:
+        """The module records this batch copied, by name (StateTables.private_records)."""
+        return self.tables.private_records
+
+    @private_records.setter
+    def private_records(self, value: dict[str, ModuleRecord] | None) -> None:
+        self.tables.private_records = value
+
+    @property
+    def partition(self) -> int:
+        return self.tables.partition
+
+    @property
+    def modules(self) -> MutableMapping[str, ModuleRecord]:
+        return self.tables.modules
+
+    @property
+    def now(self) -> float:
+        return self.tables.now
+
+
+def _or_new(mapping: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+    return mapping if mapping is not None else {}
 
 
 def new_engine(partition: int = 0) -> RolloutEngine:

@@ -32,12 +32,19 @@ The rules (docs/rollout-semantics.md, "Dependencies"):
   never a move on a readiness A had before the apply.
 * Cycles are refused when applied with the modules the CLI knows (dependency_graph.py):
   a partition only sees its own modules, so the engine cannot see a cycle across them.
+
+How it composes (core.py): an apply or a delete of a module goes through
+`DependencyIntents.on_module_applied` / `on_module_deleted`, which call `ModuleIntents`
+for the module itself and do the linking and holding around it; after every intent
+applied, `answer_waiting_dependents` runs (an `after_intent` hook).
 """
 
 from __future__ import annotations
 
+from rollout.engine.dependency_links import DependencyLinks
 from rollout.engine.intents import Intent, ModuleIntents, intent_module
-from rollout.engine.outcome import Outcome
+from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     INTENT_IDS_KEPT,
     DependentLink,
@@ -47,100 +54,126 @@ from rollout.engine.state import (
     remember,
     target_key,
 )
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked, ModuleApplied, ModuleDeleted
 
 
-class DependencyIntents(ModuleIntents):
+class DependencyIntents:
     """Links modules to their dependencies; holds deletions back; folds upstream state."""
 
-    def _on_module_applied(self, event: ModuleApplied, out: Outcome) -> None:
+    def __init__(
+        self,
+        tables: StateTables,
+        book: TargetBook,
+        stages: StageMachine,
+        intents: ModuleIntents,
+        links: DependencyLinks,
+    ) -> None:
+        self.tables = tables
+        self.book = book
+        self.stages = stages
+        self.intents = intents
+        self.links = links
+
+    def on_module_applied(self, event: ModuleApplied, out: Outcome) -> None:
+        """The module applied (intents.py), then: a waiting deletion cancelled, its
+        dependencies told of a link made or dropped, and asked for the answer this apply
+        awaits."""
+        tables = self.tables
         name = event.module.metadata.name
-        before = self.modules.get(name)
+        before = tables.modules.get(name)
         old = list(before.spec.depends_on) if before is not None else []
-        super()._on_module_applied(event, out)
-        after = self.modules.get(name)
+        self.intents.on_module_applied(event, out)
+        after = tables.modules.get(name)
         if after is None:
             return
         if after.deleting is not None and after.kind == event.module.kind:
             record = after.working_copy()
             record.deleting = None
-            self._decide(record, "delete-cancelled", f"{record.kind} {name} applied again: not deleted", out)
-            self._save_module(record, out)
+            self.book.decide(
+                record, DecisionAction.DELETE_CANCELLED, f"{record.kind} {name} applied again: not deleted", out
+            )
+            self.book.save_module(record, out)
         self._link(name, old, list(after.spec.depends_on), out)
         for dependency, intent in sorted(after.awaiting.items()):
             if event.after.get(dependency) == intent:  # this apply awaits it: ask for the answer
-                self._send(DependentLinked, out, module=dependency, dependent=name, linked=True, after=intent)
+                self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=True, after=intent)
 
-    def _on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
-        record = self.modules.get(event.name)
+    def on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
+        """Deleted now (intents.py) — or, while modules depend on it, held until they are gone."""
+        record = self.tables.modules.get(event.name)
         if record is None or record.kind != event.kind:
-            super()._on_module_deleted(event, out)  # refused there
+            self.intents.on_module_deleted(event, out)  # refused there
             return
-        links = self.dependents.get(event.name)
+        links = self.tables.dependents.get(event.name)
         waiting = links.linked() if links is not None else []
         if waiting:
             held = record.working_copy()
             held.handled_intents = remember(held.handled_intents, event.id, INTENT_IDS_KEPT)
             held.deleting = event.id
-            self._decide(
+            self.book.decide(
                 held,
-                "delete-waits",
+                DecisionAction.DELETE_WAITS,
                 f"{held.kind} {held.name} is deleted once the modules depending on it are: "
                 f"{', '.join(waiting)} (reverse dependency order)",
                 out,
             )
-            self._save_module(held, out)
+            self.book.save_module(held, out)
             return
         self._delete_now(record, event, out)
 
     def _delete_now(self, record: ModuleRecord, event: ModuleDeleted, out: Outcome) -> None:
-        super()._on_module_deleted(event, out)
+        self.intents.on_module_deleted(event, out)
         self._link(record.name, list(record.spec.depends_on), [], out)
 
-    def _apply_intent(self, event: Intent, out: Outcome) -> None:
-        super()._apply_intent(event, out)
+    def answer_waiting_dependents(self, event: Intent, out: Outcome) -> None:
+        """After-intent hook: a dependent applied with this intent (`after`) waits to hear
+        it was folded — it is told now."""
         name = intent_module(event)
-        links = self.dependents.get(name)
+        links = self.tables.dependents.get(name)
         for dependent, link in sorted(links.links.items()) if links is not None else []:
             if link.after == event.id:  # a dependent applied with this intent waits for it
                 self._answer(name, dependent, event.id, out)
 
     def _answer(self, module: str, dependent: str, intent: str, out: Outcome) -> None:
         """Tell `dependent` that `module`'s intent is folded: the reports before count."""
-        links = self.dependents[module]
+        dependents = self.tables.dependents
+        links = dependents[module]
         link = links.links[dependent].model_copy(update={"after": None})
-        self.dependents[module] = links.model_copy(update={"links": {**links.links, dependent: link}})
-        self._send(DependencyCurrent, out, dependent=dependent, module=module, after=intent)
+        dependents[module] = links.model_copy(update={"links": {**links.links, dependent: link}})
+        self.links.send(DependencyCurrent, out, dependent=dependent, module=module, after=intent)
 
     def _intent_folded(self, module: str, intent: str) -> bool:
         """Whether `module`'s intent `intent` was handled here (within the intent window)."""
-        record = self.modules.get(module)
+        record = self.tables.modules.get(module)
         if record is not None and intent in record.handled_intents:
             return True
-        tombstone = self.deleted_modules.get(module)
+        tombstone = self.tables.deleted_modules.get(module)
         return tombstone is not None and intent in tombstone.handled_intents
 
     def _link(self, name: str, old: list[str], new: list[str], out: Outcome) -> None:
         """Tell each dependency `name` starts or stops depending on it."""
         for dependency in sorted(set(new) - set(old)):
-            self._send(DependentLinked, out, module=dependency, dependent=name, linked=True)
+            self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=True)
         for dependency in sorted(set(old) - set(new)):
-            self._send(DependentLinked, out, module=dependency, dependent=name, linked=False)
+            self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=False)
 
-    def _on_dependent_linked(self, event: DependentLinked, out: Outcome) -> None:
-        links = self.dependents.get(event.module) or Dependents(module=event.module)
+    def on_dependent_linked(self, event: DependentLinked, out: Outcome) -> None:
+        tables = self.tables
+        links = tables.dependents.get(event.module) or Dependents(module=event.module)
         known = links.links.get(event.dependent)
         if known is not None and event.seq <= known.seq:
             return  # stale, or redelivered
         link = DependentLink(linked=event.linked, seq=event.seq, after=event.after)
         links = links.model_copy(update={"links": {**links.links, event.dependent: link}})
-        self.dependents[event.module] = links
-        record = self.modules.get(event.module)
-        here = record is not None and record.partition == self.partition
+        tables.dependents[event.module] = links
+        record = tables.modules.get(event.module)
+        here = record is not None and record.partition == tables.partition
         if record is not None and here and known is None:  # a new dependent learns where it is ready now
-            for cluster in sorted(self._index(record.name)):
-                if self.targets[target_key(record.name, cluster)].dependents_ready:
-                    self._tell_dependents(record.name, cluster, True, out, only=event.dependent)
+            for cluster in sorted(self.book.index(record.name)):
+                if tables.targets[target_key(record.name, cluster)].dependents_ready:
+                    self.links.tell_dependents(record.name, cluster, True, out, only=event.dependent)
         if event.after is not None and self._intent_folded(event.module, event.after):
             self._answer(event.module, event.dependent, event.after, out)  # after the reports above
         if record is None or not here:
@@ -149,36 +182,37 @@ class DependencyIntents(ModuleIntents):
             deletion = ModuleDeleted(id=record.deleting, at=event.at, kind=record.kind, name=record.name)
             self._delete_now(record, deletion, out)
 
-    def _on_dependency_current(self, event: DependencyCurrent, out: Outcome) -> None:
+    def on_dependency_current(self, event: DependencyCurrent, out: Outcome) -> None:
         """`event.module` folded the intent the dependent awaits: its readiness counts again."""
-        stored = self.modules.get(event.dependent)
+        stored = self.tables.modules.get(event.dependent)
         if stored is None or stored.awaiting.get(event.module) != event.after:
             return  # answered already (redelivered), or the dependent awaits another intent now
         record = stored.working_copy()
         del record.awaiting[event.module]
-        self._index(record.name)
-        self._recategorize_all(record, out)
-        self._advance(record, out)
-        self._save_module(record, out)
+        self.book.index(record.name)
+        self.book.recategorize_all(record, out)
+        self.stages.advance(record, out)
+        self.book.save_module(record, out)
 
-    def _on_dependency_reported(self, event: DependencyReported, out: Outcome) -> None:
+    def on_dependency_reported(self, event: DependencyReported, out: Outcome) -> None:
+        tables, book = self.tables, self.book
         key = target_key(event.module, event.cluster)
-        known = self.upstream.get(key)
+        known = tables.upstream.get(key)
         if known is not None and event.seq <= known.seq:
             return  # stale, or redelivered
-        self.upstream[key] = Upstream(module=event.module, cluster=event.cluster, ready=event.ready, seq=event.seq)
+        tables.upstream[key] = Upstream(module=event.module, cluster=event.cluster, ready=event.ready, seq=event.seq)
         if (known.ready if known is not None else False) == event.ready:
             return
-        for name in sorted(self.modules.keys()):
-            stored = self.modules[name]
-            if stored.partition != self.partition or event.module not in stored.spec.depends_on:
+        for name in sorted(tables.modules.keys()):
+            stored = tables.modules[name]
+            if stored.partition != tables.partition or event.module not in stored.spec.depends_on:
                 continue
-            target = self.targets.get(target_key(name, event.cluster))
+            target = tables.targets.get(target_key(name, event.cluster))
             if target is None:
                 continue
             record = stored.working_copy()
-            self._index(name)
-            self._store_target(record, target, target.model_copy(), out)
-            self._advance(record, out)
+            book.index(name)
+            book.store_target(record, target, target.model_copy(), out)
+            self.stages.advance(record, out)
             if record != stored:
-                self._save_module(record, out)
+                book.save_module(record, out)

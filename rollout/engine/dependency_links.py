@@ -1,15 +1,16 @@
 """What a module tells the modules that depend on it: its readiness per cluster.
 
-    _store_target(A, cluster) ──► Target.dependents_ready changed? ──► DependencyReported
-                                  (to every dependent of A, on the dependencies topic)
+    TargetBook.store_target(A, cluster) ──► Target.dependents_ready changed? ──► DependencyReported
+                                            (to every dependent of A, on the dependencies topic)
 
 A dependency is *ready* on a cluster when its sync is on its target there and succeeded
-(`Target.dependents_ready`, kept by every `_store_target`). When that changes, one
-`DependencyReported` per module that ever declared `dependsOn: [A]` (`Dependents`, kept by
-`DependentLinked`, dependencies.py) goes into `Outcome.dependency_events`; the decider
-publishes them on the dependencies topic keyed by the dependent, and the router puts them
-into the dependent's journal partition. So each partition stays a pure fold of its own
-journal: another partition's state only ever arrives as events in it.
+(`Target.dependents_ready`, kept by every `TargetBook.store_target` through
+`dependents_ready` below). When that changes, one `DependencyReported` per module that ever
+declared `dependsOn: [A]` (`Dependents`, kept by `DependentLinked`, dependencies.py) goes
+into `Outcome.dependency_events`; the decider publishes them on the dependencies topic keyed
+by the dependent, and the router puts them into the dependent's journal partition. So each
+partition stays a pure fold of its own journal: another partition's state only ever
+arrives as events in it.
 
 Every event sent carries `seq`, the partition's own counter (`sequences`), and a
 deterministic id built from it: the receiver keeps the highest `seq` per key, so a stale
@@ -23,43 +24,49 @@ from typing import Any
 from rollout.api.windows import iso
 from rollout.engine.outcome import Outcome
 from rollout.engine.state import ModuleRecord, Sequence, Target
-from rollout.engine.targets import TargetBook
+from rollout.engine.tables import StateTables
 from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked
 
 SEQUENCE = "dependencies"
 
 
-class DependencyLinks(TargetBook):
-    """Keeps `Target.dependents_ready` and tells the module's dependents when it changes."""
+def dependents_ready(record: ModuleRecord, target: Target) -> bool:
+    """Whether dependents may count on `record`'s module on `target`'s cluster."""
+    return record.mode == "rollout" and target.assigned == record.target and target.status == "succeeded"
 
-    def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
+
+class DependencyLinks:
+    """Tells a module's dependents where it is ready; numbers what it sends."""
+
+    def __init__(self, tables: StateTables) -> None:
+        self.tables = tables
+
+    def readiness_stored(self, module: str, old: Target | None, new: Target | None, out: Outcome) -> None:
+        """A target of `module` was stored (or dropped): if its `dependents_ready` changed,
+        every dependent is told."""
         was = old.dependents_ready if old is not None else False
-        if new is not None:
-            ready_now = record.mode == "rollout" and new.assigned == record.target and new.status == "succeeded"
-            if new.dependents_ready != ready_now:
-                new.dependents_ready = ready_now
-        super()._store_target(record, old, new, out)
         ready = new.dependents_ready if new is not None else False
         if ready != was:
             cluster = new.cluster if new is not None else old.cluster  # type: ignore[union-attr]
-            self._tell_dependents(record.name, cluster, ready, out, only=None)
+            self.tell_dependents(module, cluster, ready, out, only=None)
 
-    def _tell_dependents(self, module: str, cluster: str, ready: bool, out: Outcome, *, only: str | None) -> None:
+    def tell_dependents(self, module: str, cluster: str, ready: bool, out: Outcome, *, only: str | None) -> None:
         """DependencyReported to every dependent of `module` (or to `only`)."""
-        links = self.dependents.get(module)
+        links = self.tables.dependents.get(module)
         if links is None:
             return
         for dependent in sorted(links.links) if only is None else [only]:
-            self._send(DependencyReported, out, dependent=dependent, module=module, cluster=cluster, ready=ready)
+            self.send(DependencyReported, out, dependent=dependent, module=module, cluster=cluster, ready=ready)
 
-    def _send(
+    def send(
         self,
         kind: type[DependentLinked] | type[DependencyReported] | type[DependencyCurrent],
         out: Outcome,
         **fields: Any,
     ) -> None:
         """An event for another module's partition, numbered by this partition's sequence."""
-        counter = self.sequences.get(SEQUENCE) or Sequence()
-        self.sequences[SEQUENCE] = Sequence(next=counter.next + 1)
-        event_id = f"dep-{self.partition}-{counter.next}"
-        out.dependency_events.append(kind(id=event_id, at=iso(self.now) or "", seq=counter.next, **fields))
+        tables = self.tables
+        counter = tables.sequences.get(SEQUENCE) or Sequence()
+        tables.sequences[SEQUENCE] = Sequence(next=counter.next + 1)
+        event_id = f"dep-{tables.partition}-{counter.next}"
+        out.dependency_events.append(kind(id=event_id, at=iso(tables.now) or "", seq=counter.next, **fields))

@@ -20,18 +20,23 @@ count, accepted otherwise with the decision it caused (or "stay as they are").
 
 from __future__ import annotations
 
-from rollout.engine.outcome import Assignment, Outcome, verdict
-from rollout.engine.reports import Reports
+from rollout.engine.outcome import Assignment, DecisionAction, Outcome, verdict
 from rollout.engine.state import REPORT_IDS_KEPT, remember, target_key
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.values.releases import ObservedValues
 from rollout.wire.assemblages import ASSEMBLAGE_FOR
 from rollout.wire.events import HelmValuesObserved
 
 
-class LiveValues(Reports):
+class LiveValues:
     """Folds HelmValuesObserved."""
 
-    def _on_helm_values(self, event: HelmValuesObserved, out: Outcome) -> None:
+    def __init__(self, tables: StateTables, book: TargetBook) -> None:
+        self.tables = tables
+        self.book = book
+
+    def on_helm_values(self, event: HelmValuesObserved, out: Outcome) -> None:
         rejections, decisions = len(out.rejections), len(out.decisions)
         refusal = self._fold_helm_values(event, out)
         if not event.reply or refusal == _REDELIVERED:
@@ -45,30 +50,31 @@ class LiveValues(Reports):
 
     def _fold_helm_values(self, event: HelmValuesObserved, out: Outcome) -> str | None:
         """Fold one observation; why it does not count (or `_REDELIVERED`), None if it does."""
-        facts = self.clusters.get(event.cluster)
+        tables, book = self.tables, self.book
+        facts = tables.clusters.get(event.cluster)
         if facts is None:
             return f"cluster {event.cluster!r} not found"
         if event.id in facts.report_ids:
             return _REDELIVERED
-        self.clusters[event.cluster] = facts.model_copy(
+        tables.clusters[event.cluster] = facts.model_copy(
             update={"report_ids": remember(facts.report_ids, event.id, REPORT_IDS_KEPT)}
         )
-        stored = self.modules.get(event.module)
+        stored = tables.modules.get(event.module)
         if stored is None:
             return f"module {event.module!r} not found"
         if stored.spec.sync.package.helm is None:
             return f"module {event.module} does not sync a Helm chart: it has no values to observe"
         key = target_key(event.module, event.cluster)
-        before = self.observed_values.get(key)
+        before = tables.observed_values.get(key)
         observed = _folded(before, event)
         if observed == before:
             return None
-        self.observed_values[key] = observed
-        target = self.targets.get(key)
+        tables.observed_values[key] = observed
+        target = tables.targets.get(key)
         if target is None or target.assigned is None or target.assigned not in stored.revisions:
             return None
-        old, _ = self._release_for(stored, target.assigned, facts, before)
-        new, merged = self._release_for(stored, target.assigned, facts, observed)
+        old, _ = book.release_for(stored, target.assigned, facts, before)
+        new, merged = book.release_for(stored, target.assigned, facts, observed)
         if new == old:
             return None
         record = stored.working_copy()
@@ -78,21 +84,21 @@ class LiveValues(Reports):
                 cluster_namespace=facts.namespace,
                 module=record.name,
                 assemblage=ASSEMBLAGE_FOR[record.kind],
-                sync=self._resent_sync(record, target, facts, out),
+                sync=book.resent_sync(record, target, facts, out),
                 reason="values observed on the cluster: values merged again",
             )
         )
-        self._decide(
+        book.decide(
             record,
-            "values",
+            DecisionAction.VALUES,
             f"{event.cluster}: values observed on the cluster changed its merged values",
             out,
             cluster=event.cluster,
             generation=target.assigned,
             revision=record.revisions[target.assigned].revision,
         )
-        self._note_refusals(record, event.cluster, merged, out)
-        self._save_module(record, out)
+        book.note_refusals(record, event.cluster, merged, out)
+        book.save_module(record, out)
         return None
 
 
@@ -103,7 +109,7 @@ def _folded(before: ObservedValues | None, event: HelmValuesObserved) -> Observe
     """The observation after `event`: what it does not say stays as it was."""
     values = event.values if event.values is not None else (before.values if before else None)
     if event.chart_defaults is not None:
-        return ObservedValues(values=values, chartDefaults=event.chart_defaults, chartVersion=event.chart_version)
+        return ObservedValues(values=values, chart_defaults=event.chart_defaults, chart_version=event.chart_version)
     if before is None:
         return ObservedValues(values=values)
     return before.model_copy(update={"values": values})

@@ -1,13 +1,15 @@
 """Which clusters a module covers: cluster events and the Targets they add, move or drop.
 
     ClusterObserved / ClusterRemoved -> ClusterFacts (or a RemovedCluster tombstone)
-                                     -> `_refresh_membership` of every module concerned
-                                     -> Targets joined, restaged, marked (not) ready, dropped
+    (and leases.py: a lease expired or renewed, a leave or join)
+                                     -> `cluster_changed`: every module concerned
+                                     -> `refresh_membership`: Targets joined, restaged,
+                                        marked (not) ready, dropped; then `advance`
 
 A cluster is a member of a module when the module's selector picks its labels (and its
 namespace's ModuleRestriction allows it: rollout/api/restrictions.py); its stage
 is the first whose selector matches (none: unstaged). A cluster joining a stage the
-rollout has not reached is given the stable generation at once (`_join_at_stage_revision`);
+rollout has not reached is given the stable generation at once (`join_at_stage_revision`);
 changed labels or namespace re-send its assigned sync (bindings are expanded per cluster;
 a Helm release's values depend on the cluster's stage too: a relabel into a stage with other
 `stageValues` re-sends it, bindings or not).
@@ -20,7 +22,7 @@ from collections.abc import Iterable
 
 from rollout.api.restrictions import admits
 from rollout.api.selectors import selects
-from rollout.engine.outcome import Assignment, Outcome, verdict
+from rollout.engine.outcome import Assignment, DecisionAction, Outcome, verdict
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     OBSERVATION_IDS_KEPT,
@@ -32,30 +34,38 @@ from rollout.engine.state import (
     target_key,
 )
 from rollout.engine.strategy import sort_key, stage_for
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.wire.assemblages import ASSEMBLAGE_FOR
 from rollout.wire.events import ClusterObserved, ClusterRemoved
 
 
-class Membership(StageMachine):
+class Membership:
     """Folds cluster observations; keeps each module's Targets matching the fleet."""
 
-    def _all_clusters(self) -> set[str]:
-        return set(self.clusters.keys())
+    def __init__(self, tables: StateTables, book: TargetBook, stages: StageMachine) -> None:
+        self.tables = tables
+        self.book = book
+        self.stages = stages
 
-    def _reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
+    def all_clusters(self) -> set[str]:
+        return set(self.tables.clusters.keys())
+
+    def reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
         """Whether the cluster is a member: the module's selector picks it and its
         namespace's ModuleRestriction (if any) allows it (`allowedClusters`), so a cluster
         relabelled out of the allowed set leaves like one the selector no longer picks."""
         if not selects(record.spec.selector, facts.labels):
             return False
-        restriction = self.restrictions.get(record.namespace)
+        restriction = self.tables.restrictions.get(record.namespace)
         return admits(restriction.restriction if restriction is not None else None, facts.labels)
 
-    def _on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
+    def on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
+        tables = self.tables
         manifest = event.cluster
         name = manifest.metadata.name
-        previous = self.clusters.get(name)
-        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(name)
+        previous = tables.clusters.get(name)
+        known: ClusterFacts | RemovedCluster | None = previous or tables.removed_clusters.get(name)
         if known is not None and event.id in known.observation_ids:
             return  # redelivered — perhaps after the cluster was removed: it stays removed
         facts = ClusterFacts(
@@ -73,21 +83,22 @@ class Membership(StageMachine):
         )
         facts.ready = facts.readiness()
         if previous is None:
-            self.removed_clusters.pop(name, None)
-        self.clusters[name] = facts
+            tables.removed_clusters.pop(name, None)
+        tables.clusters[name] = facts
         if previous is not None and previous.same_facts(facts):
             return  # nothing new but the id (a heartbeat-only observation)
-        self._on_cluster_changed(name, previous, facts, out)
+        self.cluster_changed(name, previous, facts, out)
 
-    def _on_cluster_removed(self, event: ClusterRemoved, out: Outcome) -> None:
-        previous = self.clusters.get(event.name)
-        known: ClusterFacts | RemovedCluster | None = previous or self.removed_clusters.get(event.name)
+    def on_cluster_removed(self, event: ClusterRemoved, out: Outcome) -> None:
+        tables = self.tables
+        previous = tables.clusters.get(event.name)
+        known: ClusterFacts | RemovedCluster | None = previous or tables.removed_clusters.get(event.name)
         if known is not None and event.id in known.observation_ids:
             return  # redelivered
         # every journal partition sees a removal (broadcast); partition 0 answers `reply`
-        answer = event.reply and self.partition == 0
+        answer = event.reply and tables.partition == 0
         rejections, decisions = len(out.rejections), len(out.decisions)
-        self.removed_clusters[event.name] = RemovedCluster(
+        tables.removed_clusters[event.name] = RemovedCluster(
             name=event.name,
             observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
             report_ids=list(known.report_ids) if known else [],
@@ -98,31 +109,34 @@ class Membership(StageMachine):
             if answer:
                 out.rejections.append(f"cluster {event.name!r} not found")
         else:
-            del self.clusters[event.name]
-            self._on_cluster_changed(event.name, previous, None, out)
+            del tables.clusters[event.name]
+            self.cluster_changed(event.name, previous, None, out)
         if answer:
             done = f"cluster {event.name} removed"
             out.verdicts.append(verdict(event.id, "", out, rejections=rejections, decisions=decisions, quiet=done))
 
-    def _on_cluster_changed(
+    def cluster_changed(
         self, cluster: str, previous: ClusterFacts | None, facts: ClusterFacts | None, out: Outcome
     ) -> None:
+        """A cluster's facts changed (None: it was removed): every module of the partition
+        that covers it, covered it or now covers it refreshes its Target there and moves."""
+        tables, book = self.tables, self.book
         moved_namespace = previous is not None and facts is not None and previous.namespace != facts.namespace
         bindings_changed = (
             previous is not None
             and facts is not None
             and (previous.labels != facts.labels or previous.annotations != facts.annotations)
         )
-        for name in sorted(self.modules.keys()):
-            stored = self.modules[name]
-            if stored.partition != self.partition:
+        for name in sorted(tables.modules.keys()):
+            stored = tables.modules[name]
+            if stored.partition != tables.partition:
                 continue
-            if facts is None or not self._reaches(stored, facts):
-                if target_key(name, cluster) not in self.targets:
+            if facts is None or not self.reaches(stored, facts):
+                if target_key(name, cluster) not in tables.targets:
                     continue  # a member neither before nor now: nothing changes for this module
             record = stored.working_copy()
-            self._refresh_membership(record, {cluster}, out)
-            target = self.targets.get(target_key(name, cluster))
+            self.refresh_membership(record, {cluster}, out)
+            target = tables.targets.get(target_key(name, cluster))
             assigned = target.assigned if target is not None else None
             resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
             if not resend and bindings_changed and assigned is not None and assigned in record.revisions:
@@ -136,7 +150,7 @@ class Membership(StageMachine):
                         cluster_namespace=facts.namespace,  # type: ignore[union-attr]
                         module=name,
                         assemblage=ASSEMBLAGE_FOR[record.kind],
-                        sync=self._resent_sync(record, target, facts, out),
+                        sync=book.resent_sync(record, target, facts, out),
                         reason="cluster namespace changed: sync re-sent"
                         if moved_namespace
                         else "cluster labels changed: bindings re-expanded, values merged again"
@@ -144,9 +158,9 @@ class Membership(StageMachine):
                         else "cluster labels changed: bindings re-expanded",
                     )
                 )
-            self._advance(record, out)
+            self.stages.advance(record, out)
             if record != stored:
-                self._save_module(record, out)
+                book.save_module(record, out)
 
     def _release_moved(
         self, record: ModuleRecord, generation: int, previous: ClusterFacts | None, facts: ClusterFacts | None
@@ -154,17 +168,19 @@ class Membership(StageMachine):
         """Do new labels change a Helm release's values (another stage's `stageValues`)?"""
         if record.spec.sync.package.helm is None:
             return False
-        return self._release_for(record, generation, previous)[0] != self._release_for(record, generation, facts)[0]
+        release_for = self.book.release_for
+        return release_for(record, generation, previous)[0] != release_for(record, generation, facts)[0]
 
-    def _refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
+    def refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
         """Add, move or drop the Targets of `clusters` to match selector, stages, readiness."""
-        self._index(record.name)
+        tables, book = self.tables, self.book
+        book.index(record.name)
         sorting = record.spec.rollout.sorting_label_key if record.spec.rollout else None
         for cluster in sorted(clusters):
-            facts = self.clusters.get(cluster)
+            facts = tables.clusters.get(cluster)
             key = target_key(record.name, cluster)
-            old = self.targets.get(key)
-            if facts is None or not self._reaches(record, facts):
+            old = tables.targets.get(key)
+            if facts is None or not self.reaches(record, facts):
                 if old is not None:
                     if facts is None:
                         why = "cluster removed"
@@ -173,8 +189,8 @@ class Membership(StageMachine):
                     else:
                         why = "cluster is outside allowedClusters of its namespace's ModuleRestriction"
                     if old.assigned is not None:
-                        self._assign(record, old, None, f"{cluster}: {why}", out)
-                    self._store_target(record, old, None, out)
+                        book.assign(record, old, None, f"{cluster}: {why}", out)
+                    book.store_target(record, old, None, out)
                 continue
             stage_index, stage_name = stage_for(record, facts.labels)
             _, order, _ = sort_key(cluster, facts.labels, sorting)
@@ -189,27 +205,27 @@ class Membership(StageMachine):
                 }
             )
             if old is None:
-                self._decide(
+                book.decide(
                     record,
-                    "joined",
+                    DecisionAction.JOINED,
                     f"{cluster} matches the selector (stage {stage_name})"
                     + ("" if facts.ready else "; not ready, skipped until it is"),
                     out,
                     cluster=cluster,
                 )
             elif old.ready != new.ready:
-                self._decide(
+                book.decide(
                     record,
-                    "readiness",
+                    DecisionAction.READINESS,
                     f"{cluster} is {'ready' if facts.ready else 'not ready'}"
                     + (f": {facts.not_ready_because()}" if facts.not_ready_because() else ""),
                     out,
                     cluster=cluster,
                 )
-            new = self._join_at_stage_revision(record, new, out)
-            self._store_target(record, old, new, out)
+            new = self.join_at_stage_revision(record, new, out)
+            book.store_target(record, old, new, out)
 
-    def _join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
+    def join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
         """A ready cluster with nothing assigned, in a stage the rollout has not reached,
         gets the stable revision at once: that is the revision its stage runs."""
         if (
@@ -220,10 +236,10 @@ class Membership(StageMachine):
             and record.stable is not None
             and record.stable != record.target
             and target.stage_index is not None
-            and not self._stage_open(record, target.stage_index)
+            and not self.stages.stage_open(record, target.stage_index)
         ):
             stable = record.revisions[record.stable].revision
-            return self._assign(
+            return self.book.assign(
                 record,
                 target,
                 record.stable,

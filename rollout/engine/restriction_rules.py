@@ -31,27 +31,36 @@ from __future__ import annotations
 from rollout.api.manifests import AnyModule, ModuleRestrictionManifest
 from rollout.api.restrictions import RestrictionViolation, check_module, check_spec
 from rollout.engine.membership import Membership
-from rollout.engine.outcome import Outcome
+from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.stages import StageMachine
 from rollout.engine.state import RESTRICTION_IDS_KEPT, ModuleRecord, RestrictionRecord, remember
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.wire.events import RestrictionApplied, RestrictionDeleted
 
 
-class RestrictionRules(Membership):
+class RestrictionRules:
     """Keeps each namespace's restriction; checks modules against it."""
 
+    def __init__(self, tables: StateTables, book: TargetBook, stages: StageMachine, membership: Membership) -> None:
+        self.tables = tables
+        self.book = book
+        self.stages = stages
+        self.membership = membership
+
     def _restriction_of(self, namespace: str) -> ModuleRestrictionManifest | None:
-        record = self.restrictions.get(namespace)
+        record = self.tables.restrictions.get(namespace)
         return record.restriction if record is not None else None
 
-    def _admitted(self, module: AnyModule) -> AnyModule:
+    def admitted(self, module: AnyModule) -> AnyModule:
         """The module as kept under its namespace's restriction; RestrictionViolation if refused."""
         return check_module(self._restriction_of(module.metadata.namespace), module)
 
-    def _on_restriction_applied(self, event: RestrictionApplied, out: Outcome) -> None:
+    def on_restriction_applied(self, event: RestrictionApplied, out: Outcome) -> None:
         restriction = event.restriction
         self._replace_restriction(restriction.metadata.namespace, restriction, event.id, out)
 
-    def _on_restriction_deleted(self, event: RestrictionDeleted, out: Outcome) -> None:
+    def on_restriction_deleted(self, event: RestrictionDeleted, out: Outcome) -> None:
         current = self._restriction_of(event.namespace)
         if current is not None and current.metadata.name != event.name:
             self._replace_restriction(event.namespace, current, event.id, out)  # another one's: kept
@@ -61,20 +70,22 @@ class RestrictionRules(Membership):
     def _replace_restriction(
         self, namespace: str, restriction: ModuleRestrictionManifest | None, event_id: str, out: Outcome
     ) -> None:
-        known = self.restrictions.get(namespace)
+        tables = self.tables
+        known = tables.restrictions.get(namespace)
         if known is not None and event_id in known.event_ids:
             return  # redelivered
         ids = remember(known.event_ids if known is not None else [], event_id, RESTRICTION_IDS_KEPT)
-        self.restrictions[namespace] = RestrictionRecord(namespace=namespace, restriction=restriction, event_ids=ids)
+        tables.restrictions[namespace] = RestrictionRecord(namespace=namespace, restriction=restriction, event_ids=ids)
         if known is not None and known.restriction == restriction:
             return
-        for name in sorted(self.modules.keys()):
-            stored = self.modules[name]
-            if stored.partition == self.partition and stored.namespace == namespace:
+        for name in sorted(tables.modules.keys()):
+            stored = tables.modules[name]
+            if stored.partition == tables.partition and stored.namespace == namespace:
                 self._recheck(stored, restriction, out)
 
     def _recheck(self, stored: ModuleRecord, restriction: ModuleRestrictionManifest | None, out: Outcome) -> None:
         """A running module under a new restriction: halted while it breaks a rule."""
+        book = self.book
         record = stored.working_copy()
         violation = None
         if restriction is not None:
@@ -85,11 +96,13 @@ class RestrictionRules(Membership):
         if violation != record.restricted:
             record.restricted = violation
             if violation is not None:
-                self._decide(record, "halted", f"halted: {violation}", out)
+                book.decide(record, DecisionAction.HALTED, f"halted: {violation}", out)
             else:
-                self._decide(record, "restriction-met", "the module complies with its namespace's restriction", out)
-        self._refresh_membership(record, self._index(record.name) | self._all_clusters(), out)
-        self._recategorize_all(record, out)
-        self._advance(record, out)
+                book.decide(
+                    record, DecisionAction.RESTRICTION_MET, "the module complies with its namespace's restriction", out
+                )
+        self.membership.refresh_membership(record, book.index(record.name) | self.membership.all_clusters(), out)
+        book.recategorize_all(record, out)
+        self.stages.advance(record, out)
         if record != stored:
-            self._save_module(record, out)
+            book.save_module(record, out)

@@ -1,16 +1,17 @@
 """The rollout state machine: how a module's target moves through its stages.
 
-    _advance(record, out)   after every event that may allow a move
+    StageMachine.advance(record, out)   after every event that may allow a move
 
 The module's *target* generation is driven stage by stage. Within the started stages,
-ready, unpinned clusters not yet on the target are moved (`_fill`) in sorting order while
-fewer than `maxConcurrency` of the stage are updating. A stage is done when none of its
-clusters is pending or updating and its failures are within `maxFailures`; the next stage
-starts after the soak (`minSuccessTime`) and, if it asks for one, an approval. Over the
-failure budget (`_over_budget`) the rollout halts or rolls back to the *stable* generation
-(`_start_rollback`, then `_move_rollback` returns every cluster at once). The phase
-settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what module-status
-shows.
+ready, unpinned clusters not yet on the target are moved (`fill`) in sorting order while
+fewer than `maxConcurrency` of the stage are updating — and while its maintenance windows
+are open (window_gate.py). A stage is done when none of its clusters is pending or updating
+and its failures are within `maxFailures`; the next stage starts after the soak
+(`minSuccessTime`), its health gates (gate_results.py) and, if it asks for one, an
+approval. Over the failure budget (`over_budget`) the rollout halts or rolls back to the
+*stable* generation (`start_rollback`, then `move_rollback` returns every cluster at once).
+The phase settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what
+module-status shows.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import functools
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, parse_duration
 from rollout.engine.applied_documents import spec_refusal
-from rollout.engine.outcome import Outcome
+from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import resolve_count, stages_of
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 from rollout.engine.views import outstanding_members, waiting_reason
 from rollout.engine.window_gate import WindowGate
 
@@ -36,43 +39,47 @@ def stage_budget(max_concurrency: int | str | None, max_failures: int | str | No
     return max(concurrency, 1), failures
 
 
-class StageMachine(WindowGate):
+class StageMachine:
     """Moves clusters to the target stage by stage, within each stage's budget."""
 
-    def _stage_open(self, record: ModuleRecord, index: int) -> bool:
+    def __init__(self, tables: StateTables, book: TargetBook, windows: WindowGate) -> None:
+        self.tables = tables
+        self.book = book
+        self.windows = windows
+
+    def stage_open(self, record: ModuleRecord, index: int) -> bool:
         """Whether clusters of stage `index` may be moved to the target."""
         return index < record.stage_index or (index == record.stage_index and record.stage_started)
 
-    def _budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
+    def budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
         stage = stages_of(record)[index]
-        return stage_budget(stage.max_concurrency, stage.max_failures, self._counts(record, stage.name).members)
+        return stage_budget(stage.max_concurrency, stage.max_failures, self.book.counts(record, stage.name).members)
 
-    def _completed(self, record: ModuleRecord) -> bool:
+    def completed(self, record: ModuleRecord) -> bool:
         """The target's rollout finished: it is the stable generation."""
         return record.mode == "rollout" and record.stable == record.target
 
-    def _advance(self, record: ModuleRecord, out: Outcome) -> None:
+    def advance(self, record: ModuleRecord, out: Outcome) -> None:
         """Make every move the strategy allows now, then settle the phase."""
-        self._index(record.name)  # the pending queues may be cold after a restart
+        book = self.book
+        book.index(record.name)  # the pending queues may be cold after a restart
         refusal = spec_refusal(record.spec)  # its spec as stored, refused by this release (applied_documents.py)
         if refusal is not None:  # nothing moves until the module is applied again
             if record.phase != "Halted":
-                self._decide(record, "halted", refusal.halt_reason(), out)
+                book.decide(record, DecisionAction.HALTED, refusal.halt_reason(), out)
             record.phase = "Halted"
             return
         if record.mode == "rollback":
-            self._move_rollback(record, out)
-            rolling = any(
-                self._counts(record, s).updating or self._counts(record, s).pending for s in [*record.counts.keys()]
-            )
+            self.move_rollback(record, out)
+            rolling = any(book.counts(record, s).updating or book.counts(record, s).pending for s in [*record.counts])
             record.phase = "RollingBack" if rolling else "RolledBack"
             return
         if record.aborted:
             record.phase = "Aborted"
             return
-        if not self._completed(record) and self._over_budget(record, out):
-            if record.mode == "rollback":
-                self._advance(record, out)
+        if not self.completed(record) and self.over_budget(record, out):
+            if record.mode == "rollback":  # type: ignore[comparison-overlap]  # over_budget may start one
+                self.advance(record, out)
                 return
         if record.halted or record.restricted is not None:  # restricted: restriction_rules.py
             record.phase = "Halted"
@@ -87,9 +94,9 @@ class StageMachine(WindowGate):
         stages = stages_of(record)
         while True:
             for index in range(min(record.stage_index, len(stages) - 1) + 1):
-                if self._stage_open(record, index):
-                    self._fill(record, index, out)
-            if self._completed(record):
+                if self.stage_open(record, index):
+                    self.fill(record, index, out)
+            if self.completed(record):
                 # late joiners and clusters back from not-ready still get moved above; the
                 # module is Complete only once none of them is left to move
                 record.phase = "Progressing" if outstanding_members(record) else "Complete"
@@ -104,25 +111,36 @@ class StageMachine(WindowGate):
 
     def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Start the current stage; False while it waits for an approval."""
+        book, now = self.book, self.tables.now
         if stage.require_approval and stage.name not in record.approvals:
             if record.phase != "AwaitingApproval":
-                self._decide(
-                    record, "awaiting-approval", f"stage {stage.name} waits for approval", out, stage=stage.name
+                book.decide(
+                    record,
+                    DecisionAction.AWAITING_APPROVAL,
+                    f"stage {stage.name} waits for approval",
+                    out,
+                    stage=stage.name,
                 )
             record.phase = "AwaitingApproval"
             return False
         record.stage_started = True
-        record.stage_started_at = self.now
-        counts = self._counts(record, stage.name)
+        record.stage_started_at = now
+        counts = book.counts(record, stage.name)
         if counts.members == 0:
             # nothing to move — of the fleet the module's publisher knew (causal order):
             # the stage is passed with no soak; members joining later get the target
-            record.stage_completed_at = self.now
-            self._decide(record, "stage-skipped", f"stage {stage.name} has no members: skipped", out, stage=stage.name)
+            record.stage_completed_at = now
+            book.decide(
+                record,
+                DecisionAction.STAGE_SKIPPED,
+                f"stage {stage.name} has no members: skipped",
+                out,
+                stage=stage.name,
+            )
             return True
-        self._decide(
+        book.decide(
             record,
-            "stage-started",
+            DecisionAction.STAGE_STARTED,
             f"stage {stage.name} started: {counts.pending} to move, "
             f"{counts.not_ready} not ready, {counts.pinned} pinned",
             out,
@@ -132,8 +150,9 @@ class StageMachine(WindowGate):
 
     def _pass_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Settle the started current stage; True when the next stage is up."""
-        counts = self._counts(record, stage.name)
-        _, max_failures = self._budget(record, record.stage_index)
+        now = self.tables.now
+        counts = self.book.counts(record, stage.name)
+        _, max_failures = self.budget(record, record.stage_index)
         done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
         if not done:
             if record.stage_completed_at is not None or record.phase != "Progressing":  # most reports: as they were
@@ -141,26 +160,26 @@ class StageMachine(WindowGate):
                 record.phase = "Progressing"
             return False
         if record.stage_completed_at is None:
-            record.stage_completed_at = self.now
-            self._decide(
+            record.stage_completed_at = now
+            self.book.decide(
                 record,
-                "stage-succeeded",
+                DecisionAction.STAGE_SUCCEEDED,
                 f"stage {stage.name} succeeded: {counts.succeeded} succeeded, {counts.failed} failed, "
                 f"{counts.not_ready} not ready, {counts.pinned} pinned",
                 out,
                 stage=stage.name,
-                stage_seconds=None if record.stage_started_at is None else self.now - record.stage_started_at,
+                stage_seconds=None if record.stage_started_at is None else now - record.stage_started_at,
             )
         # no soak for a stage where nothing ran (every member not ready); a member that
         # succeeded and then failed within maxFailures still ran: the stage soaks
         ran = counts.succeeded or counts.failed
         soak = parse_duration(stage.min_success_time) if stage.min_success_time and ran else 0.0
-        if self.now < record.stage_completed_at + soak:
+        if now < record.stage_completed_at + soak:
             record.phase = "Soaking"
             return False
         gate_soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
-        if stage.gates and not gates_passed(record, stage, self.now, gate_soak):
-            record.phase = "Soaking"  # its health gates have not passed for the soak yet (gates.py)
+        if stage.gates and not gates_passed(record, stage, now, gate_soak):
+            record.phase = "Soaking"  # its health gates have not passed for the soak yet (gate_results.py)
             return False
         if record.stage_index == len(stages_of(record)) - 1:
             self._complete(record, out)
@@ -176,11 +195,11 @@ class StageMachine(WindowGate):
         ready, or waiting for a window, keep it Progressing (`waiting_reason`)."""
         record.stable = record.target
         revision = record.revisions[record.target].revision
-        waiting = waiting_reason(record, self.now)
+        waiting = waiting_reason(record, self.tables.now)
         record.phase = "Progressing" if waiting else "Complete"
-        self._decide(
+        self.book.decide(
             record,
-            "complete",
+            DecisionAction.COMPLETE,
             f"rollout of {revision} complete; it is the stable revision"
             if not waiting
             else f"every stage of {revision} passed; it is the stable revision, not yet on every cluster: {waiting}",
@@ -188,67 +207,72 @@ class StageMachine(WindowGate):
             generation=record.target,
             revision=record.revisions[record.target].revision,
         )
-        self._prune_revisions(record)
+        self.book.prune_revisions(record)
 
-    def _over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
+    def over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
         stages = stages_of(record)
         for index in range(min(record.stage_index, len(stages) - 1) + 1):
-            counts = self._counts(record, stages[index].name)
-            _, max_failures = self._budget(record, index)
+            counts = self.book.counts(record, stages[index].name)
+            _, max_failures = self.budget(record, index)
             if counts.failed > max_failures:
                 reason = f"stage {stages[index].name} failures {counts.failed} > maxFailures {max_failures}"
                 on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
                 if on_failure == "Rollback":
-                    self._start_rollback(record, reason, out)
+                    self.start_rollback(record, reason, out)
                 elif not record.halted:
                     record.halted = True
-                    self._decide(record, "halted", f"halted: {reason}", out)
+                    self.book.decide(record, DecisionAction.HALTED, f"halted: {reason}", out)
                 return True
         return False
 
-    def _fill(self, record: ModuleRecord, index: int, out: Outcome) -> None:
-        stages = stages_of(record)
-        stage = stages[index]
-        concurrency, _ = self._budget(record, index)
-        queue = self._pending.get((record.name, index), [])
-        counts = self._counts(record, stage.name)
+    def fill(self, record: ModuleRecord, index: int, out: Outcome) -> None:
+        """Move stage `index`'s pending clusters to the target, in order, within its budget."""
+        book = self.book
+        stage = stages_of(record)[index]
+        concurrency, _ = self.budget(record, index)
+        queue = book.pending_queue(record.name, index)
+        counts = book.counts(record, stage.name)
         revision = record.revisions[record.target].revision
-        if not self._window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
+        if not self.windows.window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
             return  # outside its maintenance windows (window_gate.py)
+        targets = self.tables.targets
         while queue and counts.updating < concurrency:
             _, cluster = queue[0]
-            target = self.targets[target_key(record.name, cluster)]
+            target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1
             movable = counts.members - counts.not_ready - counts.pinned
-            moved = self._assign(
+            moved = book.assign(
                 record,
                 target,
                 record.target,
                 f"{cluster} → {revision}: stage {stage.name} {slot}/{movable}",
                 out,
             )
-            self._store_target(record, target, moved, out)
+            book.store_target(record, target, moved, out)
 
-    def _move_rollback(self, record: ModuleRecord, out: Outcome) -> None:
+    def move_rollback(self, record: ModuleRecord, out: Outcome) -> None:
         """Every unpinned cluster not on the stable generation returns to it at once —
         ready or not, staged or not: the target is what is being taken away."""
+        book, targets = self.book, self.tables.targets
         stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
-        self._index(record.name)
+        book.index(record.name)
         for index in range(-1, len(stages_of(record))):
-            queue = self._pending.get((record.name, index), [])
+            queue = book.pending_queue(record.name, index)
             while queue:
                 _, cluster = queue[0]
-                target = self.targets[target_key(record.name, cluster)]
-                moved = self._assign(record, target, record.stable, f"{cluster} → {stable}: rollback", out)
-                self._store_target(record, target, moved, out)
+                target = targets[target_key(record.name, cluster)]
+                moved = book.assign(record, target, record.stable, f"{cluster} → {stable}: rollback", out)
+                book.store_target(record, target, moved, out)
 
-    def _start_rollback(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
+    def start_rollback(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
         if record.mode == "rollback":
             return
         record.mode = "rollback"
         stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
-        self._decide(record, "rollback", f"{reason}: every cluster on the target returns to {stable}", out)
-        self._recategorize_all(record, out)
+        self.book.decide(
+            record, DecisionAction.ROLLBACK, f"{reason}: every cluster on the target returns to {stable}", out
+        )
+        self.book.recategorize_all(record, out)
 
 
 def gates_passed(record: ModuleRecord, stage: Stage, now: float, soak: float) -> bool:

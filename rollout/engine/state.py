@@ -49,8 +49,11 @@ as stored when those refuse them — the module then halts (applied_documents.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+import copy
+import functools
+import types
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -93,6 +96,72 @@ def remember(ids: list[str], event_id: str, kept: int) -> list[str]:
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    def working_copy(self) -> Self:
+        """A copy the engine may change in place, so that dropping an event's writes undoes
+        it (streams/state.py) and a batch-private copy never leaks into committed state: the
+        record and, recursively, every Record and container (dict, list, set) it holds are
+        copied; strings, numbers and the API's models (a module's spec, its syncs — the
+        engine never changes those) are shared. What to copy is read once per class from
+        the fields' types (`_field_copiers`): a new field is copied without being listed.
+        Copying the spec too (a deep copy) would cost ~60 % of a status report's CPU time."""
+        copiers = _field_copiers(type(self))
+        if not copiers:
+            return self.model_copy()
+        values = self.__dict__
+        return self.model_copy(update={name: copier(values[name]) for name, copier in copiers})
+
+
+Copier = Callable[[Any], Any]
+_SHARED = (str, int, float, bool, type(None), BaseModel)  # a Record is a BaseModel too: checked first
+
+
+def _copy_value(value: Any) -> Any:
+    """`value` copied so that changing the copy in place leaves it as it was (by its type
+    at run time, for fields typed `Any` or a union)."""
+    if isinstance(value, Record):
+        return value.working_copy()
+    if isinstance(value, dict):
+        return {key: _copy_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_value(item) for item in value]
+    if isinstance(value, _SHARED):
+        return value
+    return copy.deepcopy(value)
+
+
+def _copier(annotation: Any) -> Copier | None:
+    """How to copy a value of type `annotation` (None: share it — it is never changed in
+    place). Containers of shared values are copied shallowly: a list of ids is `list`."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _copier(args[0])
+    if origin is Literal:
+        return None
+    if origin in (Union, types.UnionType):
+        return _copy_value if any(_copier(arg) is not None for arg in args) else None
+    if origin in (dict, list, set):
+        item = _copier(args[-1]) if args else _copy_value
+        return origin if item is None else _each(origin, item)
+    if isinstance(annotation, type) and issubclass(annotation, Record):
+        return _copy_value
+    if isinstance(annotation, type) and issubclass(annotation, _SHARED):
+        return None
+    return _copy_value
+
+
+def _each(kind: type, item: Copier) -> Copier:
+    """A copier of a `kind` container (dict, list or set) whose items `item` copies."""
+    if kind is dict:
+        return lambda mapping: {key: item(value) for key, value in mapping.items()}
+    return lambda values: kind(item(value) for value in values)
+
+
+@functools.cache
+def _field_copiers(kind: type[Record]) -> tuple[tuple[str, Copier], ...]:
+    """(field, its copier) for every field of `kind` whose value may be changed in place."""
+    found = ((name, _copier(field.annotation)) for name, field in kind.model_fields.items())
+    return tuple((name, copier) for name, copier in found if copier is not None)
 
 
 class Lease(Record):
@@ -227,25 +296,6 @@ class ModuleRecord(Record):
     # until the dependency's partition says it folded it (DependencyCurrent): till then no
     # readiness of that dependency counts (dependencies.py)
     awaiting: dict[str, str] = Field(default_factory=dict)
-
-    def working_copy(self) -> ModuleRecord:
-        """A copy the engine may change: the record itself and, one level down, the
-        containers the engine mutates in place (per-stage counters, revisions, lists).
-        The spec and the syncs are shared — nothing ever mutates them. A deep copy costs
-        ~60 % of a status report's CPU time; this costs a few dozen small copies."""
-        return self.model_copy(
-            update={
-                "revisions": {g: r.model_copy() for g, r in self.revisions.items()},
-                "counts": {s: c.model_copy() for s, c in self.counts.items()},
-                "approvals": list(self.approvals),
-                "pinned": list(self.pinned),
-                "handled_intents": list(self.handled_intents),
-                "window_waits": list(self.window_waits),
-                "gates": dict(self.gates),
-                "gate_ids": list(self.gate_ids),
-                "awaiting": dict(self.awaiting),
-            }
-        )
 
 
 class RestrictionRecord(Record):

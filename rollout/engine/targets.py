@@ -1,55 +1,54 @@
-"""The engine's state: the mappings it folds events into, and the Targets it keeps in step.
+"""The target book: the Targets of the partition's modules, kept in step with everything
+derived from them, and the assignments and decisions made about them.
 
 A `Target` is one (module, cluster) membership: its stage, readiness, pin, the generation
 assigned and the status reported for it. Every change of a Target goes through
-`_store_target`, which keeps three things consistent with it:
+`store_target`, which keeps four things consistent with it:
 
 * the per-stage counters of its `ModuleRecord` (`StageCounts`: members and one count per
-  category — pending, updating, succeeded, failed, not_ready, pinned);
+  category — pending, updating, succeeded, failed, not_ready, pinned, blocked);
 * the derived in-memory indexes — members per module, the ordered queue of pending clusters
-  per (module, stage), the updating clusters per module — rebuilt lazily after a restart;
+  per (module, stage), the updating clusters per module — rebuilt lazily after a restart
+  (`reset_indexes` drops them);
+* `Target.dependents_ready`, and the modules depending on this one told when it changes
+  (dependency_links.py);
 * `Outcome.target_status`, the view `rollout status` shows.
 
-`_assign` puts a generation into a cluster's assemblage (an `Assignment` in the outcome) and
-records why (`_decide`, a `Decision`). `TargetBook` is the base every other part of the
-engine builds on (stages.py, membership.py, intents.py, causal.py, reports.py).
+`assign` puts a generation into a cluster's assemblage (an `Assignment` in the outcome) and
+records why (`decide`, a `Decision`). `save_module` stores a module record and puts its
+status document in the outcome. Every concern of the engine that moves clusters or settles
+a module works through one `TargetBook` (core.py builds it over the `StateTables`).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import MutableMapping
 from typing import Any
 
 from rollout.api.manifests import Sync
-from rollout.engine.outcome import DEFERRED, Assignment, Decision, Outcome
+from rollout.engine.dependency_links import DependencyLinks, dependents_ready
+from rollout.engine.outcome import DEFERRED, Assignment, Decision, DecisionAction, Outcome
 from rollout.engine.state import (
     REPORT_IDS_KEPT,
     Category,
     ClusterFacts,
-    DeletedModule,
-    Dependents,
-    FleetPosition,
-    HeldIntent,
     HeldQueue,
     ModuleRecord,
-    RemovedCluster,
-    RestrictionRecord,
-    Sequence,
     StageCounts,
     Target,
-    TickLog,
-    Upstream,
     dependencies_ready,
     held_key,
     target_key,
 )
 from rollout.engine.strategy import stage_for
+from rollout.engine.tables import StateTables
 from rollout.engine.views import held_view, module_view, target_view
 from rollout.values.bindings import binding_values, expand_sync
 from rollout.values.layers import MergedValues
 from rollout.values.releases import ObservedValues, read_only_values, release_sync
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
+
+PendingQueue = list[tuple[tuple[int, int, str], str]]  # ((sort tuple), cluster), ascending
 
 
 def _queue_index(target: Target) -> int:
@@ -57,89 +56,31 @@ def _queue_index(target: Target) -> int:
 
 
 class TargetBook:
-    """The mappings of one journal partition, the Targets' indexes and counters.
+    """The Targets, their indexes and counters; assignments, decisions, status documents.
 
     `defer_views`: leave module-status documents as `DEFERRED` in outcomes, for a caller that
     folds a batch and renders each touched module's view once at its end (`status_of`) —
     the document of a module is the view of its final state either way.
     """
 
-    defer_views = False
-
-    def __init__(
-        self,
-        *,
-        clusters: MutableMapping[str, ClusterFacts],
-        modules: MutableMapping[str, ModuleRecord],
-        targets: MutableMapping[str, Target],
-        clock: MutableMapping[str, float],
-        removed_clusters: MutableMapping[str, RemovedCluster] | None = None,
-        deleted_modules: MutableMapping[str, DeletedModule] | None = None,
-        fleet_positions: MutableMapping[str, FleetPosition] | None = None,
-        held_queues: MutableMapping[str, HeldQueue] | None = None,
-        held_intents: MutableMapping[str, HeldIntent] | None = None,
-        capped_ticks: MutableMapping[str, TickLog] | None = None,
-        observed_values: MutableMapping[str, ObservedValues] | None = None,
-        dependents: MutableMapping[str, Dependents] | None = None,
-        upstream: MutableMapping[str, Upstream] | None = None,
-        sequences: MutableMapping[str, Sequence] | None = None,
-        restrictions: MutableMapping[str, RestrictionRecord] | None = None,
-        partition: int = 0,
-    ) -> None:
-        """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
-        plain dicts only so that older callers keep working; a durable runtime passes them
-        all (state kept only in a dict is lost on restart)."""
-        self.clusters = clusters
-        self.modules = modules
-        self.targets = targets
-        self.clock = clock
-        self.removed_clusters = removed_clusters if removed_clusters is not None else {}
-        self.deleted_modules = deleted_modules if deleted_modules is not None else {}
-        self.fleet_positions = fleet_positions if fleet_positions is not None else {}
-        self.held_queues = held_queues if held_queues is not None else {}
-        self.held_intents = held_intents if held_intents is not None else {}
-        self.capped_ticks = capped_ticks if capped_ticks is not None else {}
-        self.observed_values = observed_values if observed_values is not None else {}
-        self.dependents = dependents if dependents is not None else {}
-        self.upstream = upstream if upstream is not None else {}
-        self.sequences = sequences if sequences is not None else {}
-        self.restrictions = restrictions if restrictions is not None else {}
-        self.partition = partition
+    def __init__(self, tables: StateTables, links: DependencyLinks) -> None:
+        self.tables = tables
+        self.links = links
+        self.defer_views = False
         # Derived, in-memory indexes; rebuilt lazily from the mappings after a restart.
         self._members: dict[str, set[str]] = {}
-        self._pending: dict[tuple[str, int], list[tuple[tuple[int, int, str], str]]] = {}
+        self._pending: dict[tuple[str, int], PendingQueue] = {}
         self._updating: dict[str, set[str]] = {}
-        # While a runtime folds a batch in one go (streams/decider.py), the module records this
-        # batch already copied, by id: a later status report of the batch changes them in place
-        # instead of copying again. None: every event works on its own copy.
-        self.private_records: dict[int, ModuleRecord] | None = None
-
-    def _working_module(self, stored: ModuleRecord) -> ModuleRecord:
-        """A copy of `stored` that this event may change — or `stored` itself when it is a copy
-        this batch already made (see `private_records`): nothing outside the batch holds it."""
-        private = self.private_records
-        if private is None:
-            return stored.working_copy()
-        if private.get(id(stored)) is stored:
-            return stored
-        record = stored.working_copy()
-        private[id(record)] = record
-        return record
 
     def reset_indexes(self) -> None:
-        """Drop every derived in-memory index; they are rebuilt lazily from the mappings.
-        The runtime calls this when it discards uncommitted writes after an error."""
+        """Drop every derived in-memory index; they are rebuilt lazily from the mappings."""
         self._members = {}
         self._pending = {}
         self._updating = {}
 
-    @property
-    def now(self) -> float:
-        return self.clock.get("now", 0.0)
-
     # -- indexes --------------------------------------------------------------------------
 
-    def _index(self, module: str) -> set[str]:
+    def index(self, module: str) -> set[str]:
         """Members of `module`; builds the pending/updating indexes on first use."""
         members = self._members.get(module)
         if members is not None:
@@ -147,12 +88,23 @@ class TargetBook:
         members = set()
         self._members[module] = members
         self._updating[module] = set()
-        for cluster in list(self.clusters.keys()):
-            target = self.targets.get(target_key(module, cluster))
+        targets = self.tables.targets
+        for cluster in list(self.tables.clusters.keys()):
+            target = targets.get(target_key(module, cluster))
             if target is not None:
                 members.add(cluster)
                 self._index_target(target)
         return members
+
+    def pending_queue(self, module: str, stage_index: int) -> PendingQueue:
+        """The pending clusters of one stage (-1: unstaged) in moving order; the book's own
+        list, changed as targets are stored (read `[0]` again after each move)."""
+        return self._pending.get((module, stage_index), [])
+
+    def updating_clusters(self, module: str) -> set[str]:
+        """The clusters of `module` updating now (the book's own set: copy it to iterate
+        while storing targets)."""
+        return self._updating.get(module, set())
 
     def _index_target(self, target: Target) -> None:
         if target.category == "pending":
@@ -180,7 +132,7 @@ class TargetBook:
             return (1, 0, target.cluster)
         return (0, target.sort_key, target.cluster)
 
-    def _forget_module_indexes(self, module: str) -> None:
+    def forget_module_indexes(self, module: str) -> None:
         self._members.pop(module, None)
         self._updating.pop(module, None)
         for key in [k for k in self._pending if k[0] == module]:
@@ -188,13 +140,13 @@ class TargetBook:
 
     # -- targets and counters -------------------------------------------------------------
 
-    def _goal(self, record: ModuleRecord) -> int | None:
+    def goal(self, record: ModuleRecord) -> int | None:
         return record.target if record.mode == "rollout" else record.stable
 
-    def _categorize(self, record: ModuleRecord, target: Target) -> Category:
+    def categorize(self, record: ModuleRecord, target: Target) -> Category:
         if target.pinned:
             return "pinned"
-        goal = self._goal(record)
+        goal = self.goal(record)
         if target.assigned == goal:
             if goal is None or target.status == "succeeded":
                 return "succeeded"
@@ -204,32 +156,38 @@ class TargetBook:
         if not target.ready and record.mode == "rollout":
             return "not_ready"
         if record.spec.depends_on and record.mode == "rollout":
-            if not dependencies_ready(self.upstream, record.spec.depends_on, target.cluster, record.awaiting):
+            if not dependencies_ready(self.tables.upstream, record.spec.depends_on, target.cluster, record.awaiting):
                 return "blocked"  # its dependencies are not on their target there (dependencies.py)
         return "pending"
 
-    def _counts(self, record: ModuleRecord, stage: str) -> StageCounts:
+    def counts(self, record: ModuleRecord, stage: str) -> StageCounts:
         counts = record.counts.get(stage)
         if counts is None:
             counts = StageCounts()
             record.counts[stage] = counts
         return counts
 
-    def _store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
-        """Persist a Target, keeping counters, indexes and the status view in step."""
-        category = self._categorize(record, new) if new is not None else None
+    def store_target(self, record: ModuleRecord, old: Target | None, new: Target | None, out: Outcome) -> None:
+        """Persist a Target (None: drop it), keeping counters, indexes, what dependents
+        know and the status view in step. `new` is the caller's own copy: it is completed
+        (category, dependents_ready) in place."""
+        if new is not None:
+            ready = dependents_ready(record, new)
+            if new.dependents_ready != ready:
+                new.dependents_ready = ready
+        category = self.categorize(record, new) if new is not None else None
         if old is not None and new is not None and old.stage == new.stage:
             if old.category != category:  # the stage's members stay: one counter moves
-                counts = self._counts(record, old.stage)
+                counts = self.counts(record, old.stage)
                 setattr(counts, old.category, getattr(counts, old.category) - 1)
                 setattr(counts, category, getattr(counts, category) + 1)  # type: ignore[arg-type]
         else:
             if old is not None:
-                counts = self._counts(record, old.stage)
+                counts = self.counts(record, old.stage)
                 counts.members -= 1
                 setattr(counts, old.category, getattr(counts, old.category) - 1)
             if new is not None:
-                counts = self._counts(record, new.stage)
+                counts = self.counts(record, new.stage)
                 counts.members += 1
                 setattr(counts, category, getattr(counts, category) + 1)  # type: ignore[arg-type]
         # a pending target that stays pending in the same queue at the same place (a label
@@ -252,42 +210,45 @@ class TargetBook:
                 self._index_target(new)
             key = target_key(new.module, new.cluster)
             if old is None or old.__dict__ != new.__dict__:  # field values; faster than `!=`
-                self.targets[key] = new
+                self.tables.targets[key] = new
                 out.target_status[key] = target_view(record, new)
-            self._index(record.name).add(new.cluster)
+            self.index(record.name).add(new.cluster)
         elif old is not None:
             key = target_key(old.module, old.cluster)
-            self.targets.pop(key, None)
+            self.tables.targets.pop(key, None)
             self._keep_report_ids(old)
             out.target_status[key] = None
-            self._index(record.name).discard(old.cluster)
+            self.index(record.name).discard(old.cluster)
+        self.links.readiness_stored(record.name, old, new, out)
 
     def _keep_report_ids(self, deleted: Target) -> None:
         """A deleted target's report ids go to its cluster's facts (or tombstone), so that a
         redelivered report still changes nothing if the target comes back (reports.py)."""
         if not deleted.report_ids:
             return
-        holder = self.clusters.get(deleted.cluster) or self.removed_clusters.get(deleted.cluster)
+        tables = self.tables
+        holder = tables.clusters.get(deleted.cluster) or tables.removed_clusters.get(deleted.cluster)
         if holder is None:
             return
         kept = set(holder.report_ids)
         ids = [*holder.report_ids, *(i for i in deleted.report_ids if i not in kept)][-REPORT_IDS_KEPT:]
         if isinstance(holder, ClusterFacts):
-            self.clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
+            tables.clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
         else:
-            self.removed_clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
+            tables.removed_clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
 
-    def _recategorize_all(self, record: ModuleRecord, out: Outcome) -> None:
-        for cluster in sorted(self._index(record.name)):
-            old = self.targets[target_key(record.name, cluster)]
-            self._store_target(record, old, old.model_copy(), out)
+    def recategorize_all(self, record: ModuleRecord, out: Outcome) -> None:
+        targets = self.tables.targets
+        for cluster in sorted(self.index(record.name)):
+            old = targets[target_key(record.name, cluster)]
+            self.store_target(record, old, old.model_copy(), out)
 
     # -- assignments and decisions --------------------------------------------------------
 
-    def _assign(
-        self, record: ModuleRecord, target: Target, generation: int | None, reason: str, out: Outcome
-    ) -> Target:
-        """Put `generation` (None: nothing) into the cluster's assemblage."""
+    def assign(self, record: ModuleRecord, target: Target, generation: int | None, reason: str, out: Outcome) -> Target:
+        """Put `generation` (None: nothing) into the cluster's assemblage; the target as it
+        is now (for the caller to store)."""
+        now = self.tables.now
         old_generation = target.assigned
         if old_generation is not None and old_generation in record.revisions:
             record.revisions[old_generation].assigned -= 1
@@ -299,60 +260,60 @@ class TargetBook:
                 "status": "updating" if generation is not None else "none",
                 "status_message": "",
                 # before the first Tick the engine knows no time: the deadline clock starts at it
-                "updating_since": self.now if generation is not None and self.now > 0 else None,
+                "updating_since": now if generation is not None and now > 0 else None,
             }
         )
-        facts = self.clusters.get(target.cluster)
+        facts = self.tables.clusters.get(target.cluster)
         revision = record.revisions[generation].revision if generation is not None else None
         out.assignments.append(
             Assignment(
-                cluster=target.cluster,
                 cluster_namespace=facts.namespace if facts else record.namespace,
+                cluster=target.cluster,
                 module=record.name,
                 assemblage=ASSEMBLAGE_FOR[record.kind],
-                sync=self._assigned_sync(record, generation, facts) if generation is not None else None,
+                sync=self.assigned_sync(record, generation, facts) if generation is not None else None,
                 reason=reason,
             )
         )
         helm = record.revisions[generation].sync.package.helm if generation is not None else None
         if generation is not None and helm is not None:
-            merged = self._release_for(record, generation, facts)[1]
-            self._note_refusals(record, target.cluster, merged, out)
-            new = self._read_only_sent(record, new, generation, merged)
-        self._decide(
+            merged = self.release_for(record, generation, facts)[1]
+            self.note_refusals(record, target.cluster, merged, out)
+            new = self.read_only_sent(record, new, generation, merged)
+        self.decide(
             record,
-            "assign" if generation is not None else "unassign",
+            DecisionAction.ASSIGN if generation is not None else DecisionAction.UNASSIGN,
             reason,
             out,
             cluster=target.cluster,
             generation=generation,
             revision=revision,
         )
-        self._prune_revisions(record)
+        self.prune_revisions(record)
         return new
 
-    def _assigned_sync(self, record: ModuleRecord, generation: int, facts: ClusterFacts | None) -> AssignedSync:
-        sync, _ = self._release_for(record, generation, facts)
+    def assigned_sync(self, record: ModuleRecord, generation: int, facts: ClusterFacts | None) -> AssignedSync:
+        sync, _ = self.release_for(record, generation, facts)
         return AssignedSync(
             module=record.name,
-            moduleNamespace=record.namespace,
+            module_namespace=record.namespace,
             revision=record.revisions[generation].revision,
             generation=generation,
             sync=sync,
         )
 
-    def _resent_sync(
+    def resent_sync(
         self, record: ModuleRecord, target: Target, facts: ClusterFacts | None, out: Outcome
     ) -> AssignedSync:
         """The target's assigned sync, to send again (labels or live values changed it)."""
         assert target.assigned is not None
         generation = target.assigned
-        kept = self._read_only_sent(record, target, generation, self._release_for(record, generation, facts)[1])
+        kept = self.read_only_sent(record, target, generation, self.release_for(record, generation, facts)[1])
         if kept is not target:
-            self._store_target(record, target, kept, out)
-        return self._assigned_sync(record, generation, facts)
+            self.store_target(record, target, kept, out)
+        return self.assigned_sync(record, generation, facts)
 
-    def _read_only_sent(
+    def read_only_sent(
         self, record: ModuleRecord, target: Target, generation: int, merged: MergedValues | None
     ) -> Target:
         """`target` with the values its readOnly paths are sent for the first time in
@@ -363,7 +324,7 @@ class TargetBook:
         first = read_only_values(helm.policies, merged, target.read_only_values)
         return target if first == target.read_only_values else target.model_copy(update={"read_only_values": first})
 
-    def _release_for(
+    def release_for(
         self,
         record: ModuleRecord,
         generation: int,
@@ -381,8 +342,8 @@ class TargetBook:
             annotations=cluster.annotations,
         )
         if observed is True:
-            observed = self.observed_values.get(target_key(record.name, cluster.name))
-        target = self.targets.get(target_key(record.name, cluster.name))
+            observed = self.tables.observed_values.get(target_key(record.name, cluster.name))
+        target = self.tables.targets.get(target_key(record.name, cluster.name))
         return release_sync(
             expand_sync(record.revisions[generation].sync, values),
             stage=stage_for(record, cluster.labels)[1],
@@ -391,20 +352,20 @@ class TargetBook:
             first_sent=target.read_only_values if target is not None else None,
         )
 
-    def _note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:
+    def note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:
         """A `values-refused` decision for each change a readOnly path refused."""
         for refusal in merged.refusals if merged is not None else []:
-            self._decide(record, "values-refused", f"{cluster}: {refusal.reason}", out, cluster=cluster)
+            self.decide(record, DecisionAction.VALUES_REFUSED, f"{cluster}: {refusal.reason}", out, cluster=cluster)
 
-    def _prune_revisions(self, record: ModuleRecord) -> None:
+    def prune_revisions(self, record: ModuleRecord) -> None:
         keep = {record.target, record.stable}
         for generation in [g for g, r in record.revisions.items() if r.assigned <= 0 and g not in keep]:
             del record.revisions[generation]
 
-    def _decide(
+    def decide(
         self,
         record: ModuleRecord,
-        action: str,
+        action: DecisionAction,
         reason: str,
         out: Outcome,
         *,
@@ -414,6 +375,9 @@ class TargetBook:
         stage: str | None = None,
         stage_seconds: float | None = None,
     ) -> None:
+        """Record a decision about `record`'s module (at the engine's time); its reason
+        becomes the module's `last_reason`. Every field but the action and the reason is a
+        keyword: a decision's structured fields grow here."""
         out.decisions.append(
             Decision(
                 module=record.name,
@@ -422,37 +386,34 @@ class TargetBook:
                 cluster=cluster,
                 generation=generation,
                 revision=revision,
-                at=self.now,
+                at=self.tables.now,
                 stage=stage,
                 stage_seconds=stage_seconds,
             )
         )
         record.last_reason = reason
 
-    # -- views ----------------------------------------------------------------------------
+    # -- module records and their status documents -----------------------------------------
 
-    def _save_module(self, record: ModuleRecord, out: Outcome) -> None:
-        self.modules[record.name] = record
-        self._show_status(record.name, out)
+    def save_module(self, record: ModuleRecord, out: Outcome) -> None:
+        self.tables.modules[record.name] = record
+        self.show_status(record.name, out)
 
-    def _show_status(self, name: str, out: Outcome) -> None:
+    def show_status(self, name: str, out: Outcome) -> None:
         """The module's status document is part of `out` (deferred: see `defer_views`)."""
-        out.module_status[name] = DEFERRED if self.defer_views else self._status_of(name)
+        out.module_status[name] = DEFERRED if self.defer_views else self.status_of(name)
 
     def status_of(self, name: str) -> dict[str, Any] | None:
-        """The module-status document of `name` now (None: no such module)."""
-        return self._status_of(name)
-
-    def _status_of(self, name: str) -> dict[str, Any] | None:
-        """The module-status document of `name`, with what it holds."""
-        record = self.modules.get(name)
-        view = module_view(record, self.now) if record is not None else None
-        queue = self.held_queues.get(name)
+        """The module-status document of `name` now, with what it holds (None: no such module)."""
+        tables = self.tables
+        record = tables.modules.get(name)
+        view = module_view(record, tables.now) if record is not None else None
+        queue = tables.held_queues.get(name)
         if queue is None:
             return view
-        return held_view(name, view, len(queue.ids), self._waiting_for(queue), self.now)
+        return held_view(name, view, len(queue.ids), self.waiting_for(queue), tables.now)
 
-    def _waiting_for(self, queue: HeldQueue) -> dict[int, int]:
+    def waiting_for(self, queue: HeldQueue) -> dict[int, int]:
         """The fleet positions the first held intent of `queue` waits for."""
-        head = self.held_intents.get(held_key(queue.module, queue.first))
+        head = self.tables.held_intents.get(held_key(queue.module, queue.first))
         return dict(head.fleet) if head is not None else {}

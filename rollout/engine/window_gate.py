@@ -1,14 +1,14 @@
 """The maintenance-window gate of the stage machine: may a stage's clusters move now?
 
-    StageMachine._fill(stage) -> _window_open(record, stage) -> window_state(windows, now)
+    StageMachine.fill(stage) -> WindowGate.window_open(record, stage) -> stage_window_state(spec, stage, now)
 
 A stage's windows are its own `windows` when it has any, else the module's
 (`spec.rollout.windows`); no windows: always open. Only moves *to the target* wait
-(`_fill`): clusters already updating finish, a rollback returns clusters at once, and a
+(`fill`): clusters already updating finish, a rollback returns clusters at once, and a
 cluster joining a stage the rollout has not reached still gets the stable revision at
 once (that is no change of what the fleet runs). Before the engine saw any tick it knows
 no time, and a stage with windows waits for the first tick; a wait entered then is entered
-again at the first tick (reports.py), which can say when the window opens.
+again at the first tick (clock.py), which can say when the window opens.
 
 Entering a wait is recorded once, as the decision `awaiting-window` with the time the
 next window opens (`ModuleRecord.window_waits` remembers which stages wait, so the
@@ -21,17 +21,23 @@ from __future__ import annotations
 
 from rollout.api.manifests import Stage
 from rollout.api.windows import iso, stage_window_state
-from rollout.engine.dependency_links import DependencyLinks
-from rollout.engine.outcome import Outcome
+from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.state import ModuleRecord
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
 
 
-class WindowGate(DependencyLinks):
-    """Tells `_fill` whether a stage's maintenance windows let its clusters move now."""
+class WindowGate:
+    """Tells `StageMachine.fill` whether a stage's maintenance windows let its clusters move now."""
 
-    def _window_open(self, record: ModuleRecord, stage: Stage, out: Outcome, *, moving: bool) -> bool:
+    def __init__(self, tables: StateTables, book: TargetBook) -> None:
+        self.tables = tables
+        self.book = book
+
+    def window_open(self, record: ModuleRecord, stage: Stage, out: Outcome, *, moving: bool) -> bool:
         """Whether `stage` may move clusters now (`moving`: it has some to move)."""
-        state = stage_window_state(record.spec, stage, self.now) if moving else None
+        now = self.tables.now
+        state = stage_window_state(record.spec, stage, now) if moving else None
         if state is None or state.open:
             if stage.name in record.window_waits:
                 record.window_waits.remove(stage.name)
@@ -39,11 +45,11 @@ class WindowGate(DependencyLinks):
         if stage.name not in record.window_waits:
             record.window_waits = sorted([*record.window_waits, stage.name])
             when = f"next opens at {iso(state.next_open)}" if state.next_open is not None else "no window ahead"
-            if self.now <= 0:
+            if now <= 0:
                 when = "the engine has seen no tick yet"
-            self._decide(
+            self.book.decide(
                 record,
-                "awaiting-window",
+                DecisionAction.AWAITING_WINDOW,
                 f"stage {stage.name} waits for a maintenance window: {when}",
                 out,
                 stage=stage.name,

@@ -29,10 +29,16 @@ POISON = "report-c3"
 class FailsAfterChanging(RolloutEngine):
     """Fault injection: the report `POISON` fails after the engine has folded it."""
 
-    def _fold_sync_status(self, event: SyncStatusReported, ids: list[str], out: Outcome, *, count: bool = True) -> None:
-        super()._fold_sync_status(event, ids, out, count=count)
-        if event.id == POISON:
-            raise RuntimeError("injected after the report changed the module")
+    def __init__(self, **mappings: Any) -> None:
+        super().__init__(**mappings)
+        fold = self.reports.fold_sync_status
+
+        def fold_then_fail(event: SyncStatusReported, ids: list[str], out: Outcome, *, count: bool = True) -> None:
+            fold(event, ids, out, count=count)
+            if event.id == POISON:
+                raise RuntimeError("injected after the report changed the module")
+
+        self.reports.fold_sync_status = fold_then_fail  # type: ignore[method-assign]
 
 
 class FailingDecider(DecidePartition):

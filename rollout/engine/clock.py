@@ -1,0 +1,135 @@
+"""Time: a Tick moves the engine's clock, then what time moves runs, in a fixed order.
+
+    Tick -> clock["now"] (at most MAX_TICK_STEP ahead) -> Clock.hooks, in order:
+              1. Leases.expire_leases        leases that ran out expire: their clusters are
+                                             not ready (leases.py, through membership.py)
+              2. ModuleTimers.on_clock_moved every module not settled, one at a time:
+                   a. soak restarted       a stage done before the first tick soaks from it
+                   b. window waits redone  waits entered before the first tick are entered
+                                           again, now that the engine can say when a window opens
+                   c. progressDeadline     clusters updating for longer fail
+                   then StageMachine.advance (soaks that ended, windows that opened, failures)
+
+The order is the contract: leases expire first so that a module moving on this tick sees
+which clusters are ready now (a cluster whose lease ran out is not given the next stage's
+revision on the tick that expired it). core.py builds the list; a test removes each entry
+in turn and sees the engine decide differently (tests/rollout/test_engine_composition.py).
+
+The engine reads no clock: time is whatever the latest Tick said, moved at most
+MAX_TICK_STEP ahead per Tick, so one bogus far-future tick (or the first after a long
+outage) does not fire every deadline at once; a capped tick is remembered by id, so a
+redelivered one does not move the clock again. A tick that does not move the clock
+forward runs no hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rollout.api.manifests import parse_duration
+from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.stages import StageMachine
+from rollout.engine.state import CAPPED_TICK_IDS_KEPT, ModuleRecord, TickLog, remember, target_key
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
+from rollout.wire.events import Tick
+
+MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
+
+ClockHook = Callable[[bool, Outcome], None]
+"""What runs when the clock moved: `(first, out)` — `first`: it moved from no time at all."""
+
+ModuleStep = Callable[[ModuleRecord, bool, Outcome], None]
+"""One thing time does to a module's (working copy of its) record: `(record, first, out)`."""
+
+SETTLED = ("Complete", "RolledBack", "Aborted")  # phases time moves nothing in (but window waits)
+
+
+class Clock:
+    """Folds ticks: moves the clock, then runs `hooks` in order."""
+
+    def __init__(self, tables: StateTables, hooks: list[ClockHook]) -> None:
+        self.tables = tables
+        self.hooks = hooks
+
+    def on_tick(self, event: Tick, out: Outcome) -> None:
+        tables = self.tables
+        now = tables.now
+        if event.now <= now:
+            return  # time never goes back; a redelivered tick changes nothing
+        log = tables.capped_ticks.get("recent") or TickLog()
+        if event.id in log.ids:
+            return  # a redelivered tick that was capped has moved the clock already
+        first = now == 0.0
+        if first or event.now - now <= MAX_TICK_STEP:
+            tables.clock["now"] = event.now
+        else:
+            # a jump: catch up by MAX_TICK_STEP per tick, so deadlines fire in turn, not all at once
+            tables.capped_ticks["recent"] = TickLog(ids=remember(log.ids, event.id, CAPPED_TICK_IDS_KEPT))
+            tables.clock["now"] = now + MAX_TICK_STEP
+        for hook in self.hooks:
+            hook(first, out)
+
+
+class ModuleTimers:
+    """What time does to each module: `steps` in order, then the module advances."""
+
+    def __init__(self, tables: StateTables, book: TargetBook, stages: StageMachine) -> None:
+        self.tables = tables
+        self.book = book
+        self.stages = stages
+        self.steps: list[ModuleStep] = [
+            self.soak_from_first_tick,
+            self.windows_from_first_tick,
+            self.fail_past_deadline,
+        ]
+
+    def on_clock_moved(self, first: bool, out: Outcome) -> None:
+        """Every module of the partition that time may move, in name order."""
+        tables, book = self.tables, self.book
+        for name in sorted(tables.modules.keys()):
+            stored = tables.modules[name]
+            settled = stored.phase in SETTLED and not stored.window_waits
+            if stored.partition != tables.partition or settled:
+                continue
+            record = stored.working_copy()
+            book.index(name)
+            for step in self.steps:
+                step(record, first, out)
+            self.stages.advance(record, out)
+            if record != stored:
+                book.save_module(record, out)
+
+    def soak_from_first_tick(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
+        """A stage done before the engine saw any tick starts its soak at the first one."""
+        if first and record.stage_completed_at is not None:
+            record.stage_completed_at = self.tables.now
+
+    def windows_from_first_tick(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
+        """Waits entered before the engine knew the time are entered again, now that it can
+        say when each window opens (its decision, and the module's status)."""
+        if first and record.window_waits:
+            record.window_waits = []
+
+    def fail_past_deadline(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
+        """Clusters updating for longer than the module's progressDeadline fail; one
+        assigned before the first tick starts its deadline clock now."""
+        deadline = record.spec.rollout.progress_deadline if record.spec.rollout else None
+        if deadline is None:
+            return
+        tables, book = self.tables, self.book
+        limit = parse_duration(deadline)
+        for cluster in sorted(book.updating_clusters(record.name)):
+            target = tables.targets[target_key(record.name, cluster)]
+            if target.updating_since is None:
+                since = target.model_copy(update={"updating_since": tables.now})
+                book.store_target(record, target, since, out)
+            elif tables.now - target.updating_since >= limit:
+                message = f"updating for longer than progressDeadline {deadline}"
+                book.decide(record, DecisionAction.FAILED, f"{cluster}: {message}", out, cluster=cluster)
+                book.store_target(
+                    record,
+                    target,
+                    target.model_copy(update={"status": "failed", "status_message": message}),
+                    out,
+                )
