@@ -20,7 +20,9 @@ What an operator alerts on, and where each number comes from:
   after a restart or a rebalance without waiting for new events, a module moved to another
   worker disappears from this one, and a phase change replaces the label set instead of
   adding one. Every phase is exported for `rollout_modules`, 0 included, so an alert on
-  `Halted` sees 0 rather than no data;
+  `Halted` sees 0 rather than no data. The phases and the revisions are the values the
+  module-status document shows (rollout/wire/status.py `ROLLOUT_PHASES`, `targetRevision`,
+  `stableRevision`): a dashboard or `rollout status` and an alert name a module's phase alike;
 * `process_*` (CPU, memory, open files, start time) and `python_info`, from
   prometheus_client's collectors registered on the process's own registry.
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
-from typing import get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -47,11 +48,12 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rollout.engine.state import ModuleRecord, Phase
+from rollout.engine.state import ModuleRecord
+from rollout.wire.status import ROLLOUT_PHASES
 
 disable_created_metrics()
 
-PHASES: tuple[str, ...] = get_args(Phase)
+PHASES: tuple[str, ...] = ROLLOUT_PHASES
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 STAGE_BUCKETS = (1.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 

@@ -4,9 +4,10 @@
                         ──► GateEvaluated(module, stage, gate, generation, passed)
                         ──► sync-status topic (key: module) ──► router ──► the engine
 
-Every `interval` seconds the runner reads the latest module statuses (a compacted topic)
-and, for each module whose current stage is `Soaking` and has gates (the status carries
-each gate's definition, rollout/engine/views.py), evaluates every gate and publishes the result:
+Every `interval` seconds the runner reads the latest module statuses (a compacted topic,
+each document read with its model, rollout/wire/status.py) and, for each module whose
+current stage is `Soaking` and has gates (the status carries each gate's definition,
+`StageGate`), evaluates every gate and publishes the result:
 
 * prometheus — GET `<url>/api/v1/query?query=…` (the instant-query API); passed when the
   answer holds at least one sample and every sample is within [min, max], failed when one
@@ -17,7 +18,8 @@ each gate's definition, rollout/engine/views.py), evaluates every gate and publi
 
 The statuses are read by one consumer kept for the runner's life (`client.LatestReader`):
 each round reads only what changed since the last. Each result is logged at INFO (module,
-stage, gate, generation, passed / failed / inconclusive, and the message).
+stage, gate, generation, passed / failed / inconclusive, and the message). A status the
+runner cannot read (a newer schemaVersion) is logged and its gates are not evaluated.
 
 Like the appliers, the runner holds no state the engine needs: several may run (each
 result is an event with its own id; the engine keeps the latest), and a restarted one
@@ -39,7 +41,9 @@ from infra import client
 from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.publisher import Publish
+from rollout.wire.documents import DocumentError
 from rollout.wire.events import GateEvaluated
+from rollout.wire.status import ModuleStatus, StageGate
 
 log = logging.getLogger("rollout.gates")
 
@@ -53,12 +57,12 @@ class Result:
     message: str
 
 
-def soaking_gates(status: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(stage, gate definition) of every gate of the module's current stage, if it soaks."""
-    for stage in status.get("stages") or []:
-        if stage.get("name") == status.get("currentStage") and stage.get("state") == "Soaking":
-            return [(stage["name"], gate) for gate in stage.get("gates") or []]
-    return []
+def soaking_gates(status: ModuleStatus) -> list[tuple[str, StageGate]]:
+    """(stage, gate) of every gate of the module's current stage, if it soaks."""
+    stage = status.stage(status.current_stage)
+    if stage is None or stage.state != "Soaking":
+        return []
+    return [(stage.name, gate) for gate in stage.gates]
 
 
 def judge_samples(payload: Any, low: float | None, high: float | None) -> Result:
@@ -119,16 +123,21 @@ class GateRunner:
     async def round(self, session: aiohttp.ClientSession) -> None:
         """One evaluation of every gate of every soaking stage."""
         statuses = await self.statuses.latest()
-        for module, status in sorted(statuses.items()):
-            if not isinstance(status, dict):
+        for module, document in sorted(statuses.items()):
+            try:
+                status = ModuleStatus.read(document)
+            except DocumentError as error:
+                log.warning("module %s: %s; its gates are not evaluated", module, error, extra=RATE_LIMITED)
                 continue
+            if status.generation is None:
+                continue  # pending: no stage soaks
             for stage, gate in soaking_gates(status):
                 result = await self.evaluate(session, module, stage, gate, status)
                 event = GateEvaluated(
                     module=module,
                     stage=stage,
-                    gate=gate["name"],
-                    generation=status["generation"],
+                    gate=gate.name,
+                    generation=status.generation,
                     passed=result.passed,
                     message=result.message[:1000],
                 )
@@ -145,23 +154,25 @@ class GateRunner:
                 )
 
     async def evaluate(
-        self, session: aiohttp.ClientSession, module: str, stage: str, gate: dict[str, Any], status: dict[str, Any]
+        self, session: aiohttp.ClientSession, module: str, stage: str, gate: StageGate, status: ModuleStatus
     ) -> Result:
         try:
-            if "prometheus" in gate:
-                spec = gate["prometheus"]
-                url = spec["url"].rstrip("/") + "/api/v1/query"
-                async with session.get(url, params={"query": spec["query"]}) as response:
+            if gate.prometheus is not None:
+                spec = gate.prometheus
+                url = spec.url.rstrip("/") + "/api/v1/query"
+                async with session.get(url, params={"query": spec.query}) as response:
                     payload = await response.json(content_type=None)
-                return judge_samples(payload, spec.get("min"), spec.get("max"))
+                return judge_samples(payload, spec.min, spec.max)
+            if gate.webhook is None:
+                return Result(None, "the gate has neither prometheus nor webhook")
             facts = {
                 "module": module,
                 "stage": stage,
-                "gate": gate["name"],
-                "revision": status.get("targetRevision"),
-                "generation": status.get("generation"),
+                "gate": gate.name,
+                "revision": status.target_revision,
+                "generation": status.generation,
             }
-            async with session.post(gate["webhook"]["url"], json=facts) as response:
+            async with session.post(gate.webhook.url, json=facts) as response:
                 text = (await response.text())[:200]
                 passed = 200 <= response.status < 300
                 return Result(passed, f"webhook answered {response.status}" + (f": {text}" if text else ""))

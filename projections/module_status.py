@@ -5,9 +5,9 @@
     verdicts (by event id)               ─┴─► status of Module / BootstrapModule /
                                               RolloutApproval / RolloutCommand + Events
 
-- Module and BootstrapModule: `rollout.api.resources.resource_status` — phase, target and
-  stable revision, per-stage counts, progress, Ready / Progressing / Stalled conditions —
-  and `observedGeneration`: the object generation of the latest ModuleApplied the engine
+- Module and BootstrapModule: `resource_status` — phase, target and stable revision,
+  per-stage counts, progress, Ready / Progressing / Stalled conditions
+  (`rollout.api.resources`) — and `observedGeneration`: the object generation of the latest ModuleApplied the engine
   has answered (its verdict names the event id, which carries the generation). A refused
   apply makes the object Stalled with the engine's reason; a spec the manifest rules refuse,
   Stalled with `InvalidSpec`; one its namespace's ModuleRestriction refuses, with
@@ -17,6 +17,10 @@
   Complete, ...).
 - RolloutApproval and RolloutCommand: `eventId`, and `verdict` Published → Accepted or
   Refused with the engine's message.
+
+Both topics' documents are read with their models (rollout/wire/status.py, verdicts.py),
+shared with the worker that writes them. One this writer cannot read — a newer
+schemaVersion — is logged and skipped: the object keeps the status last written.
 
 Status is written through the status subresource with a JSON patch replacing it whole, only when it
 differs from what was last written (so an unchanged module-status record costs nothing).
@@ -32,7 +36,6 @@ next change: status is a view, never a source of truth.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -48,12 +51,19 @@ from projections.module_watcher import GROUP, KINDS, VERSION, ModuleWatcher, Obj
 from rollout.api.resources import (
     INVALID_SPEC_REASON,
     RESTRICTED_REASON,
+    Condition,
+    ModuleResourceStatus,
+    condition_message,
+    conditions_for,
     invalid_status,
     phase_change,
-    resource_status,
 )
+from rollout.api.resources import StageStatus as StageResourceStatus
+from rollout.wire.documents import DocumentError
+from rollout.wire.status import PENDING, ModuleStatus, StageStatus
+from rollout.wire.verdicts import VerdictDocument
 
-__all__ = ["StatusWriter"]
+__all__ = ["StatusWriter", "resource_status"]
 
 log = logging.getLogger("rollout.modules")
 
@@ -62,6 +72,64 @@ COMPONENT = "rollout-watch-modules"
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+NOT_STAGED = ModuleStatus(module="", phase=PENDING, reason="not staged by the engine yet")
+
+
+def resource_status(
+    view: ModuleStatus | None,
+    *,
+    generation: int | None,
+    previous: dict[str, Any] | None,
+    now: str,
+    refusal: str | None = None,
+) -> dict[str, Any]:
+    """The object's `status` from the engine's module-status document `view` (None: the
+    engine has none yet) — any shape, a pending one shows `Pending` with why. `generation`:
+    the object generation the engine has answered; `refusal`: the engine's reason when it
+    refused the latest one (the object is then Stalled)."""
+    view = view or NOT_STAGED
+    stages = [_stage_status(stage) for stage in view.stages]
+    members = sum(stage.members for stage in stages) + view.unstaged.members
+    phase, reason = view.phase, view.last_decision or view.reason or ""
+    message = condition_message(phase, view.current_stage, view.target_revision, reason)
+    if refusal is not None:
+        phase, message = "Refused", f"the engine refused generation {generation}: {refusal}"
+    conditions = conditions_for(
+        "Halted" if phase == "Refused" else phase,
+        message,
+        generation=generation,
+        previous=(previous or {}).get("conditions") or [],
+        now=now,
+    )
+    if phase == "Refused":
+        conditions = [{**c, "reason": "Refused"} for c in conditions]
+    status = ModuleResourceStatus(
+        observedGeneration=generation,
+        phase=phase,
+        targetRevision=view.target_revision,
+        stableRevision=view.stable_revision,
+        currentStage=view.current_stage,
+        progress=f"{view.succeeded}/{members}" if stages else None,
+        stages=stages,
+        lastDecision=view.last_decision or None,
+        conditions=[Condition.model_validate(c) for c in conditions],
+    )
+    return status.model_dump(by_alias=True, exclude_none=True)
+
+
+def _stage_status(stage: StageStatus) -> StageResourceStatus:
+    counts = stage.counts
+    return StageResourceStatus(
+        name=stage.name,
+        state=stage.state,
+        members=counts.members,
+        succeeded=counts.succeeded,
+        updating=counts.updating,
+        failed=counts.failed,
+        pending=counts.pending + counts.not_ready,
+    )
 
 
 class StatusWriter:
@@ -79,9 +147,9 @@ class StatusWriter:
         self.watcher = watcher
         self.policy = policy or RetryPolicy()
         self.now = now
-        self.views: dict[str, dict[str, Any]] = {}  # module name → module-status document
+        self.views: dict[str, ModuleStatus] = {}  # module name → its module-status document
         self.answered: dict[str, tuple[int, str | None]] = {}  # module → (generation, refusal)
-        self.verdicts: dict[str, dict[str, Any]] = {}  # event id → verdict document
+        self.verdicts: dict[str, VerdictDocument] = {}  # event id → its verdict
         self.written: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name) → status
         self._seeded: dict[str, tuple[int, int]] = {}  # module → (partition, offset) read by `seed`
         self._lock = asyncio.Lock()
@@ -96,8 +164,11 @@ class StatusWriter:
     def _view(self, module: str, value: bytes | None) -> None:
         if value is None:
             self.views.pop(module, None)
-        else:
-            self.views[module] = json.loads(value)
+            return
+        try:
+            self.views[module] = ModuleStatus.read(value)
+        except DocumentError as error:
+            log.error("module %s: %s; its status is left as it was", module, error)
 
     async def follow(self, bootstrap: str, module_status: str, verdicts: str) -> None:
         """Read both topics until cancelled."""
@@ -116,8 +187,12 @@ class StatusWriter:
         async for record in client.follow(bootstrap, topic):
             if record.value is None:
                 continue
-            verdict = json.loads(record.value)
-            event_id = verdict.get("event", "")
+            try:
+                verdict = VerdictDocument.read(record.value)
+            except DocumentError as error:
+                log.error("verdict %s: %s; skipped", record.key, error)
+                continue
+            event_id = verdict.event
             ref = self.watcher.event_refs.get(event_id)
             if ref is None:
                 if event_id.startswith("k8s-"):
@@ -125,10 +200,10 @@ class StatusWriter:
                 continue
             await self._on_verdict(ref, event_id, verdict)
 
-    async def _on_verdict(self, ref: ObjectRef, event_id: str, verdict: dict[str, Any]) -> None:
+    async def _on_verdict(self, ref: ObjectRef, event_id: str, verdict: VerdictDocument) -> None:
         self.verdicts[event_id] = verdict
         if ref.plural in KINDS:
-            refused = verdict.get("reason") if verdict.get("verdict") == "refused" else None
+            refused = None if verdict.accepted else verdict.reason
             previous = self.answered.get(ref.name, (0, None))[0]
             if ref.generation >= previous:
                 self.answered[ref.name] = (ref.generation, refused)
@@ -174,9 +249,8 @@ class StatusWriter:
         if problem is not None:
             status = {"verdict": "Invalid", "message": problem}
         elif verdict is not None:
-            accepted = verdict.get("verdict") == "accepted"
-            status = {"eventId": event_id, "verdict": "Accepted" if accepted else "Refused"}
-            status["message"] = verdict.get("reason") or ("accepted" if accepted else "refused")
+            status = {"eventId": event_id, "verdict": "Accepted" if verdict.accepted else "Refused"}
+            status["message"] = verdict.reason or ("accepted" if verdict.accepted else "refused")
         else:
             status = {"eventId": event_id, "verdict": "Published", "message": "waiting for the engine's verdict"}
         if status != previous:

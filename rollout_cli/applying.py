@@ -172,12 +172,15 @@ def _dependency_graph(loaded: list[Loaded], known: dict[str, list[str]]) -> tupl
 
 def dependencies_from_records(records: Sequence[client.Record]) -> dict[str, list[str]]:
     """dependsOn of every module the module-status topic's `records` hold (the latest
-    document per key; a tombstone: deleted). A module held for causal order has none yet."""
-    latest: dict[str, Any] = {}
+    document per key, read with its model; a tombstone: deleted). A pending module (its
+    apply held for causal order) has none yet."""
+    from rollout_cli.documents import module_status
+
+    latest: dict[str, bytes | None] = {}
     for record in records:
         if record.key is not None:
-            latest[record.key] = record.json() if record.value is not None else None
-    return {name: list(doc.get("dependsOn") or []) for name, doc in sorted(latest.items()) if isinstance(doc, dict)}
+            latest[record.key] = record.value
+    return {name: module_status(name, value).depends_on for name, value in sorted(latest.items()) if value is not None}
 
 
 async def _known_dependencies(ctx: Context) -> dict[str, list[str]]:

@@ -18,14 +18,16 @@ the status read is the new revision's, not the previous one's).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from rollout.wire.status import ModuleStatus
 
 PHASES = (
     "Progressing",
@@ -37,7 +39,7 @@ PHASES = (
     "RolledBack",
     "Complete",
     "Aborted",
-)  # rollout.engine.state.Phase (not imported: `rollout --help` stays light)
+)  # rollout.wire.status.ROLLOUT_PHASES (not imported: `rollout --help` stays light)
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 # failure phases that are on the way to another phase: waiting for that one, they are progress
 ON_THE_WAY_TO: dict[str, frozenset[str]] = {"RolledBack": frozenset({"RollingBack"})}
@@ -66,9 +68,9 @@ def parse_condition(text: str) -> Condition:
     return Condition("phase", value)
 
 
-def judge(status: dict[str, Any], condition: Condition) -> int | None:
+def judge(status: ModuleStatus, condition: Condition) -> int | None:
     """MET, FAILED, or None while the rollout is still on its way."""
-    phase = status.get("phase")
+    phase = status.phase
     if phase == condition.value:
         return MET
     if phase in FAILED_PHASES and phase not in ON_THE_WAY_TO.get(condition.value, frozenset()):
@@ -76,16 +78,16 @@ def judge(status: dict[str, Any], condition: Condition) -> int | None:
     return None
 
 
-def progress_line(status: dict[str, Any]) -> str:
+def progress_line(status: ModuleStatus) -> str:
     """One line of where the rollout stands: phase, stage, clusters on the target."""
-    stages = status.get("stages") or []
-    members = sum(s["counts"]["members"] for s in stages)
-    done = sum(s["counts"]["succeeded"] for s in stages)
-    line = f"module/{status.get('module')}: {status.get('phase')}"
-    if stages:
-        line += f", stage {status.get('currentStage')}, {done}/{members} cluster(s) on {status.get('targetRevision')}"
-    if status.get("waiting"):  # stages passed, members still to go: not Complete (rollout/engine/views.py)
-        line += f" — waiting: {status['waiting']}"
+    line = f"module/{status.module}: {status.phase}"
+    if status.stages:
+        done = f"{status.succeeded}/{status.members} cluster(s) on {status.target_revision}"
+        line += f", stage {status.current_stage}, {done}"
+    if status.waiting:  # stages passed, members still to go: not Complete (rollout/engine/views.py)
+        line += f" — waiting: {status.waiting}"
+    if status.held is not None:  # pending, or a later apply held back (causal order)
+        line += f" — {status.held.intents} intent(s) held: {status.held.reason}"
     return line
 
 
@@ -95,19 +97,21 @@ async def wait_for(
     module: str,
     condition: Condition,
     timeout: float,
-    on_status: Callable[[dict[str, Any]], None],
-) -> tuple[int, dict[str, Any] | None]:
+    on_status: Callable[[ModuleStatus], None],
+) -> tuple[int, ModuleStatus | None]:
     """Follow `module`'s status on `topic` until `condition` holds (MET), the rollout
     fails (FAILED) or `timeout` seconds pass (TIMED_OUT); `on_status` sees every new
     document. (FAILED, None): the module has no status once the topic is read (never
-    applied, or deleted while waiting)."""
+    applied, or deleted while waiting). A document this rollout cannot read (a newer
+    schemaVersion) raises `DocumentError`."""
     from infra import client
+    from rollout.wire.status import ModuleStatus
 
     consumer, tps = await client._consumer(bootstrap, topic)
     try:
         ends = await consumer.end_offsets(tps)
         caught_up = all(ends[tp] == 0 for tp in tps)
-        latest: dict[str, Any] | None = None
+        latest: ModuleStatus | None = None
         deadline = time.monotonic() + timeout
         while True:
             if caught_up:
@@ -123,7 +127,7 @@ async def wait_for(
             for messages in batch.values():
                 for message in messages:
                     if message.key is not None and message.key.decode(errors="replace") == module:
-                        latest = json.loads(message.value) if message.value is not None else None
+                        latest = ModuleStatus.read(message.value) if message.value is not None else None
                         if caught_up and latest is not None:
                             on_status(latest)
             if not caught_up:
@@ -139,12 +143,13 @@ def gate(ctx: Any, module: str, condition: Condition, timeout: float, output: st
     """`status --wait`: print progress (or, with -o json|yaml, the final status document)
     and exit MET / FAILED / TIMED_OUT."""
     from infra import client
+    from rollout.wire.documents import DocumentError
     from rollout_cli.options import fail
     from rollout_cli.output import emit
 
     shown: list[str] = []
 
-    def show(status: dict[str, Any]) -> None:
+    def show(status: ModuleStatus) -> None:
         line = progress_line(status)
         if output == "table" and (not shown or shown[-1] != line):
             click.echo(line)
@@ -154,18 +159,20 @@ def gate(ctx: Any, module: str, condition: Condition, timeout: float, output: st
         code, status = client.run(wait_for(ctx.bootstrap, ctx.topics.module_status, module, condition, timeout, show))
     except LookupError as error:
         fail(str(error))
+    except DocumentError as error:
+        fail(f"module {module}: {error}")
     except Exception as error:
         fail(f"cannot read {ctx.topics.module_status} at {ctx.bootstrap}: {error}")
     if status is None:
         fail(f"module {module} not found", code=FAILED)
     assert status is not None
     if output != "table":
-        emit(status, output)
+        emit(status.as_json(), output)
     if code == FAILED:
-        click.echo(f"error: module/{module}: rollout {status['phase']}: {status.get('lastDecision') or ''}", err=True)
+        click.echo(f"error: module/{module}: rollout {status.phase}: {status.last_decision}", err=True)
     elif code == TIMED_OUT:
         click.echo(
-            f"error: module/{module}: still {status['phase']} after {timeout:g}s (waiting for {condition})", err=True
+            f"error: module/{module}: still {status.phase} after {timeout:g}s (waiting for {condition})", err=True
         )
     elif output == "table":
         click.echo(f"module/{module}: {condition}")

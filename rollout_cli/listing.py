@@ -15,11 +15,13 @@ assemblage the labels of the cluster it belongs to. Module statuses carry no lab
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from rollout.wire.beats import latest_beats
+from rollout.wire.status import ModuleStatus
 from rollout_cli.options import Context, fail
 from rollout_cli.output import emit
 
@@ -32,6 +34,10 @@ def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, se
     known = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
     if role == "clusters":
         documents = views.with_leases(known, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
+    elif role == "module_status":  # each read with its model (rollout/wire/status.py)
+        from rollout_cli.documents import module_statuses
+
+        documents = module_statuses(ctx.latest(ctx.topics.module_status))
     else:
         documents = ctx.latest(ctx.topics.name(role))
     if selector is not None:
@@ -44,11 +50,16 @@ def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, se
         for key in documents:
             click.echo(f"{SINGULAR[role]}/{key}")
     elif output in ("json", "yaml"):
-        emit(list(documents.values()) if name is None else documents[name], output)
+        emit([_json(d) for d in documents.values()] if name is None else _json(documents[name]), output)
     elif not documents and name is None:
         click.echo(f"no {SINGULAR[role]}s" + (f" match {selector}" if selector is not None else ""), err=True)
     else:
         print_table(role, documents, wide=output == "wide")
+
+
+def _json(document: Any) -> Any:
+    """A document as -o json|yaml prints it: a module status as this rollout reads it."""
+    return document.as_json() if isinstance(document, ModuleStatus) else document
 
 
 def _selected(documents: dict[str, Any], role: str, selector: str, labels: dict[str, dict[str, str]]) -> dict[str, Any]:
@@ -63,17 +74,15 @@ def _selected(documents: dict[str, Any], role: str, selector: str, labels: dict[
     return matching(documents, parsed, labels)
 
 
-def _module_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
-    """Any module-status shape (rollout_cli/status_summary.py): a held module has no stages yet."""
-    from rollout_cli.status_summary import ModuleSummary
-
-    shown = ModuleSummary.of(doc)
-    row = [name, doc.get("kind") or "-", shown.phase, shown.target, doc.get("stableRevision") or "-"]
-    row += [shown.stage, f"{shown.succeeded}/{shown.members}"]
+def _module_row(name: str, status: ModuleStatus, wide: bool) -> list[str]:
+    """Any module-status shape (rollout/wire/status.py): a pending module has no stages,
+    kind or target yet."""
+    row = [name, status.kind or "-", status.phase, status.target_revision or "-", status.stable_revision or "-"]
+    row += [status.current_stage or "-", f"{status.succeeded}/{status.members}"]
     if wide:
-        failed = sum((s.get("counts") or {}).get("failed", 0) for s in doc.get("stages") or [])
-        row += [doc.get("namespace") or "-", str(doc.get("generation", "-")), str(failed)]
-        row += ["True" if doc.get("paused") else "False", doc.get("lastDecision") or ""]
+        generation = "-" if status.generation is None else str(status.generation)
+        row += [status.namespace or "-", generation, str(status.count("failed"))]
+        row += [str(status.paused), status.last_decision or (status.held.reason if status.held else "")]
     return row
 
 
@@ -121,7 +130,7 @@ def _assemblage_row(name: str, doc: dict[str, Any], wide: bool) -> list[str]:
     return row
 
 
-COLUMNS = {
+COLUMNS: dict[str, tuple[list[str], Callable[[str, Any, bool], list[str]]]] = {
     "module_status": (["NAME", "KIND", "PHASE", "TARGET", "STABLE", "STAGE", "PROGRESS"], _module_row),
     "clusters": (["NAME", "NAMESPACE", "READY", "LEASE", "LABELS"], _cluster_row),
     "remote": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], _assemblage_row),

@@ -100,11 +100,13 @@ def status(
         document = ctx.latest(ctx.topics.module_status).get(module)
         if document is None:
             fail(f"module {module} not found", code=1)
+        from rollout_cli.documents import module_status
         from rollout_cli.status_values import module_values
 
+        status = module_status(module, document)
         decisions = views.decisions_for(ctx.records(ctx.topics.decisions), module)
-        values = module_values(ctx, module, document, decisions)  # a Helm module: its values per cluster
-        emit(document if values is None else {**document, "values": values}, output)
+        values = module_values(ctx, module, status, decisions)  # a Helm module: its values per cluster
+        emit(status.as_json() if values is None else {**status.as_json(), "values": values}, output)
     else:
         views.show_status(ctx, module, watch=watch, decision_count=decision_count)
 
@@ -251,7 +253,7 @@ def dead_letters(ctx: Context, since: float | None, output: str) -> None:
     cutoff = time.time() - since if since is not None else None
     letters = views.dead_letters_from_records(ctx.records(ctx.topics.dead_letters), since=cutoff)
     if output != "table":
-        emit(letters, output)
+        emit(views.dead_letters_json(letters), output)
     elif not letters:
         click.echo("no dead letters" + (" in that time" if since is not None else ""))
     else:

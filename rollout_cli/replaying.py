@@ -30,7 +30,9 @@ import orjson
 from infra import client
 from rollout.assembly.snapshots import AssemblageRecord, assemble
 from rollout.engine.core import Assignment, RolloutEngine, new_engine
+from rollout.wire.documents import DocumentError
 from rollout.wire.events import parse_event
+from rollout.wire.status import ModuleStatus
 from streams.chain import HEAD_KEY, ChainHead, DecisionChain, decision_body
 
 
@@ -157,8 +159,21 @@ def _by_pair(assignments: Any) -> dict[tuple[str, str], list[str]]:
     return sequences
 
 
-def _strip_time(status: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if k != "observedAt"}
+def status_difference(module: str, replayed: Any, live: Any) -> str | None:
+    """How the replayed module-status document differs from the live one, both read with
+    the model (rollout/wire/status.py: a live document written before `schemaVersion`
+    reads as version 1), `observedAt` aside — None: equal."""
+    try:
+        ours, theirs = ModuleStatus.read(replayed), ModuleStatus.read(live)
+    except DocumentError as error:
+        return f"module status {module}: {error}"
+    skipped = {"observed_at", "schema_version"}
+    mine, other = ours.model_dump(by_alias=True, exclude=skipped), theirs.model_dump(by_alias=True, exclude=skipped)
+    if mine == other:
+        return None
+    fields = sorted(k for k in mine if mine[k] != other.get(k))
+    detail = "; ".join(f"{k}: replayed {mine[k]!r}, live {other.get(k)!r}" for k in fields)
+    return f"module status {module} differs: {detail}"
 
 
 def compare(
@@ -187,10 +202,8 @@ def compare(
         replayed, live = module_status.get(module), live_status.get(module)
         if replayed is None or live is None:
             report.differences.append(f"module status {module}: only {'live' if replayed is None else 'replayed'}")
-        elif _strip_time(replayed) != _strip_time(live):
-            fields = sorted(k for k in replayed if k != "observedAt" and replayed.get(k) != live.get(k))
-            detail = "; ".join(f"{k}: replayed {replayed.get(k)!r}, live {live.get(k)!r}" for k in fields)
-            report.differences.append(f"module status {module} differs: {detail}")
+        elif (difference := status_difference(module, replayed, live)) is not None:
+            report.differences.append(difference)
     if decisions is not None:
         report.differences += compare_decisions(refolded.decisions, decisions)
     snapshots = refold_assignments(assignments)

@@ -1,27 +1,34 @@
 """`rollout up`'s live summary: one line per module each time what it shows changes.
 
-    module-status topic (compacted, key: module) ──► ModuleSummary.of(document)
+    module-status topic (compacted, key: module) ──► ModuleStatus.read (rollout/wire/status.py)
+                                                 ──► ModuleSummary.of(status)
                                                  ──► StatusSummary.line(module, document)
                                                  ──► a line, or None (nothing changed)
 
-The module-status topic holds documents of several shapes (rollout/engine/views.py), and the
-summary reads every one of them without a key lookup that can fail:
+The module-status topic holds documents of several shapes (rollout/wire/status.py), all
+read through the one model:
 
-* a module's status (`module_view`): phase, target, current stage, stages with counts; with
-  `deleting` while it waits for its dependents, `waiting` when its stages passed but members
-  do not run the target yet, `held` when a later intent waits for cluster observations;
-* a module the engine has not staged yet because its apply waits for cluster observations
-  (`held_view` without a status: phase `Pending`, `reason`, `held`, no stages);
+* a staged module: phase, target, current stage, stages with counts; with `deleting` while
+  it waits for its dependents, `waiting` when its stages passed but members do not run the
+  target yet, `held` when a later intent waits for cluster observations;
+* a pending module, whose first apply waits for cluster observations: phase `Pending`,
+  `held` with its reason, no stages and no target (`-`);
 * a deleted module: a tombstone (None).
 
-A document of any other shape is summarised from what it has (`-` for the rest), never an
-error: the summary must not stop, restart or replay the topic because of one document.
+A document the model cannot read (not JSON, another shape, a newer schemaVersion) is
+summarised by what is wrong with it, never an error: the summary must not stop, restart or
+replay the topic because of one document. A line is printed only when what it shows
+changes (`observedAt` moving, say, is no change), so each module is shown once per change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rollout.wire.documents import DocumentError
+from rollout.wire.status import ModuleStatus
 
 DELETED = "Deleted"
 
@@ -38,21 +45,27 @@ class ModuleSummary:
     note: str = ""  # held back, deleting, waiting: why the module is where it is
 
     @classmethod
-    def of(cls, document: Any) -> ModuleSummary:
+    def of(cls, status: ModuleStatus | None) -> ModuleSummary:
+        if status is None:
+            return cls(DELETED)
+        return cls(
+            phase=status.phase,
+            target=status.target_revision or "-",
+            stage=status.current_stage or "-",
+            succeeded=status.succeeded,
+            members=status.members,
+            note=_note(status),
+        )
+
+    @classmethod
+    def read(cls, document: bytes | Mapping[str, Any] | Any | None) -> ModuleSummary:
+        """The summary of a record's value, raw or parsed (None: a tombstone)."""
         if document is None:
             return cls(DELETED)
-        if not isinstance(document, dict):
-            return cls("-", note="not a module-status document")
-        stages = [stage for stage in document.get("stages") or [] if isinstance(stage, dict)]
-        counts = [stage.get("counts") if isinstance(stage.get("counts"), dict) else {} for stage in stages]
-        return cls(
-            phase=str(document.get("phase") or "-"),
-            target=str(document.get("targetRevision") or "-"),
-            stage=str(document.get("currentStage") or "-"),
-            succeeded=sum(_count(c, "succeeded") for c in counts),
-            members=sum(_count(c, "members") for c in counts),
-            note=_note(document),
-        )
+        try:
+            return cls.of(ModuleStatus.read(document))
+        except DocumentError as error:
+            return cls("-", note=str(error))
 
     def text(self, module: str) -> str:
         if self.phase == DELETED:
@@ -64,23 +77,16 @@ class ModuleSummary:
         return line + (f"  ({self.note})" if self.note else "")
 
 
-def _count(counts: dict[str, Any], category: str) -> int:
-    value = counts.get(category)
-    return value if isinstance(value, int) else 0
-
-
-def _note(document: dict[str, Any]) -> str:
+def _note(status: ModuleStatus) -> str:
     notes = []
-    if document.get("paused") and document.get("phase") != "Paused":
+    if status.paused and status.phase != "Paused":
         notes.append("paused")
-    if document.get("deleting"):
+    if status.deleting:
         notes.append("deleting once the modules depending on it are")
-    if isinstance(document.get("waiting"), str) and document["waiting"]:
-        notes.append(f"waiting: {document['waiting']}")
-    held = document.get("held")
-    if isinstance(held, dict):
-        reason = held.get("reason") or document.get("reason") or "held"
-        notes.append(f"{held.get('intents', '?')} intent(s) held: {reason}")
+    if status.waiting:
+        notes.append(f"waiting: {status.waiting}")
+    if status.held is not None:
+        notes.append(f"{status.held.intents} intent(s) held: {status.held.reason or status.reason or 'held'}")
     return "; ".join(notes)
 
 
@@ -90,9 +96,10 @@ class StatusSummary:
     def __init__(self) -> None:
         self.shown: dict[str, ModuleSummary] = {}
 
-    def line(self, module: str, document: Any) -> str | None:
-        """The line to print for `document` of `module`, or None if it shows what was shown."""
-        summary = ModuleSummary.of(document)
+    def line(self, module: str, document: bytes | Mapping[str, Any] | Any | None) -> str | None:
+        """The line to print for `document` of `module` (its record's value, raw or parsed;
+        None: a tombstone), or None if it shows what was shown."""
+        summary = ModuleSummary.read(document)
         if self.shown.get(module) == summary:
             return None
         self.shown[module] = summary

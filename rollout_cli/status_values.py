@@ -3,7 +3,7 @@
     intents topic            the module's last ModuleApplied (its values layers, policies)
     cluster observations     each cluster's labels (stage, bindings)
     proxy/remote assemblages the values each cluster was sent (the engine's output)
-    decisions                `values-refused`: what a readOnly path refused, and why
+    decisions                `values-refused`: what a readOnly path refused (its `path`), and why
         ──► rollout.planning.sent_values.explain_sent ──► a table per cluster, or `values` in -o json
 
 A cluster on an earlier generation than the module's target shows its values as sent,
@@ -14,11 +14,14 @@ without layers (those of its spec are gone). The table lists at most `SHOWN` clu
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rollout.wire.status import ModuleStatus
 
 SHOWN = 10
 
@@ -55,11 +58,12 @@ def _sent(ctx: Any, kind: str, module: str) -> dict[str, tuple[int | None, dict[
 
 
 def _refusals(decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The latest `values-refused` reason per cluster and path."""
+    """The latest `values-refused` reason per cluster and path (the decision's `path`; a
+    record written before decisions carried it counts as a path of its own)."""
     latest: dict[tuple[str, str], str] = {}
     for decision in decisions:
         if decision.get("action") == "values-refused" and decision.get("cluster"):
-            path = decision["reason"].partition(" is readOnly")[0].rpartition(" ")[2]
+            path = decision.get("path") or decision["reason"]
             latest[(decision["cluster"], path)] = decision["reason"]
     refused: dict[str, list[str]] = {}
     for (cluster, _), reason in sorted(latest.items()):
@@ -68,7 +72,7 @@ def _refusals(decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def module_values(
-    ctx: Any, module: str, status: dict[str, Any], decisions: list[dict[str, Any]]
+    ctx: Any, module: str, status: ModuleStatus, decisions: list[dict[str, Any]]
 ) -> list[dict[str, Any]] | None:
     """Per cluster: stage, generation, values sent, decisions by path, refusals (None: no chart)."""
     from rollout.api.manifests import ClusterManifest
@@ -86,7 +90,7 @@ def module_values(
     for cluster, (generation, values) in sorted(_sent(ctx, manifest.kind, module).items()):
         row: dict[str, Any] = {"cluster": cluster, "generation": generation, "values": values, "decisions": None}
         observed = clusters.get(cluster)
-        if observed is not None and generation == status.get("generation"):
+        if observed is not None and generation == status.generation:
             explained = explain_sent(record, ClusterManifest.model_validate(observed.manifest), values)
             if explained is not None:
                 row["stage"] = explained.stage

@@ -4,7 +4,8 @@
     verdict keyed by each event's id (bounded by --timeout) ──► exit 0 / 1 / 2
 
 The worker's decider answers each module intent (and each status report with `reply`) on
-the verdicts topic (streams/verdicts.py). The end offsets are taken *before* publishing,
+the verdicts topic (streams/verdicts.py), each a `VerdictDocument` (rollout/wire/verdicts.py),
+read here with that model. The end offsets are taken *before* publishing,
 so a verdict can never be missed however fast the engine answers, and only the verdicts
 written since are read (`read_committed`: the decider writes them in transactions).
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +37,7 @@ import click
 from rollout_cli.options import Duration, fail
 
 if TYPE_CHECKING:
+    from rollout.wire.verdicts import VerdictDocument
     from rollout_cli.options import Context
 
 DEFAULT_TIMEOUT = 10.0
@@ -104,9 +105,12 @@ async def _watch(bootstrap: str, topic: str) -> Any:
 
 async def publish_and_wait(
     bootstrap: str, topic: str, ids: list[str], publish: Awaitable[Any], timeout: float
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, VerdictDocument]:
     """Subscribe to `topic` (the verdicts), await `publish`, then collect the verdicts of
-    `ids` until all are in or `timeout` seconds have passed; event id → verdict document."""
+    `ids` until all are in or `timeout` seconds have passed; event id → verdict. A verdict
+    this rollout cannot read (a newer schemaVersion) raises `DocumentError`."""
+    from rollout.wire.verdicts import VerdictDocument
+
     try:
         consumer = await _watch(bootstrap, topic)
     except BaseException:
@@ -115,7 +119,7 @@ async def publish_and_wait(
         raise
     try:
         await publish
-        wanted, found = set(ids), {}
+        wanted, found = set(ids), dict[str, VerdictDocument]()
         deadline = time.monotonic() + timeout
         while wanted - found.keys():
             left = deadline - time.monotonic()
@@ -126,7 +130,7 @@ async def publish_and_wait(
                 for message in messages:
                     key = message.key.decode(errors="replace") if message.key is not None else None
                     if key in wanted and message.value is not None:
-                        found[key] = json.loads(message.value)
+                        found[key] = VerdictDocument.read(message.value)
         return found
     finally:
         await consumer.stop()
@@ -136,6 +140,7 @@ def request(ctx: Context, wait: Wait, *, topic: str, messages: list[tuple[str, b
     """Publish `messages` to `topic` and, unless `wait` says not to, return the verdicts on
     `ids` (event id → document; missing: none in time). Kafka errors end the command."""
     from infra import client
+    from rollout.wire.documents import DocumentError
 
     try:
         if not wait.enabled:
@@ -145,29 +150,30 @@ def request(ctx: Context, wait: Wait, *, topic: str, messages: list[tuple[str, b
         return client.run(publish_and_wait(ctx.bootstrap, ctx.topics.verdicts, ids, publish, wait.timeout))
     except client.MissingTopic as error:
         fail(f"nothing was published: {error}")
+    except DocumentError as error:
+        fail(f"published, but cannot read the engine's verdict: {error}")
     except Exception as error:
         fail(f"cannot publish to {topic} at {ctx.bootstrap}: {error}")
 
 
-def decide(what: str, verdicts: dict[str, dict[str, Any]] | None, event_id: str, wait: Wait) -> dict[str, Any]:
+def decide(what: str, verdicts: dict[str, VerdictDocument] | None, event_id: str, wait: Wait) -> None:
     """Report the verdict on `event_id` for `what` (say, `module/podinfo: pause`): print the
     acceptance, or exit 1 with the engine's reason, or 2 when none came in time."""
     if verdicts is None:
         click.echo(f"{what}: published (not waiting for the engine's verdict)")
-        return {}
+        return
     found = verdicts.get(event_id)
     if found is None:
         no_verdict(what, wait)
     assert found is not None
-    if found.get("verdict") != "accepted":
-        fail(f"{what} refused: {found.get('reason', 'no reason given')}", code=REFUSED)
-    click.echo(f"{what} accepted: {found.get('reason', '')}")
-    for decision in found.get("decisions", [])[1:]:
-        click.echo(f"  {decision.get('action')}: {decision.get('reason')}")
-    more = found.get("decisionCount", 0) - len(found.get("decisions", []))
+    if not found.accepted:
+        fail(f"{what} refused: {found.reason or 'no reason given'}", code=REFUSED)
+    click.echo(f"{what} accepted: {found.reason}")
+    for decision in found.decisions[1:]:
+        click.echo(f"  {decision.action}: {decision.reason}")
+    more = found.decision_count - len(found.decisions)
     if more > 0:
         click.echo(f"  … and {more} more decision(s) (rollout history)")
-    return found
 
 
 def no_verdict(what: str, wait: Wait) -> None:
@@ -178,7 +184,9 @@ def no_verdict(what: str, wait: Wait) -> None:
     )
 
 
-async def awaiting(ctx: Context, wait: Wait, ids: list[str], publish: Awaitable[Any]) -> dict[str, Any] | None:
+async def awaiting(
+    ctx: Context, wait: Wait, ids: list[str], publish: Awaitable[Any]
+) -> dict[str, VerdictDocument] | None:
     """Await `publish`, and the verdicts on `ids` unless `wait` says not to (None then)."""
     if not wait.enabled or not ids:
         await publish
@@ -186,17 +194,18 @@ async def awaiting(ctx: Context, wait: Wait, ids: list[str], publish: Awaitable[
     return await publish_and_wait(ctx.bootstrap, ctx.topics.verdicts, ids, publish, wait.timeout)
 
 
-def apply_result(found: dict[str, Any]) -> str:
+def apply_result(found: VerdictDocument) -> str:
     """What an accepted ModuleApplied did, as kubectl says it: created, configured, unchanged."""
-    decisions = found.get("decisions") or []
-    if decisions and decisions[0].get("action") == "created":
+    if found.created:
         return "created"
-    if not found.get("decisionCount"):
+    if not found.decision_count:
         return "unchanged"
-    return f"configured: {found.get('reason', '')}"
+    return f"configured: {found.reason}"
 
 
-def report_apply(published: list[tuple[str, str | None]], verdicts: dict[str, Any] | None, wait: Wait) -> None:
+def report_apply(
+    published: list[tuple[str, str | None]], verdicts: dict[str, VerdictDocument] | None, wait: Wait
+) -> None:
     """One line per manifest applied, `published` being (kind/name, event id or None for a
     cluster observation, which the engine does not answer); exit 1 if the engine refused
     any module, 2 if a verdict did not come in time."""
@@ -209,9 +218,9 @@ def report_apply(published: list[tuple[str, str | None]], verdicts: dict[str, An
         elif event_id not in verdicts:
             late = True
             click.echo(f"{description}: no verdict from the engine within {wait.timeout:g}s", err=True)
-        elif verdicts[event_id].get("verdict") != "accepted":
+        elif not verdicts[event_id].accepted:
             refused = True
-            click.echo(f"error: {description} refused: {verdicts[event_id].get('reason')}", err=True)
+            click.echo(f"error: {description} refused: {verdicts[event_id].reason}", err=True)
         else:
             click.echo(f"{description} {apply_result(verdicts[event_id])}")
     if refused:

@@ -15,6 +15,8 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from infra import client
+    from rollout.wire.dead_letters import DeadLetter
+    from rollout.wire.status import MemberCounts, ModuleStatus, StageGate, StageStatus, StageWindow, TargetStatus
 
 # Piped output gets a wide console so tables are not squeezed to 80 columns.
 _probe = Console()
@@ -60,7 +62,7 @@ def clusters_from_records(records: list[client.Record]) -> dict[str, KnownCluste
             known = clusters.get(name)
             clusters[name] = KnownCluster(event["cluster"], left=known is not None and known.left)
         elif event.get("type") == "ClusterRemoved":
-            clusters.pop(event.get("name"), None)
+            clusters.pop(str(event.get("name")), None)
         elif event.get("type") == "ClusterCommanded" and event.get("cluster") in clusters:
             name = event["cluster"]
             clusters[name] = replace(clusters[name], left=event.get("command") == "leave")
@@ -121,24 +123,24 @@ def _time(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
-def dependency_waits(status: dict[str, Any], known_modules: Collection[str] | None) -> list[str]:
+def dependency_waits(status: ModuleStatus, known_modules: Collection[str] | None) -> list[str]:
     """Why a module's blocked members wait, per dependency the engine cannot count yet: one
     that does not exist, or one applied with it whose apply is not folded yet."""
     reasons = []
-    for dependency in status.get("dependsOn") or []:
+    for dependency in status.depends_on:
         if known_modules is not None and dependency not in known_modules:
             reasons.append(f"waiting for module {dependency}, which does not exist")
-        elif dependency in (status.get("awaiting") or []):
+        elif dependency in status.awaiting:
             reasons.append(f"waiting for module {dependency} to take the apply made with this one")
     return reasons
 
 
-def _bar(counts: dict[str, int]) -> Text:
-    total = counts["members"] or 1
+def _bar(counts: MemberCounts) -> Text:
+    total = counts.members or 1
     text = Text()
     filled = 0
-    for category, style in (("succeeded", "green"), ("updating", "yellow"), ("failed", "red")):
-        width = round(BAR_WIDTH * counts[category] / total)
+    for count, style in ((counts.succeeded, "green"), (counts.updating, "yellow"), (counts.failed, "red")):
+        width = round(BAR_WIDTH * count / total)
         text.append("█" * width, style=style)
         filled += width
     text.append("░" * max(BAR_WIDTH - filled, 0), style="dim")
@@ -146,44 +148,49 @@ def _bar(counts: dict[str, int]) -> Text:
 
 
 def status_renderable(
-    status: dict[str, Any],
-    targets: list[dict[str, Any]],
+    status: ModuleStatus,
+    targets: list[TargetStatus],
     decisions: list[dict[str, Any]],
     known_modules: Collection[str] | None = None,
 ) -> Group:
-    """`known_modules`: the modules the module-status topic holds (None: not read), to say
-    which dependency a blocked module waits for does not exist."""
+    """Any module-status shape (rollout/wire/status.py). `known_modules`: the modules the
+    module-status topic holds (None: not read), to say which dependency a blocked module
+    waits for does not exist."""
     header = Table.grid(padding=(0, 2))
-    header.add_row("Module", f"{status['module']} ({status['kind']})")
-    header.add_row("Phase", status["phase"] + (" (paused)" if status["paused"] and status["phase"] != "Paused" else ""))
-    header.add_row("Target", f"{status['targetRevision']} (generation {status['generation']})")
-    header.add_row("Stable", status["stableRevision"] or "-")
-    header.add_row("Stage", status["currentStage"])
-    if status.get("dependsOn"):
-        waits = " (deletion waits for its dependents)" if status.get("deleting") else ""
-        header.add_row("Depends on", ", ".join(status["dependsOn"]) + waits)
-        blocked = sum(stage["counts"].get("blocked", 0) for stage in status.get("stages", []))
+    header.add_row("Module", f"{status.module} ({status.kind or 'not staged yet'})")
+    header.add_row("Phase", status.phase + (" (paused)" if status.paused and status.phase != "Paused" else ""))
+    if status.staged:
+        header.add_row("Target", f"{status.target_revision} (generation {status.generation})")
+        header.add_row("Stable", status.stable_revision or "-")
+        header.add_row("Stage", status.current_stage or "-")
+    if status.held is not None:  # intents waiting for cluster observations (causal order)
+        header.add_row("Held", Text(f"{status.held.intents} intent(s): {status.held.reason}", style="yellow"))
+    if status.depends_on:
+        waits = " (deletion waits for its dependents)" if status.deleting else ""
+        header.add_row("Depends on", ", ".join(status.depends_on) + waits)
+        blocked = status.count("blocked")
         for reason in dependency_waits(status, known_modules):
             count = f" ({blocked} cluster(s) blocked)" if blocked else ""
             header.add_row("Blocked", Text(reason + count, style="yellow"))
-    elif status.get("deleting"):
+    elif status.deleting:
         header.add_row("Deleting", "waits for the modules depending on it")
-    if status.get("waiting"):  # every stage passed, not every member runs the target (rollout/engine/views.py)
-        header.add_row("Waiting", Text(status["waiting"], style="yellow"))
-    if status.get("restricted"):  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)
-        header.add_row("Restricted", Text(status["restricted"], style="red"))
-    stages = _stages_table(status["stages"])
-    parts: list[Any] = [header, Text(""), stages]
-    unstaged = [t["cluster"] for t in targets if t["stage"] == "-"]
+    if status.waiting:  # every stage passed, not every member runs the target (rollout/engine/views.py)
+        header.add_row("Waiting", Text(status.waiting, style="yellow"))
+    if status.restricted:  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)
+        header.add_row("Restricted", Text(status.restricted, style="red"))
+    parts: list[Any] = [header]
+    if status.stages:
+        parts += [Text(""), _stages_table(status.stages)]
+    unstaged = [t.cluster for t in targets if t.stage == "-"]
     if unstaged:
         parts.append(Text(f"\nMatching no stage (not rolled out): {', '.join(sorted(unstaged))}", style="yellow"))
-    if status.get("pinned"):
-        parts.append(Text(f"Pinned: {', '.join(status['pinned'])}"))
-    failed = [t for t in targets if t["state"] == "failed"]
+    if status.pinned:
+        parts.append(Text(f"Pinned: {', '.join(status.pinned)}"))
+    failed = [t for t in targets if t.state == "failed"]
     if failed:
         parts.append(Text("\nFailed clusters:", style="red"))
         for target in failed:
-            parts.append(Text(f"  {target['cluster']} at {target['revision']}: {target['message']}"))
+            parts.append(Text(f"  {target.cluster} at {target.revision}: {target.message}"))
     if decisions:
         table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
         for decision in decisions:
@@ -194,7 +201,7 @@ def status_renderable(
     return Group(*parts)
 
 
-def _stages_table(stage_list: list[dict[str, Any]]) -> Table:
+def _stages_table(stage_list: list[StageStatus]) -> Table:
     """One row per stage: its state, progress, counts and limits."""
     stages = Table(
         "STAGE",
@@ -211,58 +218,59 @@ def _stages_table(stage_list: list[dict[str, Any]]) -> Table:
         box=None,
     )
     for stage in stage_list:
-        c = stage["counts"]
-        limits = f"conc {stage['maxConcurrency']}, fail {stage['maxFailures']}"
-        if stage["minSuccessTime"]:
-            limits += f", soak {stage['minSuccessTime']}"
-        if stage["requireApproval"]:
-            limits += ", approval " + ("given" if stage["approved"] else "required")
-        limits += _window_limits(stage.get("window"))
-        limits += _gate_limits(stage.get("gates"))
+        c = stage.counts
+        limits = f"conc {stage.max_concurrency}, fail {stage.max_failures}"
+        if stage.min_success_time:
+            limits += f", soak {stage.min_success_time}"
+        if stage.require_approval:
+            limits += ", approval " + ("given" if stage.approved else "required")
+        limits += _window_limits(stage.window)
+        limits += _gate_limits(stage.gates)
         stages.add_row(
-            stage["name"],
-            stage["state"],
+            stage.name,
+            stage.state,
             _bar(c),
-            str(c["pending"]),
-            str(c["updating"]),
-            str(c["succeeded"]),
-            str(c["failed"]),
-            str(c["not_ready"]),
-            str(c.get("blocked", 0)),
-            str(c["pinned"]),
+            str(c.pending),
+            str(c.updating),
+            str(c.succeeded),
+            str(c.failed),
+            str(c.not_ready),
+            str(c.blocked),
+            str(c.pinned),
             limits,
         )
     return stages
 
 
-def _window_limits(window: dict[str, Any] | None) -> str:
+def _window_limits(window: StageWindow | None) -> str:
     """A stage's maintenance window state, for the LIMITS column."""
-    if not window:
+    if window is None:
         return ""
-    if window["open"]:
-        return ", window open" + (f" until {window['closesAt']}" if window.get("closesAt") else "")
-    return ", window closed" + (f", opens {window['nextOpenAt']}" if window.get("nextOpenAt") else "")
+    if window.open:
+        return ", window open" + (f" until {window.closes_at}" if window.closes_at else "")
+    return ", window closed" + (f", opens {window.next_open_at}" if window.next_open_at else "")
 
 
-def _gate_limits(gates: list[dict[str, Any]] | None) -> str:
+def _gate_limits(gates: list[StageGate]) -> str:
     """A stage's health gates and their latest results, for the LIMITS column."""
-    return "".join(f", gate {g['name']} {_gate_result(g)}" for g in gates or [])
+    return "".join(f", gate {g.name} {_gate_result(g)}" for g in gates)
 
 
-def _gate_result(gate: dict[str, Any]) -> str:
+def _gate_result(gate: StageGate) -> str:
     """passing / failing / inconclusive, with the gate runner's why (no samples, an error)."""
-    passed, message = gate.get("passed"), gate.get("message") or ""
-    if passed is None:
-        return f"inconclusive: {message}" if message else "not evaluated yet"
-    return "passing" if passed else "failing" + (f": {message}" if message else "")
+    if gate.passed is None:
+        return f"inconclusive: {gate.message}" if gate.message else "not evaluated yet"
+    return "passing" if gate.passed else "failing" + (f": {gate.message}" if gate.message else "")
 
 
-def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[dict[str, Any] | None, Group | None]:
-    statuses = ctx.latest(ctx.topics.module_status)
+def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[ModuleStatus | None, Group | None]:
+    from rollout_cli.documents import module_statuses, target_statuses
+
+    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
     status = statuses.get(module)
     if status is None:
         return None, None
-    targets = [t for key, t in ctx.latest(ctx.topics.targets).items() if key.startswith(f"{module}/")]
+    targets = target_statuses(ctx.latest(ctx.topics.targets), module)
     every = decisions_for(ctx.records(ctx.topics.decisions), module)
     renderable = status_renderable(status, targets, every[-decision_count:], known_modules=statuses)
     from rollout_cli.status_values import module_values, values_renderable
@@ -322,37 +330,40 @@ def print_plan(plan: Any) -> None:
     console.print(f"  not selected: {plan.not_selected} cluster(s)")
 
 
-def dead_letters_from_records(records: list[client.Record], since: float | None = None) -> list[dict[str, Any]]:
-    """The dead-letter documents (streams/deadletters.py), oldest first, each with `at`: the
-    record's timestamp (seconds). `since`: only those at or after that time."""
-    letters = []
+def dead_letters_from_records(
+    records: list[client.Record], since: float | None = None
+) -> list[tuple[float | None, DeadLetter]]:
+    """The dead letters (rollout/wire/dead_letters.py), oldest first, each with its record's
+    timestamp (seconds). `since`: only those at or after that time. A record the model cannot
+    read is shown as an unreadable dead letter, with why."""
+    from rollout.wire.dead_letters import DeadLetter
+    from rollout.wire.documents import DocumentError
+
+    letters: list[tuple[float | None, DeadLetter]] = []
     for record in records:
         at = record.timestamp
         if since is not None and (at is None or at < since):
             continue
+        size = len(record.value) if record.value is not None else 0
         try:
-            document = record.json()
-        except ValueError:
-            document = None
-        if not isinstance(document, dict):
-            size = len(record.value) if record.value is not None else 0
-            document = {"reason": "unreadable dead letter", "stage": None, "size": size}
-        letters.append({"at": at, **document})
-    letters.sort(key=lambda letter: letter["at"] or 0.0)
+            letter = DeadLetter.read(record.value if record.value is not None else b"null")
+        except DocumentError as error:
+            letter = DeadLetter(reason=f"unreadable dead letter: {error}", size=size)
+        letters.append((at, letter))
+    letters.sort(key=lambda shown: shown[0] or 0.0)
     return letters
 
 
-def print_dead_letters(letters: list[dict[str, Any]]) -> None:
+def dead_letters_json(letters: list[tuple[float | None, DeadLetter]]) -> list[dict[str, Any]]:
+    """`rollout dead-letters -o json|yaml`: each document with `at`, its record's time."""
+    return [{"at": at, **letter.as_json()} for at, letter in letters]
+
+
+def print_dead_letters(letters: list[tuple[float | None, DeadLetter]]) -> None:
     table = Table("TIME", "STAGE", "INPUT", "KEY", "SIZE", "REASON", box=None)
-    for letter in letters:
-        where = f"{letter.get('topic', '?')}[{letter.get('partition', '?')}]@{letter.get('offset', '?')}"
+    for at, letter in letters:
         table.add_row(
-            _time(letter.get("at")),
-            str(letter.get("stage") or "-"),
-            where,
-            str(letter.get("key") or "-"),
-            _size(letter.get("size")),
-            str(letter.get("reason", "")),
+            _time(at), letter.stage or "-", letter.position, letter.key or "-", _size(letter.size), letter.reason
         )
     console.print(table)
 

@@ -5,36 +5,49 @@ into a `FleetView` and says what it changed (`Changes`). It is the only writer o
 and does no I/O, so a unit test is "given these records, the view is this".
 
 * compacted topics (module-status, rollout-targets, remote/proxy assemblages): the latest
-  document per key; a tombstone removes the key. Targets are indexed both ways, by module
-  (a module page lists its clusters) and by cluster (a cluster page lists its modules).
+  document per key; a tombstone removes the key. Module statuses and targets are read with
+  their models (rollout/wire/status.py), every shape of them — a pending module has no
+  stages. Targets are indexed both ways, by module (a module page lists its clusters) and
+  by cluster (a cluster page lists its modules).
 * cluster observations: the latest `ClusterObserved` per cluster; `ClusterRemoved` drops it;
   `ClusterCommanded` leave/join marks the cluster as having left the fleet, or not.
 * cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
   heartbeat's time in epoch seconds — from the records naming it (one applier's beat names
   many clusters: rollout/wire/beats.py); the page derives age and expiry from it (rollout/engine/leases.py).
 * decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
-* dead letters: the last `DEAD_LETTERS_KEPT`, each with its record's timestamp; a dead letter
-  whose input carries an event `id` is also a refusal of that event (verdicts.py).
-* verdicts (streams/verdicts.py): the engine's answer to one event id, accepted with the
-  decisions it caused or refused with the reason; a verdict replaces a dead letter's.
+* dead letters (rollout/wire/dead_letters.py): the last `DEAD_LETTERS_KEPT`, each with its
+  record's timestamp; a dead letter whose input carries an event `id` is also a refusal of
+  that event (verdicts.py).
+* verdicts (rollout/wire/verdicts.py): the engine's answer to one event id, accepted with
+  the decisions it caused or refused with the reason; a verdict replaces a dead letter's.
 
-Malformed documents are skipped: judging inputs is the engine's job, not the dashboard's.
+Malformed documents are skipped: judging inputs is the engine's job, not the dashboard's. A
+document of a newer `schemaVersion` than this dashboard reads is skipped too, and logged:
+the page keeps showing what it last could read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rollout.wire.beats import beat_clusters, beat_time
+from rollout.wire.dead_letters import DeadLetter
+from rollout.wire.documents import DocumentError, NewerSchema, VersionedDocument
+from rollout.wire.status import ModuleStatus, TargetStatus
+from rollout.wire.verdicts import VerdictDocument
+
+log = logging.getLogger(__name__)
 
 DECISIONS_KEPT = 200
 DEAD_LETTERS_KEPT = 1000
 VERDICTS_KEPT = 10_000
 
 Document = dict[str, Any]
+Read = TypeVar("Read", bound=VersionedDocument)
 
 
 @dataclass(frozen=True)
@@ -76,16 +89,24 @@ class Changes:
         }
 
 
+@dataclass(frozen=True)
+class ReceivedDeadLetter:
+    """A dead letter and its record's timestamp (seconds; None: unknown)."""
+
+    at: float | None
+    letter: DeadLetter
+
+
 @dataclass
 class FleetView:
-    modules: dict[str, Document] = field(default_factory=dict)
-    targets: dict[str, dict[str, Document]] = field(default_factory=dict)  # module → cluster → target
-    targets_by_cluster: dict[str, dict[str, Document]] = field(default_factory=dict)  # cluster → module → target
+    modules: dict[str, ModuleStatus] = field(default_factory=dict)
+    targets: dict[str, dict[str, TargetStatus]] = field(default_factory=dict)  # module → cluster → target
+    targets_by_cluster: dict[str, dict[str, TargetStatus]] = field(default_factory=dict)  # cluster → module → target
     clusters: dict[str, Document] = field(default_factory=dict)  # the Cluster manifest as observed
     remote: dict[str, Document] = field(default_factory=dict)
     proxy: dict[str, Document] = field(default_factory=dict)
     decisions: dict[str, deque[Document]] = field(default_factory=dict)
-    dead_letters: deque[Document] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
+    dead_letters: deque[ReceivedDeadLetter] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
     verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
     heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at, key}
     heartbeat_keys: dict[str, set[str]] = field(default_factory=dict)  # heartbeats key → the clusters it named
@@ -102,6 +123,19 @@ def _document(value: bytes | None) -> Document | None:
     return document if isinstance(document, dict) else None
 
 
+def _read(model: type[Read], record: ProjectionRecord) -> Read | None:
+    """The record's document read with `model`; None when it cannot be (logged if newer)."""
+    if record.value is None:
+        return None
+    try:
+        return model.read(record.value)
+    except NewerSchema as error:
+        log.error("%s: %s", record.key, error)
+    except DocumentError:
+        pass  # malformed: the engine's business, not the dashboard's
+    return None
+
+
 def absorb(view: FleetView, role: str, record: ProjectionRecord) -> Changes:
     """Fold `record` of the topic with `role` into `view`; what it changed."""
     folder = _FOLDERS.get(role)
@@ -113,11 +147,13 @@ def absorb(view: FleetView, role: str, record: ProjectionRecord) -> Changes:
 def _module_status(view: FleetView, record: ProjectionRecord) -> Changes:
     if record.key is None:
         return Changes()
-    document = _document(record.value)
-    if document is None:
+    if record.value is None:
         view.modules.pop(record.key, None)
-    else:
-        view.modules[record.key] = document
+        return Changes(modules={record.key})
+    status = _read(ModuleStatus, record)
+    if status is None:
+        return Changes()
+    view.modules[record.key] = status
     return Changes(modules={record.key})
 
 
@@ -125,13 +161,15 @@ def _target(view: FleetView, record: ProjectionRecord) -> Changes:
     module, slash, cluster = (record.key or "").partition("/")
     if not slash or not module or not cluster:
         return Changes()
-    document = _document(record.value)
-    if document is None:
+    if record.value is None:
         view.targets.get(module, {}).pop(cluster, None)
         view.targets_by_cluster.get(cluster, {}).pop(module, None)
-    else:
-        view.targets.setdefault(module, {})[cluster] = document
-        view.targets_by_cluster.setdefault(cluster, {})[module] = document
+        return Changes(modules={module}, clusters={cluster})
+    target = _read(TargetStatus, record)
+    if target is None:
+        return Changes()
+    view.targets.setdefault(module, {})[cluster] = target
+    view.targets_by_cluster.setdefault(cluster, {})[module] = target
     return Changes(modules={module}, clusters={cluster})
 
 
@@ -213,29 +251,26 @@ def _decision(view: FleetView, record: ProjectionRecord) -> Changes:
 
 
 def _dead_letter(view: FleetView, record: ProjectionRecord) -> Changes:
-    document = _document(record.value) or {"reason": "unreadable dead letter", "stage": None}
-    letter = {"at": record.timestamp, **document}
-    view.dead_letters.append(letter)
+    size = len(record.value) if record.value is not None else 0
+    letter = _read(DeadLetter, record) or DeadLetter(reason="unreadable dead letter", size=size)
+    view.dead_letters.append(ReceivedDeadLetter(record.timestamp, letter))
     changes = Changes(dead_letters=True)
-    event_id = _input_event_id(document)
+    event_id = _input_event_id(letter)
     if event_id is not None and event_id not in view.verdicts:
-        _remember_verdict(
-            view, event_id, {"state": "refused", "reason": document.get("reason"), "source": "dead-letters"}
-        )
+        _remember_verdict(view, event_id, {"state": "refused", "reason": letter.reason, "source": "dead-letters"})
         changes.verdicts.add(event_id)
     return changes
 
 
-def _input_event_id(letter: Document) -> str | None:
+def _input_event_id(letter: DeadLetter) -> str | None:
     """The id of the event a dead letter refuses: its `event`, else the `id` of the input
     it carries when that payload is readable JSON."""
-    if isinstance(letter.get("event"), str):
-        return str(letter["event"])
-    payload = letter.get("value")
-    if not isinstance(payload, str):
+    if letter.event is not None:
+        return letter.event
+    if letter.value is None:
         return None
     try:
-        event = json.loads(payload)
+        event = json.loads(letter.value)
     except ValueError:
         return None
     event_id = event.get("id") if isinstance(event, dict) else None
@@ -243,24 +278,15 @@ def _input_event_id(letter: Document) -> str | None:
 
 
 def _verdict(view: FleetView, record: ProjectionRecord) -> Changes:
-    document = _document(record.value)
-    event_id = record.key or (document or {}).get("event")
-    if document is None or not isinstance(event_id, str):
+    verdict = _read(VerdictDocument, record)
+    if verdict is None:
         return Changes()
-    state = verdict_state(document)
-    if state is None:
-        return Changes()
-    verdict = {"state": state, "reason": document.get("reason"), "source": "verdicts"}
-    if isinstance(document.get("decisions"), list):
-        verdict["decisions"] = [d.get("reason") for d in document["decisions"] if isinstance(d, dict)]
-    _remember_verdict(view, event_id, verdict)
+    event_id = record.key or verdict.event
+    shown: Document = {"state": verdict.verdict, "reason": verdict.reason, "source": "verdicts"}
+    if verdict.decisions:
+        shown["decisions"] = [decision.reason for decision in verdict.decisions]
+    _remember_verdict(view, event_id, shown)
     return Changes(verdicts={event_id})
-
-
-def verdict_state(document: Document) -> str | None:
-    """`accepted` or `refused` from a verdict document (streams/verdicts.py); None otherwise."""
-    state = document.get("verdict")
-    return state if state in ("accepted", "refused") else None
 
 
 def _remember_verdict(view: FleetView, event_id: str, verdict: Document) -> None:

@@ -10,9 +10,14 @@
 Lists over clusters are always one `Page` of a filtered list: the server does the filtering
 and the browser holds at most `MAX_PAGE_SIZE` rows, whatever the fleet's size.
 
-Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded`
-(the decision's time is the engine's Tick time), and a gated stage awaits approval from the
-end of the previous stage's soak. The browser counts down (and up) from these instants.
+The pages read the module-status and rollout-target documents as the models the worker
+writes them with (rollout/wire/status.py) and answer JSON with the documents' own keys
+(`as_json`), so the browser reads what `rollout status -o json` prints.
+
+Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded` for
+it (the decision's `stage`; its time is the engine's Tick time), and a gated stage awaits
+approval from the end of the previous stage's soak. The browser counts down (and up) from
+these instants.
 
 What holds a stage (issue 11): its maintenance `window` (open / when it next opens, from the
 module status), its health gates as `gateStates` (pass / fail / pending; a passing gate is
@@ -28,11 +33,12 @@ from typing import Any
 
 from projections.dashboard.fleet import Document, FleetView
 from rollout.api.manifests import parse_duration
+from rollout.wire.dead_letters import DeadLetter
+from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 DECISIONS_SHOWN = 50
-TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
 
 
 @dataclass(frozen=True)
@@ -79,21 +85,21 @@ def _page(items: list[Document], query: Query) -> Document:
     }
 
 
-def module_row(status: Document) -> Document:
-    stages = status.get("stages") or []
+def module_row(status: ModuleStatus) -> Document:
+    """One row of the modules page: any module-status shape (a pending one has no stages)."""
     return {
-        "name": status.get("module"),
-        "kind": status.get("kind"),
-        "phase": status.get("phase"),
-        "paused": bool(status.get("paused")),
-        "generation": status.get("generation"),
-        "targetRevision": status.get("targetRevision"),
-        "stableRevision": status.get("stableRevision"),
-        "currentStage": status.get("currentStage"),
-        "members": sum(s["counts"]["members"] for s in stages),
-        "succeeded": sum(s["counts"]["succeeded"] for s in stages),
-        "stages": [{"name": s["name"], "state": s["state"], "counts": s["counts"]} for s in stages],
-        "reason": status.get("reason") or status.get("lastDecision"),
+        "name": status.module,
+        "kind": status.kind,
+        "phase": status.phase,
+        "paused": status.paused,
+        "generation": status.generation,
+        "targetRevision": status.target_revision,
+        "stableRevision": status.stable_revision,
+        "currentStage": status.current_stage,
+        "members": status.members,
+        "succeeded": status.succeeded,
+        "stages": [{"name": s.name, "state": s.state, "counts": s.counts.model_dump()} for s in status.stages],
+        "reason": status.reason or status.last_decision or None,  # pending: why; else the latest decision
     }
 
 
@@ -108,46 +114,51 @@ def engine_time(at: Any) -> float | None:
     return float(at) if isinstance(at, int | float) and at > 0 else None
 
 
-def _succeeded_at(stage: Document, decisions: list[Document]) -> float | None:
+def _soak_seconds(stage: StageStatus) -> float:
+    return parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
+
+
+def _succeeded_at(stage: StageStatus, decisions: list[Document]) -> float | None:
     """When the engine last decided `stage` succeeded, plus its soak: the stage is passed."""
-    marker = f"stage {stage['name']} succeeded"
     for decision in reversed(decisions):
-        if decision.get("action") == "stage-succeeded" and str(decision.get("reason", "")).startswith(marker):
+        if decision.get("action") == "stage-succeeded" and decision.get("stage") == stage.name:
             at = engine_time(decision.get("at"))
             if at is None:
                 return None  # decided before the engine's first tick: no soak clock to show
-            return at + (parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0)
+            return at + _soak_seconds(stage)
     return None
 
 
-def _stage_clocks(stages: list[Document], index: int, decisions: list[Document]) -> Document:
+def _stage_clocks(stages: list[StageStatus], index: int, decisions: list[Document]) -> Document:
     """`soakEndsAt` of a soaking stage; `awaitingApprovalSince` of a gated stage (the moment
     the stage before it was passed). Epoch seconds; empty when not known."""
     stage = stages[index]
-    if stage["state"] == "Soaking":
+    if stage.state == "Soaking":
         ends = _succeeded_at(stage, decisions)
         return {"soakEndsAt": ends} if ends is not None else {}
-    if stage["state"] == "AwaitingApproval" and index > 0:
+    if stage.state == "AwaitingApproval" and index > 0:
         since = _succeeded_at(stages[index - 1], decisions)
         return {"awaitingApprovalSince": since} if since is not None else {}
     return {}
 
 
 def module_page(view: FleetView, name: str) -> Document | None:
-    """The module page, or None when the module has neither a status nor decisions."""
+    """The module page, or None when the module has neither a status nor decisions. The
+    status is the module-status document (any shape), each stage with its clocks and holds."""
     status = view.modules.get(name)
     decisions = list(view.decisions.get(name, ()))
     if status is None and not decisions:
         return None
-    shown = (status or {}).get("stages", [])
+    shown = status.stages if status is not None else []
     stages = [
-        {**stage, **_stage_clocks(shown, index, decisions), **_stage_holds(stage)} for index, stage in enumerate(shown)
+        {**_stage_json(stage), **_stage_clocks(shown, index, decisions), **_stage_holds(stage)}
+        for index, stage in enumerate(shown)
     ]
     targets = view.targets.get(name, {})
-    failed = sorted((t for t in targets.values() if t.get("state") == "failed"), key=lambda t: t["cluster"])
+    failed = sorted((t for t in targets.values() if t.state == "failed"), key=lambda t: t.cluster)
     return {
         "name": name,
-        "status": {**status, "stages": stages} if status is not None else None,
+        "status": {**status.as_json(), "stages": stages} if status is not None else None,
         "row": module_row(status) if status is not None else None,
         "failed": [_target_row(t) for t in failed[:20]],
         "failedTotal": len(failed),
@@ -156,54 +167,56 @@ def module_page(view: FleetView, name: str) -> Document | None:
     }
 
 
-def gate_state(gate: Document, soak_seconds: float) -> Document:
+def _stage_json(stage: StageStatus) -> Document:
+    """A stage as the module-status document has it (its JSON keys)."""
+    return stage.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def gate_state(gate: StageGate, soak_seconds: float) -> Document:
     """One gate of a stage as shown: `pass` / `fail` / `pending` (no result yet, or
     inconclusive), and when a passing gate has passed for the stage's soak."""
-    passed, since = gate.get("passed"), engine_time(gate.get("passingSince"))
-    state = "pass" if passed is True else "fail" if passed is False else "pending"
+    since = engine_time(gate.passing_since)
+    state = "pass" if gate.passed is True else "fail" if gate.passed is False else "pending"
     soaked = since + soak_seconds if state == "pass" and since is not None else None
     return {
-        "name": gate.get("name"),
-        "kind": "prometheus" if gate.get("prometheus") else "webhook",
+        "name": gate.name,
+        "kind": "prometheus" if gate.prometheus is not None else "webhook",
         "state": state,
         "passingSince": since if state == "pass" else None,
         "soakedAt": soaked,
-        "message": gate.get("message") or "",
+        "message": gate.message,
     }
 
 
-def _stage_holds(stage: Document) -> Document:
+def _stage_holds(stage: StageStatus) -> Document:
     """What may hold a stage: its gates' states and its blocked count (window: as it is)."""
-    soak = parse_duration(stage["minSuccessTime"]) if stage.get("minSuccessTime") else 0.0
-    gates = stage.get("gates") or []
-    return {
-        "gateStates": [gate_state(g, soak) for g in gates if isinstance(g, dict)],
-        "blocked": int((stage.get("counts") or {}).get("blocked", 0)),
-    }
+    soak = _soak_seconds(stage)
+    return {"gateStates": [gate_state(g, soak) for g in stage.gates], "blocked": stage.counts.blocked}
 
 
 def values_refused(decisions: list[Document]) -> list[Document]:
-    """The latest `values-refused` decision per cluster and path (a readOnly Helm value kept)."""
+    """The latest `values-refused` decision per cluster and path (a readOnly Helm value
+    kept; the decision's `path` — one written before decisions carried it counts alone)."""
     latest: dict[tuple[str, str], Document] = {}
     for decision in decisions:
         if decision.get("action") == "values-refused" and isinstance(decision.get("reason"), str):
-            path = decision["reason"].partition(" is readOnly")[0].rpartition(" ")[2]
-            latest[(str(decision.get("cluster")), path)] = {
+            path = decision.get("path") or decision["reason"]
+            latest[(str(decision.get("cluster")), str(path))] = {
                 "cluster": decision.get("cluster"),
                 "reason": decision["reason"],
             }
     return [latest[key] for key in sorted(latest)]
 
 
-def _target_row(target: Document) -> Document:
+def _target_row(target: TargetStatus) -> Document:
     return {
-        "cluster": target.get("cluster"),
-        "stage": target.get("stage"),
-        "state": target.get("state"),
-        "revision": target.get("revision"),
-        "ready": target.get("ready"),
-        "pinned": target.get("pinned"),
-        "message": target.get("message"),
+        "cluster": target.cluster,
+        "stage": target.stage,
+        "state": target.state,
+        "revision": target.revision,
+        "ready": target.ready,
+        "pinned": target.pinned,
+        "message": target.message,
     }
 
 
@@ -212,9 +225,9 @@ def stage_clusters(view: FleetView, name: str, query: Query) -> Document:
     rows = []
     for cluster in sorted(view.targets.get(name, {})):
         target = view.targets[name][cluster]
-        if query.stage and target.get("stage") != query.stage:
+        if query.stage and target.stage != query.stage:
             continue
-        if query.state and target.get("state") != query.state:
+        if query.state and target.state != query.state:
             continue
         if query.text and query.text not in cluster.lower():
             continue
@@ -256,7 +269,7 @@ def cluster_list(view: FleetView, query: Query) -> Document:
         if query.text and query.text not in name.lower():
             if not any(query.text in f"{k}={v}".lower() for k, v in labels.items()):
                 continue
-        states = [t.get("state") for t in view.targets_by_cluster.get(name, {}).values()]
+        states = [t.state for t in view.targets_by_cluster.get(name, {}).values()]
         if query.state and query.state not in states:
             continue
         rows.append(
@@ -294,17 +307,20 @@ def cluster_page(view: FleetView, name: str) -> Document | None:
 
 
 def dead_letter_page(view: FleetView, query: Query) -> Document:
+    """Rejected inputs, newest first: each dead-letter document without its payload, with
+    `at`, its record's time."""
     letters: list[Document] = []
-    for letter in reversed(view.dead_letters):
-        summary = {key: value for key, value in letter.items() if key not in ("value", "valueBase64")}
-        if query.text and query.text not in _searchable(summary):
+    for received in reversed(view.dead_letters):
+        letter = received.letter
+        if query.text and query.text not in _searchable(letter):
             continue
-        letters.append(summary)
+        summary = {key: value for key, value in letter.as_json().items() if key not in ("value", "valueBase64")}
+        letters.append({"at": received.at, **summary})
     return _page(letters, query)
 
 
-def _searchable(letter: Document) -> str:
-    return " ".join(str(letter.get(k) or "") for k in ("reason", "stage", "topic", "key")).lower()
+def _searchable(letter: DeadLetter) -> str:
+    return " ".join(part or "" for part in (letter.reason, letter.stage, letter.topic, letter.key)).lower()
 
 
 def verdict(view: FleetView, event_id: str) -> Document:

@@ -99,8 +99,9 @@ async def module_clusters(request: web.Request) -> web.Response:
 
 def module_namespace(request: web.Request, module: str) -> str:
     """The module's namespace from its status; the configured fallback when it has none."""
-    namespace = (_reader(request).view.modules.get(module) or {}).get("namespace")
-    return namespace if isinstance(namespace, str) and namespace else request.app[GUARD].fallback_namespace
+    status = _reader(request).view.modules.get(module)
+    namespace = status.namespace if status is not None else None
+    return namespace or request.app[GUARD].fallback_namespace
 
 
 async def command(request: web.Request) -> web.Response:
@@ -142,7 +143,7 @@ async def command(request: web.Request) -> web.Response:
 
 
 async def me(request: web.Request) -> web.Response:
-    namespaces = {m["namespace"] for m in _reader(request).view.modules.values() if isinstance(m.get("namespace"), str)}
+    namespaces = {m.namespace for m in _reader(request).view.modules.values() if m.namespace is not None}
     return await login.me(request, namespaces)
 
 

@@ -15,9 +15,11 @@ resources (`rollout.dev/v1alpha1`, CRDs generated from those models by
   so that "may approve" and "may roll back" are separate RBAC grants.
 - `ModuleResourceStatus`: what `kubectl get modules` shows — phase, target and stable
   revision, per-stage counts, `observedGeneration` and Flux-style `Ready` / `Progressing`
-  / `Stalled` conditions — computed by `resource_status` from the engine's module-status
-  document (`rollout/engine/views.py`). `phase_change` names the Kubernetes Event to record when
-  the phase or the current stage changes.
+  / `Stalled` conditions (`conditions_for`, `condition_message`) — computed by the module
+  watcher's status writer from the engine's module-status document
+  (`projections/module_status.py`, `resource_status`; the document: `rollout/wire/status.py`).
+  `phase_change` names the Kubernetes Event to record when the phase or the current stage
+  changes.
 
 Pure: timestamps come in as arguments.
 """
@@ -136,14 +138,13 @@ _PHASE_CONDITIONS: dict[str, tuple[ConditionStatus, ConditionStatus, ConditionSt
 }
 
 
-def _message(view: dict[str, Any]) -> str:
-    phase = view.get("phase") or "Pending"
-    stage = view.get("currentStage")
+def condition_message(phase: str, stage: str | None, target_revision: str | None, reason: str) -> str:
+    """The conditions' message: which stage waits for approval, what completed, or the
+    phase with `reason` (the engine's latest decision, or why the module is pending)."""
     if phase == "AwaitingApproval":
         return f"stage {stage} waits for approval (a RolloutApproval with stage: {stage})"
     if phase == "Complete":
-        return f"{view.get('targetRevision')} rolled out to every stage"
-    reason = view.get("lastDecision") or view.get("reason") or ""
+        return f"{target_revision} rolled out to every stage"
     return f"{phase}: {reason}" if reason else phase
 
 
@@ -156,7 +157,8 @@ def conditions_for(
     out = []
     for kind, status in (("Ready", ready), ("Progressing", progressing), ("Stalled", stalled)):
         old = before.get(kind) or {}
-        since = old.get("lastTransitionTime") if old.get("status") == status and old.get("lastTransitionTime") else now
+        kept = old.get("lastTransitionTime") if old.get("status") == status else None
+        since = kept if isinstance(kept, str) and kept else now
         condition = Condition(
             type=kind,
             status=status,
@@ -167,60 +169,6 @@ def conditions_for(
         )
         out.append(condition.model_dump(by_alias=True, exclude_none=True))
     return out
-
-
-def _stage_status(stage: dict[str, Any]) -> StageStatus:
-    counts = stage.get("counts") or {}
-    return StageStatus(
-        name=stage["name"],
-        state=stage.get("state", "Pending"),
-        members=counts.get("members", 0),
-        succeeded=counts.get("succeeded", 0),
-        updating=counts.get("updating", 0),
-        failed=counts.get("failed", 0),
-        pending=counts.get("pending", 0) + counts.get("not_ready", 0),
-    )
-
-
-def resource_status(
-    view: dict[str, Any] | None,
-    *,
-    generation: int | None,
-    previous: dict[str, Any] | None,
-    now: str,
-    refusal: str | None = None,
-) -> dict[str, Any]:
-    """The object's `status` from the engine's module-status document `view` (None: not
-    staged yet). `generation`: the object generation the engine has answered; `refusal`:
-    the engine's reason when it refused the latest one (the object is then Stalled)."""
-    view = view or {"phase": "Pending", "reason": "not staged by the engine yet"}
-    stages = [_stage_status(s) for s in view.get("stages") or []]
-    members = sum(s.members for s in stages) + (view.get("unstaged") or {}).get("members", 0)
-    done = sum(s.succeeded for s in stages)
-    phase, message = view.get("phase") or "Pending", _message(view)
-    if refusal is not None:
-        phase, message = "Refused", f"the engine refused generation {generation}: {refusal}"
-    conditions = conditions_for(
-        "Halted" if phase == "Refused" else phase,
-        message,
-        generation=generation,
-        previous=(previous or {}).get("conditions") or [],
-        now=now,
-    )
-    if phase == "Refused":
-        conditions = [{**c, "reason": "Refused"} for c in conditions]
-    status = ModuleResourceStatus(
-        observedGeneration=generation,
-        phase=phase,
-        targetRevision=view.get("targetRevision"),
-        stableRevision=view.get("stableRevision"),
-        currentStage=view.get("currentStage"),
-        progress=f"{done}/{members}" if stages else None,
-        stages=stages,
-        lastDecision=view.get("lastDecision"),
-        conditions=[Condition.model_validate(c) for c in conditions],
-    )
-    return status.model_dump(by_alias=True, exclude_none=True)
 
 
 INVALID_SPEC_REASON = "InvalidSpec"  # the manifest rules refuse the spec
@@ -237,7 +185,7 @@ def invalid_status(
 ) -> dict[str, Any]:
     """The status of an object the watcher refuses to publish: Stalled with `reason`
     (InvalidSpec, or Restricted). Conditions that held before keep their
-    lastTransitionTime, as in `resource_status`."""
+    lastTransitionTime, as in `conditions_for`."""
     before = (previous or {}).get("conditions") or []
     conditions = conditions_for("Halted", message, generation=generation, previous=before, now=now)
     conditions = [{**c, "reason": reason} for c in conditions]
@@ -269,8 +217,10 @@ def phase_change(before: dict[str, Any] | None, after: dict[str, Any]) -> tuple[
         return None
     if phase in _EVENTS and phase != before.get("phase"):
         reason, kind = _EVENTS[phase]
-        return reason, kind, _message(after)
-    running = next((s for s in after.get("stages") or [] if s.get("name") == stage), {}).get("state") == "Running"
+        message = condition_message(phase, stage, after.get("targetRevision"), after.get("lastDecision") or "")
+        return reason, kind, message
+    stages: list[dict[str, Any]] = after.get("stages") or []
+    running = any(s.get("name") == stage and s.get("state") == "Running" for s in stages)
     if phase in ("Progressing", "Soaking") and stage is not None and running:
         return "StageStarted", "Normal", f"stage {stage} started ({after.get('targetRevision')})"
     return None

@@ -1,95 +1,178 @@
 """`rollout up`'s live summary (rollout_cli/status_summary.py) over every module-status
-document shape the engine writes: held (not staged yet, and held behind a status), each
-phase, paused, deleting, deleted — one line per module each time what it shows changes."""
+document shape the engine writes (tests/support/status_shapes.py: each phase, held, pending,
+deleting, deleted), and over the example `rollout up --example` applies, run on the engine
+as `up` runs it: each module printed exactly once per change — never the history again."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from infra.client import Record
+from rollout.wire.status import ModuleStatus
 from rollout_cli import processes
-from rollout_cli.status_summary import StatusSummary
-from tests.rollout.builders import applied, cluster, command, deleted, given, module, stage
+from rollout_cli.intents import intents_for
+from rollout_cli.manifest_files import load_manifest_files
+from rollout_cli.status_summary import ModuleSummary, StatusSummary
+from streams.decider import document
+from tests.rollout.builders import Fleet, fleet_seen, given, reported, tick
+from tests.support.status_shapes import Shape, every_shape
 
 
-def every_shape() -> list[tuple[str, dict[str, Any] | None]]:
-    """(module, document) as the engine publishes them, in order, one of each shape."""
-    fleet = given(cluster("c1", {"ring": "canary"}), cluster("w1"))
-    documents: list[tuple[str, dict[str, Any] | None]] = []
+def records(shapes: list[tuple[str, bytes | None]]) -> list[Record]:
+    return [Record("t.module-status", 0, offset, name, value) for offset, (name, value) in enumerate(shapes)]
 
-    def publish(name: str) -> None:
-        documents.append((name, fleet.module_status.get(name)))
 
-    fleet.send(applied(module("podinfo", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", approval=True))))
-    publish("podinfo")  # Progressing
-    fleet.succeed("podinfo", "c1")
-    publish("podinfo")  # AwaitingApproval
-    fleet.send(command("podinfo", "approve", stage="wave"))
-    fleet.succeed("podinfo", "w1")
-    publish("podinfo")  # Complete
-    fleet.send(applied(module("app", {}, "v1"), fleet={0: 5}))
-    publish("app")  # held, not staged yet: no stages, no target
-    fleet.send(applied(module("podinfo", {}, "v2", stage("canary", {"ring": "canary"}), stage("wave"))))
-    fleet.send(command("podinfo", "pause"))
-    publish("podinfo")  # Paused
-    fleet.send(applied(module("podinfo", {}, "v3"), fleet={0: 5}))
-    publish("podinfo")  # its status, with an intent held behind it
-    fleet.send(applied(module("base", {}, "v1")), applied(module("web", {}, "v1", depends_on=["base"])))
-    fleet.send(deleted("base"))
-    publish("base")  # deleting: waits for web
-    fleet.send(deleted("web"))
-    publish("web")  # deleted: a tombstone
-    return documents
+def lines_of(shapes: list[Shape]) -> list[str | None]:
+    summary = StatusSummary()
+    return [summary.line(shape.module, shape.value) for shape in shapes]
 
 
 def test_summary_prints_every_document_shape_once_per_change() -> None:
-    shapes = every_shape()
-    assert shapes[3][1] is not None and "stages" not in shapes[3][1]  # the held shape is among them
+    shapes = {shape.label: shape for shape in every_shape()}
+    lines = dict(zip(shapes, lines_of(list(shapes.values())), strict=True))
+    assert all(line is not None for line in lines.values()), lines
+    assert "podinfo        Progressing" in str(lines["Progressing"]) and "0/3 succeeded" in str(lines["Progressing"])
+    assert "AwaitingApproval" in str(lines["AwaitingApproval"]) and "3/3 succeeded" in str(lines["Complete"])
+    assert str(lines["pending"]).startswith("app            Pending          target -")
+    assert "1 intent(s) held: waiting for cluster observations" in str(lines["pending"])
+    assert "Paused" in str(lines["Paused"]) and "target v2" in str(lines["Paused"])
+    assert "target v2" in str(lines["held"]) and "intent(s) held" in str(lines["held"])
+    assert "waiting: 1 cluster not ready" in str(lines["Progressing, waiting"])
+    assert "deleting once the modules depending on it are" in str(lines["deleting"])
+    assert lines["deleted"] == "front: deleted"
     summary = StatusSummary()
-    lines = [summary.line(name, document) for name, document in shapes]
-    assert all(line is not None for line in lines), lines
-    assert "podinfo        Progressing" in lines[0] and "0/2 succeeded" in lines[0]
-    assert "AwaitingApproval" in lines[1] and "Complete" in lines[2] and "2/2 succeeded" in lines[2]
-    assert lines[3].startswith("app            Pending") and "1 intent(s) held: waiting for cluster" in lines[3]
-    assert "Paused" in lines[4] and "target v2" in lines[4]
-    assert "target v2" in lines[5] and "intent(s) held" in lines[5]
-    assert "deleting once the modules depending on it are" in lines[6]
-    assert lines[7] == "web: deleted"
-    assert [summary.line(name, document) for name, document in shapes[-2:]] == [None, None]  # nothing new
-
-
-async def test_up_summary_shows_a_held_module_and_what_follows_it_once(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    shapes = every_shape()
-    records = [
-        Record("t.module-status", 0, i, name, None if doc is None else json.dumps(doc).encode())
-        for i, (name, doc) in enumerate(shapes)
-    ]
-
-    async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> AsyncIterator[Record]:
-        for record in records:  # the whole topic, as a restarted follow would read it again
-            yield record
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(processes.client, "follow", follow)
-    monkeypatch.setattr(processes, "_stop_on_signals", lambda stop: None)
-    with pytest.raises(TimeoutError):
-        await asyncio.wait_for(processes._summarize("unused:9092", "t.", [], None), timeout=2.5)
-    printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == len(shapes)  # each change once; before, the held document restarted the topic
-    assert any(" app " in line and "Pending" in line for line in printed)
-    assert any("target v3" in line or "target v2" in line for line in printed)
+    for shape in shapes.values():
+        summary.line(shape.module, shape.value)
+    latest = {shape.module: shape.value for shape in shapes.values()}
+    assert [summary.line(module, value) for module, value in latest.items()] == [None] * len(latest)  # nothing new
 
 
 def test_get_modules_lists_every_document_shape() -> None:
     from rollout_cli.listing import _module_row
 
-    rows = [_module_row(name, document, wide=True) for name, document in every_shape() if document is not None]
-    assert rows[3][:7] == ["app", "-", "Pending", "-", "-", "-", "0/0"]  # held, not staged yet
-    assert rows[2][:7] == ["podinfo", "Module", "Complete", "v1", "v1", "wave", "2/2"]
+    rows = {
+        shape.label: _module_row(shape.module, ModuleStatus.read(shape.value), wide=True)
+        for shape in every_shape()
+        if shape.value is not None
+    }
+    assert rows["pending"][:7] == ["app", "-", "Pending", "-", "-", "-", "0/0"]  # not staged yet
+    assert rows["Complete"][:7] == ["podinfo", "Module", "Complete", "v1", "v1", "wave", "3/3"]
+
+
+# --- rollout up --example -------------------------------------------------------------------------
+
+
+def example_run() -> list[tuple[str, bytes | None]]:
+    """The module-status records the example makes on the engine as `rollout up --example`
+    runs it: the modules applied stamped past the clusters (held, pending, until the router's
+    FleetSeen), every assignment reported succeeded (the applier's --simulate-status), a tick
+    every 30 s for 20 minutes (the canaries soak 5m; podinfo's wave-2 waits for approval)."""
+    fleet = given()
+    published: list[tuple[str, bytes | None]] = []
+
+    def send(*events: object) -> None:
+        start = len(fleet.outcomes)
+        fleet.send(*events)
+        for outcome in fleet.outcomes[start:]:
+            for name, status in sorted(outcome.module_status.items()):
+                published.append((name, None if status is None else document(status)))
+
+    intents = intents_for(load_manifest_files([processes.EXAMPLES]))
+    clusters = [intent.event for intent in intents if intent.role == "clusters"]
+    modules = [
+        intent.event.model_copy(update={"fleet": {0: len(clusters)}}) for intent in intents if intent.role == "intents"
+    ]
+    send(*modules)  # routed before the clusters: held
+    send(*clusters, fleet_seen(0, len(clusters)))
+    for _ in range(40):
+        send(*simulated_reports(fleet))
+        send(tick(fleet.now + 30))
+    return published
+
+
+def simulated_reports(fleet: Fleet) -> list[object]:
+    """`succeeded` for every sync assigned and not reported yet, as the applier simulates."""
+    return [
+        reported(target.module, target.cluster, str(fleet.revision(target.module, target.cluster)), "succeeded")
+        for target in fleet.targets.values()
+        if target.assigned is not None
+        and target.status != "succeeded"
+        and fleet.revision(target.module, target.cluster)
+    ]
+
+
+def changes(published: list[tuple[str, bytes | None]]) -> dict[str, list[ModuleSummary]]:
+    """Per module, what it shows each time that changes."""
+    shown: dict[str, list[ModuleSummary]] = {}
+    for name, value in published:
+        summary = ModuleSummary.read(value)
+        if not shown.get(name) or shown[name][-1] != summary:
+            shown.setdefault(name, []).append(summary)
+    return shown
+
+
+async def summarized(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], follows: list[list[Record]]
+) -> list[str]:
+    """What `rollout up` prints when its follow of the topic yields `follows[0]`, fails, is
+    followed again (new records only) for `follows[1]`, and so on; the last waits on."""
+    calls: list[bool] = []
+
+    async def follow(bootstrap: str, topic: str, *, from_beginning: bool = True) -> AsyncIterator[Record]:
+        calls.append(from_beginning)
+        for record in follows[len(calls) - 1]:
+            yield record
+        if len(calls) < len(follows):
+            raise ConnectionError("the broker went away")
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(processes.client, "follow", follow)
+    monkeypatch.setattr(processes, "_stop_on_signals", lambda stop: None)
+    with pytest.raises(TimeoutError):  # `up` retries a second after an error
+        await asyncio.wait_for(processes._summarize("unused:9092", "t.", [], None), timeout=1.0 + len(follows))
+    assert calls == [True] + [False] * (len(follows) - 1)  # the history once; after an error, new records only
+    return [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]  # without the time
+
+
+async def test_up_example_summary_shows_every_module_exactly_once_per_change(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    published = example_run()
+    expected = changes(published)
+    assert set(expected) == {"flux-install", "podinfo", "monitoring", "web"}
+    assert [summary.phase for summary in expected["podinfo"]][:2] == ["Pending", "Progressing"]
+    assert expected["podinfo"][-1].phase == "AwaitingApproval"  # wave-2 waits for approval
+    topic = records(published)
+    half = len(topic) // 2
+    printed = await summarized(monkeypatch, capsys, [topic[:half], topic[half:]])
+    assert printed == [summary.text(name) for name, summary in _in_order(published, expected)]
+    for name, shown in expected.items():
+        lines = [line for line in printed if line.startswith(f"{name} ")]
+        assert len(lines) == len(shown) == len(set(lines)), name  # each change once, none twice
+
+
+def _in_order(
+    published: list[tuple[str, bytes | None]], expected: dict[str, list[ModuleSummary]]
+) -> list[tuple[str, ModuleSummary]]:
+    """The changes in the order their records come on the topic."""
+    last: dict[str, ModuleSummary] = {}
+    ordered = []
+    for name, value in published:
+        summary = ModuleSummary.read(value)
+        if last.get(name) != summary:
+            last[name] = summary
+            ordered.append((name, summary))
+    assert [s for n, s in ordered if n == "podinfo"] == expected["podinfo"]
+    return ordered
+
+
+async def test_up_summary_read_again_from_the_beginning_prints_nothing_twice(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shapes = [(shape.module, shape.value) for shape in every_shape()]
+    printed = await summarized(monkeypatch, capsys, [records(shapes)])
+    assert len(printed) == len(shapes)  # each change once; before, the held document restarted the topic
+    assert any(line.startswith("app ") and "Pending" in line for line in printed)

@@ -13,9 +13,10 @@ import pytest
 
 from infra import client
 from projections.gate_runner import GateRunner, Result, soaking_gates
+from rollout.wire.status import ModuleStatus, StageGate
 from tests.projections.gate_server import GateServer, running_gate_server
 
-STATUS = {"targetRevision": "v2", "generation": 2, "currentStage": "canary"}
+STATUS = {"module": "app", "phase": "Soaking", "targetRevision": "v2", "generation": 2, "currentStage": "canary"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ async def evaluate(gate: dict[str, Any]) -> Result:
 
     runner = GateRunner(bootstrap="unused:9092", prefix="t.", publish=publish)
     async with aiohttp.ClientSession() as session:
-        return await runner.evaluate(session, "app", "canary", gate, STATUS)
+        return await runner.evaluate(
+            session, "app", "canary", StageGate.model_validate(gate), ModuleStatus.read(STATUS)
+        )
 
 
 def prometheus(url: str, query: str, **bounds: float) -> dict[str, Any]:
@@ -86,10 +89,10 @@ async def test_webhook_fails_on_any_other_status(server: GateServer) -> None:
 
 def test_only_the_gates_of_a_soaking_current_stage_are_evaluated() -> None:
     gate = {"name": "errors", "webhook": {"url": "http://x/hook"}}
-    soaking = {"currentStage": "canary", "stages": [{"name": "canary", "state": "Soaking", "gates": [gate]}]}
-    running = {"currentStage": "canary", "stages": [{"name": "canary", "state": "Running", "gates": [gate]}]}
-    assert soaking_gates(soaking) == [("canary", gate)]
-    assert soaking_gates(running) == []
+    soaking = {**STATUS, "stages": [{"name": "canary", "state": "Soaking", "gates": [gate]}]}
+    running = {**STATUS, "stages": [{"name": "canary", "state": "Running", "gates": [gate]}]}
+    assert soaking_gates(ModuleStatus.read(soaking)) == [("canary", StageGate.model_validate(gate))]
+    assert soaking_gates(ModuleStatus.read(running)) == []
 
 
 async def test_runner_reads_statuses_with_one_consumer_and_logs_each_result(

@@ -10,6 +10,7 @@ import pytest
 from projections.dashboard import pages
 from projections.dashboard.commands import CommandRefused, command_event, required_permission
 from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
+from rollout.wire.status import StageGate
 
 
 def record(key: str | None, document: Any, at: float | None = None) -> ProjectionRecord:
@@ -73,6 +74,7 @@ def test_soak_countdown_ends_min_success_time_after_the_stage_succeeded() -> Non
         "module": "shop",
         "action": "stage-succeeded",
         "reason": "stage canary succeeded: 4 succeeded",
+        "stage": "canary",
         "at": 1000,
     }
     absorb(view, "decisions", record("shop", decision))
@@ -86,12 +88,9 @@ def test_awaiting_approval_counts_from_the_end_of_the_previous_stages_soak() -> 
     gated = stage("wave-2", "AwaitingApproval", approval=True)
     doc = status("shop", stage("wave-1", "Succeeded", soak="1m"), gated, phase="AwaitingApproval")
     absorb(view, "module_status", record("shop", doc))
-    for reason, at in (("stage wave-1 succeeded: 4 succeeded", 500), ("stage canary succeeded", 900)):
-        absorb(
-            view,
-            "decisions",
-            record("shop", {"module": "shop", "action": "stage-succeeded", "reason": reason, "at": at}),
-        )
+    for name, at in (("wave-1", 500), ("canary", 900)):
+        succeeded = {"action": "stage-succeeded", "reason": f"stage {name} succeeded", "stage": name, "at": at}
+        absorb(view, "decisions", record("shop", {"module": "shop", **succeeded}))
     page = pages.module_page(view, "shop")
     assert page is not None
     assert page["status"]["stages"][1]["awaitingApprovalSince"] == 560.0
@@ -112,17 +111,18 @@ def test_redelivered_decisions_are_shown_once_newest_first() -> None:
 def test_module_page_lists_the_latest_values_refusal_per_cluster_and_path() -> None:
     view = FleetView()
     reasons = [
-        ("c1", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'a'; refused"),
-        ("c1", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'b'; refused"),
-        ("c1", "c1: /logo is readOnly: the cluster has 'l', the module layer wants 'm'; refused"),
-        ("c2", "c2: /seed is readOnly: the cluster has 'y', the module layer wants 'b'; refused"),
+        ("c1", "/seed", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'a'; refused"),
+        ("c1", "/seed", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'b'; refused"),
+        ("c1", "/logo", "c1: /logo is readOnly: the cluster has 'l', the module layer wants 'm'; refused"),
+        ("c2", "/seed", "c2: /seed is readOnly: the cluster has 'y', the module layer wants 'b'; refused"),
     ]
-    for index, (cluster, reason) in enumerate(reasons):
+    for index, (cluster, path, reason) in enumerate(reasons):
         decision = {
             "id": f"d{index}",
             "module": "web",
             "action": "values-refused",
             "cluster": cluster,
+            "path": path,  # the readOnly path: read, never parsed out of the reason
             "reason": reason,
         }
         absorb(view, "decisions", record("web", decision))
@@ -300,5 +300,5 @@ def test_a_stage_that_succeeded_before_the_engines_first_tick_shows_no_soak_cloc
 
 
 def test_a_gate_passing_since_before_the_engines_first_tick_has_no_soak_time() -> None:
-    gate = pages.gate_state({"name": "errors", "passed": True, "passingSince": 0.0}, 60.0)
+    gate = pages.gate_state(StageGate(name="errors", passed=True, passing_since=0.0), 60.0)
     assert (gate["state"], gate["passingSince"], gate["soakedAt"]) == ("pass", None, None)
