@@ -94,18 +94,22 @@ def record_hash(body: Mapping[str, Any]) -> str:
 
 PROVENANCE_FIELDS = ("user", "via")
 """Decision fields only a command's decisions carry (rollout/engine/intents.py)."""
+SPARSE_FIELDS = (*PROVENANCE_FIELDS, "path")
+"""Decision fields few decisions carry, left out of the others' records (not written as
+nulls, so records written before a field existed stay what a replay makes of them): the
+provenance of a command's decisions; `path`, a values-refused decision's readOnly path."""
 
 
 def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:
     """A decision's record before linking: its id `<journal partition>-<offset>-<n>` (the
     `index`-th decision of the journal record at `offset`) and its fields. A Decision's
     fields are plain values: its __dict__ is its model_dump(), for less
-    (tests/streams/test_decision_documents.py). `user` and `via` belong to a command's own
-    decisions only: left out of every other record rather than written as nulls."""
+    (tests/streams/test_decision_documents.py). `SPARSE_FIELDS` a decision does not carry
+    are left out rather than written as nulls."""
     body = {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
-    for provenance in PROVENANCE_FIELDS:
-        if body[provenance] is None:
-            del body[provenance]
+    for sparse in SPARSE_FIELDS:
+        if body[sparse] is None:
+            del body[sparse]
     return body
 
 

@@ -99,6 +99,7 @@ class Decision(BaseModel):
     stage_seconds: float | None = None  # stage-succeeded: engine seconds since the stage started
     user: str | None = None  # a command's decision: who asked (RolloutCommanded.user)
     via: CommandDoor | None = None  # a command's decision: through which door (cli, dashboard, crd)
+    path: str | None = None  # values-refused: the readOnly Helm values path that kept its value
 
 
 @dataclass(frozen=True)

@@ -355,7 +355,8 @@ class TargetBook:
     def note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:
         """A `values-refused` decision for each change a readOnly path refused."""
         for refusal in merged.refusals if merged is not None else []:
-            self.decide(record, DecisionAction.VALUES_REFUSED, f"{cluster}: {refusal.reason}", out, cluster=cluster)
+            reason = f"{cluster}: {refusal.reason}"
+            self.decide(record, DecisionAction.VALUES_REFUSED, reason, out, cluster=cluster, path=refusal.path)
 
     def prune_revisions(self, record: ModuleRecord) -> None:
         keep = {record.target, record.stable}
@@ -374,6 +375,7 @@ class TargetBook:
         revision: str | None = None,
         stage: str | None = None,
         stage_seconds: float | None = None,
+        path: str | None = None,
     ) -> None:
         """Record a decision about `record`'s module (at the engine's time); its reason
         becomes the module's `last_reason`. Every field but the action and the reason is a
@@ -389,6 +391,7 @@ class TargetBook:
                 at=self.tables.now,
                 stage=stage,
                 stage_seconds=stage_seconds,
+                path=path,
             )
         )
         record.last_reason = reason
