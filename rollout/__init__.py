@@ -3,7 +3,8 @@ Kubernetes. Layered bottom to top (each package imports only those below it; the
 contracts in pyproject.toml are checked by `make test`):
 
     api       manifests users write, their formats, gates, windows; loading manifest files
-    wire      events on Kafka, heartbeats as read, the assemblage documents published
+    wire      events on Kafka, heartbeats as read, the documents published (assemblages,
+              module status, rollout targets, verdicts, dead letters: one model each)
     values    Helm values: layers merged under policies, bindings, one cluster's release
     engine    the fold: events → state, decisions, assignments, status documents
     assembly  assignments → per-cluster assemblage snapshots

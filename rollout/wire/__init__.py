@@ -1,2 +1,5 @@
 """What travels on Kafka between processes: input events, heartbeats as readers see them,
-and the assemblage documents the engine publishes. Built on the API types only."""
+the assemblage documents the engine publishes, and the documents it publishes for readers —
+module status and rollout targets (status.py), verdicts (verdicts.py), dead letters
+(dead_letters.py) — each one versioned model (documents.py) that the writer and every reader
+import. Built on the API types only."""
