@@ -37,6 +37,7 @@ from infra.localkafka import discover_bootstrap
 from infra.topics import TopicNames, delete_topics, ensure_topics
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied
+from rollout.wire.status import ModuleStatus
 from rollout_cli.options import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -114,8 +115,8 @@ async def stage_fleet(bootstrap: str, topics: TopicNames, count: int) -> None:
 
 
 def staged_members(bootstrap: str, topics: TopicNames) -> int:
-    status = client.run(client.read_latest(bootstrap, topics.module_status)).get("fleet") or {}
-    return sum(stage["counts"]["members"] for stage in status.get("stages", []))
+    status = client.run(client.read_latest(bootstrap, topics.module_status)).get("fleet")
+    return ModuleStatus.read(status).members if status is not None else 0
 
 
 def measure_pages(base: str, loads: int) -> dict[str, list[float]]:

@@ -67,6 +67,7 @@ from infra import client
 from infra.localkafka import discover_bootstrap
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames, delete_topics, ensure_topics
+from rollout.wire.status import ModuleStatus
 from streams.outputs import key_slot
 
 PARTITIONS = 4
@@ -151,7 +152,7 @@ class Follower:
         self.topics = [FOLLOWED[role](names) for role in sorted(roles)]
         self.snapshots: dict[bytes, bytes] = {}  # cluster → its latest assemblage snapshot
         self.folded: set[tuple[int, bytes]] = set()
-        self.statuses: dict[bytes, tuple[dict[str, Any], int]] = {}  # module → (status, record timestamp ms)
+        self.statuses: dict[bytes, tuple[ModuleStatus, int]] = {}  # module → (status, record timestamp ms)
         self.first_routed_report: dict[bytes, int] = {}  # module → timestamp (ms) of its first report in the journal
         self.waiters: list[tuple[Callable[[], bool], asyncio.Future[float]]] = []
 
@@ -177,7 +178,7 @@ class Follower:
                     for r in records:
                         if tp.topic == names.module_status:
                             if r.value is not None:
-                                self.statuses[r.key] = (json.loads(r.value), r.timestamp)
+                                self.statuses[r.key] = (ModuleStatus.read(r.value), r.timestamp)
                         elif tp.topic == names.journal:
                             if r.key not in self.first_routed_report and b'"SyncStatusReported"' in r.value:
                                 self.first_routed_report[r.key] = r.timestamp
@@ -201,7 +202,7 @@ class Follower:
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            known = {k.decode(): v[0].get("phase") for k, v in self.statuses.items()}
+            known = {k.decode(): v[0].phase for k, v in self.statuses.items()}
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (phases: {known})") from None
 
     def carrying(self, module: bytes) -> int:
@@ -211,11 +212,11 @@ class Follower:
 
     def phase(self, module: bytes) -> str | None:
         known = self.statuses.get(module)
-        return known[0].get("phase") if known is not None else None
+        return known[0].phase if known is not None else None
 
     def updating(self, module: bytes) -> int:
         known = self.statuses.get(module)
-        return sum(stage["counts"]["updating"] for stage in known[0]["stages"]) if known is not None else 0
+        return known[0].count("updating") if known is not None else 0
 
 
 FOLLOWED: dict[str, Callable[[TopicNames], str]] = {
