@@ -54,13 +54,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
 from infra.observability import Metrics
-from streams.restore import StateReader
+from streams.lifecycle import PartitionPhase
 from streams.slots import BatchCommitter, PartitionProcessor, Slot, name
+from streams.transport import (
+    KafkaTransport,
+    StageConsumer,
+    StateReading,
+    TransactionalProducer,
+    Transport,
+    transactional_producer,
+)
 
 __all__ = ["PartitionProcessor", "Slot", "StageRunner", "StageSpec", "transactional_producer"]
 
@@ -73,40 +81,9 @@ for the stage's reader, which catches one partition up at a time —, the group 
 take-over that exceeds one fails and is retried."""
 
 
-FETCH_MAX_WAIT_MS = 100
-BATCH_BYTES_PER_PARTITION = 1024 * 1024
-"""The most one fetch brings of an input partition, so the most one batch holds: ~5,000
-status reports, ~0.25 s of the decider's CPU (the event loop is its stages' and health
-server's, one at a time). A single larger record still comes whole (the broker returns at
-least one record batch)."""
-TRANSACTION_RETRY_BACKOFF_MS = 20
 OFFSETS_REPORTED_EVERY = 5.0  # seconds: a stateful stage's group offsets, for monitoring
-MAX_BATCH_BYTES = 1_000_000
-"""A record batch of a stage's outputs: up to just under the broker's default
-message.max.bytes (1,048,588). A transaction's second batch for a partition waits until the
-first is in a produce request, and aiokafka keeps one in flight per broker: with 256 kB, a
-decider batch of 1,000 reports wrote its state partition in ~3 produce round trips, one
-after another."""
 TURNS = 2
 """Transactional producers per owned input partition, used in turn (see the module doc)."""
-
-
-def transactional_producer(bootstrap: str, transactional_id: str, client_options: dict[str, Any]) -> AIOKafkaProducer:
-    """A stage's transactional producer (also what benchmarks/transaction_cost.py measures)."""
-    return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        client_id=transactional_id,
-        transactional_id=transactional_id,
-        enable_idempotence=True,
-        acks="all",
-        linger_ms=2,
-        max_batch_size=MAX_BATCH_BYTES,
-        request_timeout_ms=15000,
-        # Any other request told "concurrent transactions" (or a retriable error) is
-        # retried after this, not aiokafka's default 100 ms.
-        retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
-        **client_options,
-    )
 
 
 @dataclass(frozen=True)
@@ -132,21 +109,38 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class StageRunner:
-    """Runs one stage (its own consumer group) over the partitions the group gives it."""
+    """Runs one stage (its own consumer group) over the partitions the group gives it.
+
+    `partitions` holds every partition the stage knows, each in its phase
+    (streams/lifecycle.py): the owned ones (`slots`), and the revoked ones kept SUSPENDED in
+    case they come back. Two locks, each for a reason the phases cannot express:
+
+    * `lock` — one thing at a time among a batch (`step`) and the group's rebalance
+      callbacks (`revoke`, `assign`), which aiokafka runs in its coordinator's task while
+      the loop is folding: a partition must not be let go, nor its producers closed, halfway
+      through a batch's fold and the start of its transaction.
+    * `reading` — the stage has one state reader (a consumer), and a take-over's catch-up
+      assigns, seeks and drains it for one partition: several take-overs run at once
+      (fencing is round trips), their catch-ups one after another.
+    """
 
     def __init__(
         self,
         spec: StageSpec,
         *,
-        bootstrap: str,
-        client_options: dict[str, Any],
         metrics: Metrics,
         duplicates: Counter,
+        bootstrap: str = "",
+        client_options: dict[str, Any] | None = None,
+        transport: Transport | None = None,
         session_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`transport`: where the clients come from — aiokafka's on `bootstrap` unless given
+        (tests give an in-memory one); `clock`: when broken partitions are repaired."""
         self.spec = spec
-        self.bootstrap = bootstrap
-        self.client_options = client_options
+        self.transport = transport if transport is not None else KafkaTransport(bootstrap, client_options or {})
+        self.clock = clock
         self.committer = BatchCommitter(
             stage=spec.name,
             group_id=spec.group_id,
@@ -155,46 +149,29 @@ class StageRunner:
             metrics=metrics,
             duplicates=duplicates,
             position=self._position,
+            clock=clock,
         )
         self.session_timeout = session_timeout
-        self.slots: dict[TopicPartition, Slot] = {}
-        self.suspended: dict[TopicPartition, Slot] = {}
+        self.partitions: dict[TopicPartition, Slot] = {}
         self.lock = asyncio.Lock()
-        self.reading = asyncio.Lock()  # the state reader catches one partition up at a time
+        self.reading = asyncio.Lock()
         self.joined = asyncio.Event()
-        self.consumer: AIOKafkaConsumer | None = None
-        self.reader: StateReader | None = None
+        self.consumer: StageConsumer | None = None
+        self.reader: StateReading | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
         self._offsets_task: asyncio.Task[None] | None = None
+
+    @property
+    def slots(self) -> dict[TopicPartition, Slot]:
+        """The partitions the stage owns now (every phase but SUSPENDED)."""
+        return {tp: slot for tp, slot in self.partitions.items() if slot.phase.owned}
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.spec.group_id,
-            client_id=f"{self.spec.group_id}-consumer",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            session_timeout_ms=int(self.session_timeout * 1000),
-            heartbeat_interval_ms=int(self.session_timeout * 1000 / 4),
-            # A batch is what one fetch brought: every getmany takes all of it (see `run`).
-            max_partition_fetch_bytes=BATCH_BYTES_PER_PARTITION,
-            # A fetch that finds nothing new waits on the broker this long (a long poll: it is
-            # answered as soon as data is committed). aiokafka keeps one fetch in flight per
-            # broker, and a partition whose records were just handed over joins only the next
-            # one: so this is also how long a busy partition may wait behind idle ones. 500 ms
-            # (the default) idled the pipeline between batches; 20 ms cost an idle worker 8.5 %
-            # of a core in empty fetches (and the broker as much), ~30 µs per status report
-            # in benchmarks/throughput.py. 100 ms: 4.3 % idle (`rollout worker`, 4 partitions).
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
-            **self.client_options,
-        )
+        self.consumer = self.transport.stage_consumer(self.spec.group_id, session_timeout=self.session_timeout)
         if self.spec.state_topic is not None:
-            self.reader = StateReader(
-                self.bootstrap, self.spec.state_topic, f"{self.spec.group_id}-state-reader", self.client_options
-            )
+            self.reader = self.transport.state_reader(self.spec.state_topic, f"{self.spec.group_id}-state-reader")
             await self.reader.start()
         await self.consumer.start()
         self.consumer.subscribe(list(self.spec.topics), listener=_Rebalance(self))
@@ -211,12 +188,12 @@ class StageRunner:
             self.lock.release()
         if self._offsets_task is not None:
             self._offsets_task.cancel()
-        slots = [*self.slots.values(), *self.suspended.values()]
+        slots = list(self.partitions.values())
         # the transactions in flight end (or fail) together, within one bound
         await self._settle_all(slots)
         for slot in slots:
             await self._close_producer(slot)
-        self.slots.clear()
+        self.partitions.clear()
         for client in (self.consumer, self.reader):
             if client is not None:
                 try:
@@ -225,33 +202,42 @@ class StageRunner:
                     log.warning("%s: stopping a client failed: %s", self.spec.name, error)
 
     async def run(self) -> None:
-        assert self.consumer is not None
-        reported = time.monotonic()
+        reported = self.clock()
         while True:
-            if self.spec.state_topic is not None and time.monotonic() - reported >= OFFSETS_REPORTED_EVERY:
-                reported = time.monotonic()
+            if self.spec.state_topic is not None and self.clock() - reported >= OFFSETS_REPORTED_EVERY:
+                reported = self.clock()
                 self._report_offsets()
-            # Everything fetched, never a part: aiokafka sends no fetch to a broker while any
-            # partition it leads has records left in the buffer — until 100 ms later, when it
-            # fetches the *other* partitions, and that fetch waits fetch_max_wait_ms on idle
-            # ones while the busy partition is drained. Leftovers stalled the decider up to
-            # 100 ms per batch (a trace of a status round: 57 ms idle with 453 journal records
-            # committed). A batch's size is bounded by BATCH_BYTES_PER_PARTITION instead.
-            batch = await self.consumer.getmany(timeout_ms=100)
-            async with self.lock:
-                await self._repair_broken()
-                work: list[tuple[Slot, list[ConsumerRecord]]] = []
-                for tp, records in batch.items():
-                    slot = self.slots.get(tp)
-                    if slot is not None and slot.broken is None:
-                        work.append((slot, records))
-                if self.spec.process_idle:
-                    busy = {slot.tp for slot, _ in work}
-                    for tp, slot in self.slots.items():
-                        if tp not in busy and slot.broken is None and await self._position(tp) > slot.position:
-                            work.append((slot, []))
-                if work:
-                    await asyncio.gather(*(self.committer.deliver(slot, records) for slot, records in work))
+            await self.step()
+
+    async def step(self, timeout_ms: int = 100) -> None:
+        """One fetch and its batches: repair the broken partitions that are due, then fold
+        and commit each owned partition's records."""
+        assert self.consumer is not None
+        # Everything fetched, never a part: aiokafka sends no fetch to a broker while any
+        # partition it leads has records left in the buffer — until 100 ms later, when it
+        # fetches the *other* partitions, and that fetch waits fetch_max_wait_ms on idle
+        # ones while the busy partition is drained. Leftovers stalled the decider up to
+        # 100 ms per batch (a trace of a status round: 57 ms idle with 453 journal records
+        # committed). A batch's size is bounded by BATCH_BYTES_PER_PARTITION instead.
+        batch = await self.consumer.getmany(timeout_ms=timeout_ms)
+        async with self.lock:
+            # A partition repaired now was sought back to its tracked position: what this
+            # fetch brought of it was read before that, from wherever the consumer was (past
+            # the batch that broke it) — delivered, it would skip the inputs in between.
+            # The next fetch reads them from the tracked position.
+            repaired = await self._repair_broken()
+            work: list[tuple[Slot, list[ConsumerRecord]]] = []
+            for tp, records in batch.items():
+                slot = self.partitions.get(tp)
+                if slot is not None and slot.phase.delivering and tp not in repaired:
+                    work.append((slot, records))
+            if self.spec.process_idle:
+                busy = {slot.tp for slot, _ in work} | repaired
+                for tp, slot in list(self.partitions.items()):
+                    if tp not in busy and slot.phase.delivering and await self._position(tp) > slot.position:
+                        work.append((slot, []))
+            if work:
+                await asyncio.gather(*(self.committer.deliver(slot, records) for slot, records in work))
 
     def _report_offsets(self) -> None:
         """A stateful stage's group offsets, for lag monitoring (kafka-consumer-groups, the
@@ -262,7 +248,7 @@ class StageRunner:
         if offsets and (self._offsets_task is None or self._offsets_task.done()):
             self._offsets_task = asyncio.create_task(self._commit_offsets(self.consumer, offsets))
 
-    async def _commit_offsets(self, consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit_offsets(self, consumer: StageConsumer, offsets: dict[TopicPartition, int]) -> None:
         try:
             await asyncio.wait_for(consumer.commit(offsets), timeout=STOP_TIMEOUT)
         except Exception as error:  # a rebalance, the broker away: the next report will do
@@ -272,12 +258,11 @@ class StageRunner:
 
     async def revoke(self, revoked: list[TopicPartition]) -> None:
         async with self.lock:  # waits for the batch being folded
-            letting_go = {tp: slot for tp in revoked if (slot := self.slots.pop(tp, None)) is not None}
-            await self._settle_all(list(letting_go.values()))  # their last transactions end first
-            for tp, slot in letting_go.items():
+            letting_go = [slot for tp in revoked if (slot := self.partitions.get(tp)) and slot.phase.owned]
+            await self._settle_all(letting_go)  # their last transactions end first
+            for slot in letting_go:
                 await self._close_producer(slot)
-                slot.broken = None
-                self.suspended[tp] = slot
+                slot.enter(PartitionPhase.SUSPENDED)
             if revoked:
                 log.info("%s: revoked %s", self.spec.name, _names(revoked))
 
@@ -285,31 +270,32 @@ class StageRunner:
         async with self.lock:
             taken: list[Slot] = []
             for tp in sorted(assigned):
-                slot = self.suspended.pop(tp, None)
-                if slot is None:
+                slot = self.partitions.get(tp)
+                if slot is None or slot.phase is not PartitionPhase.SUSPENDED:
                     try:
-                        slot = Slot(tp, self.spec.new_processor(tp))
+                        slot = self.partitions[tp] = Slot(tp, self.spec.new_processor(tp))
                     except Exception:  # cannot even hold the partition: a bug, and loud
                         log.exception("%s %s: cannot set up the partition", self.spec.name, name(tp))
                         raise
-                self.slots[tp] = slot
                 taken.append(slot)
             await asyncio.gather(*(self._take_over_or_fail(slot) for slot in taken))
-            for tp in [tp for tp in self.suspended if tp not in self.slots]:
-                # another worker owns it now: what we hold may go stale; rebuilt if it returns
-                del self.suspended[tp]
+            for tp, slot in list(self.partitions.items()):
+                if slot.phase is PartitionPhase.SUSPENDED:
+                    # another worker owns it now: what we hold may go stale; rebuilt if it returns
+                    del self.partitions[tp]
             self.joined.set()
             if self.on_assignment is not None:
                 self.on_assignment(set(self.slots))
             log.info("%s: assigned %s", self.spec.name, _names(assigned))
 
     async def _take_over_or_fail(self, slot: Slot) -> None:
-        """Take `slot` over, bounded; if that fails it is broken (and repaired later)."""
+        """Take `slot` over, bounded: READY, or BROKEN (and repaired later)."""
+        slot.enter(PartitionPhase.TAKING_OVER)
         try:
             await self._take_over(slot)
         except Exception as error:
             await self._close_producer(slot)
-            slot.fail(self.spec.name, error)
+            slot.fail(self.spec.name, error, self.clock())
 
     async def _take_over(self, slot: Slot) -> None:
         """Fence the previous owner, fold the state it committed, seek to its position.
@@ -319,7 +305,7 @@ class StageRunner:
         started = time.perf_counter()
         await self._settle(slot)  # a transaction of ours still in flight ends first
         await self._close_producer(slot)
-        slot.producers = [self._new_producer(tid) for tid in self.transactional_ids(slot.tp)]
+        slot.producers = [self.transport.transactional_producer(tid) for tid in self.transactional_ids(slot.tp)]
         slot.turn = 0  # (all closed by the next repair if anything below fails)
         fencing = asyncio.gather(*(self._fence(producer) for producer in slot.producers))
         await asyncio.wait_for(fencing, timeout=TAKE_OVER_TIMEOUT)
@@ -356,19 +342,16 @@ class StageRunner:
             slot.position = committed or 0
         slot.committed_position = slot.position
         self.consumer.seek(slot.tp, slot.position)
-        slot.broken = None
-        slot.backoff = 0.2
+        slot.enter(PartitionPhase.READY)
+        slot.repair.succeeded()
 
     def transactional_ids(self, tp: TopicPartition) -> list[str]:
         """The ids of the producers that write for input partition `tp`, used in turn."""
         base = f"{self.spec.group_id}.{tp.topic}.{tp.partition}"
         return [base, *(f"{base}.{n}" for n in range(1, TURNS))]
 
-    def _new_producer(self, transactional_id: str) -> AIOKafkaProducer:
-        return transactional_producer(self.bootstrap, transactional_id, self.client_options)
-
     @staticmethod
-    async def _fence(producer: AIOKafkaProducer) -> None:
+    async def _fence(producer: TransactionalProducer) -> None:
         """Start `producer`. An empty transaction waits for its producer id: from then on the
         previous owner of its transactional id is fenced and its open transaction aborted
         (or, if it was committing, committed first)."""
@@ -409,25 +392,27 @@ class StageRunner:
         except Exception as error:
             log.warning("%s %s: the last transaction did not end: %s", self.spec.name, name(slot.tp), error)
 
-    async def _repair_broken(self) -> None:
-        now = time.monotonic()
-        due = [slot for slot in self.slots.values() if slot.broken is not None and now >= slot.retry_at]
+    async def _repair_broken(self) -> set[TopicPartition]:
+        """Repair the broken partitions whose backoff is over; the partitions repaired."""
+        now = self.clock()
+        due = [slot for slot in self.partitions.values() if slot.broken is not None and slot.repair.due(now)]
         if due:
             await asyncio.gather(*(self._repair(slot) for slot in due))
+        return {slot.tp for slot in due}
 
     async def _repair(self, slot: Slot) -> None:
         await self._settle(slot)
         await self._take_over_or_fail(slot)
-        if slot.broken is None:
+        if slot.phase is PartitionPhase.READY:
             log.info("%s %s: repaired, resuming at %d", self.spec.name, name(slot.tp), slot.position)
 
     @property
     def healthy(self) -> bool:
-        """Joined its group, and every owned partition is caught up and unbroken."""
-        return self.joined.is_set() and all(s.broken is None for s in self.slots.values())
+        """Joined its group, and no owned partition is broken."""
+        return self.joined.is_set() and all(s.broken is None for s in self.partitions.values())
 
     def broken(self) -> list[str]:
-        return [f"{name(s.tp)}: {s.broken}" for s in self.slots.values() if s.broken is not None]
+        return [f"{name(s.tp)}: {s.broken}" for s in self.partitions.values() if s.broken is not None]
 
     async def _close_producer(self, slot: Slot) -> None:
         producers, slot.producers = slot.producers, []

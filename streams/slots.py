@@ -16,19 +16,30 @@ one is open per partition, and each commits only after everything it was folded 
   repair rebuilds the state from the state topic and seeks back to the tracked position
   (streams/delivery.py) — the same recovery as before, nothing is lost or applied twice.
 
+A trace of a status round (3,000 reports, the decider) before this: of each batch's wall
+time, ~60 % folding and ~40 % waiting for its transaction's round trips.
+
+The slot's phase (streams/lifecycle.py) is where the partition is in that cycle: READY
+(nothing in flight), COMMITTING (a transaction in flight — `inflight` is its task — and
+maybe the next batch folded on it), BROKEN (waiting for its repair). A batch's transaction
+moves it READY → COMMITTING, the transaction's end back to READY or on to BROKEN. A batch
+whose processing fails first waits for the transaction it was folded on, then breaks the
+partition: a BROKEN partition has nothing in flight, and its repair starts from what is
+known to be committed.
+
 A stateful stage's position is the `Tracking` record in its state, written in the same
 transaction as the state: its transactions carry no consumer-group offsets (that would be
 two more round trips each, AddOffsetsToTxn and TxnOffsetCommit; the group offsets are
 reported for monitoring, outside the transactions: streams/delivery.py). A stateless stage
 (the router) has no state: its group offset is its position, committed in the transaction.
 
-A trace of a status round (3,000 reports, the decider) before this: of each batch's wall
-time, ~60 % folding and ~40 % waiting for its transaction's round trips.
+Failure isolation is kept (`Isolation`): a batch whose processing fails, or whose records
+cannot be sent (an output over the broker's message size), is retried one record at a time,
+each awaited, and the record that still fails is poison — a dead letter; a stream never
+stops on one input.
 
-Failure isolation is kept: a batch whose processing fails, or whose records cannot be sent
-(an output over the broker's message size), is retried one record at a time, each awaited
-(`single_step_until`), and the record that still fails is poison — a dead letter; a stream
-never stops on one input.
+The producers are `TransactionalProducer`s of the transport seam (streams/transport.py):
+aiokafka's in production, the in-memory broker's in tests (streams/memory_broker.py).
 """
 
 from __future__ import annotations
@@ -40,22 +51,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
-from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import Counter
 
 from infra.denials import refused_by_acls
 from infra.observability import RATE_LIMITED, Metrics
 from infra.topics import SUFFIXES
+from streams.lifecycle import PartitionPhase, RepairSchedule, checked
 from streams.outputs import Outputs, OutRecord, key_slot
 from streams.state import PartitionState, Tracking
+from streams.transport import TransactionalProducer
 
 log = logging.getLogger("rollout.delivery")
 
 PERMANENT_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
-MAX_REPAIR_BACKOFF = 5.0
 POISON_REASON = "its outputs cannot be written (larger than the broker accepts); input skipped"
 
 
@@ -72,33 +83,83 @@ class PartitionProcessor(Protocol):
 
 
 @dataclass
+class Isolation:
+    """Failure isolation: after a batch failed (its processing raised, or the broker refused
+    its outputs for good), its records are retried one at a time — each in its own awaited
+    transaction — up to offset `until`; a record that fails alone is poison: from then on it
+    is only a dead letter."""
+
+    until: int = -1
+    poison: set[int] = field(default_factory=set)
+
+    def single_steps(self, first: ConsumerRecord) -> bool:
+        """Whether a batch starting with `first` goes one record at a time."""
+        return bool(first.offset <= self.until)
+
+    def isolate(self, records: Sequence[ConsumerRecord]) -> int | None:
+        """Retry `records` one at a time; the offset of the one record that failed alone."""
+        if len(records) == 1:
+            self.poison.add(records[0].offset)
+            return int(records[0].offset)
+        if records:
+            self.until = records[-1].offset
+        return None
+
+
+@dataclass(eq=False)
 class Slot:
+    """An input partition a stage holds: its processor (with the state), its producers, where
+    it is in the input and the state topic, and its phase (streams/lifecycle.py), which only
+    `enter` changes. A new slot is SUSPENDED until its take-over."""
+
     tp: TopicPartition
     processor: PartitionProcessor
-    producers: list[AIOKafkaProducer] = field(default_factory=list)  # used in turn
+    producers: list[TransactionalProducer] = field(default_factory=list)  # used in turn
     turn: int = 0  # the producer of the next transaction
     position: int = 0  # next input offset to process (committed, or folded into the batch in flight)
     committed_position: int = 0  # the position of the last transaction committed
     state_position: int = 0  # next state-topic offset not yet folded into the state
-    broken: str | None = None
-    retry_at: float = 0.0
-    backoff: float = 0.2
-    single_step_until: int = -1  # retry one record at a time up to this offset
-    poison: set[int] = field(default_factory=set)  # offsets whose outputs can never be sent
-    inflight: asyncio.Task[bool] | None = None  # the transaction of the last batch, until settled
+    inflight: asyncio.Task[bool] | None = None  # COMMITTING: the last batch's transaction, until settled
+    reason: str = ""  # why it broke, the last time it did
+    repair: RepairSchedule = field(default_factory=RepairSchedule)
+    isolation: Isolation = field(default_factory=Isolation)
+    _phase: PartitionPhase = field(default=PartitionPhase.SUSPENDED, init=False, repr=False)
 
-    def fail(self, stage: str, error: BaseException) -> None:
-        """Broken: the stage repairs it (after a backoff that doubles while it keeps failing)."""
+    @property
+    def phase(self) -> PartitionPhase:
+        return self._phase
+
+    def enter(self, phase: PartitionPhase) -> None:
+        """Change the phase; `IllegalTransition` if the lifecycle does not allow it."""
+        self._phase = checked(self._phase, phase, what=name(self.tp))
+
+    @property
+    def broken(self) -> str | None:
+        """Why the partition is broken, or None when it is not."""
+        return self.reason if self._phase is PartitionPhase.BROKEN else None
+
+    def fail(self, stage: str, error: BaseException, now: float) -> None:
+        """Broken: the stage repairs it once `repair` is due."""
         refused = refused_by_acls(error, "worker", worker_prefix(self.tp.topic))
-        reason = refused or f"{type(error).__name__}: {error}"
+        self.reason = refused or f"{type(error).__name__}: {error}"
         if refused is not None:  # an error, not a blip: it lasts until an admin acts
             log.error("%s %s: %s", stage, name(self.tp), refused, extra=RATE_LIMITED)
-        elif self.broken is None:
-            log.warning("%s: %s; repairing", stage, reason, extra=RATE_LIMITED)
-            log.debug("%s %s broken: %s", stage, name(self.tp), reason)
-        self.broken = reason
-        self.retry_at = time.monotonic() + self.backoff
-        self.backoff = min(self.backoff * 2, MAX_REPAIR_BACKOFF)
+        else:
+            log.warning("%s: %s; repairing", stage, self.reason, extra=RATE_LIMITED)
+            log.debug("%s %s broken: %s", stage, name(self.tp), self.reason)
+        self.enter(PartitionPhase.BROKEN)
+        self.repair.failed(now)
+
+    def transaction_ended(self, stage: str, error: BaseException | None, now: float) -> None:
+        """The transaction in flight committed (`error` None) or failed: READY or BROKEN —
+        if the partition still waits on it. Revoked or taken over meanwhile (waiting for it
+        timed out), it keeps its phase: the outcome only reached the state."""
+        if self._phase is not PartitionPhase.COMMITTING:
+            log.debug("%s %s: a transaction ended while %s", stage, name(self.tp), self._phase.value)
+        elif error is None:
+            self.enter(PartitionPhase.READY)
+        else:
+            self.fail(stage, error, now)
 
 
 def worker_prefix(topic: str) -> str:
@@ -132,6 +193,7 @@ class BatchCommitter:
         metrics: Metrics,
         duplicates: Counter,
         position: Callable[[TopicPartition], Awaitable[int]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stage = stage
         self.group_id = group_id
@@ -141,20 +203,23 @@ class BatchCommitter:
         self.duplicates = duplicates.labels(stage)
         self.latency = metrics.decision_latency.labels(stage)
         self.position = position
+        self.clock = clock  # when a broken partition is repaired
         self._partitions: dict[str, list[int]] = {}  # topic -> partition ids, for keyed records
 
     async def deliver(self, slot: Slot, records: list[ConsumerRecord]) -> None:
+        """Fold `records` (or, with none, only the position's move) and start their
+        transaction; one record at a time while `slot.isolation` says so."""
         fresh = [r for r in records if r.offset >= slot.position]
         if len(fresh) < len(records):
             self.duplicates.inc(len(records) - len(fresh))
         if records and not fresh:
             return
         end = max(fresh[-1].offset + 1 if fresh else slot.position, await self.position(slot.tp))
-        if fresh and fresh[0].offset <= slot.single_step_until:
+        if fresh and slot.isolation.single_steps(fresh[0]):
             for index, record in enumerate(fresh):
                 last = index == len(fresh) - 1
                 step_end = end if last else fresh[index + 1].offset
-                if not await self.transact(slot, [record], step_end, wait=True) or slot.broken:
+                if not await self.transact(slot, [record], step_end, wait=True):
                     return
             return
         await self.transact(slot, fresh, end, wait=False)
@@ -163,38 +228,44 @@ class BatchCommitter:
         """Fold `records` and start their transaction once the one in flight committed;
         `wait`: also wait for this one. False if anything failed (the slot is broken)."""
         prepared = self._prepare(slot, records, end)
-        if prepared is None:
-            await self.settle(slot)
+        committed = await self.settle(slot)  # the transaction this batch was folded on
+        if isinstance(prepared, Exception):
+            self.isolate(slot, records, prepared)
+            if slot.phase is PartitionPhase.READY:  # rewind to the tracked position, start over from there
+                slot.fail(self.stage, prepared, self.clock())
             return False
-        if not await self.settle(slot):
+        if not committed:
             self.drop(slot)  # folded on a batch that did not commit
             return False
         state = slot.processor.state
         if state is not None:
             state.seal_batch()
         slot.position = end
+        slot.enter(PartitionPhase.COMMITTING)
         slot.inflight = asyncio.create_task(self._commit(slot, prepared), name=f"{self.stage} {name(slot.tp)}")
         return await self.settle(slot) if wait else True
 
     async def settle(self, slot: Slot) -> bool:
-        """Wait for the slot's transaction in flight, if any; whether it committed."""
+        """Wait for the slot's transaction in flight, if any; whether it committed (with
+        none in flight: whether the slot is unbroken)."""
         inflight, slot.inflight = slot.inflight, None
         if inflight is None:
-            return slot.broken is None
+            return slot.phase is not PartitionPhase.BROKEN
         try:
             return await asyncio.shield(inflight)
         except asyncio.CancelledError:
             slot.inflight = inflight  # still running: whoever settles next waits for it
             raise
 
-    def _prepare(self, slot: Slot, records: list[ConsumerRecord], end: int) -> Prepared | None:
-        """Fold the batch into the state's batch layer and encode what it writes."""
-        processor, state = slot.processor, slot.processor.state
+    def _prepare(self, slot: Slot, records: list[ConsumerRecord], end: int) -> Prepared | Exception:
+        """Fold the batch into the state's batch layer and encode what it writes; or the
+        error that stopped it (what it folded is dropped)."""
+        processor, state, poison = slot.processor, slot.processor.state, slot.isolation.poison
         out = Outputs(self.dead_letter_topic)
         try:
-            for record in (r for r in records if r.offset in slot.poison):
+            for record in (r for r in records if r.offset in poison):
                 out.reject(POISON_REASON, record, self.stage)
-            processor.process([r for r in records if r.offset not in slot.poison], end, out)
+            processor.process([r for r in records if r.offset not in poison], end, out)
             if state is not None:
                 before = state.tracking
                 state.tracking = Tracking(offset=end, events=before.events + len(records))
@@ -203,15 +274,15 @@ class BatchCommitter:
         except Exception as error:  # a bug in a stage must not stop the stream: isolate the record
             log.exception("%s %s: processing failed", self.stage, name(slot.tp))
             self.drop(slot)
-            self.isolate(slot, records, error)
-            return None
+            return error
         state_records = [OutRecord(self.state_topic, k, v, slot.tp.partition) for k, v in changes]
         return Prepared(records, end, out.all(), state_records, out.dead_letters)
 
     async def _commit(self, slot: Slot, batch: Prepared) -> bool:
         """The sealed batch's transaction; on success its state is committed."""
-        producer, state = slot.producers[slot.turn], slot.processor.state
+        producers, state = slot.producers, slot.processor.state
         try:
+            producer = producers[slot.turn]
             await producer.begin_transaction()
             sent = await self._send(producer, batch.outputs)
             state_sent = await self._send(producer, batch.state_records)
@@ -219,15 +290,15 @@ class BatchCommitter:
                 await producer.send_offsets_to_transaction({slot.tp: batch.end}, self.group_id)
             await _delivered([*sent, *state_sent])
             await producer.commit_transaction()
-            slot.turn = (slot.turn + 1) % len(slot.producers)
         except Exception as error:
             if state is not None:
                 state.drop_sealed()  # and whatever was folded on it since
             slot.processor.reset()
             if isinstance(error, PERMANENT_ERRORS):
                 self.isolate(slot, batch.records, error)
-            slot.fail(self.stage, error)
+            slot.transaction_ended(self.stage, error, self.clock())
             return False
+        slot.turn = (slot.turn + 1) % len(producers)
         slot.committed_position = batch.end
         if state is not None:
             state.commit_sealed()
@@ -235,6 +306,7 @@ class BatchCommitter:
                 # the base offset of the last batch of state records: a catch-up from here
                 # re-reads a few records at most (restoring is idempotent), never skips one
                 slot.state_position = max(slot.state_position, state_sent[-1].result().offset)
+        slot.transaction_ended(self.stage, None, self.clock())
         if batch.records:  # the batch's oldest input: its worst latency, one observation per batch
             self.latency.observe(max(time.time() - batch.records[0].timestamp / 1000, 0.0))
         self.metrics.events_consumed.labels(slot.tp.topic).inc(len(batch.records))
@@ -242,10 +314,10 @@ class BatchCommitter:
             self.metrics.dead_letters.labels(self.stage).inc(batch.dead_letters)
         return True
 
-    async def _send(self, producer: AIOKafkaProducer, records: list[OutRecord]) -> list[asyncio.Future[Any]]:
+    async def _send(self, producer: TransactionalProducer, records: list[OutRecord]) -> list[asyncio.Future[Any]]:
         """Send `records` as record batches, one stream per topic-partition in order (no
         future, no partitioner call per record); the futures of the batches, in order."""
-        batches: dict[tuple[str, int], BatchBuilder] = {}
+        batches: dict[tuple[str, int], Any] = {}
         sent: list[asyncio.Future[Any]] = []
         for topic, key, value, partition in records:
             if partition is None:
@@ -273,14 +345,10 @@ class BatchCommitter:
         slot.processor.reset()
 
     def isolate(self, slot: Slot, records: list[ConsumerRecord], error: BaseException) -> None:
-        """Retry one record at a time; a single record that fails again is poison."""
-        if len(records) == 1:
-            slot.poison.add(records[0].offset)
-            log.error("%s %s: offset %d is poison: %s", self.stage, name(slot.tp), records[0].offset, error)
-        elif records:
-            slot.single_step_until = records[-1].offset
-        if slot.broken is None:
-            slot.fail(self.stage, error)  # rewind to the tracked position and start over from there
+        """Retry `records` one record at a time; a single record that fails again is poison."""
+        poison = slot.isolation.isolate(records)
+        if poison is not None:
+            log.error("%s %s: offset %d is poison: %s", self.stage, name(slot.tp), poison, error)
 
 
 async def _delivered(sent: list[asyncio.Future[Any]]) -> None:

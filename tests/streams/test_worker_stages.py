@@ -37,13 +37,16 @@ async def test_lag_is_recorded_only_for_partitions_the_consumer_has_assigned() -
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.app import Worker
+    from streams.lifecycle import PartitionPhase
     from streams.slots import Slot
 
     worker = Worker(Settings(bootstrap_servers="unused:9092", stages=("route",)))
     runner = worker.runners[0]
     runner.consumer = AIOKafkaConsumer(bootstrap_servers="unused:9092")  # never started: nothing assigned
     tp = TopicPartition(worker.topics.status, 0)
-    runner.slots[tp] = Slot(tp, runner.spec.new_processor(tp))
+    slot = runner.partitions[tp] = Slot(tp, runner.spec.new_processor(tp))
+    slot.enter(PartitionPhase.TAKING_OVER)
+    slot.enter(PartitionPhase.READY)  # owned
     with pytest.raises(AssertionError, match="not assigned"):
         runner.consumer.highwater(tp)  # what the gauge used to call
     stale = {(worker.topics.status, "1")}  # a partition reported before the rebalance
