@@ -237,11 +237,11 @@ class BatchCommitter:
         if not committed:
             self.drop(slot)  # folded on a batch that did not commit
             return False
+        slot.enter(PartitionPhase.COMMITTING)
         state = slot.processor.state
         if state is not None:
             state.seal_batch()
         slot.position = end
-        slot.enter(PartitionPhase.COMMITTING)
         slot.inflight = asyncio.create_task(self._commit(slot, prepared), name=f"{self.stage} {name(slot.tp)}")
         return await self.settle(slot) if wait else True
 
