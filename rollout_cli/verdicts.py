@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -204,7 +204,7 @@ def apply_result(found: VerdictDocument) -> str:
 
 
 def report_apply(
-    published: list[tuple[str, str | None]], verdicts: dict[str, VerdictDocument] | None, wait: Wait
+    published: Sequence[tuple[str, str | None]], verdicts: dict[str, VerdictDocument] | None, wait: Wait
 ) -> None:
     """One line per manifest applied, `published` being (kind/name, event id or None for a
     cluster observation, which the engine does not answer); exit 1 if the engine refused

@@ -88,7 +88,7 @@ class DecidePartition:
 
     def _new_engine(self) -> RolloutEngine:
         mappings = {name: self.state.mappings[name] for name in engine_mappings()}
-        engine = self.engine_type(**mappings, partition=self.partition)  # type: ignore[arg-type]
+        engine = self.engine_type(**mappings, partition=self.partition)
         engine.defer_views = True  # module status: rendered once per batch, below
         return engine
 

@@ -42,7 +42,25 @@ transactional producer of aiokafka):
   seek to the tracked position) with backoff until the broker answers. A batch that fails
   for a reason that will not go away (an output over the broker's message size) is retried
   one record at a time, and the record that still fails becomes a dead letter — a stream
-  never stops on one input.
+  never stops on one input. What a poll fetched before it repaired a partition is not
+  delivered: it was read from where the consumer was, past the batch that broke it, and
+  the repair sought back to the tracked position (delivered, it skipped the inputs between).
+
+Each partition the stage holds is in one phase of its lifecycle (streams/lifecycle.py),
+changed only through `Slot.enter`, which refuses a change the table does not list:
+
+    SUSPENDED ─assign─► TAKING_OVER ─► READY ⇄ COMMITTING        (any failure ─► BROKEN,
+        ▲                    ▲                                     a revoke ─► SUSPENDED)
+        └──── revoke ────────┴──── repair, after a backoff ──── BROKEN
+
+An assignment or a repair is a take-over (this module); a batch's transaction is
+READY → COMMITTING → READY (streams/slots.py); a revoke settles the transaction in flight,
+closes the producers and keeps the partition SUSPENDED, state and all, in case it comes back.
+
+The clients come through the transport seam (streams/transport.py): aiokafka's in
+production; in tests an in-memory broker (streams/memory_broker.py) with transactions,
+read_committed, fencing and injectable faults, on which tests/streams/ drives this module —
+a Hypothesis state machine among them — in seconds, beside the broker-backed tests.
 """
 
 from __future__ import annotations
@@ -97,7 +115,7 @@ class StageSpec:
     process_idle: bool = False  # also called (no records) when only the position moved
 
 
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, runner: StageRunner) -> None:
         self.runner = runner
 

@@ -280,8 +280,10 @@ class ModuleRecord(Record):
     approvals: list[str] = Field(default_factory=list)
     pinned: list[str] = Field(default_factory=list)
     counts: dict[str, StageCounts] = Field(default_factory=dict)
-    # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT)
-    handled_intents: list[str] = Field(
+    # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT); also
+    # read under its old name, a dynamic alias: pydantic's mypy plugin then checks
+    # ModuleRecord(...) loosely (every argument optional, unknown ones allowed), and says so
+    handled_intents: list[str] = Field(  # type: ignore[pydantic-alias]
         default_factory=list, validation_alias=AliasChoices("handled_intents", "handled_commands")
     )
     last_reason: str = ""
