@@ -1,21 +1,20 @@
 """The lifecycle of an input partition a stage holds: its phases, and the only ways between them.
 
-                 assign                     committed
-    SUSPENDED ──────────► TAKING_OVER ──► READY ◄─────── COMMITTING
-        ▲                    ▲   │          │ ───────────►   │
-        │                    │   │          │  a batch's     │
-        │             repair │   │ failed   │  transaction   │ its transaction
-        │         (backoff)  │   ▼          │  begins        │ failed
-        │                    └─ BROKEN ◄────┴────────────────┘
-        │                         │      processing failed
-        └──── revoked ────────────┴──── (from every phase but SUSPENDED)
+               assign                      a batch's transaction begins
+  SUSPENDED ─────────► TAKING_OVER ─────► READY ────────────────────► COMMITTING
+      ▲                  ▲      │           │  ◄───── it committed ─────  │
+      │                  │      │ failed    │ processing failed           │ it failed
+      │   repair, after  │      ▼           ▼                             │
+      │   a backoff      └──── BROKEN ◄─────┴─────────────────────────────┘
+      │
+      └──── revoked: from every other phase
 
 * **SUSPENDED** — held but not owned: a partition just created for an assignment, or one
   revoked and kept with its state in case it comes back (a returning owner folds only the
   state records written since its own last commit). Nothing is processed.
 * **TAKING_OVER** — fencing the previous owner's transactional ids, folding the state it
   committed, seeking to the tracked position (streams/delivery.py). Every take-over ends
-  READY or BROKEN before the stage's lock is released.
+  READY or BROKEN before the stage's lock is released (unless a stop cancels it).
 * **READY** — owned, caught up, no transaction in flight: the next batch may begin one.
 * **COMMITTING** — a batch's transaction is in flight. The next batch may meanwhile be
   folded on the state that transaction writes (streams/slots.py: pipelining), but its own
@@ -25,14 +24,14 @@
   doubles while it keeps failing (`RepairSchedule`). What the failure dropped is redone
   from the tracked position: nothing is lost or applied twice.
 
-Why an explicit table: the delivery's status used to be implicit — which dicts of the stage
-held the partition, whether a transaction task or a failure reason was set — and a state
-nobody named could be reached without anybody noticing (a partition broken while it still
-had a transaction in flight, a revoked partition marked broken by its late transaction).
-Now every change goes through `Slot.enter` (streams/slots.py), which refuses one the table does not list
-(`IllegalTransition`): a bug in the delivery fails loudly at the step that made it, and the
-state-machine tests (tests/streams/test_delivery_machine.py) check the table against every
-interleaving of batches, failures and rebalances they find.
+Why an explicit table: the delivery's status used to be implicit — which of the stage's
+dicts held the partition, whether a transaction task or a failure reason was set — and
+states nobody had named were reached without anybody noticing (a partition broken while it
+still had a transaction in flight, a revoked partition marked broken by its late
+transaction). Now every change goes through `Slot.enter` (streams/slots.py), which refuses
+one the table does not list (`IllegalTransition`): a bug in the delivery fails loudly at
+the step that made it, and the state-machine tests (tests/streams/test_delivery_machine.py)
+hold the table to every interleaving of batches, failures and rebalances they find.
 
 A transaction that ends after its partition left COMMITTING — revoked, or taken over again,
 because waiting for it timed out — moves no phase: its outcome only reaches the state (a

@@ -199,3 +199,23 @@ async def test_a_stop_ends_the_transactions_in_flight_and_leaves_the_group() -> 
     assert worker.runner.partitions == {}
     assert stage.broker.group("echo").members == []
     assert [r.value for r in stage.broker.committed_records(OUTPUT, 1)] == [b"a"]
+
+
+async def test_a_commit_done_but_unanswered_is_read_back_by_the_repair_not_redone() -> None:
+    stage = Stage()
+    worker = await stage.start_worker()
+    await worker.runner.step()
+    stage.broker.inject(FaultPoint.COMMIT_UNANSWERED, match=".in.0")
+    stage.produce(0, b"a")
+    await worker.runner.step()
+    await stage.settle()
+    slot = worker.runner.slots[P0]
+    assert slot.phase is PartitionPhase.BROKEN and stage.outputs(0) == [b"a"]
+    state = slot.processor.state
+    assert state is not None and dict(state.mappings["echoed"]) == {}, "the state dropped what it believes failed"
+
+    await stage.run_until_quiet()
+
+    assert stage.outputs(0) == [b"a"]
+    assert dict(state.mappings["echoed"]) == {"count": 1, "last": 0}, "caught up from the state topic"
+    assert slot.position == 1
