@@ -74,7 +74,8 @@ class PartitionProcessor(Protocol):
     """A stage's logic for one input partition. `process` must not do I/O; it evolves
     `state` (None for a stateless stage) and fills `out`."""
 
-    state: PartitionState | None
+    @property
+    def state(self) -> PartitionState | None: ...  # read-only here: a stage's own may be narrower
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None: ...
 
