@@ -40,7 +40,7 @@ from rollout_cli.manifest_files import expand_paths, read_manifests
 from rollout_cli.options import Context, fail
 
 if TYPE_CHECKING:
-    from rollout_cli.views import KnownCluster
+    from rollout_cli.known_clusters import KnownCluster
 
 MAX_PROBLEMS = 20
 
@@ -271,7 +271,7 @@ async def _broker_facts(
 ]:
     """Topics' limits, cluster-observations end offsets, the fleet's latest documents and
     the namespaces' ModuleRestrictions (both from the cluster-observations topic)."""
-    from rollout_cli.views import clusters_from_records
+    from rollout_cli.known_clusters import clusters_from_records
 
     topics = [ctx.topics.clusters, ctx.topics.intents]
     await client.require_topics(ctx.bootstrap, topics)

@@ -2,7 +2,7 @@
 topics hold.
 
     modules             the module-status topic (latest document per module)
-    clusters            the cluster-observations topic, folded (views.clusters_from_records),
+    clusters            the cluster-observations topic, folded (known_clusters.py),
                         with leave/join and the lease age from cluster-heartbeats
     remote/proxy        the assemblage topics (latest snapshot per cluster)
 
@@ -29,11 +29,11 @@ SINGULAR = {"module_status": "module", "clusters": "cluster", "remote": "remotea
 
 
 def get(ctx: Context, *, kind: str, role: str, name: str | None, output: str, selector: str | None) -> None:
-    from rollout_cli import views
+    from rollout_cli.known_clusters import clusters_from_records, with_leases
 
-    known = views.clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
+    known = clusters_from_records(ctx.records(ctx.topics.clusters)) if role != "module_status" else {}
     if role == "clusters":
-        documents = views.with_leases(known, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
+        documents = with_leases(known, latest_beats(ctx.latest(ctx.topics.heartbeats)), time.time())
     elif role == "module_status":  # each read with its model (rollout/wire/status.py)
         from rollout_cli.documents import module_statuses
 

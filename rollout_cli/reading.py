@@ -192,6 +192,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     from rollout.planning.plan import plan_rollout
     from rollout.planning.surprises import surprises
     from rollout_cli import applying, values_view, views
+    from rollout_cli.known_clusters import clusters_from_records
 
     planned = applying.load(files, outcome="nothing was planned")
     left: set[str] = set()
@@ -205,7 +206,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
         restrictions = applying.restrictions_from_loaded(loaded, {})
     else:
         records = ctx.records(ctx.topics.clusters)
-        known = views.clusters_from_records(records)
+        known = clusters_from_records(records)
         fleet = applying.known_fleet(known)
         left = {name for name, cluster in known.items() if cluster.left}
         restrictions = applying.restrictions_from_records(records)

@@ -78,7 +78,7 @@ def module_values(
     from rollout.api.manifests import ClusterManifest
     from rollout.engine.state import ModuleRecord
     from rollout.planning.sent_values import explain_sent
-    from rollout_cli.views import clusters_from_records
+    from rollout_cli.known_clusters import clusters_from_records
 
     manifest = _module_manifest(ctx, module)
     if manifest is None:

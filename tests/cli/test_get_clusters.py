@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rollout_cli.known_clusters import KnownCluster, with_leases
 from rollout_cli.listing import _cluster_row
-from rollout_cli.views import KnownCluster, with_leases
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()
 

@@ -18,10 +18,11 @@ from infra.topics import TopicNames
 from rollout.api.loading import Loaded
 from rollout.wire.events import ClusterCommanded, ClusterObserved, EventBase, ModuleApplied
 from rollout_cli import applying
+from rollout_cli.known_clusters import clusters_from_records
 from rollout_cli.main import cli
 from rollout_cli.options import Context
 from rollout_cli.status_values import module_values
-from rollout_cli.views import clusters_from_records, gather_status
+from rollout_cli.views import gather_status
 from tests.rollout.builders import cluster, given, module, stage
 from tests.rollout.test_helm_releases import helm_module
 
