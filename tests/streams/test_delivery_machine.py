@@ -10,14 +10,22 @@ or lose their session without being told (zombies). After every rule:
 
 * every input that took effect did so once, in order: per partition, the committed outputs
   and dead letters are exactly the effects of a prefix of its visible inputs;
-* a partition READY at a live worker holds in memory exactly what was committed — what a
-  new owner restores from the state topic (stateful), its group offset (stateless);
+* a partition READY at a group member (its producers not fenced since) holds in memory
+  exactly what was committed — what a new owner restores from the state topic (stateful),
+  its group offset (stateless);
 * a partition restored after a crash holds the state committed before it;
 * a transaction still running belongs to a COMMITTING partition, and a COMMITTING
   partition has one.
 
 At the end, faults cleared and time passing, the workers drain everything: every visible
 input took effect exactly once, in order, and no transaction is left open.
+
+100 sequences of 50 rules for a stateful and a stateless stage take 2–5 s each; they are
+derandomized (the same sequences every run, no example database), so a failure here is a
+change in the code, never luck. (A failing run shrinks for minutes: that is Hypothesis
+finding the shortest sequence.) The first run found that a partition repaired during a poll
+delivered what the poll had fetched before the repair sought back — skipping inputs
+(tests/streams/test_stage_runner.py keeps the case).
 
 The broker-backed counterparts — real aiokafka, real SIGKILLs — are
 tests/integration/test_crash_recovery.py, test_pipelined_commits.py and test_fencing.py.
@@ -284,7 +292,7 @@ def committed(state: Any) -> dict[str, Any]:
     return {f"{name}:{key}": value for name, mapping in mappings for key, value in mapping.committed.items()}
 
 
-TestStatefulDelivery = DeliveryMachine.TestCase
-TestStatefulDelivery.settings = MACHINE_SETTINGS
-TestStatelessDelivery = StatelessDeliveryMachine.TestCase
-TestStatelessDelivery.settings = MACHINE_SETTINGS
+TestAStatefulStageCountsEveryInputOnceInOrderWhateverHappens = DeliveryMachine.TestCase
+TestAStatefulStageCountsEveryInputOnceInOrderWhateverHappens.settings = MACHINE_SETTINGS
+TestAStatelessStageCountsEveryInputOnceInOrderWhateverHappens = StatelessDeliveryMachine.TestCase
+TestAStatelessStageCountsEveryInputOnceInOrderWhateverHappens.settings = MACHINE_SETTINGS
