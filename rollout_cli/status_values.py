@@ -60,9 +60,11 @@ def _sent(ctx: Any, kind: str, module: str) -> dict[str, tuple[int | None, dict[
 def _refusals(decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
     """The latest `values-refused` reason per cluster and path (the decision's `path`; a
     record written before decisions carried it counts as a path of its own)."""
+    from rollout.wire.decision_actions import DecisionAction
+
     latest: dict[tuple[str, str], str] = {}
     for decision in decisions:
-        if decision.get("action") == "values-refused" and decision.get("cluster"):
+        if decision.get("action") == DecisionAction.VALUES_REFUSED and decision.get("cluster"):
             path = decision.get("path") or decision["reason"]
             latest[(decision["cluster"], path)] = decision["reason"]
     refused: dict[str, list[str]] = {}

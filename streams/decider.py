@@ -37,6 +37,7 @@ from infra.topics import TopicNames
 from rollout.engine.core import Outcome, RolloutEngine, intent_module
 from rollout.engine.outcome import DEFERRED, Decision
 from rollout.engine.state import ENGINE_MAPPINGS
+from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.events import (
     DependentLinked,
     EventRejected,
@@ -54,7 +55,15 @@ from streams.verdicts import refusal_document, verdict_document
 log = logging.getLogger("rollout.decide")
 STAGE = "decide"
 NOTED_ACTIONS = frozenset(
-    {"stage-started", "stage-skipped", "stage-succeeded", "awaiting-approval", "halted", "rollback", "complete"}
+    {
+        DecisionAction.STAGE_STARTED,
+        DecisionAction.STAGE_SKIPPED,
+        DecisionAction.STAGE_SUCCEEDED,
+        DecisionAction.AWAITING_APPROVAL,
+        DecisionAction.HALTED,
+        DecisionAction.ROLLBACK,
+        DecisionAction.COMPLETE,
+    }
 )
 """Decisions logged at INFO (with module, stage and event id as fields): a module's phase
 moving. Per-cluster decisions (assign, failed) are counted, not logged."""
@@ -97,7 +106,8 @@ class DecidePartition:
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
         """Fold the batch in one go: a module record copied by one event of the batch is
-        changed in place by the next (`private_records`). If any event fails, that pass is
+        changed in place by the next (`private_records`, keyed by module name:
+        rollout/engine/tables.py). If any event fails, that pass is
         dropped whole and the batch folded again event by event, each on its own copies, so
         that the failing event alone is undone and dead-lettered. (The runtime calls this with
         nothing uncommitted in the state, so dropping the batch drops only that pass.)"""

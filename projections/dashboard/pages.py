@@ -34,6 +34,7 @@ from typing import Any
 from projections.dashboard.fleet import Document, FleetView
 from rollout.api.manifests import parse_duration
 from rollout.wire.dead_letters import DeadLetter
+from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus
 
 DEFAULT_PAGE_SIZE = 100
@@ -121,7 +122,7 @@ def _soak_seconds(stage: StageStatus) -> float:
 def _succeeded_at(stage: StageStatus, decisions: list[Document]) -> float | None:
     """When the engine last decided `stage` succeeded, plus its soak: the stage is passed."""
     for decision in reversed(decisions):
-        if decision.get("action") == "stage-succeeded" and decision.get("stage") == stage.name:
+        if decision.get("action") == DecisionAction.STAGE_SUCCEEDED and decision.get("stage") == stage.name:
             at = engine_time(decision.get("at"))
             if at is None:
                 return None  # decided before the engine's first tick: no soak clock to show
@@ -199,7 +200,7 @@ def values_refused(decisions: list[Document]) -> list[Document]:
     kept; the decision's `path` — one written before decisions carried it counts alone)."""
     latest: dict[tuple[str, str], Document] = {}
     for decision in decisions:
-        if decision.get("action") == "values-refused" and isinstance(decision.get("reason"), str):
+        if decision.get("action") == DecisionAction.VALUES_REFUSED and isinstance(decision.get("reason"), str):
             path = decision.get("path") or decision["reason"]
             latest[(str(decision.get("cluster")), str(path))] = {
                 "cluster": decision.get("cluster"),

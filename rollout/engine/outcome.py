@@ -3,7 +3,7 @@
 * `Assignment` — to the assemblage builder (assembly.py): the sync record of one module in
   one cluster's assemblage, or None to remove it;
 * `Decision`   — to the decisions topic: why an assignment changed or a phase moved; its
-  `action` is one of `DecisionAction` (the strings on the wire are the enum's values);
+  `action` is a `DecisionAction` (rollout/wire/decision_actions.py: the strings on the wire);
 * `Verdict`    — to the verdicts topic: the engine's answer to one event that asks for
   one (every module intent; a status report with `reply`), accepted or refused with the
   reason, and which of the outcome's decisions it caused. `rollout approve` & co. wait for it;
@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rollout.wire.assemblages import AssignedSync
+from rollout.wire.decision_actions import DecisionAction as DecisionAction  # re-exported: what a Decision did
 from rollout.wire.events import CommandDoor
 
 # A module-status entry the caller renders itself, once per batch (`TargetBook.defer_views`,
@@ -38,51 +38,6 @@ class Assignment(BaseModel):
     assemblage: str  # RemoteAssemblage | ProxyAssemblage
     sync: AssignedSync | None
     reason: str
-
-
-class DecisionAction(StrEnum):
-    """What a decision did. A `StrEnum`: each member is its string on the wire, so a reader
-    of the decisions topic compares `record["action"] == DecisionAction.HALTED` or with the
-    plain string alike. Adding a member is a change of the decisions' format: readers
-    (dashboard, CLI, metrics labels) may see it."""
-
-    # one cluster's assignment (targets.py)
-    ASSIGN = "assign"
-    UNASSIGN = "unassign"
-    # one cluster's status, membership or readiness (reports.py, clock.py, membership.py)
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    JOINED = "joined"
-    READINESS = "readiness"
-    # a Helm release's values (live_values.py, targets.py)
-    VALUES = "values"
-    VALUES_REFUSED = "values-refused"
-    # the module's life (intents.py, dependencies.py, causal.py)
-    CREATED = "created"
-    NEW_REVISION = "new-revision"
-    DELETED = "deleted"
-    DELETE_WAITS = "delete-waits"
-    DELETE_CANCELLED = "delete-cancelled"
-    HELD = "held"
-    # the stages (stages.py, window_gate.py, gate_results.py)
-    STAGE_STARTED = "stage-started"
-    STAGE_SKIPPED = "stage-skipped"
-    STAGE_SUCCEEDED = "stage-succeeded"
-    AWAITING_APPROVAL = "awaiting-approval"
-    AWAITING_WINDOW = "awaiting-window"
-    GATE_PASSED = "gate-passed"
-    GATE_FAILED = "gate-failed"
-    COMPLETE = "complete"
-    HALTED = "halted"
-    ROLLBACK = "rollback"
-    RESTRICTION_MET = "restriction-met"
-    # commands (intents.py)
-    PAUSED = "paused"
-    RESUMED = "resumed"
-    ABORTED = "aborted"
-    APPROVED = "approved"
-    PINNED = "pinned"
-    UNPINNED = "unpinned"
 
 
 class Decision(BaseModel):

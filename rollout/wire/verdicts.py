@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.documents import Part, VersionedDocument
 
 DECISIONS_LISTED = 20
@@ -52,4 +53,4 @@ class VerdictDocument(VersionedDocument):
     @property
     def created(self) -> bool:
         """An accepted apply that created the module (its first decision: `created`)."""
-        return bool(self.decisions) and self.decisions[0].action == "created"
+        return bool(self.decisions) and self.decisions[0].action == DecisionAction.CREATED

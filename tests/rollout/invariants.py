@@ -11,6 +11,7 @@ from rollout.api.manifests import parse_duration
 from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
+from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
@@ -115,7 +116,7 @@ class Checker:
             self.fleet.targets[target_key(record.name, d.cluster)].stage
             for d in outcome.decisions
             if d.module == record.name
-            and d.action == "assign"
+            and d.action == DecisionAction.ASSIGN
             and d.generation == record.target
             and target_key(record.name, d.cluster or "") in self.fleet.targets
         }
@@ -145,7 +146,7 @@ class Checker:
         """No cluster is moved to the target outside its stage's maintenance windows."""
         for decision in outcome.decisions:
             record = self.fleet.modules.get(decision.module)
-            if decision.action != "assign" or record is None or record.mode != "rollout":
+            if decision.action != DecisionAction.ASSIGN or record is None or record.mode != "rollout":
                 continue
             found = self.fleet.targets.get(target_key(decision.module, decision.cluster or ""))
             if decision.generation != record.target or found is None or found.stage_index is None:
@@ -163,7 +164,9 @@ class Checker:
                 continue
             target = before["targets"][name]
             moves = [
-                d for d in outcome.decisions if d.module == name and d.action == "assign" and d.generation == target
+                d
+                for d in outcome.decisions
+                if d.module == name and d.action == DecisionAction.ASSIGN and d.generation == target
             ]
             assert not moves, f"{name} over its failure budget, yet {moves[0].reason}"
         for name, record in self.fleet.modules.items():
@@ -176,22 +179,22 @@ class Checker:
             name = decision.module
             record = self.fleet.modules.get(name)
             tracker = self.trackers.setdefault(name, StageTracker())
-            if decision.action == "created":
+            if decision.action == DecisionAction.CREATED:
                 tracker.reset(1)
-            elif decision.action == "new-revision":
+            elif decision.action == DecisionAction.NEW_REVISION:
                 tracker.reset(decision.generation or 0)
-            elif decision.action == "rollback":
+            elif decision.action == DecisionAction.ROLLBACK:
                 tracker.mode = "rollback"
             elif record is None or not tracker.trusted:
                 continue
-            elif decision.action == "approved":
+            elif decision.action == DecisionAction.APPROVED:
                 tracker.approved.add(_APPROVED.match(decision.reason).group(1))  # type: ignore[union-attr]
-            elif decision.action == "stage-succeeded":
+            elif decision.action == DecisionAction.STAGE_SUCCEEDED:
                 match = _SUCCEEDED.match(decision.reason)
                 assert match is not None
                 tracker.succeeded[match.group(1)] = (decision.at, int(match.group(2)))
-            elif decision.action in ("stage-started", "stage-skipped"):
-                pattern = _STARTED if decision.action == "stage-started" else _SKIPPED
+            elif decision.action in (DecisionAction.STAGE_STARTED, DecisionAction.STAGE_SKIPPED):
+                pattern = _STARTED if decision.action == DecisionAction.STAGE_STARTED else _SKIPPED
                 started = pattern.match(decision.reason).group(1)  # type: ignore[union-attr]
                 stages = stages_of(record)
                 index = [s.name for s in stages].index(started)
@@ -207,10 +210,12 @@ class Checker:
                         soak = parse_duration(previous.min_success_time)
                         assert decision.at >= done_at + soak, f"{name}: {started} started before the soak ended"
                 tracker.started.add(started)
-                if decision.action == "stage-skipped":  # passed at once, nothing to soak
+                if decision.action == DecisionAction.STAGE_SKIPPED:  # passed at once, nothing to soak
                     tracker.succeeded[started] = (decision.at, 0)
             elif (
-                decision.action == "assign" and tracker.mode == "rollout" and decision.generation == tracker.generation
+                decision.action == DecisionAction.ASSIGN
+                and tracker.mode == "rollout"
+                and decision.generation == tracker.generation
             ):
                 found = self.fleet.targets.get(target_key(name, decision.cluster or ""))
                 if found is not None and found.stage_index is not None:

@@ -1,0 +1,30 @@
+"""`DecisionAction` is the decisions topic's vocabulary (rollout/wire/decision_actions.py): the
+engine decides with its members, readers compare with them — and the strings on the wire
+are the ones every release before wrote, so records already on the topic read the same."""
+
+from __future__ import annotations
+
+import orjson
+
+from rollout.engine.outcome import Decision
+from rollout.wire.decision_actions import DecisionAction
+
+WIRE = {
+    "assign", "unassign", "succeeded", "failed", "joined", "readiness", "values", "values-refused",
+    "created", "new-revision", "deleted", "delete-waits", "delete-cancelled", "held",
+    "stage-started", "stage-skipped", "stage-succeeded", "awaiting-approval", "awaiting-window",
+    "gate-passed", "gate-failed", "complete", "halted", "rollback", "restriction-met",
+    "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
+}  # fmt: skip
+
+
+def test_the_actions_are_the_strings_the_decisions_topic_has_always_carried() -> None:
+    assert {action.value for action in DecisionAction} == WIRE
+
+
+def test_a_decision_record_carries_its_action_as_the_plain_string_and_reads_back_as_the_member() -> None:
+    decision = Decision(module="app", action=DecisionAction.STAGE_SUCCEEDED, reason="stage canary succeeded")
+    assert orjson.dumps(decision.__dict__).count(b'"action":"stage-succeeded"') == 1
+    assert decision.model_dump(mode="json")["action"] == "stage-succeeded"
+    read = Decision.model_validate({"module": "app", "action": "stage-succeeded", "reason": "r"})
+    assert read.action is DecisionAction.STAGE_SUCCEEDED and read.action == "stage-succeeded"
