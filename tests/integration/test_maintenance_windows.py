@@ -78,7 +78,7 @@ def test_clusters_move_when_the_window_opens_and_status_says_when(stack: Stack, 
 
     expected = opens.isoformat().replace("+00:00", "Z")
     # the module may reach the engine before its first Tick: when its window opens is known
-    # from the first tick on, and the status says it then (rollout/engine/reports.py)
+    # from the first tick on, and the status says it then (rollout/engine/clock.py)
     status = wait_for(
         "a status with the clock", lambda: _knowing_the_time(stack.latest("module_status").get("nightly"))
     )
