@@ -111,7 +111,7 @@ class StageMachine:
 
     def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Start the current stage; False while it waits for an approval."""
-        book, now = self.book, self.tables.now
+        book = self.book
         if stage.require_approval and stage.name not in record.approvals:
             if record.phase != "AwaitingApproval":
                 book.decide(
@@ -123,6 +123,7 @@ class StageMachine:
                 )
             record.phase = "AwaitingApproval"
             return False
+        now = self.tables.now
         record.stage_started = True
         record.stage_started_at = now
         counts = book.counts(record, stage.name)
@@ -150,7 +151,6 @@ class StageMachine:
 
     def _pass_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Settle the started current stage; True when the next stage is up."""
-        now = self.tables.now
         counts = self.book.counts(record, stage.name)
         _, max_failures = self.budget(record, record.stage_index)
         done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
@@ -159,6 +159,7 @@ class StageMachine:
                 record.stage_completed_at = None
                 record.phase = "Progressing"
             return False
+        now = self.tables.now
         if record.stage_completed_at is None:
             record.stage_completed_at = now
             self.book.decide(

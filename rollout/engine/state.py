@@ -51,9 +51,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 import types
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, TypeVar, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -105,14 +106,32 @@ class Record(BaseModel):
         engine never changes those) are shared. What to copy is read once per class from
         the fields' types (`_field_copiers`): a new field is copied without being listed.
         Copying the spec too (a deep copy) would cost ~60 % of a status report's CPU time."""
-        copiers = _field_copiers(type(self))
-        if not copiers:
-            return self.model_copy()
-        values = self.__dict__
-        return self.model_copy(update={name: copier(values[name]) for name, copier in copiers})
+        copied = _shallow_copy(self)
+        values = copied.__dict__
+        for name, copier in _field_copiers(type(self)):
+            values[name] = copier(values[name])
+        return copied
+
+
+_set = object.__setattr__
+
+
+def _shallow_copy(record: R) -> R:
+    """`record.model_copy()` without its generic steps — a Record has no extra fields
+    (`extra="forbid"`) and no private attributes: 0.8 µs instead of 1.3, and a status report
+    copies a module record with its revisions and per-stage counters (test_working_copies.py
+    holds it to model_copy)."""
+    kind = type(record)
+    copied = kind.__new__(kind)
+    _set(copied, "__dict__", record.__dict__.copy())
+    _set(copied, "__pydantic_fields_set__", record.__pydantic_fields_set__.copy())
+    _set(copied, "__pydantic_extra__", None)
+    _set(copied, "__pydantic_private__", None)
+    return copied
 
 
 Copier = Callable[[Any], Any]
+R = TypeVar("R", bound=Record)
 _SHARED = (str, int, float, bool, type(None), BaseModel)  # a Record is a BaseModel too: checked first
 
 
@@ -144,7 +163,9 @@ def _copier(annotation: Any) -> Copier | None:
         item = _copier(args[-1]) if args else _copy_value
         return origin if item is None else _each(origin, item)
     if isinstance(annotation, type) and issubclass(annotation, Record):
-        return _copy_value
+        # a record of plain values (per-stage counters, a revision) is copied shallowly,
+        # directly rather than through working_copy (a status report copies several)
+        return operator.methodcaller("working_copy") if _field_copiers(annotation) else _shallow_copy
     if isinstance(annotation, type) and issubclass(annotation, _SHARED):
         return None
     return _copy_value

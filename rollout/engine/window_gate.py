@@ -36,8 +36,7 @@ class WindowGate:
 
     def window_open(self, record: ModuleRecord, stage: Stage, out: Outcome, *, moving: bool) -> bool:
         """Whether `stage` may move clusters now (`moving`: it has some to move)."""
-        now = self.tables.now
-        state = stage_window_state(record.spec, stage, now) if moving else None
+        state = stage_window_state(record.spec, stage, self.tables.now) if moving else None
         if state is None or state.open:
             if stage.name in record.window_waits:
                 record.window_waits.remove(stage.name)
@@ -45,7 +44,7 @@ class WindowGate:
         if stage.name not in record.window_waits:
             record.window_waits = sorted([*record.window_waits, stage.name])
             when = f"next opens at {iso(state.next_open)}" if state.next_open is not None else "no window ahead"
-            if now <= 0:
+            if self.tables.now <= 0:
                 when = "the engine has seen no tick yet"
             self.book.decide(
                 record,
