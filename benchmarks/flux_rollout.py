@@ -48,7 +48,7 @@ from infra.localkafka import discover_bootstrap
 from infra.topics import TopicNames, delete_topics, ensure_topics
 from projections.crds import CRD_DIRECTORY
 from rollout.wire.events import SyncStatusReported, parse_event
-from rollout_cli.processes import wait_for_clusters
+from rollout_cli.processes.up import wait_for_clusters
 
 MODULE = "podinfo"
 APPLIER = ("--sink", "kubernetes", "--namespace", "fleet", "--web-port", "0")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import getpass
 import re
 import socket
 import sys
@@ -66,6 +67,25 @@ def _denied(error: BaseException | None) -> bool:
             return True
         error = error.__cause__
     return False
+
+
+def check_name(name: str) -> None:
+    """Exit with the reason when NAME (a module, cluster or namespace argument) is not a
+    DNS-1123 label, as the manifests require."""
+    from rollout.api.manifests import check_dns1123_label
+
+    try:
+        check_dns1123_label(name)
+    except ValueError as error:
+        fail(str(error))
+
+
+def current_user() -> str | None:
+    """Who runs the command, recorded on the commands it publishes (`user`); None if unknown."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return None
 
 
 def resolve_bootstrap(given: str | None) -> str:

@@ -1,7 +1,7 @@
 """The Kubernetes sink's timings as `rollout applier` flags (and chart values through env vars).
 
-`SinkTimings` carries them from the command line to `rollout_cli.kube.make_kubernetes_sink`;
-`sink_timing_options` adds one click option per field. Kept apart from `rollout_cli.kube`
+`SinkTimings` carries them from the command line to `rollout_cli.processes.watch_clusters.make_kubernetes_sink`;
+`sink_timing_options` adds one click option per field. Kept apart from `rollout_cli.processes.watch_clusters`
 so that `--help` does not import the Kubernetes client.
 """
 

@@ -5,15 +5,15 @@
 
 A cluster that left is not ready for new moves in any module — it never blocks a stage,
 and what it runs stays — whatever its observations and heartbeats say, until `join`.
-Journal partition 0 answers (verdicts.py): an unknown cluster is refused (exit 1).
+Journal partition 0 answers (publishing/verdicts.py): an unknown cluster is refused (exit 1).
 """
 
 from __future__ import annotations
 
 import click
 
-from rollout_cli.options import Context, kafka_options
-from rollout_cli.verdicts import Wait, verdict_options
+from rollout_cli.options import Context, check_name, current_user, kafka_options
+from rollout_cli.publishing.verdicts import Wait, verdict_options
 
 
 @click.group(name="cluster")
@@ -27,20 +27,14 @@ def _membership_verb(verb: str, help_text: str) -> None:
     @verdict_options
     @kafka_options
     def _command(ctx: Context, name: str, wait: Wait) -> None:
-        from rollout.api.manifests import check_dns1123_label
         from rollout.wire.events import ClusterCommanded
-        from rollout_cli import views
-        from rollout_cli.options import fail
-        from rollout_cli.verdicts import decide, request
+        from rollout_cli.publishing.verdicts import decide, request
 
-        try:
-            check_dns1123_label(name)
-        except ValueError as error:
-            fail(str(error))
+        check_name(name)
         event = ClusterCommanded(
             cluster=name,
             command=verb,  # type: ignore[arg-type]
-            user=views.current_user(),
+            user=current_user(),
             via="cli",
             reply=True if wait.enabled else None,
         )

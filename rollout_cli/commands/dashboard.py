@@ -1,22 +1,13 @@
-"""`rollout dashboard`: the command line; the work is `projections.dashboard.server.serve`.
+"""`rollout dashboard`: the flags; the process — who may use it, then
+`projections.dashboard.server.serve` until SIGINT/SIGTERM — is rollout_cli/processes/dashboard.py.
 
-Kept apart from rollout_cli/main.py, like watching.py, so that `rollout --help` imports
-neither aiohttp nor aiokafka (tests/cli/test_startup.py).
-
-Who may use it (docs/security.md, "The dashboard"): the dashboard always needs a Kubernetes
-API server — it checks pasted and Bearer tokens with TokenReview and every command with a
-SubjectAccessReview — from --kubeconfig ($KUBECONFIG, ~/.kube/config) or the pod's service
-account; OIDC login is added with --oidc-issuer-url, --oidc-client-id and
---oidc-redirect-url. Without an API server it refuses to start, unless --insecure-no-auth
-is given, which serves everyone as an all-powerful anonymous user and is therefore only
-allowed on a loopback address (`rollout up` uses it when it has no local cluster).
+Light at import, so that `rollout dashboard --help` imports neither aiohttp nor aiokafka
+(tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging.config
-import signal
 from typing import TYPE_CHECKING
 
 import click
@@ -24,7 +15,6 @@ import click
 from rollout_cli.options import DEFAULT_WEB_HOST, Context, check_port_free, fail, kafka_options
 
 if TYPE_CHECKING:
-    from projections.dashboard.guard import Guard
     from projections.dashboard.oidc import OIDCSettings
 
 DEFAULT_DASHBOARD_PORT = 6070
@@ -210,6 +200,8 @@ def dashboard(
     from infra.observability import logging_config
     from projections.dashboard.guard import is_loopback
     from projections.dashboard.server import serve
+    from rollout_cli.processes.dashboard import dashboard_guard
+    from rollout_cli.processes.signals import run_until_signalled
 
     logging.config.dictConfig(logging_config(log_format, loglevel))
     oidc = None
@@ -223,7 +215,9 @@ def dashboard(
             extra_scopes=tuple(s for scopes in oidc_extra_scopes for s in scopes.split()),
         )
     loopback = is_loopback(host) or insecure_published_on_loopback
-    guard = _guard(loopback, kubeconfig, context, oidc, insecure_no_auth, public_url, fallback_namespace, session_ttl)
+    guard = dashboard_guard(
+        loopback, kubeconfig, context, oidc, insecure_no_auth, public_url, fallback_namespace, session_ttl
+    )
     bootstrap, topics = ctx.bootstrap, ctx.topics
     click.echo(f"dashboard: http://{host}:{port}/ (topics {ctx.prefix}*, Kafka {bootstrap})")
     if guard.insecure:
@@ -238,15 +232,10 @@ def dashboard(
         doors = ["Kubernetes tokens (TokenReview)"] + ([f"OIDC ({oidc.issuer_url})"] if oidc else [])
         click.echo(f"login:     {', '.join(doors)}; commands authorized by SubjectAccessReview")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(bootstrap=bootstrap, topics=topics, host=host, port=port, guard=guard, stop=stop)
-
     try:
-        asyncio.run(main())
+        run_until_signalled(
+            lambda stop: serve(bootstrap=bootstrap, topics=topics, host=host, port=port, guard=guard, stop=stop)
+        )
     except client.MissingTopic as error:
         fail(str(error))
 
@@ -281,53 +270,4 @@ def _oidc_settings(
         redirect_url=redirect_url,
         scopes=tuple(dict.fromkeys((*DEFAULT_SCOPES, *extra_scopes))),
         claims=ClaimMapping(*claims),
-    )
-
-
-def _guard(
-    loopback: bool,
-    kubeconfig: str | None,
-    context: str | None,
-    oidc: OIDCSettings | None,
-    insecure: bool,
-    public_url: str | None,
-    fallback_namespace: str,
-    session_ttl: int,
-) -> Guard:
-    """How the dashboard knows its users; fails with what to pass when it cannot know them."""
-    from projections.dashboard.guard import Guard
-    from projections.dashboard.kube_access import KubeAccess
-    from projections.dashboard.oidc import OIDCClient
-    from projections.dashboard.sessions import SessionStore
-    from projections.kube import KubeconfigError, management_client
-
-    sessions = SessionStore(ttl=float(session_ttl))
-    if insecure:
-        if oidc is not None:
-            fail("--insecure-no-auth and --oidc-issuer-url contradict each other: choose one")
-        if not loopback:
-            fail(
-                "--insecure-no-auth serves everyone as an all-powerful user: only on a loopback --host "
-                "(or in a container published on 127.0.0.1 only: --insecure-published-on-loopback)"
-            )
-        return Guard(sessions=sessions, insecure=True, public_url=public_url, fallback_namespace=fallback_namespace)
-
-    async def probe() -> None:
-        api = await management_client(kubeconfig, context)
-        await api.close()
-
-    try:
-        asyncio.run(probe())
-    except KubeconfigError as error:
-        fail(
-            f"the dashboard needs a Kubernetes API server to check logins and authorize commands: {error}; "
-            "or, on a laptop only, --insecure-no-auth"
-        )
-    kube = KubeAccess(lambda: management_client(kubeconfig, context))
-    return Guard(
-        sessions=sessions,
-        oidc=OIDCClient(oidc) if oidc is not None else None,
-        kube=kube,
-        public_url=public_url,
-        fallback_namespace=fallback_namespace,
     )

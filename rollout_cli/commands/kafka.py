@@ -1,7 +1,8 @@
 """``rollout kafka start|stop|status``: the project's local single-node Kafka broker;
 ``rollout kafka acls``: the least-privilege ACLs of every component (infra/kafka_acls.py).
 
-Thin wrapper over :mod:`infra.localkafka`. The broker is found through its state file
+Thin wrapper over :mod:`infra.localkafka` (`start --foreground` stays attached:
+rollout_cli/processes/local_broker.py). The broker is found through its state file
 (``$ROLLOUT_STATE_DIR/kafka.json``, default ``~/.local/state/rollout/kafka.json``); jars are
 cached under ``$ROLLOUT_CACHE_DIR`` (default ``~/.cache/rollout``). A restarted broker
 listens on the port it used last time (recorded in its data dir) unless that port is taken
@@ -11,8 +12,6 @@ when no broker is running.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 import time
 from pathlib import Path
@@ -91,38 +90,9 @@ def start(port: int | None, data_dir: Path | None, heap: str, foreground: bool, 
         _fail(str(e))
         return
     if foreground:
-        _follow(broker, info)
+        from rollout_cli.processes.local_broker import follow
 
-
-def _follow(broker: LocalKafka, info: BrokerInfo) -> None:
-    """Copy the broker log to stdout until the broker exits; Ctrl-C / SIGTERM stop it."""
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        with info.log_file.open("rb") as log:
-            log.seek(0, 2)
-            while broker.status() is not None:
-                chunk = log.read()
-                if chunk:
-                    sys.stdout.write(chunk.decode("utf-8", "replace"))
-                    sys.stdout.flush()
-                else:
-                    time.sleep(0.3)
-            sys.stdout.write(log.read().decode("utf-8", "replace"))
-        _fail(f"Kafka exited on its own; see {info.log_file}")
-    except KeyboardInterrupt:
-        click.echo("\nstopping Kafka ...", err=True)
-        try:
-            broker.stop()
-        except (KafkaError, OSError) as e:
-            _fail(str(e))
-        click.echo("stopped", err=True)
-    finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
+        follow(broker, info)
 
 
 @kafka.command()

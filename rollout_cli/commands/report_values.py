@@ -19,7 +19,7 @@ from typing import IO, Any
 import click
 
 from rollout_cli.options import Context, kafka_options
-from rollout_cli.verdicts import Wait, verdict_options
+from rollout_cli.publishing.verdicts import Wait, verdict_options
 
 
 def _mapping(source: IO[str], what: str) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def report_values(
 
     from rollout.wire.events import HelmValuesObserved
     from rollout_cli.options import fail
-    from rollout_cli.verdicts import decide, request
+    from rollout_cli.publishing.verdicts import decide, request
 
     if values_file is None and chart_defaults is None:
         fail("give the live values (-f FILE) and/or --chart-defaults FILE --chart-version VERSION")

@@ -1,14 +1,12 @@
-"""`rollout watch-clusters`: the command line; the work is `rollout_cli.kube.run_watch_clusters`.
+"""`rollout watch-clusters`: the flags; the process is rollout_cli/processes/watch_clusters.py.
 
-Kept apart from rollout_cli/kube.py so that `rollout --help` does not import the
-Kubernetes client (tests/cli/test_startup.py).
+Light at import, so that `rollout watch-clusters --help` does not import the Kubernetes
+client (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging.config
-import signal
 
 import click
 
@@ -44,27 +42,21 @@ def watch_clusters(
     """Publish Cluster API clusters of the management cluster as fleet clusters, until stopped."""
     check_port_free(web_port, web_host)
     from infra.observability import logging_config
-    from rollout_cli.kube import run_watch_clusters
+    from rollout_cli.processes.signals import run_until_signalled
+    from rollout_cli.processes.watch_clusters import run_watch_clusters
 
     logging.config.dictConfig(logging_config(log_format, loglevel))
-    bootstrap = ctx.bootstrap
-    topic_prefix = ctx.prefix
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await run_watch_clusters(
+    bootstrap, prefix = ctx.bootstrap, ctx.prefix
+    run_until_signalled(
+        lambda stop: run_watch_clusters(
             kubeconfig=kubeconfig,
             context=context,
             namespaces=namespaces,
             bootstrap=bootstrap,
-            prefix=topic_prefix,
+            prefix=prefix,
             stop=stop,
             leadership=leadership,
             web_port=web_port,
             web_host=web_host,
         )
-
-    asyncio.run(main())
+    )

@@ -1,15 +1,12 @@
-"""`rollout crds` and `rollout watch-modules`: the command lines; the work is in
-`rollout_cli.kube_modules` (and `projections.module_watcher`).
+"""`rollout watch-modules`: the flags; the process is rollout_cli/processes/watch_modules.py
+(the Module watcher and the status writer, `projections.module_watcher`, as one leader).
 
-Kept light, like rollout_cli/watching.py, so that `rollout --help` does not import the
-Kubernetes client.
+Light at import, so that `rollout watch-modules --help` does not import the Kubernetes client.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging.config
-import signal
 
 import click
 
@@ -17,16 +14,6 @@ from rollout_cli.leadership_options import Leadership, leadership_options
 from rollout_cli.options import Context, check_port_free, kafka_options, web_options
 
 DEFAULT_MODULE_WATCHER_PORT = 6069
-
-
-@click.command(name="crds")
-def crds() -> None:
-    """Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval,
-    RolloutCommand and ModuleRestriction (`rollout crds | kubectl apply -f -`; the chart
-    ships the same)."""
-    from projections.crd_schema import crds_yaml
-
-    click.echo(crds_yaml(), nl=False)
 
 
 @click.command(name="watch-modules")
@@ -58,25 +45,21 @@ def watch_modules(
     its object, until stopped."""
     check_port_free(web_port, web_host)
     from infra.observability import logging_config
-    from rollout_cli.kube_modules import run_watch_modules
+    from rollout_cli.processes.signals import run_until_signalled
+    from rollout_cli.processes.watch_modules import run_watch_modules
 
     logging.config.dictConfig(logging_config(log_format, loglevel))
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await run_watch_modules(
+    bootstrap, prefix = ctx.bootstrap, ctx.prefix
+    run_until_signalled(
+        lambda stop: run_watch_modules(
             kubeconfig=kubeconfig,
             context=context,
             namespaces=namespaces,
-            bootstrap=ctx.bootstrap,
-            prefix=ctx.prefix,
+            bootstrap=bootstrap,
+            prefix=prefix,
             leadership=leadership,
             stop=stop,
             web_port=web_port,
             web_host=web_host,
         )
-
-    asyncio.run(main())
+    )

@@ -1,17 +1,18 @@
-"""Long-running commands: `rollout applier` and `rollout up`.
+"""`rollout up`: everything on one machine, until Ctrl-C.
 
-`up` is the embedded default: it finds or starts the local broker, creates the topics,
-starts the worker, the directory-sink applier, the gate runner (health gates) and the web
-dashboard as child processes
-(logs under the data directory), applies the example fleet when asked, and prints a live
-summary of the module status topic until Ctrl-C — then stops the children and, if it
-started it, the broker.
+    the local broker (found, or started) ──► the topics ──► child processes, each
+    `python -m rollout_cli.main <command>` logging under .rollout/logs: worker, applier
+    (directory sink), gate runner, dashboard (and watch-clusters with --clusters N: a local
+    fleet on real Flux) ──► the example fleet applied, when asked ──► a live summary of
+    the module-status topic (views/status_summary.py)
+
+Ctrl-C (or a child exiting) stops the children, the local fleet and, if it started it,
+the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging.config
 import os
 import signal
 import subprocess
@@ -23,157 +24,11 @@ from typing import Any, cast
 import click
 
 from infra import client
-from infra.observability import BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
-from infra.settings import kafka_client_options
 from infra.topics import TopicNames, ensure_topics
-from projections.applier import run_applier
-from projections.heartbeats import Heartbeats
-from projections.publisher import KafkaPublisher
-from projections.render import FluxRenderer
-from projections.sinks import Sink, SinkResult
-from projections.sinks.directory import DirectorySink
-from rollout_cli.sink_options import SinkTimings
-from rollout_cli.status_summary import StatusSummary
+from rollout_cli.processes.signals import stop_on_signals
+from rollout_cli.views.status_summary import StatusSummary
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def make_sink(
-    sink_spec: str,
-    *,
-    template_dir: Path | None,
-    interval: str,
-    bootstrap: str | None = None,
-    prefix: str = "rollout.",
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    namespaces: tuple[str, ...] = (),
-    timings: SinkTimings | None = None,
-) -> Sink:
-    kind, _, target = sink_spec.partition(":")
-    renderer = FluxRenderer(template_dir, interval=interval)
-    if kind == "dir" and target:
-        return DirectorySink(Path(target), renderer)
-    if kind == "kubernetes" and not target:
-        from rollout_cli.kube import make_kubernetes_sink
-
-        return make_kubernetes_sink(
-            kubeconfig, context, renderer, bootstrap=bootstrap, prefix=prefix, namespaces=namespaces, timings=timings
-        )
-    raise click.ClickException(f"--sink {sink_spec!r}: expected dir:PATH or kubernetes")
-
-
-def _stop_on_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-
-
-def run_applier_forever(
-    *,
-    bootstrap: str,
-    prefix: str,
-    sink_spec: str,
-    template_dir: Path | None,
-    interval: str,
-    group_id: str,
-    report: bool,
-    web_port: int = 0,
-    web_host: str | None = None,
-    log_format: str = "text",
-    loglevel: str = "info",
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    namespaces: tuple[str, ...] = (),
-    timings: SinkTimings | None = None,
-    lease_seconds: float = 60.0,
-) -> None:
-    logging.config.dictConfig(logging_config(log_format, loglevel))
-    if 0 < lease_seconds < 1:
-        raise click.ClickException(f"--lease-seconds {lease_seconds}: 0 (no heartbeats) or at least 1 second")
-    if sink_spec == "kubernetes" and report:
-        raise click.ClickException(
-            "--simulate-status is for the directory sink; the Kubernetes sink reports real status"
-        )
-    try:
-        sink = make_sink(
-            sink_spec,
-            template_dir=template_dir,
-            interval=interval,
-            bootstrap=bootstrap,
-            prefix=prefix,
-            kubeconfig=kubeconfig,
-            context=context,
-            namespaces=namespaces,
-            timings=timings,
-        )
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
-    serving = ServedApplier(bootstrap, prefix, sink, sink_spec, group_id, report, lease_seconds)
-    asyncio.run(serving.run(web_port, web_host))
-
-
-class ServedApplier:
-    """`rollout applier`: the applier with its observability server, broker probe and
-    heartbeats, until SIGINT/SIGTERM."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        prefix: str,
-        sink: Sink,
-        sink_spec: str,
-        group_id: str,
-        report: bool,
-        lease_seconds: float,
-    ) -> None:
-        self.bootstrap, self.prefix, self.sink, self.sink_spec = bootstrap, prefix, sink, sink_spec
-        self.group_id, self.report, self.lease_seconds = group_id, report, lease_seconds
-
-    async def run(self, web_port: int, web_host: str | None) -> None:
-        stop = asyncio.Event()
-        _stop_on_signals(stop)
-        metrics, health = Metrics(), Health()
-        server = ObservabilityServer(port=web_port, metrics=metrics, health=health, host=web_host)
-        probe = BrokerProbe(self.bootstrap, health, **kafka_client_options())
-        if web_port:
-            await server.start()
-        probe.start()
-        names = TopicNames(self.prefix)
-        click.echo(f"applier: {names.remote}, {names.proxy} → {self.sink_spec}", err=True)
-        beats = KafkaPublisher(self.bootstrap, names.heartbeats)
-        heartbeats = Heartbeats(beats, lease_seconds=self.lease_seconds) if self.lease_seconds > 0 else None
-        stats = await run_applier(
-            bootstrap=self.bootstrap,
-            prefix=self.prefix,
-            sink=self.sink,
-            group_id=self.group_id,
-            report=self.report,
-            stop=stop,
-            metrics=metrics,
-            health=health,
-            heartbeats=heartbeats,
-            on_result=_echo_changed,
-        )
-        close = getattr(self.sink, "close", None)
-        if close is not None:
-            await close()
-        await beats.close()
-        await probe.stop()
-        await server.stop()
-        click.echo(
-            f"applier stopped: {stats.snapshots} snapshots, {stats.tombstones} tombstones, {stats.errors} errors",
-            err=True,
-        )
-
-
-def _echo_changed(result: SinkResult) -> None:
-    if result.changed:
-        click.echo(
-            f"applier: {result.kind} {result.cluster} v{result.version}: "
-            f"{result.written} written, {result.pruned} pruned",
-            err=True,
-        )
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -388,8 +243,8 @@ def _dashboard_auth(kubeconfig: str | None) -> list[str]:
 
 
 def _apply_files(bootstrap: str, prefix: str, paths: list[Path]) -> None:
-    from rollout_cli.intents import intents_for, publish_intents
-    from rollout_cli.manifest_files import load_manifest_files
+    from rollout_cli.publishing.intents import intents_for, publish_intents
+    from rollout_cli.publishing.manifest_files import load_manifest_files
 
     intents = intents_for(load_manifest_files(paths))
     asyncio.run(publish_intents(bootstrap, TopicNames(prefix), intents))
@@ -398,7 +253,7 @@ def _apply_files(bootstrap: str, prefix: str, paths: list[Path]) -> None:
 
 async def _summarize(bootstrap: str, prefix: str, children: list[subprocess.Popen[bytes]], out: Path | None) -> None:
     stop = asyncio.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop)
     names = TopicNames(prefix)
     summary = StatusSummary()
 

@@ -1,28 +1,19 @@
-"""The Kubernetes side of the CLI: `rollout watch-clusters` and the applier's Kubernetes sink.
+"""`rollout watch-clusters`: Cluster API Clusters → the cluster-observations topic, as one leader.
 
-- `watch-clusters` runs `projections.watcher.ClusterWatcher` against the management
-  cluster: Cluster API Clusters and their kubeconfig secrets in the given namespaces (or
-  all) become ClusterObserved/ClusterRemoved events on the cluster-observations topic. As
-  one leader (`rollout_cli.leader_process`: a Lease with --leader-elect), it first fences
-  the previous leader (the transactional id `rollout-watch-clusters.<topic prefix>`,
-  `projections.fenced_publisher`), then reads that topic to learn what was published
-  before, so that only changes are published and Clusters deleted while nobody watched
-  are removed.
-- `make_kubernetes_sink(...)` builds the sink behind `rollout applier --sink kubernetes`:
-  `projections.sinks.kubernetes.KubernetesSink` with, when a broker is given, the sync
-  status reporter (`projections.status.StatusReporter`) and the live Helm values reporter
-  (`projections.sinks.live_values.LiveValues`) publishing to the sync-status topic.
-  Clients are made lazily, inside the applier's event loop.
+    win the Lease (with --leader-elect; processes/leader.py) ─► FencedPublisher.start()
+      (fences the last leader: transactional id `rollout-watch-clusters.<topic prefix>`)
+      ─► seed from the cluster-observations topic (what was published before)
+      ─► projections.watcher.ClusterWatcher: Clusters and their kubeconfig secrets in the
+         given namespaces (or all) ─► ClusterObserved / ClusterRemoved
 
-Both take `--kubeconfig`/`--context` (default: $KUBECONFIG or ~/.kube/config, else the
-in-cluster service account) and the usual `--bootstrap-servers`/`--topic-prefix`
-(ROLLOUT_BOOTSTRAP_SERVERS / ROLLOUT_TOPIC_PREFIX).
+Seeded, it publishes only changes, and removes the Clusters deleted while nobody watched.
+`--kubeconfig`/`--context` default to $KUBECONFIG or ~/.kube/config, else the in-cluster
+service account.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,67 +22,15 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
 from infra.observability import Metrics
-from infra.settings import DEFAULT_PREFIX
 from infra.topics import TopicNames
 from projections.fenced_publisher import FencedPublisher
-from projections.kube import RetryPolicy, management_client
-from projections.publisher import KafkaPublisher
-from projections.render import FluxRenderer
-from projections.sinks.kubernetes import KubernetesSink
-from projections.sinks.live_values import LiveValues
-from projections.status import StatusReporter
 from projections.watcher import ClusterWatcher
 from rollout.api.manifests import ClusterManifest
 from rollout.wire.events import ClusterObserved, ClusterRemoved, EventRejected, parse_event
-from rollout_cli.leader_process import LeaderHealth, run_leader_process
 from rollout_cli.leadership_options import Leadership
-from rollout_cli.sink_options import SinkTimings
+from rollout_cli.processes.leader import LeaderHealth, run_leader_process
 
-__all__ = ["last_observations", "make_kubernetes_sink", "run_watch_clusters"]
-
-
-def make_kubernetes_sink(
-    kubeconfig: str | Path | None,
-    context: str | None,
-    renderer: FluxRenderer,
-    *,
-    bootstrap: str | None = None,
-    prefix: str = DEFAULT_PREFIX,
-    namespaces: Sequence[str] = (),
-    timings: SinkTimings | None = None,
-) -> KubernetesSink:
-    """The sink for `rollout applier --sink kubernetes`.
-
-    With `bootstrap`, sync status and live Helm values are reported on `<prefix>sync-status`;
-    the applier must then not simulate status itself. `namespaces`: the fleet namespaces, where kubeconfig
-    secrets are looked up by name when a cluster's namespace is unknown (otherwise secrets
-    are listed cluster-wide for that). `timings`: the `rollout applier` flags (defaults
-    otherwise). Call `await sink.close()` when the applier stops.
-    """
-    timings = timings or SinkTimings()
-    policy = RetryPolicy(request_timeout=timings.request_timeout)
-    reporter = live_values = None
-    if bootstrap is not None:
-        publisher = KafkaPublisher(bootstrap, TopicNames(prefix).status)
-        reporter = StatusReporter(publisher, policy=policy, retry_interval=timings.not_ready_interval)
-        live_values = LiveValues(publisher, grace=timings.values_grace)
-
-    async def management() -> ApiClient:
-        return await management_client(kubeconfig, context)
-
-    return KubernetesSink(
-        renderer,
-        management=management,
-        reporter=reporter,
-        policy=policy,
-        resync_interval=timings.resync_interval,
-        not_ready_interval=timings.not_ready_interval,
-        write_timeout=timings.write_timeout,
-        max_backoff=timings.max_backoff,
-        watch_drift=timings.watch_drift,
-        fleet_namespaces=namespaces,
-        live_values=live_values,
-    )
+__all__ = ["last_observations", "run_watch_clusters"]
 
 
 def last_observations(records: list[bytes | None]) -> list[ClusterManifest]:

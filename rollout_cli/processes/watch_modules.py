@@ -7,7 +7,7 @@
 
 Everything after the Lease is built anew each time leadership is won
 (`projections.leadership.run_as_leader`; the process around it, shared with
-`watch-clusters`, is `rollout_cli.leader_process`). The transactional id is
+`watch-clusters`, is `rollout_cli.processes.leader`). The transactional id is
 `rollout-watch-modules.<topic prefix>`: without --leader-elect two instances still cannot
 both publish — the second one's start fences the first.
 
@@ -29,8 +29,8 @@ from infra.topics import TopicNames
 from projections.fenced_publisher import FencedPublisher
 from projections.module_status import StatusWriter
 from projections.module_watcher import ModuleWatcher, ObjectRef, PublishedIntents
-from rollout_cli.leader_process import LeaderHealth, run_leader_process
 from rollout_cli.leadership_options import Leadership
+from rollout_cli.processes.leader import LeaderHealth, run_leader_process
 
 __all__ = ["run_watch_modules"]
 

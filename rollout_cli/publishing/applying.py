@@ -35,12 +35,12 @@ from rollout.api.restrictions import RestrictionViolation, check_module
 from rollout.planning.dependency_graph import DependencyCycle, check_acyclic, missing_dependencies
 from rollout.planning.plan import plan_rollout
 from rollout.planning.surprises import surprises
-from rollout_cli.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
-from rollout_cli.manifest_files import expand_paths, read_manifests
 from rollout_cli.options import Context, fail
+from rollout_cli.publishing.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
+from rollout_cli.publishing.manifest_files import expand_paths, read_manifests
 
 if TYPE_CHECKING:
-    from rollout_cli.known_clusters import KnownCluster
+    from rollout_cli.reading.known_clusters import KnownCluster
 
 MAX_PROBLEMS = 20
 
@@ -174,7 +174,7 @@ def dependencies_from_records(records: Sequence[client.Record]) -> dict[str, lis
     """dependsOn of every module the module-status topic's `records` hold (the latest
     document per key, read with its model; a tombstone: deleted). A pending module (its
     apply held for causal order) has none yet."""
-    from rollout_cli.documents import module_status
+    from rollout_cli.reading.documents import module_status
 
     latest: dict[str, bytes | None] = {}
     for record in records:
@@ -271,7 +271,7 @@ async def _broker_facts(
 ]:
     """Topics' limits, cluster-observations end offsets, the fleet's latest documents and
     the namespaces' ModuleRestrictions (both from the cluster-observations topic)."""
-    from rollout_cli.known_clusters import clusters_from_records
+    from rollout_cli.reading.known_clusters import clusters_from_records
 
     topics = [ctx.topics.clusters, ctx.topics.intents]
     await client.require_topics(ctx.bootstrap, topics)

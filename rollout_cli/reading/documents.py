@@ -4,7 +4,9 @@
 A module-status or rollout-target document this rollout cannot read — of a newer
 `schemaVersion`, written by a newer worker, or not the model's shape — ends the command
 with the reason and the record's key: showing it half-read would show something wrong.
-Heavy imports (pydantic) happen on first use: `rollout --help` stays light.
+The decisions of a module are read as the JSON the decider wrote (one per decision id: a
+redelivered journal event re-emits the same ids); a dead letter the model cannot read is
+kept, as an unreadable dead letter saying why. Heavy imports (pydantic) happen on first use.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from rollout_cli.options import fail
 
 if TYPE_CHECKING:
+    from infra import client
+    from rollout.wire.dead_letters import DeadLetter
     from rollout.wire.status import ModuleStatus, TargetStatus
 
 
@@ -48,3 +52,42 @@ def target_statuses(documents: Mapping[str, Any], module: str) -> list[TargetSta
             except DocumentError as error:
                 fail(f"rollout target {key}: {error}")
     return targets
+
+
+def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:
+    """The decision documents of `module` on the decisions topic, oldest first, each id once."""
+    seen: set[str] = set()
+    decisions = []
+    for record in records:
+        if record.key != module or record.value is None:
+            continue
+        document = record.json()
+        if document.get("id") in seen:
+            continue  # at-least-once: a redelivered journal event re-emits the same decision ids
+        seen.add(document.get("id"))
+        decisions.append(document)
+    return decisions
+
+
+def dead_letters_from_records(
+    records: list[client.Record], since: float | None = None
+) -> list[tuple[float | None, DeadLetter]]:
+    """The dead letters (rollout/wire/dead_letters.py), oldest first, each with its record's
+    timestamp (seconds). `since`: only those at or after that time. A record the model cannot
+    read is shown as an unreadable dead letter, with why."""
+    from rollout.wire.dead_letters import DeadLetter
+    from rollout.wire.documents import DocumentError
+
+    letters: list[tuple[float | None, DeadLetter]] = []
+    for record in records:
+        at = record.timestamp
+        if since is not None and (at is None or at < since):
+            continue
+        size = len(record.value) if record.value is not None else 0
+        try:
+            letter = DeadLetter.read(record.value if record.value is not None else b"null")
+        except DocumentError as error:
+            letter = DeadLetter(reason=f"unreadable dead letter: {error}", size=size)
+        letters.append((at, letter))
+    letters.sort(key=lambda shown: shown[0] or 0.0)
+    return letters

@@ -4,26 +4,20 @@
     cluster observations     each cluster's labels (stage, bindings)
     proxy/remote assemblages the values each cluster was sent (the engine's output)
     decisions                `values-refused`: what a readOnly path refused (its `path`), and why
-        ──► rollout.planning.sent_values.explain_sent ──► a table per cluster, or `values` in -o json
+        ──► rollout.planning.sent_values.explain_sent ──► a row per cluster: shown as a table
+            (views/values.py, `values_renderable`), or `values` in -o json
 
-A cluster on an earlier generation than the module's target shows its values as sent,
-without layers (those of its spec are gone). The table lists at most `SHOWN` clusters
-(`-o json` has them all); refusals are listed for every cluster, latest per cluster and path.
+A cluster on an earlier generation than the module's target has its values as sent,
+without layers (those of its spec are gone); refusals are kept for every cluster, latest
+per cluster and path.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 if TYPE_CHECKING:
     from rollout.wire.status import ModuleStatus
-
-SHOWN = 10
 
 
 def _module_manifest(ctx: Any, module: str) -> Any | None:
@@ -80,7 +74,7 @@ def module_values(
     from rollout.api.manifests import ClusterManifest
     from rollout.engine.state import ModuleRecord
     from rollout.planning.sent_values import explain_sent
-    from rollout_cli.known_clusters import clusters_from_records
+    from rollout_cli.reading.known_clusters import clusters_from_records
 
     manifest = _module_manifest(ctx, module)
     if manifest is None:
@@ -100,29 +94,3 @@ def module_values(
         row["refused"] = refused.get(cluster, [])
         rows.append(row)
     return rows
-
-
-def values_renderable(rows: list[dict[str, Any]]) -> Group:
-    """The VALUES section of `rollout status`."""
-    parts: list[Any] = [Text("\nValues (what each cluster was sent; layer and policy that decided each path)")]
-    for row in rows[:SHOWN]:
-        parts.append(Text(f"  {row['cluster']} (generation {row['generation']}):", style="bold"))
-        table = Table("    PATH", "VALUE", "LAYER", "POLICY", box=None, header_style="dim")
-        if row["decisions"] is None:
-            table.add_row("    (an earlier generation: as sent)", json.dumps(row["values"]), "", "")
-        for decision in row["decisions"] or []:
-            note = "" if decision["emitted"] else " (left to the chart)"
-            table.add_row(
-                f"    {decision['path']}",
-                json.dumps(decision["value"]),
-                decision["layer"] + note,
-                decision["policy"] or "-",
-            )
-        parts.append(table)
-    if len(rows) > SHOWN:
-        parts.append(Text(f"  … and {len(rows) - SHOWN} more clusters (rollout status -o json has them all)"))
-    refused = [(row["cluster"], reason) for row in rows for reason in row["refused"]]
-    if refused:
-        parts.append(Text("\nValues refused (readOnly):", style="yellow"))
-        parts += [Text(f"  {reason}", style="yellow") for _, reason in refused]
-    return Group(*parts)

@@ -145,7 +145,7 @@ def gate(ctx: Any, module: str, condition: Condition, timeout: float, output: st
     from infra import client
     from rollout.wire.documents import DocumentError
     from rollout_cli.options import fail
-    from rollout_cli.output import emit
+    from rollout_cli.views.output import emit
 
     shown: list[str] = []
 

@@ -1,60 +1,21 @@
-"""How the CLI shows projections: tables, the status screen, decision lists (rich)."""
+"""`rollout status MODULE`: the screen of any module-status shape (rollout/wire/status.py) —
+header, stages with progress bars and limits, failed clusters, latest decisions."""
 
 from __future__ import annotations
 
-import getpass
-import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from rollout_cli.views import terminal
+
 if TYPE_CHECKING:
-    from infra import client
-    from rollout.wire.dead_letters import DeadLetter
     from rollout.wire.status import MemberCounts, ModuleStatus, StageGate, StageStatus, StageWindow, TargetStatus
 
-# Piped output gets a wide console so tables are not squeezed to 80 columns.
-_probe = Console()
-console = _probe if _probe.is_terminal else Console(width=200)
 BAR_WIDTH = 24
-
-
-def current_user() -> str | None:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return None
-
-
-def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:
-    seen: set[str] = set()
-    decisions = []
-    for record in records:
-        if record.key != module or record.value is None:
-            continue
-        document = record.json()
-        if document.get("id") in seen:
-            continue  # at-least-once: a redelivered journal event re-emits the same decision ids
-        seen.add(document.get("id"))
-        decisions.append(document)
-    return decisions
-
-
-def print_decisions(decisions: list[dict[str, Any]]) -> None:
-    table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None)
-    for decision in decisions:
-        table.add_row(_time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"])
-    console.print(table)
-
-
-def _time(at: float | None) -> str:
-    if not at:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def dependency_waits(status: ModuleStatus, known_modules: Collection[str] | None) -> list[str]:
@@ -129,7 +90,10 @@ def status_renderable(
         table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
         for decision in decisions:
             table.add_row(
-                _time(decision.get("at")), decision["action"], decision.get("cluster") or "", decision["reason"]
+                terminal.local_time(decision.get("at")),
+                decision["action"],
+                decision.get("cluster") or "",
+                decision["reason"],
             )
         parts += [Text(""), table]
     return Group(*parts)
@@ -195,117 +159,3 @@ def _gate_result(gate: StageGate) -> str:
     if gate.passed is None:
         return f"inconclusive: {gate.message}" if gate.message else "not evaluated yet"
     return "passing" if gate.passed else "failing" + (f": {gate.message}" if gate.message else "")
-
-
-def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[ModuleStatus | None, Group | None]:
-    from rollout_cli.documents import module_statuses, target_statuses
-
-    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
-    status = statuses.get(module)
-    if status is None:
-        return None, None
-    targets = target_statuses(ctx.latest(ctx.topics.targets), module)
-    every = decisions_for(ctx.records(ctx.topics.decisions), module)
-    renderable = status_renderable(status, targets, every[-decision_count:], known_modules=statuses)
-    from rollout_cli.status_values import module_values, values_renderable
-
-    values = module_values(ctx, module, status, every)  # a Helm module: its values per cluster
-    return status, Group(renderable, values_renderable(values)) if values is not None else renderable
-
-
-def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> None:
-    status, renderable = gather_status(ctx, module, decision_count)
-    if status is None and not watch:
-        from rollout_cli.options import fail
-
-        fail(f"module {module} not found", code=1)
-    if not watch:
-        console.print(renderable)
-        return
-    with Live(renderable or Text(f"waiting for {module}..."), console=console, refresh_per_second=2) as live:
-        try:
-            while True:
-                time.sleep(2)
-                _, renderable = gather_status(ctx, module, decision_count)
-                if renderable is not None:
-                    live.update(renderable)
-        except KeyboardInterrupt:
-            return
-
-
-def print_plan(plan: Any) -> None:
-    console.print(f"[bold]{plan.kind} {plan.module}[/] → {plan.revision}")
-    if plan.depends_on:
-        names = ", ".join(plan.depends_on)
-        console.print(f"  depends on {names}: a cluster moves once {names} is on its target there and succeeded")
-    for index, stage in enumerate(plan.stages, start=1):
-        gates = []
-        if stage.require_approval:
-            gates.append("waits for approval")
-        if stage.min_success_time:
-            gates.append(f"soaks {stage.min_success_time} after success")
-        if stage.gates:
-            gates.append(f"health gates pass for the soak: {', '.join(stage.gates)}")
-        if stage.windows:
-            now = "" if stage.window_open is None else (" (open now)" if stage.window_open else " (closed now)")
-            opens = f", next opens {stage.next_window}" if stage.next_window else ""
-            gates.append(f"moves only in windows: {'; '.join(stage.windows)}{now}{opens}")
-        console.print(
-            f"  {index}. stage [bold]{stage.name}[/]: {sum(len(b) for b in stage.batches)} cluster(s), "
-            f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"
-            + (f"; {', '.join(gates)}" if gates else "")
-        )
-        for number, batch in enumerate(stage.batches, start=1):
-            console.print(f"       batch {number}: {', '.join(batch)}")
-        if stage.skipped_not_ready:
-            console.print(f"       skipped, not ready: {', '.join(stage.skipped_not_ready)}", style="yellow")
-    if plan.unstaged:
-        console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
-    console.print(f"  not selected: {plan.not_selected} cluster(s)")
-
-
-def dead_letters_from_records(
-    records: list[client.Record], since: float | None = None
-) -> list[tuple[float | None, DeadLetter]]:
-    """The dead letters (rollout/wire/dead_letters.py), oldest first, each with its record's
-    timestamp (seconds). `since`: only those at or after that time. A record the model cannot
-    read is shown as an unreadable dead letter, with why."""
-    from rollout.wire.dead_letters import DeadLetter
-    from rollout.wire.documents import DocumentError
-
-    letters: list[tuple[float | None, DeadLetter]] = []
-    for record in records:
-        at = record.timestamp
-        if since is not None and (at is None or at < since):
-            continue
-        size = len(record.value) if record.value is not None else 0
-        try:
-            letter = DeadLetter.read(record.value if record.value is not None else b"null")
-        except DocumentError as error:
-            letter = DeadLetter(reason=f"unreadable dead letter: {error}", size=size)
-        letters.append((at, letter))
-    letters.sort(key=lambda shown: shown[0] or 0.0)
-    return letters
-
-
-def dead_letters_json(letters: list[tuple[float | None, DeadLetter]]) -> list[dict[str, Any]]:
-    """`rollout dead-letters -o json|yaml`: each document with `at`, its record's time."""
-    return [{"at": at, **letter.as_json()} for at, letter in letters]
-
-
-def print_dead_letters(letters: list[tuple[float | None, DeadLetter]]) -> None:
-    table = Table("TIME", "STAGE", "INPUT", "KEY", "SIZE", "REASON", box=None)
-    for at, letter in letters:
-        table.add_row(
-            _time(at), letter.stage or "-", letter.position, letter.key or "-", _size(letter.size), letter.reason
-        )
-    console.print(table)
-
-
-def _size(size: Any) -> str:
-    if not isinstance(size, int):
-        return "-"
-    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} B"

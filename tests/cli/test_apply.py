@@ -22,9 +22,9 @@ from click.testing import CliRunner, Result
 
 from infra import client, transactions
 from infra.topics import TopicNames, ensure_topics
-from rollout_cli.intents import intents_for, publish_intents
 from rollout_cli.main import cli
-from rollout_cli.manifest_files import load_manifest_files
+from rollout_cli.publishing.intents import intents_for, publish_intents
+from rollout_cli.publishing.manifest_files import load_manifest_files
 
 pytestmark = pytest.mark.integration
 API = "rollout.dev/v1alpha1"

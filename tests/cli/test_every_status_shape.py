@@ -31,11 +31,15 @@ from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.documents import DocumentError, NewerSchema
 from rollout.wire.status import PENDING, ROLLOUT_PHASES, ModuleStatus, TargetStatus
 from rollout.wire.verdicts import VerdictDocument
-from rollout_cli import listing, views
-from rollout_cli.gates import MET, judge, parse_condition, progress_line
-from rollout_cli.replaying import status_difference
-from rollout_cli.status_summary import StatusSummary
-from rollout_cli.verdicts import Wait, decide, report_apply
+from rollout_cli.publishing.verdicts import Wait, decide, report_apply
+from rollout_cli.reading.documents import dead_letters_from_records
+from rollout_cli.reading.replaying import status_difference
+from rollout_cli.reading.status_wait import MET, judge, parse_condition, progress_line
+from rollout_cli.views import terminal
+from rollout_cli.views.dead_letters import dead_letters_json, print_dead_letters
+from rollout_cli.views.status import status_renderable
+from rollout_cli.views.status_summary import StatusSummary
+from rollout_cli.views.tables import module_row, print_table
 from streams.deadletters import dead_letter
 from streams.verdicts import verdict_document
 from tests.support.status_shapes import Shape, every_shape
@@ -86,7 +90,7 @@ def test_up_summary_and_get_modules_show_it(shape: Shape) -> None:
     status = read(shape)
     assert line.startswith(f"{shape.module:<14} {status.phase}")
     assert f"target {status.target_revision or '-'}" in line
-    row = listing._module_row(shape.module, status, wide=True)
+    row = module_row(shape.module, status, wide=True)
     assert row[:3] == [shape.module, status.kind or "-", status.phase]
     assert row[6] == f"{status.succeeded}/{status.members}"
     assert shape.module in printed_table({shape.module: status})
@@ -94,11 +98,11 @@ def test_up_summary_and_get_modules_show_it(shape: Shape) -> None:
 
 def printed_table(documents: dict[str, Any]) -> str:
     console = Console(width=400, record=True, file=io.StringIO())
-    original, views.console = views.console, console
+    original, terminal.console = terminal.console, console
     try:
-        listing.print_table("module_status", documents, wide=True)
+        print_table("module_status", documents, wide=True)
     finally:
-        views.console = original
+        terminal.console = original
     return console.export_text()
 
 
@@ -119,7 +123,7 @@ SHOWN_BY_STATUS = {  # what `rollout status` must say of a shape, beyond its pha
 def test_rollout_status_shows_it(shape: Shape) -> None:
     status = read(shape)
     targets = [TargetStatus.read(value) for value in shape.targets.values()]
-    text = printed(views.status_renderable(status, targets, [], known_modules={shape.module}))
+    text = printed(status_renderable(status, targets, [], known_modules={shape.module}))
     assert shape.module in text and status.phase in text
     for expected in SHOWN_BY_STATUS.get(shape.label, []):
         assert expected in text, (shape.label, expected, text)
@@ -253,22 +257,22 @@ def test_the_dashboard_reads_verdicts_and_dead_letters() -> None:
 def test_rollout_dead_letters_lists_each_letter_and_an_unreadable_one() -> None:
     letter = dead_letter("not JSON", Record("t.intents", 2, 7, "podinfo", b"{"), "route")
     records = [Record("t.dead-letters", 0, 0, "podinfo", letter, 5.0), Record("t.dead-letters", 0, 1, "x", b"[", 6.0)]
-    letters = views.dead_letters_from_records(records)
+    letters = dead_letters_from_records(records)
     assert [(at, shown.position, shown.reason.split(":")[0]) for at, shown in letters] == [
         (5.0, "t.intents[2]@7", "not JSON"),
         (6.0, "?[?]@?", "unreadable dead letter"),
     ]
-    assert DeadLetter.read(letter).value == "{" and views.dead_letters_json(letters)[0]["at"] == 5.0
+    assert DeadLetter.read(letter).value == "{" and dead_letters_json(letters)[0]["at"] == 5.0
     assert "t.intents[2]@7" in printed_dead_letters(letters)
 
 
 def printed_dead_letters(letters: list[tuple[float | None, DeadLetter]]) -> str:
     console = Console(width=400, record=True, file=io.StringIO())
-    original, views.console = views.console, console
+    original, terminal.console = terminal.console, console
     try:
-        views.print_dead_letters(letters)
+        print_dead_letters(letters)
     finally:
-        views.console = original
+        terminal.console = original
     return console.export_text()
 
 
@@ -284,7 +288,7 @@ def test_every_reader_refuses_a_newer_major_version_saying_so(
         ModuleStatus.read(NEWER)
     line = StatusSummary().line("podinfo", NEWER)
     assert line is not None and "upgrade rollout" in line  # the summary goes on
-    from rollout_cli.documents import module_status
+    from rollout_cli.reading.documents import module_status
 
     with pytest.raises(SystemExit):
         module_status("podinfo", NEWER)

@@ -1,12 +1,12 @@
-"""`rollout get clusters` (rollout_cli/listing.py): one truthful state per cluster — READY is
+"""`rollout get clusters` (rollout_cli/views/tables.py): one truthful state per cluster — READY is
 the engine's readiness, so a cluster whose lease expired or that left is not READY."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from rollout_cli.known_clusters import KnownCluster, with_leases
-from rollout_cli.listing import _cluster_row
+from rollout_cli.reading.known_clusters import KnownCluster, with_leases
+from rollout_cli.views.tables import cluster_row
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()
 
@@ -29,7 +29,7 @@ def beat(age: float) -> dict[str, object]:
 def row(cluster: KnownCluster, beats: dict[str, object]) -> tuple[str, str]:
     name = cluster.manifest["metadata"]["name"]
     doc = with_leases({name: cluster}, beats, NOW)[name]
-    _, _, ready, lease, _ = _cluster_row(name, doc, wide=False)
+    _, _, ready, lease, _ = cluster_row(name, doc, wide=False)
     return ready, lease
 
 

@@ -1,4 +1,4 @@
-"""The fleet as the CLI reads it from the cluster-observations topic (rollout_cli/views.py,
+"""The fleet as the CLI reads it from the cluster-observations topic (rollout_cli/reading/,
 `KnownCluster`): a cluster's manifest stays a ClusterManifest after `rollout cluster
 leave`/`join` — `status`, `apply` and `plan` read it as such — and whether it left is kept
 beside it, not inside it."""
@@ -17,12 +17,12 @@ from infra.client import Record
 from infra.topics import TopicNames
 from rollout.api.loading import Loaded
 from rollout.wire.events import ClusterCommanded, ClusterObserved, EventBase, ModuleApplied
-from rollout_cli import applying
-from rollout_cli.known_clusters import clusters_from_records
 from rollout_cli.main import cli
 from rollout_cli.options import Context
-from rollout_cli.status_values import module_values
-from rollout_cli.views import gather_status
+from rollout_cli.publishing import applying
+from rollout_cli.reading.known_clusters import clusters_from_records
+from rollout_cli.reading.status_screen import gather_status
+from rollout_cli.reading.status_values import module_values
 from tests.rollout.builders import cluster, given, module, stage
 from tests.rollout.test_helm_releases import helm_module
 

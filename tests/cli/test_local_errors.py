@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -91,7 +92,9 @@ def test_web_servers_listen_on_loopback_unless_told(monkeypatch: pytest.MonkeyPa
 
 def test_the_web_host_defaults_to_loopback_on_every_process() -> None:
     for name in ("worker", "applier", "watch-clusters"):
-        options = {o.name: o for o in cli.commands[name].params}
+        command = cli.get_command(click.Context(cli), name)  # loaded on demand (rollout_cli/main.py)
+        assert command is not None, name
+        options = {o.name: o for o in command.params}
         assert options["web_host"].default == "127.0.0.1", name
         assert options["web_host"].envvar == "ROLLOUT_WEB_HOST", name
 

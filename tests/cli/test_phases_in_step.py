@@ -9,7 +9,7 @@ from typing import get_args
 from rollout.engine.state import Phase
 from rollout.wire.status import FAILED_PHASES as DOCUMENT_FAILED_PHASES
 from rollout.wire.status import ROLLOUT_PHASES, ModuleStatus
-from rollout_cli.gates import FAILED, FAILED_PHASES, MET, PHASES, judge, parse_condition
+from rollout_cli.reading.status_wait import FAILED, FAILED_PHASES, MET, PHASES, judge, parse_condition
 
 
 def test_the_cli_knows_exactly_the_phases_the_documents_carry() -> None:

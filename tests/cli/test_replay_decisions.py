@@ -14,7 +14,7 @@ from infra.client import Record
 from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from rollout_cli.replaying import compare_decisions, refold_journal
+from rollout_cli.reading.replaying import compare_decisions, refold_journal
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
 from tests.rollout.builders import cluster, module, stage

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from projections.render import FluxRenderer
-from rollout_cli.kube import make_kubernetes_sink
 from rollout_cli.main import cli
+from rollout_cli.processes.kubernetes_sink import make_kubernetes_sink
 from rollout_cli.sink_options import SinkTimings, sink_timing_options, timings_from
 
 

@@ -1,4 +1,4 @@
-"""`rollout up`'s live summary (rollout_cli/status_summary.py) over every module-status
+"""`rollout up`'s live summary (rollout_cli/views/status_summary.py) over every module-status
 document shape the engine writes (tests/support/status_shapes.py: each phase, held, pending,
 deleting, deleted), and over the example `rollout up --example` applies, run on the engine
 as `up` runs it: each module printed exactly once per change — never the history again."""
@@ -12,10 +12,10 @@ import pytest
 
 from infra.client import Record
 from rollout.wire.status import ModuleStatus
-from rollout_cli import processes
-from rollout_cli.intents import intents_for
-from rollout_cli.manifest_files import load_manifest_files
-from rollout_cli.status_summary import ModuleSummary, StatusSummary
+from rollout_cli.processes import up
+from rollout_cli.publishing.intents import intents_for
+from rollout_cli.publishing.manifest_files import load_manifest_files
+from rollout_cli.views.status_summary import ModuleSummary, StatusSummary
 from streams.decider import document
 from tests.rollout.builders import Fleet, fleet_seen, given, reported, tick
 from tests.support.status_shapes import Shape, every_shape
@@ -51,10 +51,10 @@ def test_summary_prints_every_document_shape_once_per_change() -> None:
 
 
 def test_get_modules_lists_every_document_shape() -> None:
-    from rollout_cli.listing import _module_row
+    from rollout_cli.views.tables import module_row
 
     rows = {
-        shape.label: _module_row(shape.module, ModuleStatus.read(shape.value), wide=True)
+        shape.label: module_row(shape.module, ModuleStatus.read(shape.value), wide=True)
         for shape in every_shape()
         if shape.value is not None
     }
@@ -80,7 +80,7 @@ def example_run() -> list[tuple[str, bytes | None]]:
             for name, status in sorted(outcome.module_status.items()):
                 published.append((name, None if status is None else document(status)))
 
-    intents = intents_for(load_manifest_files([processes.EXAMPLES]))
+    intents = intents_for(load_manifest_files([up.EXAMPLES]))
     clusters = [intent.event for intent in intents if intent.role == "clusters"]
     modules = [
         intent.event.model_copy(update={"fleet": {0: len(clusters)}}) for intent in intents if intent.role == "intents"
@@ -129,10 +129,10 @@ async def summarized(
             raise ConnectionError("the broker went away")
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(processes.client, "follow", follow)
-    monkeypatch.setattr(processes, "_stop_on_signals", lambda stop: None)
+    monkeypatch.setattr(up.client, "follow", follow)
+    monkeypatch.setattr(up, "stop_on_signals", lambda stop: None)
     with pytest.raises(TimeoutError):  # `up` retries a second after an error
-        await asyncio.wait_for(processes._summarize("unused:9092", "t.", [], None), timeout=1.0 + len(follows))
+        await asyncio.wait_for(up._summarize("unused:9092", "t.", [], None), timeout=1.0 + len(follows))
     assert calls == [True] + [False] * (len(follows) - 1)  # the history once; after an error, new records only
     return [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]  # without the time
 

@@ -1,4 +1,4 @@
-"""What `rollout status` prints (rollout_cli/views.py), from the documents the engine writes."""
+"""What `rollout status` prints (rollout_cli/views/status.py), from the documents the engine writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.console import Console
 
 from rollout.wire.events import parse_event
 from rollout.wire.status import ModuleStatus
-from rollout_cli.views import status_renderable
+from rollout_cli.views.status import status_renderable
 from tests.rollout.builders import cluster, gate_result, given, module, stage
 
 ERRORS = {"name": "errors", "prometheus": {"url": "http://prometheus:9090", "query": "error_rate", "max": 0.05}}
@@ -39,7 +39,7 @@ def test_status_says_a_blocked_module_waits_for_a_dependency_that_does_not_exist
 
 
 def test_status_wait_does_not_pass_a_module_that_deployed_nothing() -> None:
-    from rollout_cli.gates import judge, parse_condition, progress_line
+    from rollout_cli.reading.status_wait import judge, parse_condition, progress_line
 
     fleet = given(cluster("c1", ready=False), module("app", {}, "v1"))
     status = ModuleStatus.read(fleet.status("app"))

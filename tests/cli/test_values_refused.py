@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from projections.dashboard import pages
 from rollout.engine.outcome import Decision, DecisionAction
-from rollout_cli.status_values import _refusals
+from rollout_cli.reading.status_values import _refusals
 from streams.chain import decision_body
 from tests.rollout.builders import cluster, given
 from tests.rollout.test_helm_releases import helm_module, values_observed

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from infra.localfleet.capi import register_cluster
-from rollout_cli.processes import ready_clusters
+from rollout_cli.processes.up import ready_clusters
 from tests.flux.fleet import FluxFleet
 from tests.integration.stack import Stack, free_port, wait_for
 

@@ -27,8 +27,8 @@ from infra import client
 from infra.observability import Metrics
 from infra.topics import TopicNames, ensure_topics
 from rollout.wire.events import EventBase, ModuleApplied
-from rollout_cli.intents import fleet_stamp, intents_for, publish_intents
-from rollout_cli.manifest_files import load_manifest_files
+from rollout_cli.publishing.intents import fleet_stamp, intents_for, publish_intents
+from rollout_cli.publishing.manifest_files import load_manifest_files
 from streams.delivery import StageRunner, StageSpec
 
 ROOT = Path(__file__).resolve().parents[2]

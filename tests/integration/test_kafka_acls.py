@@ -31,8 +31,8 @@ from infra.localkafka import LocalKafka, Scram
 from infra.topics import TopicNames, ensure_topics
 from projections.fenced_publisher import FencedPublisher
 from rollout.wire.events import RolloutCommanded
-from rollout_cli.intents import intents_for, publish_intents
-from rollout_cli.manifest_files import load_manifest_files
+from rollout_cli.publishing.intents import intents_for, publish_intents
+from rollout_cli.publishing.manifest_files import load_manifest_files
 from tests.integration.stack import free_port, http_get, wait_for
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from infra.localkafka import (
     pid_alive,
     read_lock,
 )
-from rollout_cli.kafka import kafka as kafka_cli
+from rollout_cli.commands.kafka import kafka as kafka_cli
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from projections import crds
 from rollout.wire.events import ClusterObserved, ModuleDeleted, Tick
 from rollout_cli.main import cli
-from rollout_cli.manifest_files import load_manifest_files
+from rollout_cli.publishing.manifest_files import load_manifest_files
 from tests.integration.stack import EXAMPLES, Stack, wait_for
 
 pytestmark = pytest.mark.integration

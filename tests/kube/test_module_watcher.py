@@ -19,7 +19,7 @@ from infra import client
 from infra.topics import TopicNames
 from projections.module_watcher import APPLIED_BY
 from rollout.wire.events import ModuleApplied, ModuleDeleted, RestrictionApplied, RestrictionDeleted, parse_event
-from rollout_cli.kube_modules import ModuleWatcherHealth, watch_as_leader
+from rollout_cli.processes.watch_modules import ModuleWatcherHealth, watch_as_leader
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
 from tests.kube.rollout_objects import GROUP, VERSION, create, install_rollout_crds, module_object, read

@@ -27,7 +27,7 @@ from projections.informer import list_and_watch
 from projections.watcher import ClusterWatcher, control_plane_ready, list_secret_metadata, observe
 from rollout.api.manifests import ClusterManifest
 from rollout.wire.events import ClusterObserved, ClusterRemoved, parse_event
-from rollout_cli.kube import last_observations, run_watch_clusters
+from rollout_cli.processes.watch_clusters import last_observations, run_watch_clusters
 from tests.kube.apiserver import KubeAPIServer
 from tests.kube.cluster import KubeCluster, KubePool
 from tests.kube.conftest import FAST, NAMESPACE, AnyCluster, eventually, put_kubeconfig_secret

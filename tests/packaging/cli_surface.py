@@ -56,8 +56,15 @@ class Pending:
 PENDING: dict[tuple[str, ...], Pending] = {}
 
 
+def subcommand(group: click.Group, name: str) -> click.Command | None:
+    """`rollout`'s group loads its commands on demand (rollout_cli/main.py): ask, never `.commands`."""
+    return group.get_command(click.Context(group), name)
+
+
 def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(click.Context(group)):
+        command = subcommand(group, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
         else:
@@ -100,12 +107,13 @@ def split_command(args: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
     rest = list(args)
     while isinstance(group, click.Group) and rest:
         name = rest[0]
-        if name not in group.commands:
+        found = subcommand(group, name)
+        if found is None:
             if (*path, name) in PENDING:
                 return (*path, name), rest[1:]
             break
         path.append(rest.pop(0))
-        group = group.commands[name]
+        group = found
     return tuple(path), rest
 
 

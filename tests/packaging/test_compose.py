@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rollout_cli.main import cli
-from tests.packaging.cli_surface import REPO, invocation_problems, options_of, readable_env, split_command
+from tests.packaging.cli_surface import REPO, commands, invocation_problems, options_of, readable_env, split_command
 
 COMPOSE = REPO / "docker-compose.yml"
 KAFKA_IMAGE = "apache/kafka:3.9.1"
@@ -82,7 +81,7 @@ def test_commands_are_the_ones_rollout_up_runs(services: dict[str, dict[str, Any
 
 
 def test_settings_match_rollout_up_defaults(services: dict[str, dict[str, Any]]) -> None:
-    up = {name.lstrip("-"): option.default for name, option in options_of(cli.commands["up"]).items()}
+    up = {name.lstrip("-"): option.default for name, option in options_of(commands()[("up",)]).items()}
     worker = environment(services["worker"])
     assert worker["ROLLOUT_PARTITIONS"] == str(up["partitions"])
     assert environment(services["topics"])["ROLLOUT_PARTITIONS"] == str(up["partitions"])
@@ -201,7 +200,7 @@ def test_the_single_node_broker_keeps_internal_topics_on_one_replica(services: d
 
 def test_healthchecks_probe_the_health_path_on_each_process_web_port(services: dict[str, dict[str, Any]]) -> None:
     for name in ("worker", "applier"):
-        command = cli.commands[name]
+        command = commands()[(name,)]
         port_option = options_of(command).get("--web-port")
         port = port_option.default if port_option is not None else {"worker": 6066, "applier": 6067}[name]
         test = " ".join(services[name]["healthcheck"]["test"])
@@ -217,7 +216,7 @@ def test_example_fleet_is_copied_into_the_image_where_the_loader_reads_it() -> N
 def test_processes_listen_on_every_interface_of_their_container(services: dict[str, dict[str, Any]]) -> None:
     """The program binds 127.0.0.1 by default; a container passes 0.0.0.0 explicitly."""
     for name in ("worker", "applier"):
-        assert options_of(cli.commands[name])["--web-host"].envvar == "ROLLOUT_WEB_HOST"
+        assert options_of(commands()[(name,)])["--web-host"].envvar == "ROLLOUT_WEB_HOST"
         assert environment(services[name]).get("ROLLOUT_WEB_HOST") == "0.0.0.0", name
 
 

@@ -92,7 +92,7 @@ def test_a_door_other_than_cli_dashboard_or_crd_is_refused() -> None:
 
 
 def test_decision_records_with_and_without_the_author_are_shown_by_the_dashboard_and_the_cli() -> None:
-    from rollout_cli.views import print_decisions
+    from rollout_cli.views.decisions import print_decisions
 
     signed = {"id": "0-5-0", **Decision(module="podinfo", action="paused", reason="paused by alice via cli",
                                          user="alice", via="cli").__dict__}  # fmt: skip

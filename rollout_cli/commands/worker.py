@@ -1,0 +1,94 @@
+"""`rollout worker`: the flags of the stream processors; the process is streams.app.run_worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rollout_cli.options import (
+    Context,
+    check_port_free,
+    fail,
+    kafka_options,
+    partitions_option,
+    replication_option,
+    web_options,
+)
+
+
+def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = partitions_option(command)
+    command = click.option(
+        "--tick-interval",
+        envvar="ROLLOUT_TICK_INTERVAL",
+        default=10.0,
+        show_default=True,
+        type=float,
+        help="Seconds between Tick events (env ROLLOUT_TICK_INTERVAL).",
+    )(command)
+    return command
+
+
+def stages_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--stages",
+        envvar="ROLLOUT_STAGES",
+        default="route,decide,assemble",
+        show_default=True,
+        callback=parse_stages,
+        help="Comma-separated stages this process runs (env ROLLOUT_STAGES). Run e.g. `--stages route` "
+        "and `--stages decide,assemble` as two processes to use two cores.",
+    )(command)
+
+
+def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    from infra.settings import STAGES
+
+    stages = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    unknown = [stage for stage in stages if stage not in STAGES]
+    if unknown or not stages:
+        raise click.BadParameter(f"{', '.join(unknown) or 'nothing'}: stages are {', '.join(STAGES)}")
+    return stages
+
+
+@click.command()
+@worker_options
+@stages_option
+@web_options(6066)
+@replication_option
+@kafka_options
+def worker(
+    ctx: Context,
+    replication_factor: int,
+    partitions: int,
+    tick_interval: float,
+    stages: tuple[str, ...],
+    web_port: int,
+    web_host: str,
+    log_format: str,
+    loglevel: str,
+) -> None:
+    """Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."""
+    check_port_free(web_port, web_host)
+    from infra.settings import Settings
+    from infra.topics import ensure_topics_sync
+    from streams.app import run_worker
+
+    try:
+        ensure_topics_sync(ctx.bootstrap, ctx.prefix, partitions, replication=replication_factor)
+    except Exception as error:
+        fail(str(error))
+    settings = Settings(
+        bootstrap_servers=ctx.bootstrap,
+        topic_prefix=ctx.prefix,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        tick_interval=tick_interval,
+        web_port=web_port,
+        web_host=web_host,
+        log_format=log_format,
+        stages=stages,
+    )
+    run_worker(settings, loglevel=loglevel)

@@ -1,0 +1,3 @@
+"""What the CLI publishes and how it learns the engine's answer: manifest files → input
+events (intents.py) checked before one transaction (applying.py), and the verdicts the
+engine writes back on each (verdicts.py)."""

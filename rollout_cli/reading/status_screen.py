@@ -1,0 +1,52 @@
+"""`rollout status MODULE` (table output): the module's status, targets, latest decisions and,
+for a Helm module, its values per cluster — read from the topics once, or every 2 s with
+`--watch` (rich Live) until Ctrl-C. Rendered by views/status.py and views/values.py."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.text import Text
+
+from rollout_cli.options import fail
+from rollout_cli.reading.documents import decisions_for, module_statuses, target_statuses
+from rollout_cli.reading.status_values import module_values
+from rollout_cli.views import terminal
+from rollout_cli.views.status import status_renderable
+from rollout_cli.views.values import values_renderable
+
+if TYPE_CHECKING:
+    from rollout.wire.status import ModuleStatus
+
+
+def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[ModuleStatus | None, Group | None]:
+    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
+    status = statuses.get(module)
+    if status is None:
+        return None, None
+    targets = target_statuses(ctx.latest(ctx.topics.targets), module)
+    every = decisions_for(ctx.records(ctx.topics.decisions), module)
+    renderable = status_renderable(status, targets, every[-decision_count:], known_modules=statuses)
+    values = module_values(ctx, module, status, every)  # a Helm module: its values per cluster
+    return status, Group(renderable, values_renderable(values)) if values is not None else renderable
+
+
+def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> None:
+    status, renderable = gather_status(ctx, module, decision_count)
+    if status is None and not watch:
+        fail(f"module {module} not found", code=1)
+    if not watch:
+        terminal.console.print(renderable)
+        return
+    with Live(renderable or Text(f"waiting for {module}..."), console=terminal.console, refresh_per_second=2) as live:
+        try:
+            while True:
+                time.sleep(2)
+                _, renderable = gather_status(ctx, module, decision_count)
+                if renderable is not None:
+                    live.update(renderable)
+        except KeyboardInterrupt:
+            return

@@ -1,0 +1,41 @@
+"""`rollout plan`: per module, its stages in order — batches, gates, windows — and what no
+stage selects. The Helm values of each plan are views/values.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout_cli.views import terminal
+
+
+def print_plan(plan: Any) -> None:
+    terminal.console.print(f"[bold]{plan.kind} {plan.module}[/] → {plan.revision}")
+    if plan.depends_on:
+        names = ", ".join(plan.depends_on)
+        terminal.console.print(
+            f"  depends on {names}: a cluster moves once {names} is on its target there and succeeded"
+        )
+    for index, stage in enumerate(plan.stages, start=1):
+        gates = []
+        if stage.require_approval:
+            gates.append("waits for approval")
+        if stage.min_success_time:
+            gates.append(f"soaks {stage.min_success_time} after success")
+        if stage.gates:
+            gates.append(f"health gates pass for the soak: {', '.join(stage.gates)}")
+        if stage.windows:
+            now = "" if stage.window_open is None else (" (open now)" if stage.window_open else " (closed now)")
+            opens = f", next opens {stage.next_window}" if stage.next_window else ""
+            gates.append(f"moves only in windows: {'; '.join(stage.windows)}{now}{opens}")
+        terminal.console.print(
+            f"  {index}. stage [bold]{stage.name}[/]: {sum(len(b) for b in stage.batches)} cluster(s), "
+            f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"
+            + (f"; {', '.join(gates)}" if gates else "")
+        )
+        for number, batch in enumerate(stage.batches, start=1):
+            terminal.console.print(f"       batch {number}: {', '.join(batch)}")
+        if stage.skipped_not_ready:
+            terminal.console.print(f"       skipped, not ready: {', '.join(stage.skipped_not_ready)}", style="yellow")
+    if plan.unstaged:
+        terminal.console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
+    terminal.console.print(f"  not selected: {plan.not_selected} cluster(s)")
