@@ -46,6 +46,20 @@ replication_option = click.option(
 )
 
 
+def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The worker's engine settings, shared by `rollout worker` and `rollout up` (which passes them on)."""
+    command = partitions_option(command)
+    command = click.option(
+        "--tick-interval",
+        envvar="ROLLOUT_TICK_INTERVAL",
+        default=10.0,
+        show_default=True,
+        type=float,
+        help="Seconds between Tick events (env ROLLOUT_TICK_INTERVAL).",
+    )(command)
+    return command
+
+
 DENIED = 1
 """Exit code when the broker refused the credentials or the principal's ACLs (infra/denials.py)."""
 

@@ -7,8 +7,15 @@ import os
 
 import click
 
-from rollout_cli.commands.worker import worker_options
-from rollout_cli.options import DEFAULT_WEB_HOST, Context, check_port_free, fail, free_port, kafka_options
+from rollout_cli.options import (
+    DEFAULT_WEB_HOST,
+    Context,
+    check_port_free,
+    fail,
+    free_port,
+    kafka_options,
+    worker_options,
+)
 
 DEFAULT_UP_WEB_PORT = 6066
 

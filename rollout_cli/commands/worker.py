@@ -12,23 +12,10 @@ from rollout_cli.options import (
     check_port_free,
     fail,
     kafka_options,
-    partitions_option,
     replication_option,
     web_options,
+    worker_options,
 )
-
-
-def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    command = partitions_option(command)
-    command = click.option(
-        "--tick-interval",
-        envvar="ROLLOUT_TICK_INTERVAL",
-        default=10.0,
-        show_default=True,
-        type=float,
-        help="Seconds between Tick events (env ROLLOUT_TICK_INTERVAL).",
-    )(command)
-    return command
 
 
 def stages_option(command: Callable[..., Any]) -> Callable[..., Any]:
