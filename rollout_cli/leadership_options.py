@@ -1,6 +1,6 @@
 """`--leader-elect` and the Lease flags of the watchers (`watch-clusters`, `watch-modules`).
 
-Light at import (`rollout --help`); `projections.leadership` does the work. In a pod the
+Light at import (`rollout watch-clusters --help`); `projections.leadership` does the work. In a pod the
 chart passes `--leader-elect` and POD_NAMESPACE / POD_NAME (downward API), which become
 the Lease's namespace and this instance's identity.
 """

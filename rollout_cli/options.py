@@ -3,7 +3,7 @@
 One definition per setting, so that a flag, its environment variable and its help read the
 same everywhere (docs/configuration.md is the table of them all).
 
-Light on purpose: `rollout --help` imports this module, so Kafka clients (aiokafka) are
+Light on purpose: `rollout <command> --help` imports this module, so Kafka clients (aiokafka) are
 imported only when a command runs (tests/cli/test_startup.py holds that).
 """
 

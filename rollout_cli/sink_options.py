@@ -1,8 +1,8 @@
 """The Kubernetes sink's timings as `rollout applier` flags (and chart values through env vars).
 
-`SinkTimings` carries them from the command line to `rollout_cli.processes.watch_clusters.make_kubernetes_sink`;
-`sink_timing_options` adds one click option per field. Kept apart from `rollout_cli.processes.watch_clusters`
-so that `--help` does not import the Kubernetes client.
+`SinkTimings` carries them from the command line to `make_kubernetes_sink`
+(rollout_cli/processes/kubernetes_sink.py); `sink_timing_options` adds one click option per
+field. Kept apart from it so that `rollout applier --help` does not import the Kubernetes client.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@
                                         cluster-observations topic (rollout/api/restrictions.py):
                                         a broken rule, named → error, exit 2
 
-then main.py publishes `Prepared.intents` in one transaction (intents.py) and reports.
+then `publish` sends `Prepared.intents` in one transaction (intents.py) and the command
+(rollout_cli/commands/apply.py) reports the engine's verdicts.
 Errors are one `error:` line per problem (at most MAX_PROBLEMS, then how many more), each
 `FILE: document N (Kind/name): field: why`, and a last line saying nothing was applied.
 """

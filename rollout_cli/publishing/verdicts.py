@@ -19,7 +19,7 @@ Exit codes, for scripts and CI:
 
 `--no-wait` publishes and exits 0 at once, printing "published" — not "accepted".
 
-Light at import (`rollout --help` imports this module for its options): the Kafka client is
+Light at import (`rollout apply --help` imports this module for its options): the Kafka client is
 imported inside the functions that use it.
 """
 

@@ -1,8 +1,7 @@
 """The fleet as the CLI knows it: the cluster-observations topic folded into a `KnownCluster`
 per cluster (its latest manifest as published, and whether it left the rollouts), and the
 documents `rollout get clusters` shows — those with each cluster's lease from the
-cluster-heartbeats topic. Read by apply, plan, status and get; kept apart from views.py (the
-rendering), which the status screen's values (status_values.py) would otherwise import back.
+cluster-heartbeats topic. Read by apply, plan, status and get.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ PHASES = (
     "RolledBack",
     "Complete",
     "Aborted",
-)  # rollout.wire.status.ROLLOUT_PHASES (not imported: `rollout --help` stays light)
+)  # rollout.wire.status.ROLLOUT_PHASES (not imported: `rollout status --help` stays light)
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 # failure phases that are on the way to another phase: waiting for that one, they are progress
 ON_THE_WAY_TO: dict[str, frozenset[str]] = {"RolledBack": frozenset({"RollingBack"})}

@@ -2,7 +2,7 @@
 
 Every read verb (`get`, `status`, `history`, `dead-letters`, `plan`) prints the documents as
 the topics hold them (the same keys as the JSON on Kafka), so a script reads the same
-fields whichever verb it asks; `-o table` (the default) is for people (views.py).
+fields whichever verb it asks; `-o table` (the default) is for people (the other views).
 """
 
 from __future__ import annotations
