@@ -9,7 +9,7 @@ publish come out on the intents topic:
 - a Module/BootstrapModule created or changed → `ModuleApplied` (its manifest: name,
   namespace, labels, annotations and spec, validated by `rollout/api/manifests.py`), stamped
   with the cluster-observation positions known when it is published (`fleet`, causal
-  order: rollout_cli/intents.py); only when the manifest differs from what was last
+  order: rollout_cli/publishing/intents.py); only when the manifest differs from what was last
   published for that name. An object the manifest rules refuse is reported on its status
   (`InvalidSpec`) and not published.
 - deleted (or gone while nobody watched) → `ModuleDeleted`.

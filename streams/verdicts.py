@@ -14,7 +14,7 @@ event it answers, in the same transaction as the decisions it names:
 a large fleet causes one per cluster); `decisionCount` counts them all. A refusal is also a
 dead letter (streams/deadletters.py) that names the event's id.
 
-The CLI (rollout_cli/verdicts.py) reads the topic from its end offsets, taken before it
+The CLI (rollout_cli/publishing/verdicts.py) reads the topic from its end offsets, taken before it
 publishes, until the document for its event arrives.
 """
 

@@ -15,7 +15,7 @@ namespace may do:
 of restrictions is rollout/engine/restriction_rules.py).
 
 `check_module(restriction, module)` is the ONE check, used by every door a module comes in
-through — `rollout apply` (rollout_cli/applying.py), the module watcher
+through — `rollout apply` (rollout_cli/publishing/applying.py), the module watcher
 (projections/module_watcher.py) and the engine's fold (rollout/engine/intents.py, so that a
 hand-published intent cannot bypass it) — and by `rollout plan`. It is pure: it returns
 the module as the engine keeps it (with `defaultServiceAccount` filled in) or raises

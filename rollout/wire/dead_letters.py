@@ -3,7 +3,7 @@
     router / decide / assemble ──► dead-letters (key: the input's key)
 
 Written by streams/deadletters.py (which bounds it: the payload truncated to a limit, the
-reason and key clipped); read by `rollout dead-letters` (rollout_cli/views.py) and the
+reason and key clipped); read by `rollout dead-letters` (rollout_cli/reading/documents.py) and the
 dashboard (projections/dashboard/). A dead letter the engine wrote for a refused event names
 that event's id (`event`): its verdict, on the verdicts topic, is the same refusal.
 

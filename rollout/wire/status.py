@@ -7,7 +7,7 @@ The engine builds them (rollout/engine/views.py) whenever it stores a record; th
 publishes them (streams/decider.py). Every reader parses them with these models
 (`ModuleStatus.read`, `TargetStatus.read`: rollout/wire/documents.py) and reads attributes:
 `rollout status` / `get modules` / `status --wait` (rollout_cli/), `rollout up`'s summary
-(rollout_cli/status_summary.py), the dashboard (projections/dashboard/), the module watcher's
+(rollout_cli/views/status_summary.py), the dashboard (projections/dashboard/), the module watcher's
 status writer (projections/module_status.py) and the gate runner (projections/gate_runner.py).
 
 A module-status document has one of these shapes — one model, the fields a shape lacks at

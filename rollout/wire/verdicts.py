@@ -5,7 +5,7 @@
 The engine answers every module intent, and every status report or cluster removal with
 `reply`, with a `rollout.engine.outcome.Verdict`; the decider writes it as a `VerdictDocument`
 (streams/verdicts.py) in the same transaction as the decisions it names. Readers: the CLI,
-waiting for the answer to the event it published (rollout_cli/verdicts.py), the module
+waiting for the answer to the event it published (rollout_cli/publishing/verdicts.py), the module
 watcher's status writer (RolloutApproval / RolloutCommand status, observedGeneration:
 projections/module_status.py) and the dashboard (projections/dashboard/fleet.py).
 """
