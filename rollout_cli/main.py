@@ -6,13 +6,14 @@ Every command that talks to Kafka takes `--bootstrap-servers` / ROLLOUT_BOOTSTRA
 and `--topic-prefix` / ROLLOUT_TOPIC_PREFIX; without a bootstrap server it uses the local
 broker `rollout kafka start` (or `rollout up`) recorded.
 
-The commands are loaded lazily. `COMMANDS` names each one's module and attribute under
+The commands are loaded lazily. `COMMANDS` names each one's module and attribute in
 rollout_cli/commands/ and carries its short help, so `rollout --help` lists them all while
-importing click and this module only; `rollout <command> ...` imports that one command's
-module. `rollout --help` went from 180 modules and ~73 ms of imports (every command module,
-asyncio, the local broker's helpers, the dashboard's options) to ~? modules; the command
-modules in turn import the domain, Kafka, Kubernetes and rich only inside their command
-(tests/cli/test_startup.py holds both, and that the table matches the commands).
+importing click and this module only, and `rollout <command> ...` imports that one command's
+module. `rollout --help` imported 181 modules in 0.14 s when this module imported every
+command (asyncio and the local broker's helpers with them); it imports 50 — click and the
+standard library — in 0.06 s, 0.04 s of which is the interpreter starting. The command
+modules in turn import the domain, Kafka, Kubernetes and rich only inside their command.
+tests/cli/test_startup.py holds both, and that the table matches the commands.
 """
 
 from __future__ import annotations
