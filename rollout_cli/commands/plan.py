@@ -1,10 +1,7 @@
-"""`rollout plan -f FILE|DIR`: which clusters each stage would move, nothing published. The
-same checks as `apply` (rollout_cli/publishing/applying.py) against the fleet on the topics
-or `--clusters` files, then rollout.planning.plan per module."""
+"""`rollout plan -f FILE|DIR`: the flags and what is printed; the plans — apply's checks,
+nothing published — are rollout_cli/publishing/planning.py."""
 
 from __future__ import annotations
-
-import time
 
 import click
 
@@ -39,49 +36,23 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...], o
     `apply` refuses it; a module its namespace's ModuleRestriction refuses, an `error:` line
     naming the rule (and exit 2). A Helm module also shows each cluster's values and which layer and policy
     decided each path."""
-    from rollout.planning.plan import plan_rollout
-    from rollout.planning.surprises import surprises
-    from rollout_cli.publishing import applying
-    from rollout_cli.reading.known_clusters import clusters_from_records
+    from rollout_cli.publishing.planning import plan as plan_modules
     from rollout_cli.views.plan import print_plan
     from rollout_cli.views.values import print_values
 
-    planned = applying.load(files, outcome="nothing was planned")
-    left: set[str] = set()
-    # dependsOn: a cycle refused as apply refuses it; without --clusters, against the
-    # modules the engine knows too, and a dependency that exists nowhere is warned about
-    known_modules = {} if cluster_files else applying.dependencies_from_records(ctx.records(ctx.topics.module_status))
-    applying.refuse_cycles(planned, known_modules, outcome="nothing was planned")
-    if cluster_files:
-        loaded = applying.load(cluster_files, outcome="nothing was planned")
-        fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
-        restrictions = applying.restrictions_from_loaded(loaded, {})
-    else:
-        records = ctx.records(ctx.topics.clusters)
-        known = clusters_from_records(records)
-        fleet = applying.known_fleet(known)
-        left = {name for name, cluster in known.items() if cluster.left}
-        restrictions = applying.restrictions_from_records(records)
-    refused = applying.violations(planned, applying.restrictions_from_loaded(planned, restrictions))
-    for _, problem in refused:
+    planned = plan_modules(ctx, files, cluster_files)
+    for problem in planned.refused:
         click.echo(f"error: {problem}", err=True)
-    refused_items = [id(item) for item, _ in refused]
-    modules = [
-        i.manifest for i in planned if i.manifest.kind in ("Module", "BootstrapModule") and id(i) not in refused_items
-    ]
-    if not modules:
-        fail("no Module or BootstrapModule in the given files" + (" that its restriction admits" if refused else ""))
-    plans = [plan_rollout(m, fleet, now=time.time(), left=left) for m in modules]  # windows: open now?
-    for module, rollout_plan in zip(modules, plans, strict=True):
-        for warning in surprises(module, rollout_plan):
-            click.echo(f"warning: {warning}", err=True)
-    for warning in applying.dependency_warnings(planned, known_modules) if not cluster_files else []:
+    if not planned.plans:
+        what = " that its restriction admits" if planned.refused else ""
+        fail(f"no Module or BootstrapModule in the given files{what}")
+    for warning in planned.warnings:
         click.echo(f"warning: {warning}", err=True)
     if output != "table":
-        emit([p.model_dump() for p in plans], output)
+        emit([p.model_dump() for p in planned.plans], output)
     else:
-        for rollout_plan in plans:
+        for rollout_plan in planned.plans:
             print_plan(rollout_plan)
             print_values(rollout_plan)
-    if refused:
-        fail(f"{len(refused)} module(s) would be refused by their namespace's ModuleRestriction")
+    if planned.refused:
+        fail(f"{len(planned.refused)} module(s) would be refused by their namespace's ModuleRestriction")

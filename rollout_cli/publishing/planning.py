@@ -1,0 +1,69 @@
+"""`rollout plan`: what `apply` would start, nothing published.
+
+    the files (applying.load) ──► dependsOn cycles refused, as apply refuses them
+    the fleet: --clusters files, or the cluster-observations topic (clusters that left kept,
+        as skipped) ──► each module against its namespace's ModuleRestriction
+    ──► rollout.planning.plan.plan_rollout per admitted module (windows: open now?)
+    ──► warnings: a module or stage moving no cluster (surprises), a dependency that exists
+        nowhere (against the modules the engine knows; not with --clusters)
+
+Failing checks end the command as in apply (`error:` lines, exit 2); a module its
+restriction refuses is left out of the plans and named in `refused`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rollout_cli.publishing import applying
+
+if TYPE_CHECKING:
+    from rollout.planning.plan import RolloutPlan
+    from rollout_cli.options import Context
+
+OUTCOME = "nothing was planned"
+
+
+@dataclass
+class Planned:
+    plans: list[RolloutPlan] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # why a module's restriction refuses it
+
+
+def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...]) -> Planned:
+    """The plans of the modules in `files` against the fleet (of `cluster_files`, if given)."""
+    from rollout.planning.plan import plan_rollout
+    from rollout.planning.surprises import surprises
+    from rollout_cli.reading.known_clusters import clusters_from_records
+
+    planned = applying.load(files, outcome=OUTCOME)
+    left: set[str] = set()
+    # dependsOn: a cycle refused as apply refuses it; without --clusters, against the
+    # modules the engine knows too, and a dependency that exists nowhere is warned about
+    known_modules = {} if cluster_files else applying.dependencies_from_records(ctx.records(ctx.topics.module_status))
+    applying.refuse_cycles(planned, known_modules, outcome=OUTCOME)
+    if cluster_files:
+        loaded = applying.load(cluster_files, outcome=OUTCOME)
+        fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
+        restrictions = applying.restrictions_from_loaded(loaded, {})
+    else:
+        records = ctx.records(ctx.topics.clusters)
+        known = clusters_from_records(records)
+        fleet = applying.known_fleet(known)
+        left = {name for name, cluster in known.items() if cluster.left}
+        restrictions = applying.restrictions_from_records(records)
+    refused = applying.violations(planned, applying.restrictions_from_loaded(planned, restrictions))
+    refused_items = [id(item) for item, _ in refused]
+    modules = [
+        i.manifest for i in planned if i.manifest.kind in ("Module", "BootstrapModule") and id(i) not in refused_items
+    ]
+    result = Planned(refused=[problem for _, problem in refused])
+    result.plans = [plan_rollout(m, fleet, now=time.time(), left=left) for m in modules]  # windows: open now?
+    for module, rollout_plan in zip(modules, result.plans, strict=True):
+        result.warnings += surprises(module, rollout_plan)
+    if not cluster_files:
+        result.warnings += applying.dependency_warnings(planned, known_modules)
+    return result
