@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from rollout_cli.options import Context, Duration, fail, kafka_options
+from rollout_cli.options import Context, Duration, kafka_options
 from rollout_cli.reading.status_wait import Condition, ConditionType
 from rollout_cli.views.output import emit, output_option
 
@@ -53,16 +53,9 @@ def status(
 
         wait_for_rollout(ctx, module, condition, timeout, output)
     elif output != "table":
-        document = ctx.latest(ctx.topics.module_status).get(module)
-        if document is None:
-            fail(f"module {module} not found", code=1)
-        from rollout_cli.reading.documents import decisions_for, module_status
-        from rollout_cli.reading.status_values import module_values
+        from rollout_cli.reading.status_screen import status_document
 
-        status = module_status(module, document)
-        decisions = decisions_for(ctx.records(ctx.topics.decisions), module)
-        values = module_values(ctx, module, status, decisions)  # a Helm module: its values per cluster
-        emit(status.as_json() if values is None else {**status.as_json(), "values": values}, output)
+        emit(status_document(ctx, module), output)
     else:
         from rollout_cli.reading.status_screen import show_status
 

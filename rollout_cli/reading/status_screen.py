@@ -1,6 +1,7 @@
-"""`rollout status MODULE` (table output): the module's status, targets, latest decisions and,
-for a Helm module, its values per cluster — read from the topics once, or every 2 s with
-`--watch` (rich Live) until Ctrl-C. Rendered by views/status.py and views/values.py."""
+"""`rollout status MODULE`: the module's status, targets, latest decisions and, for a Helm
+module, its values per cluster — read from the topics once, or every 2 s with `--watch`
+(rich Live) until Ctrl-C, rendered by views/status.py and views/values.py; with -o json|yaml
+the module-status document as the topic holds it (and `values`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.live import Live
 from rich.text import Text
 
 from rollout_cli.options import fail
-from rollout_cli.reading.documents import decisions_for, module_statuses, target_statuses
+from rollout_cli.reading.documents import decisions_for, module_status, module_statuses, target_statuses
 from rollout_cli.reading.status_values import module_values
 from rollout_cli.views import terminal
 from rollout_cli.views.status import status_renderable
@@ -50,3 +51,15 @@ def show_status(ctx: Any, module: str, *, watch: bool, decision_count: int) -> N
                     live.update(renderable)
         except KeyboardInterrupt:
             return
+
+
+def status_document(ctx: Any, module: str) -> dict[str, Any]:
+    """`rollout status -o json|yaml`: the module-status document, with `values` for a Helm
+    module; a module without a status is an error (exit 1)."""
+    document = ctx.latest(ctx.topics.module_status).get(module)
+    if document is None:
+        fail(f"module {module} not found", code=1)
+    status = module_status(module, document)
+    decisions = decisions_for(ctx.records(ctx.topics.decisions), module)
+    values = module_values(ctx, module, status, decisions)  # a Helm module: its values per cluster
+    return status.as_json() if values is None else {**status.as_json(), "values": values}
