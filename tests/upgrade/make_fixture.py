@@ -9,6 +9,10 @@ and writes, under DIR (default tests/upgrade/fixtures/RELEASE/):
 * ``decide-state.jsonl`` — the `decide-state` records the worker would have committed
   (``{"key": "<mapping>:<key>", "value": <JSON or null>}``, in order);
 * ``journal.jsonl``      — the journal events folded so far, as they travel on Kafka;
+* ``decisions.jsonl``    — the records the release's decider wrote to the decisions topic for
+  that journal (one batch per event, hash-chained: streams/chain.py), as stored — what
+  `rollout replay --check` and `rollout history` of a later release must still read
+  (tests/upgrade/test_previous_release_decisions.py);
 * ``release.json``       — the release (its commit) and what the state holds.
 
 The scenario leaves a module mid-rollout (canary done, the wave waiting for approval), a
@@ -125,6 +129,30 @@ def fold(events: list[Any]) -> PartitionState:
     return state
 
 
+def decided(events: list[Any]) -> list[bytes]:
+    """The decisions topic's records the release's decider writes for `events` (journal
+    partition 0, offsets 0, 1, …, one batch per event), as stored."""
+    from types import SimpleNamespace
+
+    from aiokafka import TopicPartition
+
+    from infra.observability import Metrics
+    from infra.topics import TopicNames
+    from streams.decider import DecidePartition
+    from streams.outputs import Outputs
+
+    topics = TopicNames("fixture.")
+    decider = DecidePartition(TopicPartition(topics.journal, 0), topics, Metrics())
+    written: list[bytes] = []
+    for offset, event in enumerate(events):
+        out = Outputs(topics.dead_letters)
+        record = SimpleNamespace(topic=topics.journal, partition=0, offset=offset, key=b"k", value=event.to_bytes())
+        decider.process([record], offset + 1, out)  # type: ignore[list-item]
+        decider.state.commit_batch()
+        written += [sent.value for sent in out.all() if sent.topic == topics.decisions and sent.value is not None]
+    return written
+
+
 def write(release: str, target: Path | None = None) -> Path:
     events = scenario()
     state = fold(events)
@@ -137,6 +165,9 @@ def write(release: str, target: Path | None = None) -> Path:
     with (target / "journal.jsonl").open("w") as out:
         for event in events:
             out.write(json.dumps(json.loads(event.to_bytes())) + "\n")
+    with (target / "decisions.jsonl").open("wb") as stored:
+        for value in decided(events):
+            stored.write(value + b"\n")  # the stored bytes: the hash is over them
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     modules = state.mappings["modules"]
     summary = {
