@@ -31,6 +31,7 @@ from projections.dashboard.kube_access import KubeAccess
 from projections.dashboard.server import serve
 from projections.dashboard.sessions import SESSION_COOKIE, SessionStore
 from rollout.wire.events import RolloutCommanded, parse_event
+from rollout.wire.status import ModuleStatus
 from tests.integration.stack import free_port
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
@@ -89,7 +90,10 @@ async def dashboard(management: KubeCluster, kafka_bootstrap: str, topic_prefix:
     await client.publish(
         kafka_bootstrap,
         topics.module_status,
-        [(name, json.dumps({"module": name, "namespace": ns, "stages": []}).encode()) for name, ns in statuses],
+        [
+            (name, json.dumps(ModuleStatus(module=name, namespace=ns, phase="Progressing").as_json()).encode())
+            for name, ns in statuses
+        ],
     )
     guard = Guard(
         sessions=SessionStore(),
