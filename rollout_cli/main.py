@@ -11,7 +11,7 @@ rollout_cli/commands/ and carries its short help, so `rollout --help` lists them
 importing click and this module only, and `rollout <command> ...` imports that one command's
 module. `rollout --help` imported 181 modules in 0.14 s when this module imported every
 command (asyncio and the local broker's helpers with them); it imports 50 — click and the
-standard library — in 0.06 s, 0.04 s of which is the interpreter starting. The command
+standard library — in 0.06 s (the interpreter starts in 0.02 s, click imports in 0.02 s). The command
 modules in turn import the domain, Kafka, Kubernetes and rich only inside their command.
 tests/cli/test_startup.py holds both, and that the table matches the commands.
 """
