@@ -94,19 +94,25 @@ def record_hash(body: Mapping[str, Any]) -> str:
 
 PROVENANCE_FIELDS = ("user", "via")
 """Decision fields only a command's decisions carry (rollout/engine/intents.py)."""
-SPARSE_FIELDS = (*PROVENANCE_FIELDS, "path")
+SPARSE_FIELDS = PROVENANCE_FIELDS
 """Decision fields few decisions carry, left out of the others' records (not written as
 nulls, so records written before a field existed stay what a replay makes of them): the
-provenance of a command's decisions; `path`, a values-refused decision's readOnly path."""
+provenance of a command's decisions."""
+REASON_FIELD = "because"
+"""The decision's structured reason (rollout/wire/decision_reasons.py), a JSON object in
+every record since structured reasons; records written before lack it (and a values-refused
+one of the builds just before names its readOnly path at the top, `path`):
+`rollout replay` compares such a record on the fields it has (rollout_cli/reading/replaying.py)."""
 
 
 def decision_body(chain: int, offset: int, index: int, decision: Decision) -> dict[str, Any]:
     """A decision's record before linking: its id `<journal partition>-<offset>-<n>` (the
     `index`-th decision of the journal record at `offset`) and its fields. A Decision's
-    fields are plain values: its __dict__ is its model_dump(), for less
-    (tests/streams/test_decision_documents.py). `SPARSE_FIELDS` a decision does not carry
-    are left out rather than written as nulls."""
+    fields but its reason model are plain values: its __dict__ is its model_dump() with
+    `because` dumped as JSON, for less (tests/streams/test_decision_documents.py).
+    `SPARSE_FIELDS` a decision does not carry are left out rather than written as nulls."""
     body = {"id": f"{chain}-{offset}-{index}", **decision.__dict__}
+    body[REASON_FIELD] = decision.because.model_dump(mode="json")
     for sparse in SPARSE_FIELDS:
         if body[sparse] is None:
             del body[sparse]

@@ -17,7 +17,8 @@ partition loads, and a rollback to the release that wrote it reads it as before.
 What a refusal means (README "Upgrading a running engine"):
 
 * a module whose *spec* is refused halts (`spec_refusal`, checked first in
-  `StageMachine.advance`): decision `halted` with the reason `STORED_SPEC_REFUSED` and
+  `StageMachine.advance`): decision `halted` with the reason `StoredSpecRefused`
+  (rollout/wire/decision_reasons.py; its sentence names `STORED_SPEC_REFUSED`) and
   what each rule said; nothing more moves; `rollout resume` does not lift it — re-applying
   the module with a spec this release accepts does (it replaces the spec). Clusters that
   join get what the fleet runs, as for any halted module;
@@ -49,9 +50,8 @@ from pydantic import (
 )
 
 from rollout.api.manifests import ModuleRestrictionManifest, ModuleSpec, Sync
-
-STORED_SPEC_REFUSED = "StoredSpecRefused"
-"""The reason a module halts when this release's rules refuse the spec an earlier one stored."""
+from rollout.wire.decision_reasons import STORED_SPEC_REFUSED as STORED_SPEC_REFUSED  # re-exported: the halt's name
+from rollout.wire.decision_reasons import StoredSpecRefused
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -67,13 +67,9 @@ class Refusal:
     def __str__(self) -> str:
         return f"{self.document}: " + "; ".join(self.problems)
 
-    def halt_reason(self) -> str:
+    def halt_reason(self) -> StoredSpecRefused:
         """The reason of the `halted` decision of a module whose spec is refused."""
-        return (
-            f"halted ({STORED_SPEC_REFUSED}): the spec stored by an earlier release breaks this release's "
-            f"rules — {'; '.join(self.problems)} — re-apply the module with a spec this release accepts "
-            "(rollout resume does not lift this)"
-        )
+        return StoredSpecRefused(problems=list(self.problems))
 
 
 class KeptAsStored(BaseModel):

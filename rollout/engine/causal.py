@@ -24,7 +24,7 @@ from rollout.engine.outcome import Decision, DecisionAction, Outcome, verdict
 from rollout.engine.state import HELD_INTENTS_PER_MODULE, FleetPosition, HeldIntent, HeldQueue, held_key
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
-from rollout.engine.views import format_positions
+from rollout.wire.decision_reasons import HeldBehindIntents, HeldForFleet, render
 from rollout.wire.events import INPUT_ADAPTER, FleetSeen, ModuleApplied, bounded
 
 ApplyIntent = Callable[[Intent, Outcome], None]
@@ -95,12 +95,14 @@ class CausalOrder:
         queue = queue.model_copy(update={"next": queue.next + 1, "ids": [*queue.ids, event.id]})
         tables.held_queues[name] = queue
         waiting = self.book.waiting_for(queue)
-        reason = (
-            f"{event.type} held: waiting for cluster observations up to {format_positions(waiting)}"
+        because = (
+            HeldForFleet(intent=event.type, positions=waiting)
             if event.type == "ModuleApplied" and len(queue.ids) == 1
-            else f"{event.type} held behind {len(queue.ids) - 1} earlier intent(s) of {name}"
+            else HeldBehindIntents(intent=event.type, earlier=len(queue.ids) - 1, module=name)
         )
-        out.decisions.append(Decision(module=name, action=DecisionAction.HELD, reason=reason, at=tables.now))
+        out.decisions.append(
+            Decision(module=name, action=DecisionAction.HELD, reason=render(because), because=because, at=tables.now)
+        )
         self.book.show_status(name, out)
 
     def on_fleet_seen(self, event: FleetSeen, out: Outcome) -> None:

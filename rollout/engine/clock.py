@@ -32,6 +32,7 @@ from rollout.engine.stages import StageMachine
 from rollout.engine.state import CAPPED_TICK_IDS_KEPT, ModuleRecord, TickLog, remember, target_key
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import ProgressDeadlineExceeded
 from rollout.wire.events import Tick
 
 MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
@@ -125,8 +126,9 @@ class ModuleTimers:
                 since = target.model_copy(update={"updating_since": tables.now})
                 book.store_target(record, target, since, out)
             elif tables.now - target.updating_since >= limit:
+                because = ProgressDeadlineExceeded(cluster=cluster, deadline=deadline)
                 message = f"updating for longer than progressDeadline {deadline}"
-                book.decide(record, DecisionAction.FAILED, f"{cluster}: {message}", out, cluster=cluster)
+                book.decide(record, DecisionAction.FAILED, because, out, cluster=cluster)
                 book.store_target(
                     record,
                     target,

@@ -56,6 +56,7 @@ from rollout.engine.state import (
 )
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import DeleteCancelled, DeleteWaitsForDependents
 from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked, ModuleApplied, ModuleDeleted
 
 
@@ -92,7 +93,7 @@ class DependencyIntents:
             record = after.working_copy()
             record.deleting = None
             self.book.decide(
-                record, DecisionAction.DELETE_CANCELLED, f"{record.kind} {name} applied again: not deleted", out
+                record, DecisionAction.DELETE_CANCELLED, DeleteCancelled(kind=record.kind, module=name), out
             )
             self.book.save_module(record, out)
         self._link(name, old, list(after.spec.depends_on), out)
@@ -115,8 +116,7 @@ class DependencyIntents:
             self.book.decide(
                 held,
                 DecisionAction.DELETE_WAITS,
-                f"{held.kind} {held.name} is deleted once the modules depending on it are: "
-                f"{', '.join(waiting)} (reverse dependency order)",
+                DeleteWaitsForDependents(kind=held.kind, module=held.name, dependents=list(waiting)),
                 out,
             )
             self.book.save_module(held, out)

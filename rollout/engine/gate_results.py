@@ -23,6 +23,7 @@ from rollout.engine.state import GATE_IDS_KEPT, GateState, ModuleRecord, remembe
 from rollout.engine.strategy import stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import GateFailed, GatePassed, Halted
 from rollout.wire.events import GateEvaluated
 
 
@@ -58,13 +59,14 @@ class GateResults:
                 message=event.message,
             ),
         }
-        about = f"gate {event.gate} of stage {event.stage}"
-        detail = f": {event.message}" if event.message else ""
+        message = event.message or None
         if event.passed is False and not record.halted:
-            book.decide(record, DecisionAction.GATE_FAILED, f"{about} failed{detail}", out, stage=event.stage)
-            self._gate_failure(record, f"{about} failed{detail}", out)
+            failed = GateFailed(gate=event.gate, stage=event.stage, message=message)
+            book.decide(record, DecisionAction.GATE_FAILED, failed, out, stage=event.stage)
+            self._gate_failure(record, failed, out)
         elif event.passed is True and not continuing:
-            book.decide(record, DecisionAction.GATE_PASSED, f"{about} passes{detail}", out, stage=event.stage)
+            passed = GatePassed(gate=event.gate, stage=event.stage, message=message)
+            book.decide(record, DecisionAction.GATE_PASSED, passed, out, stage=event.stage)
         self.stages.advance(record, out)
         book.save_module(record, out)
 
@@ -77,11 +79,11 @@ class GateResults:
             return None
         return stage if any(gate.name == event.gate for gate in stage.gates) else None
 
-    def _gate_failure(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
+    def _gate_failure(self, record: ModuleRecord, failed: GateFailed, out: Outcome) -> None:
         """A failing gate counts as a failure for onFailure."""
         on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
         if on_failure == "Rollback":
-            self.stages.start_rollback(record, reason, out)
+            self.stages.start_rollback(record, failed, out)
         else:
             record.halted = True
-            self.book.decide(record, DecisionAction.HALTED, f"halted: {reason}", out)
+            self.book.decide(record, DecisionAction.HALTED, Halted(cause=failed), out)

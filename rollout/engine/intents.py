@@ -12,7 +12,8 @@ Every intent is remembered by id on its module (or tombstone): a redelivered one
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
 stage or cluster the engine does not know (or could not apply), accepted otherwise.
 A command's decisions carry who asked and through which door (`Decision.user`, `.via`),
-and their reason says it: "aborted by alice@example.com via dashboard: ...".
+and so does the reason of the decision it asked for (a `CommandReason`, whose sentence
+says it: "aborted by alice@example.com via dashboard: ...").
 Whether an intent applies now or waits for the fleet its publisher knew is decided before
 it gets here (causal.py); what dependsOn adds around an apply or a delete is dependencies.py's,
 which calls into `ModuleIntents` (core.py routes each intent: `RolloutEngine.apply_intent`).
@@ -37,6 +38,19 @@ from rollout.engine.state import (
 from rollout.engine.strategy import bindings_digest, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import (
+    Aborted,
+    Approved,
+    ModuleCreated,
+    ModuleWasDeleted,
+    NewRevision,
+    Paused,
+    Pinned,
+    RestrictionMet,
+    Resumed,
+    RollbackRequested,
+    Unpinned,
+)
 from rollout.wire.events import ModuleApplied, ModuleDeleted, RolloutCommanded
 
 Intent = ModuleApplied | ModuleDeleted | RolloutCommanded
@@ -49,12 +63,6 @@ def intent_module(event: Intent) -> str:
     if isinstance(event, ModuleDeleted):
         return event.name
     return event.module
-
-
-def command_author(event: RolloutCommanded) -> str:
-    """The " by USER via DOOR" of a command's reasons; either part absent when the event has none."""
-    by = f" by {event.user}" if event.user else ""
-    return f"{by} via {event.via}" if event.via else by
 
 
 class ModuleIntents:
@@ -138,9 +146,8 @@ class ModuleIntents:
             ),
             awaiting=awaited_dependencies({}, manifest.spec.depends_on, event.after),
         )
-        self.book.decide(
-            record, DecisionAction.CREATED, f"{manifest.kind} {name} created at {manifest.spec.sync.revision}", out
-        )
+        created = ModuleCreated(kind=manifest.kind, module=name, revision=manifest.spec.sync.revision)
+        self.book.decide(record, DecisionAction.CREATED, created, out)
         self.membership.refresh_membership(record, self.membership.all_clusters(), out)
         self.stages.advance(record, out)
         self.book.save_module(record, out)
@@ -162,9 +169,7 @@ class ModuleIntents:
         record.namespace = manifest.metadata.namespace
         if record.restricted is not None:  # admitted: the new spec complies
             record.restricted = None
-            book.decide(
-                record, DecisionAction.RESTRICTION_MET, "the module complies with its namespace's restriction", out
-            )
+            book.decide(record, DecisionAction.RESTRICTION_MET, RestrictionMet(), out)
         if record.stage_index >= len(stages_of(record)) or (not new_sync and self.stages.completed(record)):
             # the strategy lost stages the rollout had reached, or the rollout is complete:
             # every stage but the last is passed, and the last runs (for late joiners)
@@ -198,11 +203,14 @@ class ModuleIntents:
         record.stage_completed_at = None
         record.approvals = []
         record.phase = "Progressing"  # not Complete/RolledBack any more: advance settles it
-        note = f" (supersedes the rollout of {previous})" if superseded is not None else ""
         self.book.decide(
             record,
             DecisionAction.NEW_REVISION,
-            f"target {sync.revision} (generation {record.generation}){note}; starting again from the first stage",
+            NewRevision(
+                revision=sync.revision,
+                generation=record.generation,
+                supersedes=previous if superseded is not None else None,
+            ),
             out,
             generation=record.generation,
             revision=sync.revision,
@@ -222,9 +230,9 @@ class ModuleIntents:
         for cluster in sorted(book.index(record.name)):
             target = tables.targets[target_key(record.name, cluster)]
             if target.assigned is not None:
-                book.assign(record, target, None, f"{record.kind} {record.name} deleted", out)
+                book.assign(record, target, None, ModuleWasDeleted(kind=record.kind, module=record.name), out)
             book.store_target(record, target, None, out)
-        book.decide(record, DecisionAction.DELETED, f"{record.kind} {record.name} deleted", out)
+        book.decide(record, DecisionAction.DELETED, ModuleWasDeleted(kind=record.kind, module=record.name), out)
         tables.deleted_modules[record.name] = DeletedModule(
             name=record.name,
             kind=record.kind,
@@ -244,32 +252,32 @@ class ModuleIntents:
             return
         record = stored.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
-        by = command_author(event)
         command = event.command
         first = len(out.decisions)
         if command == "pause":
             if not record.paused:
                 record.paused = True
-                book.decide(record, DecisionAction.PAUSED, f"paused{by}: no new moves until resume", out)
+                book.decide(record, DecisionAction.PAUSED, Paused(user=event.user, via=event.via), out)
         elif command == "resume":
             if record.paused or record.halted:
                 record.paused = record.halted = False
-                book.decide(record, DecisionAction.RESUMED, f"resumed{by}", out)
+                book.decide(record, DecisionAction.RESUMED, Resumed(user=event.user, via=event.via), out)
         elif command == "abort":
             if not record.aborted:
                 record.aborted = True
-                book.decide(record, DecisionAction.ABORTED, f"aborted{by}: the rollout stops where it stands", out)
+                book.decide(record, DecisionAction.ABORTED, Aborted(user=event.user, via=event.via), out)
         elif command == "rollback":
-            self.stages.start_rollback(record, f"rollback requested{by}", out)
+            self.stages.start_rollback(record, RollbackRequested(user=event.user, via=event.via), out)
         elif command == "approve":
             names = [s.name for s in stages_of(record)]
-            if event.stage not in names:
+            if event.stage is None or event.stage not in names:
                 out.rejections.append(f"module {record.name} has no stage {event.stage!r} (stages: {', '.join(names)})")
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             if event.stage not in record.approvals:
                 record.approvals.append(event.stage)
-                book.decide(record, DecisionAction.APPROVED, f"stage {event.stage} approved{by}", out)
+                approved = Approved(stage=event.stage, user=event.user, via=event.via)
+                book.decide(record, DecisionAction.APPROVED, approved, out)
         elif command in ("pin", "unpin"):
             if event.cluster is None:
                 out.rejections.append(f"{command} {record.name}: a cluster is required")
@@ -285,7 +293,7 @@ class ModuleIntents:
                 book.decide(
                     record,
                     DecisionAction.PINNED if pinned else DecisionAction.UNPINNED,
-                    f"{event.cluster} {'pinned at its current revision' if pinned else 'unpinned'}{by}",
+                    (Pinned if pinned else Unpinned)(cluster=event.cluster, user=event.user, via=event.via),
                     out,
                     cluster=event.cluster,
                 )

@@ -26,6 +26,7 @@ from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.values.releases import ObservedValues
 from rollout.wire.assemblages import ASSEMBLAGE_FOR
+from rollout.wire.decision_reasons import LiveValuesChanged
 from rollout.wire.events import HelmValuesObserved
 
 
@@ -91,7 +92,7 @@ class LiveValues:
         book.decide(
             record,
             DecisionAction.VALUES,
-            f"{event.cluster}: values observed on the cluster changed its merged values",
+            LiveValuesChanged(cluster=event.cluster),
             out,
             cluster=event.cluster,
             generation=target.assigned,

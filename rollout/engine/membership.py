@@ -37,6 +37,15 @@ from rollout.engine.strategy import sort_key, stage_for
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.wire.assemblages import ASSEMBLAGE_FOR
+from rollout.wire.decision_reasons import (
+    ClusterJoined,
+    ClusterNotAllowed,
+    ClusterUnselected,
+    ClusterWasRemoved,
+    DecisionReason,
+    ReadinessChanged,
+    StableUntilStage,
+)
 from rollout.wire.events import ClusterObserved, ClusterRemoved
 
 
@@ -182,14 +191,8 @@ class Membership:
             old = tables.targets.get(key)
             if facts is None or not self.reaches(record, facts):
                 if old is not None:
-                    if facts is None:
-                        why = "cluster removed"
-                    elif not selects(record.spec.selector, facts.labels):
-                        why = "cluster no longer matches the selector"
-                    else:
-                        why = "cluster is outside allowedClusters of its namespace's ModuleRestriction"
                     if old.assigned is not None:
-                        book.assign(record, old, None, f"{cluster}: {why}", out)
+                        book.assign(record, old, None, self._dropped(record, cluster, facts), out)
                     book.store_target(record, old, None, out)
                 continue
             stage_index, stage_name = stage_for(record, facts.labels)
@@ -208,8 +211,7 @@ class Membership:
                 book.decide(
                     record,
                     DecisionAction.JOINED,
-                    f"{cluster} matches the selector (stage {stage_name})"
-                    + ("" if facts.ready else "; not ready, skipped until it is"),
+                    ClusterJoined(cluster=cluster, stage=stage_name, ready=facts.ready),
                     out,
                     cluster=cluster,
                 )
@@ -217,13 +219,26 @@ class Membership:
                 book.decide(
                     record,
                     DecisionAction.READINESS,
-                    f"{cluster} is {'ready' if facts.ready else 'not ready'}"
-                    + (f": {facts.not_ready_because()}" if facts.not_ready_because() else ""),
+                    ReadinessChanged(
+                        cluster=cluster,
+                        ready=facts.ready,
+                        left=facts.left,
+                        lease_seconds=facts.lease.seconds if facts.lease is not None and facts.lease.expired else None,
+                    ),
                     out,
                     cluster=cluster,
                 )
             new = self.join_at_stage_revision(record, new, out)
             book.store_target(record, old, new, out)
+
+    @staticmethod
+    def _dropped(record: ModuleRecord, cluster: str, facts: ClusterFacts | None) -> DecisionReason:
+        """Why a member the module no longer reaches loses its assignment."""
+        if facts is None:
+            return ClusterWasRemoved(cluster=cluster)
+        if not selects(record.spec.selector, facts.labels):
+            return ClusterUnselected(cluster=cluster)
+        return ClusterNotAllowed(cluster=cluster)
 
     def join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
         """A ready cluster with nothing assigned, in a stage the rollout has not reached,
@@ -239,11 +254,6 @@ class Membership:
             and not self.stages.stage_open(record, target.stage_index)
         ):
             stable = record.revisions[record.stable].revision
-            return self.book.assign(
-                record,
-                target,
-                record.stable,
-                f"{target.cluster} → {stable}: stage {target.stage} has not started, it runs the stable revision",
-                out,
-            )
+            because = StableUntilStage(cluster=target.cluster, revision=stable, stage=target.stage)
+            return self.book.assign(record, target, record.stable, because, out)
         return target

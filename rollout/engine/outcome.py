@@ -3,7 +3,8 @@
 * `Assignment` — to the assemblage builder (assembly.py): the sync record of one module in
   one cluster's assemblage, or None to remove it;
 * `Decision`   — to the decisions topic: why an assignment changed or a phase moved; its
-  `action` is a `DecisionAction` (rollout/wire/decision_actions.py: the strings on the wire);
+  `action` is a `DecisionAction` (rollout/wire/decision_actions.py: the strings on the wire),
+  its `because` a reason model (rollout/wire/decision_reasons.py) and `reason` its sentence;
 * `Verdict`    — to the verdicts topic: the engine's answer to one event that asks for
   one (every module intent; a status report with `reply`), accepted or refused with the
   reason, and which of the outcome's decisions it caused. `rollout approve` & co. wait for it;
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rollout.wire.assemblages import AssignedSync
 from rollout.wire.decision_actions import DecisionAction as DecisionAction  # re-exported: what a Decision did
+from rollout.wire.decision_reasons import DecisionReason
 from rollout.wire.events import CommandDoor
 
 # A module-status entry the caller renders itself, once per batch (`TargetBook.defer_views`,
@@ -41,11 +43,17 @@ class Assignment(BaseModel):
 
 
 class Decision(BaseModel):
+    """What was done (`action`) and why: `because`, the reason's model (its code and the
+    facts: rollout/wire/decision_reasons.py), and `reason`, the sentence rendered from it
+    (`render(because)`; `TargetBook.decide` sets both). The decisions topic's record of it is
+    a `rollout.wire.decisions.DecisionDocument`."""
+
     model_config = ConfigDict(frozen=True)
 
     module: str
     action: DecisionAction
     reason: str
+    because: DecisionReason
     cluster: str | None = None
     revision: str | None = None
     generation: int | None = None
@@ -54,7 +62,6 @@ class Decision(BaseModel):
     stage_seconds: float | None = None  # stage-succeeded: engine seconds since the stage started
     user: str | None = None  # a command's decision: who asked (RolloutCommanded.user)
     via: CommandDoor | None = None  # a command's decision: through which door (cli, dashboard, crd)
-    path: str | None = None  # values-refused: the readOnly Helm values path that kept its value
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from rollout.engine.state import (
 )
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import SyncFailed, SyncSucceeded
 from rollout.wire.events import SyncStatusReported
 
 
@@ -107,7 +108,7 @@ class Reports:
             book.decide(
                 record,
                 DecisionAction.FAILED,
-                f"{event.cluster} failed on {event.revision}" + (f": {event.message}" if event.message else ""),
+                SyncFailed(cluster=event.cluster, revision=event.revision, message=event.message or None),
                 out,
                 cluster=event.cluster,
                 revision=event.revision,
@@ -116,7 +117,7 @@ class Reports:
             book.decide(
                 record,
                 DecisionAction.SUCCEEDED,
-                f"{event.cluster} runs {event.revision}",
+                SyncSucceeded(cluster=event.cluster, revision=event.revision),
                 out,
                 cluster=event.cluster,
                 revision=event.revision,

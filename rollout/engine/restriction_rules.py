@@ -36,6 +36,7 @@ from rollout.engine.stages import StageMachine
 from rollout.engine.state import RESTRICTION_IDS_KEPT, ModuleRecord, RestrictionRecord, remember
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import Halted, RestrictionBroken, RestrictionMet
 from rollout.wire.events import RestrictionApplied, RestrictionDeleted
 
 
@@ -87,20 +88,22 @@ class RestrictionRules:
         """A running module under a new restriction: halted while it breaks a rule."""
         book = self.book
         record = stored.working_copy()
-        violation = None
+        broken: RestrictionViolation | None = None
         if restriction is not None:
             try:
                 check_spec(restriction, record.spec, fill_default=False)
             except RestrictionViolation as error:
-                violation = str(error)
+                broken = error
+        violation = str(broken) if broken is not None else None
         if violation != record.restricted:
             record.restricted = violation
-            if violation is not None:
-                book.decide(record, DecisionAction.HALTED, f"halted: {violation}", out)
-            else:
-                book.decide(
-                    record, DecisionAction.RESTRICTION_MET, "the module complies with its namespace's restriction", out
+            if broken is not None:
+                cause = RestrictionBroken(
+                    restriction=broken.restriction, rule=broken.rule, value=broken.value, why=broken.why
                 )
+                book.decide(record, DecisionAction.HALTED, Halted(cause=cause), out)
+            else:
+                book.decide(record, DecisionAction.RESTRICTION_MET, RestrictionMet(), out)
         self.membership.refresh_membership(record, book.index(record.name) | self.membership.all_clusters(), out)
         book.recategorize_all(record, out)
         self.stages.advance(record, out)

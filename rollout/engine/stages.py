@@ -26,8 +26,22 @@ from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import resolve_count, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
-from rollout.engine.views import outstanding_members, waiting_reason
+from rollout.engine.views import outstanding, outstanding_members
 from rollout.engine.window_gate import WindowGate
+from rollout.wire.decision_reasons import (
+    AwaitingApproval,
+    FailureBudgetExceeded,
+    Halted,
+    MovedToTarget,
+    RollbackCause,
+    RollbackStarted,
+    RolledBack,
+    RolloutComplete,
+    StageSkipped,
+    StagesPassed,
+    StageStarted,
+    StageSucceeded,
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -115,11 +129,7 @@ class StageMachine:
         if stage.require_approval and stage.name not in record.approvals:
             if record.phase != "AwaitingApproval":
                 book.decide(
-                    record,
-                    DecisionAction.AWAITING_APPROVAL,
-                    f"stage {stage.name} waits for approval",
-                    out,
-                    stage=stage.name,
+                    record, DecisionAction.AWAITING_APPROVAL, AwaitingApproval(stage=stage.name), out, stage=stage.name
                 )
             record.phase = "AwaitingApproval"
             return False
@@ -131,19 +141,12 @@ class StageMachine:
             # nothing to move — of the fleet the module's publisher knew (causal order):
             # the stage is passed with no soak; members joining later get the target
             record.stage_completed_at = now
-            book.decide(
-                record,
-                DecisionAction.STAGE_SKIPPED,
-                f"stage {stage.name} has no members: skipped",
-                out,
-                stage=stage.name,
-            )
+            book.decide(record, DecisionAction.STAGE_SKIPPED, StageSkipped(stage=stage.name), out, stage=stage.name)
             return True
         book.decide(
             record,
             DecisionAction.STAGE_STARTED,
-            f"stage {stage.name} started: {counts.pending} to move, "
-            f"{counts.not_ready} not ready, {counts.pinned} pinned",
+            StageStarted(stage=stage.name, pending=counts.pending, not_ready=counts.not_ready, pinned=counts.pinned),
             out,
             stage=stage.name,
         )
@@ -165,8 +168,13 @@ class StageMachine:
             self.book.decide(
                 record,
                 DecisionAction.STAGE_SUCCEEDED,
-                f"stage {stage.name} succeeded: {counts.succeeded} succeeded, {counts.failed} failed, "
-                f"{counts.not_ready} not ready, {counts.pinned} pinned",
+                StageSucceeded(
+                    stage=stage.name,
+                    succeeded=counts.succeeded,
+                    failed=counts.failed,
+                    not_ready=counts.not_ready,
+                    pinned=counts.pinned,
+                ),
                 out,
                 stage=stage.name,
                 stage_seconds=None if record.stage_started_at is None else now - record.stage_started_at,
@@ -193,17 +201,15 @@ class StageMachine:
     def _complete(self, record: ModuleRecord, out: Outcome) -> None:
         """The last stage passed: the target becomes the stable generation. The phase is
         Complete only when every staged member runs it too: members skipped while not
-        ready, or waiting for a window, keep it Progressing (`waiting_reason`)."""
+        ready, or waiting for a window, keep it Progressing (`outstanding`)."""
         record.stable = record.target
         revision = record.revisions[record.target].revision
-        waiting = waiting_reason(record, self.tables.now)
+        waiting = outstanding(record, self.tables.now)
         record.phase = "Progressing" if waiting else "Complete"
         self.book.decide(
             record,
             DecisionAction.COMPLETE,
-            f"rollout of {revision} complete; it is the stable revision"
-            if not waiting
-            else f"every stage of {revision} passed; it is the stable revision, not yet on every cluster: {waiting}",
+            StagesPassed(revision=revision, outstanding=waiting) if waiting else RolloutComplete(revision=revision),
             out,
             generation=record.target,
             revision=record.revisions[record.target].revision,
@@ -216,13 +222,13 @@ class StageMachine:
             counts = self.book.counts(record, stages[index].name)
             _, max_failures = self.budget(record, index)
             if counts.failed > max_failures:
-                reason = f"stage {stages[index].name} failures {counts.failed} > maxFailures {max_failures}"
+                cause = FailureBudgetExceeded(stage=stages[index].name, failed=counts.failed, max_failures=max_failures)
                 on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
                 if on_failure == "Rollback":
-                    self.start_rollback(record, reason, out)
+                    self.start_rollback(record, cause, out)
                 elif not record.halted:
                     record.halted = True
-                    self.book.decide(record, DecisionAction.HALTED, f"halted: {reason}", out)
+                    self.book.decide(record, DecisionAction.HALTED, Halted(cause=cause), out)
                 return True
         return False
 
@@ -242,37 +248,31 @@ class StageMachine:
             target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1
             movable = counts.members - counts.not_ready - counts.pinned
-            moved = book.assign(
-                record,
-                target,
-                record.target,
-                f"{cluster} → {revision}: stage {stage.name} {slot}/{movable}",
-                out,
-            )
+            because = MovedToTarget(cluster=cluster, revision=revision, stage=stage.name, slot=slot, movable=movable)
+            moved = book.assign(record, target, record.target, because, out)
             book.store_target(record, target, moved, out)
 
     def move_rollback(self, record: ModuleRecord, out: Outcome) -> None:
         """Every unpinned cluster not on the stable generation returns to it at once —
         ready or not, staged or not: the target is what is being taken away."""
         book, targets = self.book, self.tables.targets
-        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
+        stable = record.revisions[record.stable].revision if record.stable is not None else None
         book.index(record.name)
         for index in range(-1, len(stages_of(record))):
             queue = book.pending_queue(record.name, index)
             while queue:
                 _, cluster = queue[0]
                 target = targets[target_key(record.name, cluster)]
-                moved = book.assign(record, target, record.stable, f"{cluster} → {stable}: rollback", out)
+                moved = book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)
                 book.store_target(record, target, moved, out)
 
-    def start_rollback(self, record: ModuleRecord, reason: str, out: Outcome) -> None:
+    def start_rollback(self, record: ModuleRecord, cause: RollbackCause, out: Outcome) -> None:
+        """Every cluster on the target returns to the stable generation, because of `cause`."""
         if record.mode == "rollback":
             return
         record.mode = "rollback"
-        stable = record.revisions[record.stable].revision if record.stable is not None else "nothing"
-        self.book.decide(
-            record, DecisionAction.ROLLBACK, f"{reason}: every cluster on the target returns to {stable}", out
-        )
+        stable = record.revisions[record.stable].revision if record.stable is not None else None
+        self.book.decide(record, DecisionAction.ROLLBACK, RollbackStarted(cause=cause, stable=stable), out)
         self.book.recategorize_all(record, out)
 
 

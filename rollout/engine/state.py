@@ -217,13 +217,6 @@ class ClusterFacts(Record):
         observed = self.ready if self.observed_ready is None else self.observed_ready
         return observed and not self.left and not (self.lease is not None and self.lease.expired)
 
-    def not_ready_because(self) -> str:
-        if self.left:
-            return "it left the fleet (rollout cluster leave)"
-        if self.lease is not None and self.lease.expired:
-            return f"its lease expired (no heartbeat for {self.lease.seconds:.0f}s)"
-        return ""
-
     def same_facts(self, other: ClusterFacts) -> bool:
         """Equal in everything but the remembered event ids."""
         return (self.name, self.namespace, self.labels, self.annotations, self.ready) == (

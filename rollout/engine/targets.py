@@ -47,6 +47,7 @@ from rollout.values.bindings import binding_values, expand_sync
 from rollout.values.layers import MergedValues
 from rollout.values.releases import ObservedValues, read_only_values, release_sync
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
+from rollout.wire.decision_reasons import DecisionReason, ValuesRefused, render
 
 PendingQueue = list[tuple[tuple[int, int, str], str]]  # ((sort tuple), cluster), ascending
 
@@ -245,9 +246,12 @@ class TargetBook:
 
     # -- assignments and decisions --------------------------------------------------------
 
-    def assign(self, record: ModuleRecord, target: Target, generation: int | None, reason: str, out: Outcome) -> Target:
-        """Put `generation` (None: nothing) into the cluster's assemblage; the target as it
-        is now (for the caller to store)."""
+    def assign(
+        self, record: ModuleRecord, target: Target, generation: int | None, because: DecisionReason, out: Outcome
+    ) -> Target:
+        """Put `generation` (None: nothing) into the cluster's assemblage, `because` (the
+        assignment's and its decision's reason); the target as it is now (for the caller to store)."""
+        reason = render(because)
         now = self.tables.now
         old_generation = target.assigned
         if old_generation is not None and old_generation in record.revisions:
@@ -283,7 +287,7 @@ class TargetBook:
         self.decide(
             record,
             DecisionAction.ASSIGN if generation is not None else DecisionAction.UNASSIGN,
-            reason,
+            because,
             out,
             cluster=target.cluster,
             generation=generation,
@@ -355,8 +359,10 @@ class TargetBook:
     def note_refusals(self, record: ModuleRecord, cluster: str, merged: MergedValues | None, out: Outcome) -> None:
         """A `values-refused` decision for each change a readOnly path refused."""
         for refusal in merged.refusals if merged is not None else []:
-            reason = f"{cluster}: {refusal.reason}"
-            self.decide(record, DecisionAction.VALUES_REFUSED, reason, out, cluster=cluster, path=refusal.path)
+            because = ValuesRefused(
+                cluster=cluster, path=refusal.path, current=refusal.current, wanted=refusal.wanted, layer=refusal.layer
+            )
+            self.decide(record, DecisionAction.VALUES_REFUSED, because, out, cluster=cluster)
 
     def prune_revisions(self, record: ModuleRecord) -> None:
         keep = {record.target, record.stable}
@@ -367,7 +373,7 @@ class TargetBook:
         self,
         record: ModuleRecord,
         action: DecisionAction,
-        reason: str,
+        because: DecisionReason,
         out: Outcome,
         *,
         cluster: str | None = None,
@@ -375,23 +381,25 @@ class TargetBook:
         revision: str | None = None,
         stage: str | None = None,
         stage_seconds: float | None = None,
-        path: str | None = None,
     ) -> None:
-        """Record a decision about `record`'s module (at the engine's time); its reason
-        becomes the module's `last_reason`. Every field but the action and the reason is a
-        keyword: a decision's structured fields grow here."""
+        """Record a decision about `record`'s module (at the engine's time), `because` (a
+        reason model: rollout/wire/decision_reasons.py); its sentence, rendered from it, is
+        the decision's `reason` and the module's `last_reason`. Every field but the action
+        and the reason is a keyword: a decision's structured fields grow here, a reason's
+        facts in its model."""
+        reason = render(because)
         out.decisions.append(
             Decision(
                 module=record.name,
                 action=action,
                 reason=reason,
+                because=because,
                 cluster=cluster,
                 generation=generation,
                 revision=revision,
                 at=self.tables.now,
                 stage=stage,
                 stage_seconds=stage_seconds,
-                path=path,
             )
         )
         record.last_reason = reason

@@ -23,6 +23,7 @@ from rollout.api.manifests import Stage
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.state import UNSTAGED, ModuleRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of
+from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
     PENDING,
     Held,
@@ -133,25 +134,30 @@ def outstanding_members(record: ModuleRecord) -> int:
     )
 
 
-def waiting_reason(record: ModuleRecord, now: float) -> str:
-    """Why a module whose stages have passed is not Complete ('' : nothing outstanding),
-    e.g. "2 clusters not ready; stage wave waits for a maintenance window"."""
+def outstanding(record: ModuleRecord, now: float) -> Outstanding | None:
+    """Why a module whose stages have passed is not Complete (None: nothing outstanding):
+    members not ready, not on the target yet, stages waiting for a window."""
     if record.mode != "rollout" or not outstanding_members(record):
-        return ""
+        return None
     staged = [counts for name, counts in record.counts.items() if name != UNSTAGED]
-    reasons: list[str] = []
-    not_ready = sum(counts.not_ready for counts in staged)
-    if not_ready:
-        reasons.append(f"{not_ready} cluster{'s' if not_ready != 1 else ''} not ready")
-    moving = sum(counts.pending + counts.updating + counts.blocked for counts in staged)
-    if moving:
-        reasons.append(f"{moving} cluster{'s' if moving != 1 else ''} not on the target yet")
+    windows = []
     for stage in stages_of(record):
         if stage.name in record.window_waits:
             state = stage_window_state(record.spec, stage, now) if now > 0 else None
-            opens = f", next opens at {iso(state.next_open)}" if state is not None and state.next_open else ""
-            reasons.append(f"stage {stage.name} waits for a maintenance window{opens}")
-    return "; ".join(reasons)
+            windows.append(WindowWait(stage=stage.name, next_open=state.next_open if state is not None else None))
+    found = Outstanding(
+        not_ready=sum(counts.not_ready for counts in staged),
+        moving=sum(counts.pending + counts.updating + counts.blocked for counts in staged),
+        windows=windows,
+    )
+    return found if found.not_ready or found.moving or found.windows else None
+
+
+def waiting_reason(record: ModuleRecord, now: float) -> str:
+    """`outstanding` as a sentence ('' : nothing outstanding), e.g. "2 clusters not ready;
+    stage wave waits for a maintenance window"."""
+    found = outstanding(record, now)
+    return found.sentence() if found is not None else ""
 
 
 def window_view(record: ModuleRecord, stage: Stage, now: float) -> StageWindow | None:

@@ -20,11 +20,12 @@ joiners move as soon as a window opens.
 from __future__ import annotations
 
 from rollout.api.manifests import Stage
-from rollout.api.windows import iso, stage_window_state
+from rollout.api.windows import stage_window_state
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.state import ModuleRecord
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import AwaitingWindow
 
 
 class WindowGate:
@@ -43,14 +44,7 @@ class WindowGate:
             return True
         if stage.name not in record.window_waits:
             record.window_waits = sorted([*record.window_waits, stage.name])
-            when = f"next opens at {iso(state.next_open)}" if state.next_open is not None else "no window ahead"
-            if self.tables.now <= 0:
-                when = "the engine has seen no tick yet"
-            self.book.decide(
-                record,
-                DecisionAction.AWAITING_WINDOW,
-                f"stage {stage.name} waits for a maintenance window: {when}",
-                out,
-                stage=stage.name,
-            )
+            ticked = self.tables.now > 0  # before the first tick no one can say when a window opens
+            because = AwaitingWindow(stage=stage.name, next_open=state.next_open if ticked else None, ticked=ticked)
+            self.book.decide(record, DecisionAction.AWAITING_WINDOW, because, out, stage=stage.name)
         return False

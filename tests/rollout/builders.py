@@ -45,6 +45,7 @@ from rollout.wire.events import (
     SyncStatusReported,
     Tick,
 )
+from tests.rollout.reasons import check_reasons
 
 API = "rollout.dev/v1alpha1"
 GIT_URL = "https://github.com/example/app"
@@ -362,6 +363,7 @@ class Fleet:
         while queue:
             event = queue.pop(0)
             outcome = self.engine.handle(event)
+            check_reasons(outcome)
             self.journal.append(event)
             self.outcomes.append(outcome)
             self._absorb(outcome)

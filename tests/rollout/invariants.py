@@ -1,9 +1,11 @@
 """The invariants the property tests check after every event (test_properties.py has the
-list): `Checker` compares the fleet before and after each event."""
+list): `Checker` compares the fleet before and after each event. What it learns from the
+decisions it reads from their reasons' fields (rollout/wire/decision_reasons.py), never from
+the sentences; and every decision's reason is one its action may have, renders to the
+decision's `reason` and reads back from JSON as it was (`check_reasons`, reasons.py)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,18 +14,15 @@ from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.wire.decision_actions import DecisionAction
+from rollout.wire.decision_reasons import Approved, StageSkipped, StageStarted, StageSucceeded
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
     serialize,
 )
+from tests.rollout.reasons import check_reasons
 
 # --- the invariants -----------------------------------------------------------------------
-
-_STARTED = re.compile(r"^stage (\S+) started")
-_SUCCEEDED = re.compile(r"^stage (\S+) succeeded: (\d+) succeeded")
-_APPROVED = re.compile(r"^stage (\S+) approved")
-_SKIPPED = re.compile(r"^stage (\S+) has no members: skipped")
 
 
 @dataclass
@@ -94,6 +93,7 @@ class Checker:
         if duplicate:
             assert serialize(outcome) == serialize(Outcome()), f"redelivered {event.type} emitted {serialize(outcome)}"
             assert fleet.snapshot() == before["snapshot"], f"redelivered {event.type} changed the state"
+        check_reasons(outcome)
         self.check_stage_order(outcome)
         self.check_halt(event, outcome, before)
         self.check_windows(outcome)
@@ -188,14 +188,14 @@ class Checker:
             elif record is None or not tracker.trusted:
                 continue
             elif decision.action == DecisionAction.APPROVED:
-                tracker.approved.add(_APPROVED.match(decision.reason).group(1))  # type: ignore[union-attr]
+                assert isinstance(decision.because, Approved)
+                tracker.approved.add(decision.because.stage)
             elif decision.action == DecisionAction.STAGE_SUCCEEDED:
-                match = _SUCCEEDED.match(decision.reason)
-                assert match is not None
-                tracker.succeeded[match.group(1)] = (decision.at, int(match.group(2)))
+                assert isinstance(decision.because, StageSucceeded)
+                tracker.succeeded[decision.because.stage] = (decision.at, decision.because.succeeded)
             elif decision.action in (DecisionAction.STAGE_STARTED, DecisionAction.STAGE_SKIPPED):
-                pattern = _STARTED if decision.action == DecisionAction.STAGE_STARTED else _SKIPPED
-                started = pattern.match(decision.reason).group(1)  # type: ignore[union-attr]
+                assert isinstance(decision.because, StageStarted | StageSkipped)
+                started = decision.because.stage
                 stages = stages_of(record)
                 index = [s.name for s in stages].index(started)
                 if stages[index].require_approval:

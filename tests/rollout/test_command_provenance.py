@@ -13,7 +13,9 @@ import pytest
 
 from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
 from rollout.engine.outcome import Decision
+from rollout.wire.decision_reasons import Paused, render
 from rollout.wire.events import EventRejected, RolloutCommanded, parse_event
+from streams.chain import decision_body
 from tests.rollout.builders import cluster, given, module, next_id, stage
 
 
@@ -94,8 +96,9 @@ def test_a_door_other_than_cli_dashboard_or_crd_is_refused() -> None:
 def test_decision_records_with_and_without_the_author_are_shown_by_the_dashboard_and_the_cli() -> None:
     from rollout_cli.views.decisions import print_decisions
 
-    signed = {"id": "0-5-0", **Decision(module="podinfo", action="paused", reason="paused by alice via cli",
-                                         user="alice", via="cli").__dict__}  # fmt: skip
+    because = Paused(user="alice", via="cli")
+    signed = decision_body(0, 5, 0, Decision(module="podinfo", action="paused", reason=render(because),
+                                             because=because, user="alice", via="cli"))  # fmt: skip
     old = {"id": "0-4-0", "module": "podinfo", "action": "paused", "reason": "paused by dashboard", "at": 1.0}
     view = FleetView()
     for document in (old, signed):

@@ -8,6 +8,8 @@ import orjson
 
 from rollout.engine.outcome import Decision
 from rollout.wire.decision_actions import DecisionAction
+from rollout.wire.decision_reasons import StageSkipped, render
+from streams.chain import decision_body
 
 WIRE = {
     "assign", "unassign", "succeeded", "failed", "joined", "readiness", "values", "values-refused",
@@ -23,8 +25,16 @@ def test_the_actions_are_the_strings_the_decisions_topic_has_always_carried() ->
 
 
 def test_a_decision_record_carries_its_action_as_the_plain_string_and_reads_back_as_the_member() -> None:
-    decision = Decision(module="app", action=DecisionAction.STAGE_SUCCEEDED, reason="stage canary succeeded")
-    assert orjson.dumps(decision.__dict__).count(b'"action":"stage-succeeded"') == 1
+    because = StageSkipped(stage="canary")
+    decision = Decision(module="app", action=DecisionAction.STAGE_SUCCEEDED, reason=render(because), because=because)
+    assert orjson.dumps(decision_body(0, 1, 0, decision)).count(b'"action":"stage-succeeded"') == 1
     assert decision.model_dump(mode="json")["action"] == "stage-succeeded"
-    read = Decision.model_validate({"module": "app", "action": "stage-succeeded", "reason": "r"})
+    read = Decision.model_validate(
+        {
+            "module": "app",
+            "action": "stage-succeeded",
+            "reason": "r",
+            "because": {"code": "stage-skipped", "stage": "a"},
+        }
+    )
     assert read.action is DecisionAction.STAGE_SUCCEEDED and read.action == "stage-succeeded"

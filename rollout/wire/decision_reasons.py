@@ -1,0 +1,714 @@
+"""Why a decision was taken: the `because` of every record on the decisions topic.
+
+    engine (Decision.because, a model below) ──► decisions topic {"action": …, "because":
+        {"code": "stage-started", "stage": "canary", "pending": 3, …}, "reason": "stage canary
+        started: 3 to move, 0 not ready, 1 pinned"} ──► readers: history, status, dashboard, replay
+
+A decision's reason is a model: a `ReasonCode` (its `code`, a constant on the wire, as
+Flux's `meta.*Reason`) and the facts its sentence mentions — the cluster, stage, counts,
+budget, revision, gate and its message, when a window opens, who gave a command and through
+which door, the dependents waited for, the rule broken, the readOnly path. The sentence a
+person reads (the record's `reason`) is rendered from those facts by the model's
+`sentence()` — one per code — and nothing else: a reader that needs a fact reads its field,
+never the sentence. `render(because)` is the sentence.
+
+Two reasons are made of another: a halt (`Halted`) and a rollback (`RollbackStarted`) carry
+their `cause` — the failure budget exceeded, a gate failed (the same model as the
+`gate-failed` decision's), a ModuleRestriction rule broken, a rollback requested.
+
+Reading and writing: the decision record holds `because` as the JSON object of
+`model_dump(mode="json")` (streams/chain.py: `decision_body`), every field written;
+`REASON_ADAPTER` reads one back. A code a reader does not know (a newer worker's) is read
+as an `UnrecognisedReason` by the decision document (decisions.py), whose `reason` still
+says it. Adding a code or a field is additive; renaming one changes the topic's format.
+The engine module that decides each group is named beside it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter
+
+from rollout.api.restrictions import Rule
+from rollout.api.windows import iso
+from rollout.wire.documents import Part
+from rollout.wire.events import CommandDoor
+
+
+class ReasonCode(StrEnum):
+    """Why a decision was taken: the `code` of its `because`. Each member is its string on
+    the wire."""
+
+    # a cluster's assignment (stages.py, membership.py, intents.py)
+    MOVED_TO_TARGET = "moved-to-target"
+    ROLLED_BACK = "rolled-back"
+    STABLE_UNTIL_STAGE = "stable-until-stage"
+    CLUSTER_REMOVED = "cluster-removed"
+    CLUSTER_UNSELECTED = "cluster-unselected"
+    CLUSTER_NOT_ALLOWED = "cluster-not-allowed"
+    # a Helm release's values (targets.py, live_values.py)
+    VALUES_REFUSED = "values-refused"
+    LIVE_VALUES_CHANGED = "live-values-changed"
+    # one cluster's status, membership or readiness (reports.py, clock.py, membership.py)
+    SYNC_SUCCEEDED = "sync-succeeded"
+    SYNC_FAILED = "sync-failed"
+    PROGRESS_DEADLINE_EXCEEDED = "progress-deadline-exceeded"
+    CLUSTER_JOINED = "cluster-joined"
+    READINESS_CHANGED = "readiness-changed"
+    # the module's life (intents.py, dependencies.py, causal.py)
+    MODULE_CREATED = "module-created"
+    NEW_REVISION = "new-revision"
+    MODULE_DELETED = "module-deleted"
+    DELETE_WAITS_FOR_DEPENDENTS = "delete-waits-for-dependents"
+    DELETE_CANCELLED = "delete-cancelled"
+    HELD_FOR_FLEET = "held-for-fleet"
+    HELD_BEHIND_INTENTS = "held-behind-intents"
+    # the stages (stages.py, window_gate.py, gate_results.py, restriction_rules.py)
+    STAGE_STARTED = "stage-started"
+    STAGE_SKIPPED = "stage-skipped"
+    STAGE_SUCCEEDED = "stage-succeeded"
+    AWAITING_APPROVAL = "awaiting-approval"
+    AWAITING_WINDOW = "awaiting-window"
+    GATE_PASSED = "gate-passed"
+    GATE_FAILED = "gate-failed"
+    ROLLOUT_COMPLETE = "rollout-complete"
+    STAGES_PASSED = "stages-passed"
+    HALTED = "halted"
+    STORED_SPEC_REFUSED = "stored-spec-refused"
+    ROLLBACK = "rollback"
+    RESTRICTION_MET = "restriction-met"
+    # what halts a rollout or rolls it back: a `cause` (stages.py, gate_results.py, restriction_rules.py)
+    FAILURE_BUDGET_EXCEEDED = "failure-budget-exceeded"
+    RESTRICTION_BROKEN = "restriction-broken"
+    ROLLBACK_REQUESTED = "rollback-requested"
+    # commands (intents.py)
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    ABORTED = "aborted"
+    APPROVED = "approved"
+    PINNED = "pinned"
+    UNPINNED = "unpinned"
+
+
+class Reason(Part):
+    """What every reason is: a `code` (a `ReasonCode` in each model) and the facts its
+    `sentence()` says."""
+
+    code: str
+
+    def sentence(self) -> str:
+        raise NotImplementedError
+
+
+class CommandReason(Reason):
+    """A command's reason: who gave it (RolloutCommanded.user) and through which door;
+    either may be absent."""
+
+    user: str | None = None
+    via: CommandDoor | None = None
+
+    def by(self) -> str:
+        """ " by USER via DOOR", as the reason says it; either part left out when absent."""
+        by = f" by {self.user}" if self.user else ""
+        return f"{by} via {self.via}" if self.via else by
+
+
+# -- a cluster's assignment ----------------------------------------------------------------
+
+
+class MovedToTarget(Reason):
+    """A cluster of a started stage moved to the target: the `slot`-th of `movable`."""
+
+    code: Literal[ReasonCode.MOVED_TO_TARGET] = ReasonCode.MOVED_TO_TARGET
+    cluster: str
+    revision: str
+    stage: str
+    slot: int
+    movable: int
+
+    def sentence(self) -> str:
+        return f"{self.cluster} → {self.revision}: stage {self.stage} {self.slot}/{self.movable}"
+
+
+class RolledBack(Reason):
+    """A cluster returned to the stable revision (`revision` None: there is none, nothing runs)."""
+
+    code: Literal[ReasonCode.ROLLED_BACK] = ReasonCode.ROLLED_BACK
+    cluster: str
+    revision: str | None
+
+    def sentence(self) -> str:
+        return f"{self.cluster} → {self.revision or 'nothing'}: rollback"
+
+
+class StableUntilStage(Reason):
+    """A cluster of a stage the rollout has not reached gets the stable revision."""
+
+    code: Literal[ReasonCode.STABLE_UNTIL_STAGE] = ReasonCode.STABLE_UNTIL_STAGE
+    cluster: str
+    revision: str
+    stage: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster} → {self.revision}: stage {self.stage} has not started, it runs the stable revision"
+
+
+class ClusterWasRemoved(Reason):
+    code: Literal[ReasonCode.CLUSTER_REMOVED] = ReasonCode.CLUSTER_REMOVED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster}: cluster removed"
+
+
+class ClusterUnselected(Reason):
+    code: Literal[ReasonCode.CLUSTER_UNSELECTED] = ReasonCode.CLUSTER_UNSELECTED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster}: cluster no longer matches the selector"
+
+
+class ClusterNotAllowed(Reason):
+    """The cluster is outside `allowedClusters` of the module's namespace's ModuleRestriction."""
+
+    code: Literal[ReasonCode.CLUSTER_NOT_ALLOWED] = ReasonCode.CLUSTER_NOT_ALLOWED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster}: cluster is outside allowedClusters of its namespace's ModuleRestriction"
+
+
+# -- a Helm release's values ----------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    """A Helm value as a refusal quotes it (rollout/values/layers.py): its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class ValuesRefused(Reason):
+    """A readOnly Helm values `path` kept the cluster's value (`current`) against the
+    `layer` that wanted `wanted`. `current` and `wanted` are the values as JSON (an
+    object's keys may come back sorted from a stored record: the record's `reason` says
+    what the engine saw)."""
+
+    code: Literal[ReasonCode.VALUES_REFUSED] = ReasonCode.VALUES_REFUSED
+    cluster: str
+    path: str  # a JSON pointer, "/image/tag"
+    current: Any = None
+    wanted: Any = None
+    layer: str
+
+    def sentence(self) -> str:
+        return (
+            f"{self.cluster}: {self.path} is readOnly: the cluster has {_shown(self.current)}, the {self.layer} "
+            f"layer wants {_shown(self.wanted)}; the change is refused and the cluster's value stays"
+        )
+
+
+class LiveValuesChanged(Reason):
+    code: Literal[ReasonCode.LIVE_VALUES_CHANGED] = ReasonCode.LIVE_VALUES_CHANGED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster}: values observed on the cluster changed its merged values"
+
+
+# -- one cluster's status, membership or readiness -----------------------------------------
+
+
+class SyncSucceeded(Reason):
+    code: Literal[ReasonCode.SYNC_SUCCEEDED] = ReasonCode.SYNC_SUCCEEDED
+    cluster: str
+    revision: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster} runs {self.revision}"
+
+
+class SyncFailed(Reason):
+    """The cluster reported the revision failed, with its message (None: none given)."""
+
+    code: Literal[ReasonCode.SYNC_FAILED] = ReasonCode.SYNC_FAILED
+    cluster: str
+    revision: str
+    message: str | None = None
+
+    def sentence(self) -> str:
+        return f"{self.cluster} failed on {self.revision}" + (f": {self.message}" if self.message else "")
+
+
+class ProgressDeadlineExceeded(Reason):
+    code: Literal[ReasonCode.PROGRESS_DEADLINE_EXCEEDED] = ReasonCode.PROGRESS_DEADLINE_EXCEEDED
+    cluster: str
+    deadline: str  # the module's progressDeadline, as written ("10m")
+
+    def sentence(self) -> str:
+        return f"{self.cluster}: updating for longer than progressDeadline {self.deadline}"
+
+
+class ClusterJoined(Reason):
+    """A cluster matches the module's selector: a member of `stage` ("-": none), ready or not."""
+
+    code: Literal[ReasonCode.CLUSTER_JOINED] = ReasonCode.CLUSTER_JOINED
+    cluster: str
+    stage: str
+    ready: bool
+
+    def sentence(self) -> str:
+        skipped = "" if self.ready else "; not ready, skipped until it is"
+        return f"{self.cluster} matches the selector (stage {self.stage}){skipped}"
+
+
+class ReadinessChanged(Reason):
+    """A member became ready or not ready; why not: it `left` the fleet, or its lease
+    expired (`lease_seconds`: the lease it did not renew)."""
+
+    code: Literal[ReasonCode.READINESS_CHANGED] = ReasonCode.READINESS_CHANGED
+    cluster: str
+    ready: bool
+    left: bool = False
+    lease_seconds: float | None = None  # set when its lease expired
+
+    def not_ready_because(self) -> str:
+        if self.left:
+            return "it left the fleet (rollout cluster leave)"
+        if self.lease_seconds is not None:
+            return f"its lease expired (no heartbeat for {self.lease_seconds:.0f}s)"
+        return ""
+
+    def sentence(self) -> str:
+        because = self.not_ready_because()
+        return f"{self.cluster} is {'ready' if self.ready else 'not ready'}" + (f": {because}" if because else "")
+
+
+# -- the module's life ------------------------------------------------------------------------
+
+
+class ModuleCreated(Reason):
+    code: Literal[ReasonCode.MODULE_CREATED] = ReasonCode.MODULE_CREATED
+    kind: str  # Module | BootstrapModule
+    module: str
+    revision: str
+
+    def sentence(self) -> str:
+        return f"{self.kind} {self.module} created at {self.revision}"
+
+
+class NewRevision(Reason):
+    """A new target: `revision` as `generation`; `supersedes`: the revision whose rollout it
+    replaces before it finished (None: the last one had finished)."""
+
+    code: Literal[ReasonCode.NEW_REVISION] = ReasonCode.NEW_REVISION
+    revision: str
+    generation: int
+    supersedes: str | None = None
+
+    def sentence(self) -> str:
+        note = f" (supersedes the rollout of {self.supersedes})" if self.supersedes is not None else ""
+        return f"target {self.revision} (generation {self.generation}){note}; starting again from the first stage"
+
+
+class ModuleWasDeleted(Reason):
+    """The module was deleted: its own decision, and each cluster's unassignment."""
+
+    code: Literal[ReasonCode.MODULE_DELETED] = ReasonCode.MODULE_DELETED
+    kind: str
+    module: str
+
+    def sentence(self) -> str:
+        return f"{self.kind} {self.module} deleted"
+
+
+class DeleteWaitsForDependents(Reason):
+    """A delete held while modules depend on it: they go first (reverse dependency order)."""
+
+    code: Literal[ReasonCode.DELETE_WAITS_FOR_DEPENDENTS] = ReasonCode.DELETE_WAITS_FOR_DEPENDENTS
+    kind: str
+    module: str
+    dependents: list[str]
+
+    def sentence(self) -> str:
+        return (
+            f"{self.kind} {self.module} is deleted once the modules depending on it are: "
+            f"{', '.join(self.dependents)} (reverse dependency order)"
+        )
+
+
+class DeleteCancelled(Reason):
+    code: Literal[ReasonCode.DELETE_CANCELLED] = ReasonCode.DELETE_CANCELLED
+    kind: str
+    module: str
+
+    def sentence(self) -> str:
+        return f"{self.kind} {self.module} applied again: not deleted"
+
+
+class HeldForFleet(Reason):
+    """An intent (`intent`: its event type) held until the engine has folded the cluster
+    observations its publisher knew: `positions`, journal partition → offset."""
+
+    code: Literal[ReasonCode.HELD_FOR_FLEET] = ReasonCode.HELD_FOR_FLEET
+    intent: str
+    positions: dict[int, int]
+
+    def sentence(self) -> str:
+        upto = ", ".join(f"partition {p} offset {o}" for p, o in sorted(self.positions.items())) or "nothing"
+        return f"{self.intent} held: waiting for cluster observations up to {upto}"
+
+
+class HeldBehindIntents(Reason):
+    """An intent held behind `earlier` intents of `module` that wait already."""
+
+    code: Literal[ReasonCode.HELD_BEHIND_INTENTS] = ReasonCode.HELD_BEHIND_INTENTS
+    intent: str
+    earlier: int
+    module: str
+
+    def sentence(self) -> str:
+        return f"{self.intent} held behind {self.earlier} earlier intent(s) of {self.module}"
+
+
+# -- the stages -------------------------------------------------------------------------------
+
+
+class StageStarted(Reason):
+    """The stage's counts when it started."""
+
+    code: Literal[ReasonCode.STAGE_STARTED] = ReasonCode.STAGE_STARTED
+    stage: str
+    pending: int
+    not_ready: int
+    pinned: int
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} started: {self.pending} to move, {self.not_ready} not ready, {self.pinned} pinned"
+
+
+class StageSkipped(Reason):
+    code: Literal[ReasonCode.STAGE_SKIPPED] = ReasonCode.STAGE_SKIPPED
+    stage: str
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} has no members: skipped"
+
+
+class StageSucceeded(Reason):
+    """The stage's counts when it was done (its failures within maxFailures)."""
+
+    code: Literal[ReasonCode.STAGE_SUCCEEDED] = ReasonCode.STAGE_SUCCEEDED
+    stage: str
+    succeeded: int
+    failed: int
+    not_ready: int
+    pinned: int
+
+    def sentence(self) -> str:
+        return (
+            f"stage {self.stage} succeeded: {self.succeeded} succeeded, {self.failed} failed, "
+            f"{self.not_ready} not ready, {self.pinned} pinned"
+        )
+
+
+class AwaitingApproval(Reason):
+    code: Literal[ReasonCode.AWAITING_APPROVAL] = ReasonCode.AWAITING_APPROVAL
+    stage: str
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} waits for approval"
+
+
+class AwaitingWindow(Reason):
+    """The stage waits for a maintenance window: `next_open` (epoch seconds) when the next
+    opens, None when none is ahead — or when the engine has seen no tick (`ticked` False)
+    and cannot tell."""
+
+    code: Literal[ReasonCode.AWAITING_WINDOW] = ReasonCode.AWAITING_WINDOW
+    stage: str
+    next_open: float | None = None
+    ticked: bool = True
+
+    def sentence(self) -> str:
+        if not self.ticked:
+            when = "the engine has seen no tick yet"
+        elif self.next_open is not None:
+            when = f"next opens at {iso(self.next_open)}"
+        else:
+            when = "no window ahead"
+        return f"stage {self.stage} waits for a maintenance window: {when}"
+
+
+class GatePassed(Reason):
+    code: Literal[ReasonCode.GATE_PASSED] = ReasonCode.GATE_PASSED
+    gate: str
+    stage: str
+    message: str | None = None  # what the gate runner said (None: nothing)
+
+    def sentence(self) -> str:
+        return f"gate {self.gate} of stage {self.stage} passes" + (f": {self.message}" if self.message else "")
+
+
+class GateFailed(Reason):
+    code: Literal[ReasonCode.GATE_FAILED] = ReasonCode.GATE_FAILED
+    gate: str
+    stage: str
+    message: str | None = None
+
+    def sentence(self) -> str:
+        return f"gate {self.gate} of stage {self.stage} failed" + (f": {self.message}" if self.message else "")
+
+
+class RolloutComplete(Reason):
+    """The last stage passed and every member runs the target: it is the stable revision."""
+
+    code: Literal[ReasonCode.ROLLOUT_COMPLETE] = ReasonCode.ROLLOUT_COMPLETE
+    revision: str
+
+    def sentence(self) -> str:
+        return f"rollout of {self.revision} complete; it is the stable revision"
+
+
+class WindowWait(Part):
+    """A stage waiting for a maintenance window; `next_open` None: not known (no tick yet, or none ahead)."""
+
+    stage: str
+    next_open: float | None = None
+
+
+class Outstanding(Part):
+    """Why a module whose stages all passed is not Complete: members not ready, members not
+    on the target yet (pending, updating, blocked), stages waiting for a window."""
+
+    not_ready: int = 0
+    moving: int = 0
+    windows: list[WindowWait] = Field(default_factory=list)
+
+    def sentence(self) -> str:
+        """E.g. "2 clusters not ready; stage wave waits for a maintenance window" ('': nothing)."""
+        reasons: list[str] = []
+        if self.not_ready:
+            reasons.append(f"{self.not_ready} cluster{'s' if self.not_ready != 1 else ''} not ready")
+        if self.moving:
+            reasons.append(f"{self.moving} cluster{'s' if self.moving != 1 else ''} not on the target yet")
+        for wait in self.windows:
+            opens = f", next opens at {iso(wait.next_open)}" if wait.next_open else ""
+            reasons.append(f"stage {wait.stage} waits for a maintenance window{opens}")
+        return "; ".join(reasons)
+
+
+class StagesPassed(Reason):
+    """The last stage passed — the target is the stable revision — but members are outstanding."""
+
+    code: Literal[ReasonCode.STAGES_PASSED] = ReasonCode.STAGES_PASSED
+    revision: str
+    outstanding: Outstanding
+
+    def sentence(self) -> str:
+        return (
+            f"every stage of {self.revision} passed; it is the stable revision, not yet on every cluster: "
+            f"{self.outstanding.sentence()}"
+        )
+
+
+class FailureBudgetExceeded(Reason):
+    """A started stage has more failed members than its maxFailures."""
+
+    code: Literal[ReasonCode.FAILURE_BUDGET_EXCEEDED] = ReasonCode.FAILURE_BUDGET_EXCEEDED
+    stage: str
+    failed: int
+    max_failures: int
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} failures {self.failed} > maxFailures {self.max_failures}"
+
+
+class RestrictionBroken(Reason):
+    """The module breaks `rule` of the ModuleRestriction `restriction` (namespace/name) with
+    `value`; `why` says how (rollout/api/restrictions.py: RestrictionViolation)."""
+
+    code: Literal[ReasonCode.RESTRICTION_BROKEN] = ReasonCode.RESTRICTION_BROKEN
+    restriction: str
+    rule: Rule
+    value: str
+    why: str
+
+    def sentence(self) -> str:
+        return f"refused by ModuleRestriction {self.restriction}: {self.rule}: {self.why}"
+
+
+class RollbackRequested(CommandReason):
+    code: Literal[ReasonCode.ROLLBACK_REQUESTED] = ReasonCode.ROLLBACK_REQUESTED
+
+    def sentence(self) -> str:
+        return f"rollback requested{self.by()}"
+
+
+HaltCause = Annotated[FailureBudgetExceeded | GateFailed | RestrictionBroken, Field(discriminator="code")]
+"""What halts a rollout (onFailure Halt, or a rule broken)."""
+RollbackCause = Annotated[FailureBudgetExceeded | GateFailed | RollbackRequested, Field(discriminator="code")]
+"""What rolls a rollout back (onFailure Rollback, or a command)."""
+
+
+class Halted(Reason):
+    code: Literal[ReasonCode.HALTED] = ReasonCode.HALTED
+    cause: HaltCause
+
+    def sentence(self) -> str:
+        return f"halted: {self.cause.sentence()}"
+
+
+STORED_SPEC_REFUSED = "StoredSpecRefused"
+"""The name a halt over a stored spec gives itself in its sentence (rollout/engine/applied_documents.py)."""
+
+
+class StoredSpecRefused(Reason):
+    """The module halts: this release's rules refuse the spec an earlier release stored
+    (one line per rule broken); applying it again with a spec they accept lifts it."""
+
+    code: Literal[ReasonCode.STORED_SPEC_REFUSED] = ReasonCode.STORED_SPEC_REFUSED
+    problems: list[str]
+
+    def sentence(self) -> str:
+        return (
+            f"halted ({STORED_SPEC_REFUSED}): the spec stored by an earlier release breaks this release's "
+            f"rules — {'; '.join(self.problems)} — re-apply the module with a spec this release accepts "
+            "(rollout resume does not lift this)"
+        )
+
+
+class RollbackStarted(Reason):
+    """Every cluster on the target returns to the stable revision (`stable` None: there is none)."""
+
+    code: Literal[ReasonCode.ROLLBACK] = ReasonCode.ROLLBACK
+    cause: RollbackCause
+    stable: str | None
+
+    def sentence(self) -> str:
+        return f"{self.cause.sentence()}: every cluster on the target returns to {self.stable or 'nothing'}"
+
+
+class RestrictionMet(Reason):
+    """A module halted by its namespace's ModuleRestriction complies again."""
+
+    code: Literal[ReasonCode.RESTRICTION_MET] = ReasonCode.RESTRICTION_MET
+
+    def sentence(self) -> str:
+        return "the module complies with its namespace's restriction"
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+class Paused(CommandReason):
+    code: Literal[ReasonCode.PAUSED] = ReasonCode.PAUSED
+
+    def sentence(self) -> str:
+        return f"paused{self.by()}: no new moves until resume"
+
+
+class Resumed(CommandReason):
+    code: Literal[ReasonCode.RESUMED] = ReasonCode.RESUMED
+
+    def sentence(self) -> str:
+        return f"resumed{self.by()}"
+
+
+class Aborted(CommandReason):
+    code: Literal[ReasonCode.ABORTED] = ReasonCode.ABORTED
+
+    def sentence(self) -> str:
+        return f"aborted{self.by()}: the rollout stops where it stands"
+
+
+class Approved(CommandReason):
+    code: Literal[ReasonCode.APPROVED] = ReasonCode.APPROVED
+    stage: str
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} approved{self.by()}"
+
+
+class Pinned(CommandReason):
+    code: Literal[ReasonCode.PINNED] = ReasonCode.PINNED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster} pinned at its current revision{self.by()}"
+
+
+class Unpinned(CommandReason):
+    code: Literal[ReasonCode.UNPINNED] = ReasonCode.UNPINNED
+    cluster: str
+
+    def sentence(self) -> str:
+        return f"{self.cluster} unpinned{self.by()}"
+
+
+DecisionReason = Annotated[
+    MovedToTarget
+    | RolledBack
+    | StableUntilStage
+    | ClusterWasRemoved
+    | ClusterUnselected
+    | ClusterNotAllowed
+    | ValuesRefused
+    | LiveValuesChanged
+    | SyncSucceeded
+    | SyncFailed
+    | ProgressDeadlineExceeded
+    | ClusterJoined
+    | ReadinessChanged
+    | ModuleCreated
+    | NewRevision
+    | ModuleWasDeleted
+    | DeleteWaitsForDependents
+    | DeleteCancelled
+    | HeldForFleet
+    | HeldBehindIntents
+    | StageStarted
+    | StageSkipped
+    | StageSucceeded
+    | AwaitingApproval
+    | AwaitingWindow
+    | GatePassed
+    | GateFailed
+    | RolloutComplete
+    | StagesPassed
+    | Halted
+    | StoredSpecRefused
+    | RollbackStarted
+    | RestrictionMet
+    | Paused
+    | Resumed
+    | Aborted
+    | Approved
+    | Pinned
+    | Unpinned,
+    Field(discriminator="code"),
+]
+"""The reason of a decision: one model per code (the codes that only say what halted or
+rolled back a rollout are `HaltCause` / `RollbackCause`, inside `Halted` / `RollbackStarted`)."""
+
+REASON_ADAPTER: TypeAdapter[DecisionReason] = TypeAdapter(DecisionReason)
+"""Reads a decision's `because` (a JSON object, or its text)."""
+
+
+class UnrecognisedReason(Reason):
+    """A reason of a code this release does not know (a newer worker wrote it): its code,
+    the rest kept as it was. The record's `reason` says it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+
+    def sentence(self) -> str:
+        return f"({self.code})"
+
+
+def render(because: DecisionReason) -> str:
+    """The sentence of a decision's reason: what the decision record's `reason` says."""
+    return because.sentence()
