@@ -119,6 +119,23 @@ def decision_body(chain: int, offset: int, index: int, decision: Decision) -> di
     return body
 
 
+def as_recorded(body: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` — a decision record as this release writes it, before linking — in the shape
+    the writer of `recorded` (the record of the same id on the topic) gave its records. A
+    record written before structured reasons has no `because`: the body without it, and with
+    the values-refused path at the top (`path`) when the recorded one has one (the builds
+    between that field and structured reasons wrote it there). A body in that shape links to
+    the hash the old release computed, so a replay compares old records on the fields they
+    have and the chain continues through them (rollout_cli/reading/replaying.py)."""
+    if REASON_FIELD in recorded:
+        return dict(body)
+    shaped = {key: value for key, value in body.items() if key != REASON_FIELD}
+    because = body.get(REASON_FIELD)
+    if "path" in recorded and isinstance(because, Mapping) and "path" in because:
+        shaped["path"] = because["path"]
+    return shaped
+
+
 class DecisionChain:
     """Links one journal partition's decision records. `heads` is where the head lives: the
     decider's `chain` state mapping (changelogged, layered with the batch), or a plain dict

@@ -16,6 +16,14 @@ chain's oldest record still on the topic (its seq and prev: the start of the cha
 retention removed older records or they predate the chain); fold 2 with the latest
 snapshot per key on the projection topics. Equal means the live projections and the
 decision history are exactly what the log implies.
+
+History written by an earlier release. A decision record without `because` (the structured
+reason: written before structured reasons, by v0.26 say) is compared on the fields it has:
+with the replayed record minus `because` (and with the values-refused `path` at the top if
+the record has one) — the record that release would have written for the same decision,
+hash included, so the chain continues through it. Its sentence (`reason`) and every other
+field must still be equal: the sentences are rendered exactly as that release wrote them
+(tests/upgrade/test_previous_release_decisions.py replays v0.26's recorded history).
 """
 
 from __future__ import annotations
@@ -30,10 +38,11 @@ import orjson
 from infra import client
 from rollout.assembly.snapshots import AssemblageRecord, assemble
 from rollout.engine.core import Assignment, RolloutEngine, new_engine
+from rollout.wire.decisions import DecisionDocument
 from rollout.wire.documents import DocumentError
 from rollout.wire.events import parse_event
 from rollout.wire.status import ModuleStatus
-from streams.chain import HEAD_KEY, ChainHead, DecisionChain, decision_body
+from streams.chain import HEAD_KEY, ChainHead, DecisionChain, as_recorded, decision_body
 
 
 @dataclass
@@ -87,12 +96,18 @@ def refold_journal(records: list[client.Record]) -> Refolded:
 
 def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[client.Record]) -> list[str]:
     """Differences between the refolded decisions, linked per chain from the chain's oldest
-    record on the topic, and the live decision records (at most 3 per chain)."""
+    record on the topic, and the live decision records (at most 3 per chain). A live record
+    is read as the decision document (rollout/wire/decisions.py) and compared as stored, key
+    by key; one written before structured reasons (no `because`) with the replayed record
+    in the shape its release wrote (`streams.chain.as_recorded`)."""
     by_chain: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in live:
-        document = record.json() if record.value is not None else None
-        if isinstance(document, dict) and isinstance(document.get("id"), str):
-            by_chain[int(document["id"].split("-")[0])].append(document)
+        try:
+            document = orjson.loads(record.value) if record.value is not None else None
+            decision = DecisionDocument.read(document)
+        except (orjson.JSONDecodeError, DocumentError):
+            continue  # not a decision document: `rollout history --verify` names it
+        by_chain[int(decision.id.split("-")[0])].append(document)
     differences: list[str] = []
     for chain in sorted(set(replayed) | set(by_chain)):
         differences += _chain_differences(chain, replayed.get(chain, []), by_chain.get(chain, []))[:3]
@@ -101,6 +116,7 @@ def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[clie
 
 def _chain_differences(chain: int, bodies: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[str]:
     position = {body["id"]: index for index, body in enumerate(bodies)}
+    recorded = {document["id"]: document for document in live}
     expected: dict[str, dict[str, Any]] = {}
     linked = [d for d in live if "hash" in d]
     if linked:
@@ -110,13 +126,15 @@ def _chain_differences(chain: int, bodies: list[dict[str, Any]], live: list[dict
             return [f"decisions chain {chain}: live record {oldest['id']} is not in the replay"]
         links = DecisionChain(chain, {HEAD_KEY: ChainHead(hash=oldest.get("prev", ""), seq=oldest.get("seq", 0))})
         for body in bodies[start:]:
-            expected[body["id"]] = orjson.loads(links.link(body))
+            shaped = as_recorded(body, recorded[body["id"]]) if body["id"] in recorded else body
+            expected[body["id"]] = orjson.loads(links.link(shaped))
     differences = []
     for document in live:
         if "hash" in document:
             wanted = expected.get(document["id"])
         else:  # older than the chain: its fields only
-            wanted = bodies[position[document["id"]]] if document["id"] in position else None
+            found = document["id"] in position
+            wanted = as_recorded(bodies[position[document["id"]]], document) if found else None
         if wanted != document:
             differences.append(
                 f"decision {document['id']}: replayed {_short(wanted)}, live {_short(document)}"
