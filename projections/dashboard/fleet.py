@@ -14,7 +14,8 @@ and does no I/O, so a unit test is "given these records, the view is this".
 * cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
   heartbeat's time in epoch seconds — from the records naming it (one applier's beat names
   many clusters: rollout/wire/beats.py); the page derives age and expiry from it (rollout/engine/leases.py).
-* decisions: the last `DECISIONS_KEPT` per module, a redelivered decision id only once.
+* decisions (rollout/wire/decisions.py): the last `DECISIONS_KEPT` per module, a
+  redelivered decision id only once.
 * dead letters (rollout/wire/dead_letters.py): the last `DEAD_LETTERS_KEPT`, each with its
   record's timestamp; a dead letter whose input carries an event `id` is also a refusal of
   that event (verdicts.py).
@@ -36,6 +37,7 @@ from typing import Any, TypeVar
 
 from rollout.wire.beats import beat_clusters, beat_time
 from rollout.wire.dead_letters import DeadLetter
+from rollout.wire.decisions import DecisionDocument
 from rollout.wire.documents import DocumentError, NewerSchema, VersionedDocument
 from rollout.wire.status import ModuleStatus, TargetStatus
 from rollout.wire.verdicts import VerdictDocument
@@ -105,7 +107,7 @@ class FleetView:
     clusters: dict[str, Document] = field(default_factory=dict)  # the Cluster manifest as observed
     remote: dict[str, Document] = field(default_factory=dict)
     proxy: dict[str, Document] = field(default_factory=dict)
-    decisions: dict[str, deque[Document]] = field(default_factory=dict)
+    decisions: dict[str, deque[DecisionDocument]] = field(default_factory=dict)
     dead_letters: deque[ReceivedDeadLetter] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
     verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
     heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at, key}
@@ -239,15 +241,14 @@ def _assemblage(into: str) -> Any:
 
 
 def _decision(view: FleetView, record: ProjectionRecord) -> Changes:
-    document = _document(record.value)
-    if document is None or not isinstance(document.get("module"), str):
+    decision = _read(DecisionDocument, record)
+    if decision is None:
         return Changes()
-    module = document["module"]
-    kept = view.decisions.setdefault(module, deque(maxlen=DECISIONS_KEPT))
-    if document.get("id") is not None and any(d.get("id") == document["id"] for d in kept):
+    kept = view.decisions.setdefault(decision.module, deque(maxlen=DECISIONS_KEPT))
+    if any(d.id == decision.id for d in kept):
         return Changes()  # at-least-once: a redelivered journal event re-emits the same decision ids
-    kept.append(document)
-    return Changes(modules={module})
+    kept.append(decision)
+    return Changes(modules={decision.module})
 
 
 def _dead_letter(view: FleetView, record: ProjectionRecord) -> Changes:

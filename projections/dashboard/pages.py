@@ -35,6 +35,7 @@ from projections.dashboard.fleet import Document, FleetView
 from rollout.api.manifests import parse_duration
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decision_actions import DecisionAction
+from rollout.wire.decisions import DecisionDocument
 from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus
 
 DEFAULT_PAGE_SIZE = 100
@@ -119,18 +120,18 @@ def _soak_seconds(stage: StageStatus) -> float:
     return parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
 
 
-def _succeeded_at(stage: StageStatus, decisions: list[Document]) -> float | None:
+def _succeeded_at(stage: StageStatus, decisions: list[DecisionDocument]) -> float | None:
     """When the engine last decided `stage` succeeded, plus its soak: the stage is passed."""
     for decision in reversed(decisions):
-        if decision.get("action") == DecisionAction.STAGE_SUCCEEDED and decision.get("stage") == stage.name:
-            at = engine_time(decision.get("at"))
+        if decision.action == DecisionAction.STAGE_SUCCEEDED and decision.stage == stage.name:
+            at = engine_time(decision.at)
             if at is None:
                 return None  # decided before the engine's first tick: no soak clock to show
             return at + _soak_seconds(stage)
     return None
 
 
-def _stage_clocks(stages: list[StageStatus], index: int, decisions: list[Document]) -> Document:
+def _stage_clocks(stages: list[StageStatus], index: int, decisions: list[DecisionDocument]) -> Document:
     """`soakEndsAt` of a soaking stage; `awaitingApprovalSince` of a gated stage (the moment
     the stage before it was passed). Epoch seconds; empty when not known."""
     stage = stages[index]
@@ -163,7 +164,7 @@ def module_page(view: FleetView, name: str) -> Document | None:
         "row": module_row(status) if status is not None else None,
         "failed": [_target_row(t) for t in failed[:20]],
         "failedTotal": len(failed),
-        "decisions": decisions[-DECISIONS_SHOWN:][::-1],
+        "decisions": [decision.as_json() for decision in decisions[-DECISIONS_SHOWN:][::-1]],
         "valuesRefused": values_refused(decisions),
     }
 
@@ -195,16 +196,18 @@ def _stage_holds(stage: StageStatus) -> Document:
     return {"gateStates": [gate_state(g, soak) for g in stage.gates], "blocked": stage.counts.blocked}
 
 
-def values_refused(decisions: list[Document]) -> list[Document]:
+def values_refused(decisions: list[DecisionDocument]) -> list[Document]:
     """The latest `values-refused` decision per cluster and path (a readOnly Helm value
-    kept; the decision's `path` — one written before decisions carried it counts alone)."""
+    kept): its cluster, path (None: a record older than decisions naming it, which counts
+    alone) and sentence."""
     latest: dict[tuple[str, str], Document] = {}
     for decision in decisions:
-        if decision.get("action") == DecisionAction.VALUES_REFUSED and isinstance(decision.get("reason"), str):
-            path = decision.get("path") or decision["reason"]
-            latest[(str(decision.get("cluster")), str(path))] = {
-                "cluster": decision.get("cluster"),
-                "reason": decision["reason"],
+        if decision.action == DecisionAction.VALUES_REFUSED:
+            path = decision.refused_path
+            latest[(str(decision.cluster), path or decision.reason)] = {
+                "cluster": decision.cluster,
+                "path": path,
+                "reason": decision.reason,
             }
     return [latest[key] for key in sorted(latest)]
 

@@ -22,6 +22,8 @@ A `because` of a code this release does not know reads as an `UnrecognisedReason
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from rollout.wire.decision_reasons import DecisionReason, UnrecognisedReason, ValuesRefused
@@ -51,6 +53,11 @@ class DecisionDocument(VersionedDocument):
     seq: int | None = None
     prev: str | None = None
     hash: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The record's fields as its writer set them (a decision record carries no
+        `schemaVersion`: it is version 1) — what `rollout history -o json` prints."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"schema_version"})
 
     @property
     def refused_path(self) -> str | None:

@@ -24,7 +24,10 @@ from rollout_cli.views.output import emit, output_option
 def history(ctx: Context, module: str | None, verify: bool, output: str) -> None:
     """Every decision taken for MODULE, oldest first, from the decisions topic.
 
-    A module with neither decisions nor a status is an error (exit 1).
+    A module with neither decisions nor a status is an error (exit 1). With -o json|yaml,
+    each decision record as written: its action, its reason as `because` (a code and the
+    facts, e.g. the stage and its counts) and as the sentence shown (`reason`) — records
+    written before structured reasons have no `because`.
 
     --verify: each decision record carries `seq`, `prev` (the previous record's hash in the
     chain of its journal partition) and `hash` (SHA-256 of the record without `hash`, as JSON
@@ -58,6 +61,6 @@ def history(ctx: Context, module: str | None, verify: bool, output: str) -> None
     if not decisions and module not in ctx.latest(ctx.topics.module_status):
         fail(f"module {module} not found", code=1)
     if output != "table":
-        emit(decisions, output)
+        emit([decision.as_json() for decision in decisions], output)
     else:
         print_decisions(decisions)

@@ -1,12 +1,13 @@
 """The engine's documents as the CLI reads them: each parsed with its wire model
 (rollout/wire/status.py, verdicts.py, dead_letters.py), attributes read, never keys.
 
-A module-status or rollout-target document this rollout cannot read — of a newer
+A module-status, rollout-target or decision document this rollout cannot read — of a newer
 `schemaVersion`, written by a newer worker, or not the model's shape — ends the command
-with the reason and the record's key: showing it half-read would show something wrong.
-The decisions of a module are read as the JSON the decider wrote (one per decision id: a
-redelivered journal event re-emits the same ids); a dead letter the model cannot read is
-kept, as an unreadable dead letter saying why. Heavy imports (pydantic) happen on first use.
+with the reason and the record's key (a decision: its place on the topic): showing it
+half-read would show something wrong. The decisions of a module are read with the decision
+document (rollout/wire/decisions.py), one per decision id (a redelivered journal event
+re-emits the same ids); a dead letter the model cannot read is kept, as an unreadable dead
+letter saying why. Heavy imports (pydantic) happen on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rollout_cli.options import fail
 if TYPE_CHECKING:
     from infra import client
     from rollout.wire.dead_letters import DeadLetter
+    from rollout.wire.decisions import DecisionDocument
     from rollout.wire.status import ModuleStatus, TargetStatus
 
 
@@ -54,18 +56,25 @@ def target_statuses(documents: Mapping[str, Any], module: str) -> list[TargetSta
     return targets
 
 
-def decisions_for(records: list[client.Record], module: str) -> list[dict[str, Any]]:
+def decisions_for(records: list[client.Record], module: str) -> list[DecisionDocument]:
     """The decision documents of `module` on the decisions topic, oldest first, each id once."""
+    from rollout.wire.decisions import DecisionDocument
+    from rollout.wire.documents import DocumentError
+
     seen: set[str] = set()
     decisions = []
     for record in records:
         if record.key != module or record.value is None:
             continue
-        document = record.json()
-        if document.get("id") in seen:
+        try:
+            decision = DecisionDocument.read(record.value)
+        except DocumentError as error:
+            fail(f"module {module}: the decision at decisions[{record.partition}]@{record.offset}: {error}")
+            raise  # not reached: fail exits
+        if decision.id in seen:
             continue  # at-least-once: a redelivered journal event re-emits the same decision ids
-        seen.add(document.get("id"))
-        decisions.append(document)
+        seen.add(decision.id)
+        decisions.append(decision)
     return decisions
 
 

@@ -103,7 +103,7 @@ def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[clie
     by_chain: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in live:
         try:
-            document = orjson.loads(record.value) if record.value is not None else None
+            document = orjson.loads(record.value or b"null")
             decision = DecisionDocument.read(document)
         except (orjson.JSONDecodeError, DocumentError):
             continue  # not a decision document: `rollout history --verify` names it

@@ -3,7 +3,7 @@
     intents topic            the module's last ModuleApplied (its values layers, policies)
     cluster observations     each cluster's labels (stage, bindings)
     proxy/remote assemblages the values each cluster was sent (the engine's output)
-    decisions                `values-refused`: what a readOnly path refused (its `path`), and why
+    decisions                `values-refused`: what a readOnly path refused (its reason's `path`), and why
         ──► rollout.planning.sent_values.explain_sent ──► a row per cluster: shown as a table
             (views/values.py, `values_renderable`), or `values` in -o json
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rollout.wire.decisions import DecisionDocument
     from rollout.wire.status import ModuleStatus
 
 
@@ -51,24 +52,23 @@ def _sent(ctx: Any, kind: str, module: str) -> dict[str, tuple[int | None, dict[
     return sent
 
 
-def _refusals(decisions: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The latest `values-refused` reason per cluster and path (the decision's `path`; a
-    record written before decisions carried it counts as a path of its own)."""
+def _refusals(decisions: list[DecisionDocument]) -> dict[str, list[DecisionDocument]]:
+    """The latest `values-refused` decision per cluster and path, by cluster and path (its
+    `refused_path`; a record written before decisions named the path counts as a path of its own)."""
     from rollout.wire.decision_actions import DecisionAction
 
-    latest: dict[tuple[str, str], str] = {}
+    latest: dict[tuple[str, str], DecisionDocument] = {}
     for decision in decisions:
-        if decision.get("action") == DecisionAction.VALUES_REFUSED and decision.get("cluster"):
-            path = decision.get("path") or decision["reason"]
-            latest[(decision["cluster"], path)] = decision["reason"]
-    refused: dict[str, list[str]] = {}
-    for (cluster, _), reason in sorted(latest.items()):
-        refused.setdefault(cluster, []).append(reason)
+        if decision.action == DecisionAction.VALUES_REFUSED and decision.cluster:
+            latest[(decision.cluster, decision.refused_path or decision.reason)] = decision
+    refused: dict[str, list[DecisionDocument]] = {}
+    for (cluster, _), decision in sorted(latest.items()):
+        refused.setdefault(cluster, []).append(decision)
     return refused
 
 
 def module_values(
-    ctx: Any, module: str, status: ModuleStatus, decisions: list[dict[str, Any]]
+    ctx: Any, module: str, status: ModuleStatus, decisions: list[DecisionDocument]
 ) -> list[dict[str, Any]] | None:
     """Per cluster: stage, generation, values sent, decisions by path, refusals (None: no chart)."""
     from rollout.api.manifests import ClusterManifest
@@ -91,6 +91,6 @@ def module_values(
             if explained is not None:
                 row["stage"] = explained.stage
                 row["decisions"] = [d.model_dump(exclude={"known"}) for d in explained.decisions]
-        row["refused"] = refused.get(cluster, [])
+        row["refused"] = [decision.reason for decision in refused.get(cluster, [])]
         rows.append(row)
     return rows

@@ -13,6 +13,7 @@ from rich.text import Text
 from rollout_cli.views import terminal
 
 if TYPE_CHECKING:
+    from rollout.wire.decisions import DecisionDocument
     from rollout.wire.status import MemberCounts, ModuleStatus, StageGate, StageStatus, StageWindow, TargetStatus
 
 BAR_WIDTH = 24
@@ -45,7 +46,7 @@ def _bar(counts: MemberCounts) -> Text:
 def status_renderable(
     status: ModuleStatus,
     targets: list[TargetStatus],
-    decisions: list[dict[str, Any]],
+    decisions: list[DecisionDocument],
     known_modules: Collection[str] | None = None,
 ) -> Group:
     """Any module-status shape (rollout/wire/status.py). `known_modules`: the modules the
@@ -89,12 +90,7 @@ def status_renderable(
     if decisions:
         table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
         for decision in decisions:
-            table.add_row(
-                terminal.local_time(decision.get("at")),
-                decision["action"],
-                decision.get("cluster") or "",
-                decision["reason"],
-            )
+            table.add_row(terminal.local_time(decision.at), decision.action, decision.cluster or "", decision.reason)
         parts += [Text(""), table]
     return Group(*parts)
 

@@ -104,5 +104,6 @@ def test_decision_records_with_and_without_the_author_are_shown_by_the_dashboard
     for document in (old, signed):
         absorb(view, "decisions", ProjectionRecord("podinfo", json.dumps(document).encode()))
     kept = list(view.decisions["podinfo"])
-    assert [(d.get("user"), d.get("via")) for d in kept] == [(None, None), ("alice", "cli")]
-    print_decisions(kept)  # an old record has neither field: no KeyError
+    assert [(d.user, d.via) for d in kept] == [(None, None), ("alice", "cli")]
+    assert [d.because for d in kept] == [None, because]  # the old record: no structured reason either
+    print_decisions(kept)  # an old record has none of these fields: no KeyError

@@ -10,6 +10,7 @@ import pytest
 from projections.dashboard import pages
 from projections.dashboard.commands import CommandRefused, command_event, required_permission
 from projections.dashboard.fleet import FleetView, ProjectionRecord, absorb
+from rollout.wire.decision_reasons import ValuesRefused
 from rollout.wire.status import StageGate
 
 
@@ -71,6 +72,7 @@ def test_soak_countdown_ends_min_success_time_after_the_stage_succeeded() -> Non
     view = FleetView()
     absorb(view, "module_status", record("shop", status("shop", stage("canary", "Soaking", soak="90s"))))
     decision = {
+        "id": "0-7-0",
         "module": "shop",
         "action": "stage-succeeded",
         "reason": "stage canary succeeded: 4 succeeded",
@@ -89,7 +91,8 @@ def test_awaiting_approval_counts_from_the_end_of_the_previous_stages_soak() -> 
     doc = status("shop", stage("wave-1", "Succeeded", soak="1m"), gated, phase="AwaitingApproval")
     absorb(view, "module_status", record("shop", doc))
     for name, at in (("wave-1", 500), ("canary", 900)):
-        succeeded = {"action": "stage-succeeded", "reason": f"stage {name} succeeded", "stage": name, "at": at}
+        succeeded = {"id": f"0-{at}-0", "action": "stage-succeeded", "reason": f"stage {name} succeeded", "stage": name}
+        succeeded["at"] = at
         absorb(view, "decisions", record("shop", {"module": "shop", **succeeded}))
     page = pages.module_page(view, "shop")
     assert page is not None
@@ -110,31 +113,31 @@ def test_redelivered_decisions_are_shown_once_newest_first() -> None:
 
 def test_module_page_lists_the_latest_values_refusal_per_cluster_and_path() -> None:
     view = FleetView()
-    reasons = [
-        ("c1", "/seed", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'a'; refused"),
-        ("c1", "/seed", "c1: /seed is readOnly: the cluster has 'x', the module layer wants 'b'; refused"),
-        ("c1", "/logo", "c1: /logo is readOnly: the cluster has 'l', the module layer wants 'm'; refused"),
-        ("c2", "/seed", "c2: /seed is readOnly: the cluster has 'y', the module layer wants 'b'; refused"),
+    refusals = [
+        ValuesRefused(cluster="c1", path="/seed", current="x", wanted="a", layer="module"),
+        ValuesRefused(cluster="c1", path="/seed", current="x", wanted="b", layer="module"),
+        ValuesRefused(cluster="c1", path="/logo", current="l", wanted="m", layer="module"),
+        ValuesRefused(cluster="c2", path="/seed", current="y", wanted="b", layer="module"),
     ]
-    for index, (cluster, path, reason) in enumerate(reasons):
+    for index, because in enumerate(refusals):
         decision = {
             "id": f"d{index}",
             "module": "web",
             "action": "values-refused",
-            "cluster": cluster,
-            "path": path,  # the readOnly path: read, never parsed out of the reason
-            "reason": reason,
+            "cluster": because.cluster,
+            "reason": because.sentence(),
+            "because": because.model_dump(mode="json"),  # the readOnly path: read, never parsed out of the reason
         }
         absorb(view, "decisions", record("web", decision))
     absorb(view, "decisions", record("web", {"id": "x", "module": "web", "action": "values", "reason": "kept"}))
     page = pages.module_page(view, "web")
     assert page is not None
-    assert [(r["cluster"], r["reason"].split(": ")[1]) for r in page["valuesRefused"]] == [
-        ("c1", "/logo is readOnly"),
-        ("c1", "/seed is readOnly"),
-        ("c2", "/seed is readOnly"),
+    assert [(r["cluster"], r["path"]) for r in page["valuesRefused"]] == [
+        ("c1", "/logo"),
+        ("c1", "/seed"),
+        ("c2", "/seed"),
     ]
-    assert "wants 'b'" in page["valuesRefused"][1]["reason"]
+    assert page["valuesRefused"][1]["reason"] == refusals[1].sentence()  # the latest for c1's /seed
 
 
 def test_stage_clusters_filter_by_stage_state_and_name_then_paginate() -> None:
