@@ -1,0 +1,275 @@
+"""A decision's reason is a model (rollout/wire/decision_reasons.py): every `ReasonCode` has
+one, renders its sentence from its fields — the sentences the engine wrote as f-strings before
+the reasons were structured, word for word — and reads back from its JSON as it was, alone and
+inside a decision record. Every top-level code belongs to an action (tests/rollout/reasons.py),
+and a code this release does not know (a newer worker's) reads without failing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rollout.values.layers import ValuesLayers, merge_values
+from rollout.wire.decision_reasons import (
+    REASON_ADAPTER,
+    Aborted,
+    Approved,
+    AwaitingApproval,
+    AwaitingWindow,
+    ClusterJoined,
+    ClusterNotAllowed,
+    ClusterUnselected,
+    ClusterWasRemoved,
+    DeleteCancelled,
+    DeleteWaitsForDependents,
+    FailureBudgetExceeded,
+    GateFailed,
+    GatePassed,
+    Halted,
+    HeldBehindIntents,
+    HeldForFleet,
+    LiveValuesChanged,
+    ModuleCreated,
+    ModuleWasDeleted,
+    MovedToTarget,
+    NewRevision,
+    Outstanding,
+    Paused,
+    Pinned,
+    ProgressDeadlineExceeded,
+    ReadinessChanged,
+    Reason,
+    ReasonCode,
+    RestrictionBroken,
+    RestrictionMet,
+    Resumed,
+    RollbackRequested,
+    RollbackStarted,
+    RolledBack,
+    RolloutComplete,
+    StableUntilStage,
+    StageSkipped,
+    StagesPassed,
+    StageStarted,
+    StageSucceeded,
+    StoredSpecRefused,
+    SyncFailed,
+    SyncSucceeded,
+    Unpinned,
+    UnrecognisedReason,
+    ValuesRefused,
+    WindowWait,
+    render,
+)
+from rollout.wire.decisions import DecisionDocument
+from tests.rollout.reasons import REASONS_OF
+
+BUDGET = FailureBudgetExceeded(stage="wave", failed=2, max_failures=1)
+GATE = GateFailed(gate="errors", stage="canary", message="error rate 7% > 5%")
+BROKEN = RestrictionBroken(
+    restriction="tenant/lane",
+    rule="allowedSourcePatterns",
+    value="https://evil.example/x.git",
+    why="'https://evil.example/x.git' matches none of ['https://github\\\\.com/.*']",
+)
+REQUESTED = RollbackRequested(user="bob", via="dashboard")
+
+EXAMPLES: list[tuple[Reason, str]] = [
+    (MovedToTarget(cluster="eu-1", revision="v2", stage="wave", slot=3, movable=8), "eu-1 → v2: stage wave 3/8"),
+    (RolledBack(cluster="eu-1", revision="v1"), "eu-1 → v1: rollback"),
+    (RolledBack(cluster="eu-1", revision=None), "eu-1 → nothing: rollback"),
+    (
+        StableUntilStage(cluster="eu-1", revision="v1", stage="wave"),
+        "eu-1 → v1: stage wave has not started, it runs the stable revision",
+    ),
+    (ClusterWasRemoved(cluster="eu-1"), "eu-1: cluster removed"),
+    (ClusterUnselected(cluster="eu-1"), "eu-1: cluster no longer matches the selector"),
+    (
+        ClusterNotAllowed(cluster="eu-1"),
+        "eu-1: cluster is outside allowedClusters of its namespace's ModuleRestriction",
+    ),
+    (
+        ValuesRefused(cluster="eu-1", path="/seed", current="on-cluster", wanted="abc", layer="module"),
+        "eu-1: /seed is readOnly: the cluster has 'on-cluster', the module layer wants 'abc'; "
+        "the change is refused and the cluster's value stays",
+    ),
+    (LiveValuesChanged(cluster="eu-1"), "eu-1: values observed on the cluster changed its merged values"),
+    (SyncSucceeded(cluster="eu-1", revision="v2"), "eu-1 runs v2"),
+    (SyncFailed(cluster="eu-1", revision="v2", message="ImagePullBackOff"), "eu-1 failed on v2: ImagePullBackOff"),
+    (SyncFailed(cluster="eu-1", revision="v2"), "eu-1 failed on v2"),
+    (ProgressDeadlineExceeded(cluster="eu-1", deadline="10m"), "eu-1: updating for longer than progressDeadline 10m"),
+    (ClusterJoined(cluster="eu-1", stage="wave", ready=True), "eu-1 matches the selector (stage wave)"),
+    (
+        ClusterJoined(cluster="eu-1", stage="-", ready=False),
+        "eu-1 matches the selector (stage -); not ready, skipped until it is",
+    ),
+    (ReadinessChanged(cluster="eu-1", ready=True), "eu-1 is ready"),
+    (ReadinessChanged(cluster="eu-1", ready=False), "eu-1 is not ready"),
+    (
+        ReadinessChanged(cluster="eu-1", ready=False, left=True),
+        "eu-1 is not ready: it left the fleet (rollout cluster leave)",
+    ),
+    (
+        ReadinessChanged(cluster="eu-1", ready=False, lease_seconds=30.0),
+        "eu-1 is not ready: its lease expired (no heartbeat for 30s)",
+    ),
+    (ModuleCreated(kind="Module", module="podinfo", revision="v1"), "Module podinfo created at v1"),
+    (
+        NewRevision(revision="v3", generation=3, supersedes="v2"),
+        "target v3 (generation 3) (supersedes the rollout of v2); starting again from the first stage",
+    ),
+    (NewRevision(revision="v3", generation=3), "target v3 (generation 3); starting again from the first stage"),
+    (ModuleWasDeleted(kind="BootstrapModule", module="cni"), "BootstrapModule cni deleted"),
+    (
+        DeleteWaitsForDependents(kind="Module", module="db", dependents=["api", "web"]),
+        "Module db is deleted once the modules depending on it are: api, web (reverse dependency order)",
+    ),
+    (DeleteCancelled(kind="Module", module="db"), "Module db applied again: not deleted"),
+    (
+        HeldForFleet(intent="ModuleApplied", positions={1: 40, 0: 12}),
+        "ModuleApplied held: waiting for cluster observations up to partition 0 offset 12, partition 1 offset 40",
+    ),
+    (
+        HeldForFleet(intent="ModuleApplied", positions={}),
+        "ModuleApplied held: waiting for cluster observations up to nothing",
+    ),
+    (
+        HeldBehindIntents(intent="RolloutCommanded", earlier=2, module="api"),
+        "RolloutCommanded held behind 2 earlier intent(s) of api",
+    ),
+    (
+        StageStarted(stage="wave", pending=6, not_ready=1, pinned=1),
+        "stage wave started: 6 to move, 1 not ready, 1 pinned",
+    ),
+    (StageSkipped(stage="wave"), "stage wave has no members: skipped"),
+    (
+        StageSucceeded(stage="wave", succeeded=7, failed=1, not_ready=0, pinned=0),
+        "stage wave succeeded: 7 succeeded, 1 failed, 0 not ready, 0 pinned",
+    ),
+    (AwaitingApproval(stage="prod"), "stage prod waits for approval"),
+    (
+        AwaitingWindow(stage="prod", next_open=1_700_000_000.0),
+        "stage prod waits for a maintenance window: next opens at 2023-11-14T22:13:20Z",
+    ),
+    (AwaitingWindow(stage="prod"), "stage prod waits for a maintenance window: no window ahead"),
+    (
+        AwaitingWindow(stage="prod", ticked=False),
+        "stage prod waits for a maintenance window: the engine has seen no tick yet",
+    ),
+    (GatePassed(gate="errors", stage="canary"), "gate errors of stage canary passes"),
+    (GATE, "gate errors of stage canary failed: error rate 7% > 5%"),
+    (RolloutComplete(revision="v2"), "rollout of v2 complete; it is the stable revision"),
+    (
+        StagesPassed(
+            revision="v2",
+            outstanding=Outstanding(
+                not_ready=2,
+                moving=1,
+                windows=[WindowWait(stage="prod", next_open=1_700_000_000.0), WindowWait(stage="dr")],
+            ),
+        ),
+        "every stage of v2 passed; it is the stable revision, not yet on every cluster: 2 clusters not ready; "
+        "1 cluster not on the target yet; stage prod waits for a maintenance window, next opens at "
+        "2023-11-14T22:13:20Z; stage dr waits for a maintenance window",
+    ),
+    (Halted(cause=BUDGET), "halted: stage wave failures 2 > maxFailures 1"),
+    (Halted(cause=GATE), "halted: gate errors of stage canary failed: error rate 7% > 5%"),
+    (
+        Halted(cause=BROKEN),
+        "halted: refused by ModuleRestriction tenant/lane: allowedSourcePatterns: "
+        "'https://evil.example/x.git' matches none of ['https://github\\\\.com/.*']",
+    ),
+    (
+        StoredSpecRefused(problems=["sync.source.git.url: not a URL", "rollout.stages: empty"]),
+        "halted (StoredSpecRefused): the spec stored by an earlier release breaks this release's rules — "
+        "sync.source.git.url: not a URL; rollout.stages: empty — re-apply the module with a spec this release "
+        "accepts (rollout resume does not lift this)",
+    ),
+    (
+        RollbackStarted(cause=BUDGET, stable="v1"),
+        "stage wave failures 2 > maxFailures 1: every cluster on the target returns to v1",
+    ),
+    (
+        RollbackStarted(cause=GATE, stable=None),
+        "gate errors of stage canary failed: error rate 7% > 5%: every cluster on the target returns to nothing",
+    ),
+    (
+        RollbackStarted(cause=REQUESTED, stable="v1"),
+        "rollback requested by bob via dashboard: every cluster on the target returns to v1",
+    ),
+    (RestrictionMet(), "the module complies with its namespace's restriction"),
+    (
+        Paused(user="alice@example.com", via="dashboard"),
+        "paused by alice@example.com via dashboard: no new moves until resume",
+    ),
+    (Paused(), "paused: no new moves until resume"),
+    (Resumed(via="crd"), "resumed via crd"),
+    (Aborted(user="alice"), "aborted by alice: the rollout stops where it stands"),
+    (Approved(stage="prod", user="alice", via="cli"), "stage prod approved by alice via cli"),
+    (Pinned(cluster="eu-1", user="alice"), "eu-1 pinned at its current revision by alice"),
+    (Unpinned(cluster="eu-1"), "eu-1 unpinned"),
+]
+CAUSES = {ReasonCode.FAILURE_BUDGET_EXCEEDED, ReasonCode.RESTRICTION_BROKEN, ReasonCode.ROLLBACK_REQUESTED}
+"""The codes that only say why a rollout halted or rolled back: inside `Halted` / `RollbackStarted`."""
+
+
+def every_reason() -> list[Reason]:
+    """The examples and the causes inside them."""
+    reasons = [reason for reason, _ in EXAMPLES]
+    return reasons + [cause for reason in reasons if (cause := getattr(reason, "cause", None)) is not None]
+
+
+def test_every_reason_code_has_an_example() -> None:
+    assert {reason.code for reason in every_reason()} == set(ReasonCode)
+
+
+@pytest.mark.parametrize(("because", "sentence"), EXAMPLES, ids=lambda v: getattr(v, "code", None))
+def test_each_reason_renders_the_sentence_the_engine_has_always_written(because: Any, sentence: str) -> None:
+    assert render(because) == sentence
+
+
+@pytest.mark.parametrize("because", [reason for reason, _ in EXAMPLES], ids=lambda v: str(v.code))
+def test_each_reason_round_trips_through_json_alone_and_in_a_decision_record(because: Any) -> None:
+    assert REASON_ADAPTER.validate_json(because.model_dump_json()) == because
+    assert REASON_ADAPTER.validate_python(because.model_dump(mode="json")) == because
+    record = {
+        "id": "0-1-0",
+        "module": "m",
+        "action": "x",
+        "reason": render(because),
+        "because": because.model_dump(mode="json"),
+    }
+    read = DecisionDocument.read(record)
+    assert read.because == because and read.as_json() == record
+
+
+def test_every_decision_reason_belongs_to_an_action_and_the_causes_to_none() -> None:
+    possible = set().union(*REASONS_OF.values())
+    assert possible == set(ReasonCode) - CAUSES
+
+
+def test_a_values_refusal_says_what_the_values_layers_say() -> None:
+    merged = merge_values(
+        ValuesLayers(module={"seed": "abc", "deep": {"a": list(range(30))}}, live={"seed": "x", "deep": {"a": [1]}}),
+        {"/seed": "readOnly", "/deep": "readOnly"},
+    )
+    assert len(merged.refusals) == 2
+    for refusal in merged.refusals:
+        because = ValuesRefused(
+            cluster="c1", path=refusal.path, current=refusal.current, wanted=refusal.wanted, layer=refusal.layer
+        )
+        assert render(because) == f"c1: {refusal.reason}"
+
+
+def test_a_reason_of_a_code_this_release_does_not_know_reads_and_keeps_its_sentence() -> None:
+    record = {
+        "id": "0-1-0",
+        "module": "m",
+        "action": "drained",
+        "reason": "eu-1 drained by the new scheduler",
+        "because": {"code": "cluster-drained", "cluster": "eu-1"},
+    }
+    read = DecisionDocument.read(record)
+    assert isinstance(read.because, UnrecognisedReason) and read.because.code == "cluster-drained"
+    assert read.reason == "eu-1 drained by the new scheduler" and read.as_json() == record
