@@ -4,7 +4,8 @@ contracts in pyproject.toml are checked by `make test`):
 
     api       manifests users write, their formats, gates, windows; loading manifest files
     wire      events on Kafka, heartbeats as read, the documents published (assemblages,
-              module status, rollout targets, verdicts, dead letters: one model each)
+              module status, rollout targets, verdicts, dead letters, decisions and their
+              typed reasons: one model each)
     values    Helm values: layers merged under policies, bindings, one cluster's release
     engine    the fold: events → state, decisions, assignments, status documents
     assembly  assignments → per-cluster assemblage snapshots
