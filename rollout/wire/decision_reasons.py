@@ -22,6 +22,11 @@ Reading and writing: the decision record holds `because` as the JSON object of
 as an `UnrecognisedReason` by the decision document (decisions.py), whose `reason` still
 says it. Adding a code or a field is additive; renaming one changes the topic's format.
 The engine module that decides each group is named beside it.
+
+Cost: the model and its sentence make a decision 2.8 µs dearer — building it, its record and
+linking it 7.0 → 9.8 µs (measured on the 2-core machine, best of 5), a few percent of the
+70 to 150 µs a status report costs the decider; a reason of plain fields is written from its
+__dict__ (streams/chain.py: `PLAIN_REASONS`), not dumped.
 """
 
 from __future__ import annotations

@@ -80,3 +80,12 @@ def test_a_linked_record_reads_back_as_the_decision_document_with_its_reason_mod
     fields = read.model_dump(include=set(Decision.model_fields))
     assert Decision.model_validate(fields) == made  # readers lose nothing
     assert orjson.loads(stored)["because"] == {"code": "paused", "user": "alice", "via": "cli"}
+
+
+def test_every_reason_is_written_as_its_json_whether_plain_or_not() -> None:
+    from tests.rollout.test_decision_reasons import EXAMPLES
+
+    for because, _ in EXAMPLES:
+        body = decision_body(0, 1, 0, decision(because, module="m", action="held"))
+        assert body["because"] == because.model_dump(mode="json")
+        assert orjson.loads(orjson.dumps(body["because"])) == because.model_dump(mode="json")
