@@ -10,7 +10,8 @@ mappings the engine evolves and ships the outcome (outcome.py):
 * `assignments` — for one (cluster, module): the sync now in the cluster's assemblage, or
   None. The assemblage builder folds these into RemoteAssemblage/ProxyAssemblage snapshots.
 * `decisions`   — the explainable record of every assignment change and phase transition
-  (`Decision.action` is a `DecisionAction`).
+  (`Decision.action` is a `DecisionAction`; `Decision.because` the reason's model, a code
+  and its facts, whose sentence is `Decision.reason`: rollout/wire/decision_reasons.py).
 * `module_status` / `target_status` — compacted views for `rollout status` (views.py).
 * `rejections`  — events that were well-formed but cannot apply (go to dead letters).
 
