@@ -139,7 +139,8 @@ def test_dependent_applied_with_its_dependency_in_one_apply_waits_for_its_new_re
     wait_for("tbase 1.7.0 on all", lambda: {t["revision"] for t in targets(stack, "tbase").values()} == {"1.7.0"})
     wait_for("tapp blocked on all", lambda: [t["state"] for t in targets(stack, "tapp").values()] == ["blocked"] * 3)
     assert [t["revision"] for t in targets(stack, "tapp").values()] == ["2.6.0"] * 3
-    assert "awaiting" not in stack.latest("module_status")["tapp"]  # tbase's partition answered
+    # tbase's partition answers the apply (DependencyCurrent) in its own time: wait for it
+    wait_for("tapp no longer awaiting tbase", lambda: "awaiting" not in stack.latest("module_status")["tapp"])
 
     report = SyncStatusReported(cluster="t1", module="tbase", revision="1.7.0", state="succeeded", generation=2)
     stack.send("status", "t1", report)

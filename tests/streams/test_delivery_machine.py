@@ -20,7 +20,7 @@ or lose their session without being told (zombies). After every rule:
 At the end, faults cleared and time passing, the workers drain everything: every visible
 input took effect exactly once, in order, and no transaction is left open.
 
-100 sequences of 50 rules for a stateful and a stateless stage take 2–5 s each; they are
+100 sequences of 50 rules for a stateful and a stateless stage take 2 to 5 s each; they are
 derandomized (the same sequences every run, no example database), so a failure here is a
 change in the code, never luck. (A failing run shrinks for minutes: that is Hypothesis
 finding the shortest sequence.) The first run found that a partition repaired during a poll
