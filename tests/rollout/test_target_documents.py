@@ -1,0 +1,38 @@
+"""The rollout-targets document the engine writes directly (`views.target_view`, on the path
+of every status report) is exactly the model's JSON (`views.target_status(...).as_json()`),
+for every state a target can be in, and reads back through the model unchanged."""
+
+from __future__ import annotations
+
+from rollout.engine.views import target_status, target_view
+from rollout.wire.status import TargetStatus
+from tests.rollout.builders import applied, cluster, given, module, stage
+
+
+def test_the_directly_written_target_document_is_the_models_json_in_every_state() -> None:
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1", {"ring": "wave"}),
+        cluster("w2", {"ring": "wave"}),
+        cluster("w3", {"ring": "wave"}),
+        cluster("off", {"ring": "wave"}, ready=False),
+        cluster("edge", {"ring": "edge"}),
+    )
+    fleet.send(applied(module("base", {"ring": "wave"}, "v1")))
+    fleet.send(
+        applied(
+            module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", {"ring": "wave"}, failures=1))
+        )
+    )
+    fleet.succeed("app", "c1")
+    fleet.fail("app", "w1")
+    fleet.pin("app", "w3")
+    fleet.send(applied(module("front", {"ring": "wave"}, "v1", depends_on=["base"])))
+    seen = set()
+    for target in fleet.targets.values():
+        record = fleet.modules[target.module]
+        written = target_view(record, target)
+        assert written == target_status(record, target).as_json()
+        assert TargetStatus.read(written).as_json() == written
+        seen.add(target.category)
+    assert {"pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked"} <= seen, seen
