@@ -22,6 +22,7 @@ which calls into `ModuleIntents` (core.py routes each intent: `RolloutEngine.app
 from __future__ import annotations
 
 from rollout.api.restrictions import RestrictionViolation
+from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.restriction_rules import RestrictionRules
@@ -259,6 +260,11 @@ class ModuleIntents:
                 record.paused = True
                 book.decide(record, DecisionAction.PAUSED, Paused(user=event.user, via=event.via), out)
         elif command == "resume":
+            standing = standing_halt(record)
+            if standing is not None:  # resuming would only halt it again: say why instead
+                out.rejections.append(f"module {record.name} stays halted: {standing}")
+                tables.modules[record.name] = record  # remembers the command's id, nothing else
+                return
             if record.paused or record.halted:
                 record.paused = record.halted = False
                 book.decide(record, DecisionAction.RESUMED, Resumed(user=event.user, via=event.via), out)
@@ -309,3 +315,18 @@ class ModuleIntents:
         ]
         self.stages.advance(record, out)
         book.save_module(record, out)
+
+
+def standing_halt(record: ModuleRecord) -> str | None:
+    """Why `record`'s module is halted by a cause `rollout resume` cannot lift (None: none):
+    its stored spec refused by this release's rules, or its namespace's ModuleRestriction
+    broken. Only applying the module again (or changing the restriction) lifts those."""
+    refusal = spec_refusal(record.spec)
+    if refusal is not None:
+        return (
+            f"the spec an earlier release stored breaks this release's rules ({'; '.join(refusal.problems)}); "
+            "apply the module again with a spec this release accepts"
+        )
+    if record.restricted is not None:
+        return f"{record.restricted}; apply a spec that complies, or change the namespace's ModuleRestriction"
+    return None

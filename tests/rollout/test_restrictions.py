@@ -234,8 +234,11 @@ def test_a_restriction_applied_under_a_running_module_halts_it_naming_the_rule()
     assert fleet.status("app")["restricted"] == halt.reason.removeprefix("halted: ")
     fleet.succeed("app", "c1")
     assert fleet.assigned("app") == {"c1": "v1", "c2": None}  # nothing more moves
-    fleet.resume("app")
-    assert fleet.phase("app") == "Halted"  # resume does not lift a restriction
+    out = fleet.resume("app")  # resume cannot lift a restriction: refused, saying why
+    assert out.rejections == [f"module app stays halted: {halt.reason.removeprefix('halted: ')}; apply a spec "
+                              "that complies, or change the namespace's ModuleRestriction"]  # fmt: skip
+    assert [d.action for d in out.decisions] == [] and out.verdicts[0].accepted is False
+    assert fleet.phase("app") == "Halted"
     assert fleet.assigned("app") == {"c1": "v1", "c2": None}
 
 

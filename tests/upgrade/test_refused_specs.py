@@ -132,13 +132,15 @@ def test_a_module_whose_stored_spec_is_refused_halts_until_it_is_applied_again(t
     status = decider.module_status["app"]
     assert status is not None and (status["phase"], status["lastDecision"]) == ("Halted", halted["reason"])
 
-    # nothing moves: neither an approval nor resume lifts it
+    # nothing moves: an approval does not lift it, and resume is refused saying why
     for command in ("approve", "resume"):
         out = decider.send(
             RolloutCommanded(module="app", command=command, stage="wave" if command == "approve" else None)
         )
         assert decider.moved(out) == {} and decider.table("modules")["app"].phase == "Halted"
-    assert decider.dead_letters() == []
+    (refusal,) = decider.dead_letters()
+    assert "module app stays halted: the spec an earlier release stored breaks this release's rules" in str(refusal)
+    assert "apply the module again" in str(refusal)
 
     # the record written meanwhile keeps the spec exactly as stored (nothing lost)
     record = decider.written("modules:app")
@@ -167,7 +169,7 @@ def test_a_module_whose_stored_spec_is_refused_halts_until_it_is_applied_again(t
     app = decider.table("modules")["app"]
     assert (app.phase, app.stable, app.target) == ("Complete", 3, 3)
     assert [type(r.sync) for r in app.revisions.values()] == [Sync]  # the refused generations pruned
-    assert decider.dead_letters() == []
+    assert decider.dead_letters() == [refusal]  # the refused resume's, nothing since
 
 
 def test_the_release_before_reads_a_record_this_release_wrote_while_its_spec_was_refused(
