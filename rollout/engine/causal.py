@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import ValidationError
+
 from rollout.engine.intents import Intent, intent_module
-from rollout.engine.outcome import Decision, DecisionAction, Outcome, verdict
+from rollout.engine.outcome import Decision, DecisionAction, Outcome, Verdict, verdict
 from rollout.engine.state import HELD_INTENTS_PER_MODULE, FleetPosition, HeldIntent, HeldQueue, held_key
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
@@ -135,6 +137,25 @@ class CausalOrder:
                 tables.held_queues[name] = queue
             if held is not None:
                 released = True
-                self.apply(INPUT_ADAPTER.validate_json(held.event), out)
+                try:
+                    intent = INPUT_ADAPTER.validate_json(held.event)
+                except ValidationError as error:  # held by an earlier release whose rules were looser
+                    refusal = unreadable_held_intent(held, error)
+                    out.rejections.append(refusal)
+                    out.verdicts.append(Verdict(held.id, held.module, False, refusal))  # its answer, at last
+                    continue  # dropped, dead-lettered; the intents behind it go on
+                self.apply(intent, out)
         if released and queue is not None:
             self.book.show_status(name, out)
+
+
+def unreadable_held_intent(held: HeldIntent, error: ValidationError) -> str:
+    """The dead letter's reason for a held intent this release can no longer read (an
+    earlier release held it; a rule has tightened since): which intent, what is wrong, and
+    what to do — it is dropped, so that the module's intents behind it are not stuck."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the event"
+    return (
+        f"held {held.type} {held.id} of module {held.module} can no longer be read by this release "
+        f"({where}: {first['msg']}): dropped; apply the module again"
+    )

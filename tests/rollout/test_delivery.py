@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from rollout.engine.core import MAX_TICK_STEP, Outcome, RolloutEngine, new_engine
-from rollout.engine.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord
+from rollout.engine.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord, held_key
 from rollout.wire.events import RestrictionApplied
 from tests.rollout.builders import (
     T0,
@@ -394,3 +394,24 @@ def test_every_state_value_is_json() -> None:
     for name, mapping in fleet.snapshot().items():
         assert mapping or name in ("modules", "targets"), f"the scenario left {name} empty"
         json.dumps(mapping, allow_nan=False)
+
+
+def test_a_held_intent_this_release_can_no_longer_read_is_dead_lettered_and_the_ones_behind_it_go_on() -> None:
+    # given an apply held by an earlier release, whose JSON a tightened rule now refuses,
+    # with a later apply of the same module held behind it
+    fleet = given(cluster("a"))
+    fleet.send(applied(module("app", {}, "v1"), fleet={0: 1}), applied(module("app", {}, "v2")))
+    held = fleet.state["held_intents"]
+    first = min(held.values(), key=lambda intent: intent.seq)
+    stored = json.loads(first.event)
+    stored["module"]["metadata"]["name"] = "App_As_Once_Allowed"  # what today's rules refuse
+    held[held_key("app", first.seq)] = first.model_copy(update={"event": json.dumps(stored)})
+    # when the fleet it waited for has been seen
+    out = fleet.send(fleet_seen(0, 1))
+    # then it is dropped with a dead letter and a refused verdict saying what to do, and the
+    # apply behind it is applied: nothing is stuck
+    [reason] = out.rejections
+    assert reason.startswith(f"held ModuleApplied {first.id} of module app can no longer be read by this release")
+    assert "metadata.name" in reason and reason.endswith("dropped; apply the module again")
+    assert (out.verdicts[0].event, out.verdicts[0].accepted) == (first.id, False)
+    assert fleet.revision("app", "a") == "v2" and fleet.state["held_queues"] == {} and held == {}
