@@ -1,6 +1,6 @@
 """One owned input partition of a stage, and how its batches are committed: pipelined.
 
-    batch N     process ─► seal ─► [ begin ─ send outputs ─ send state ─ send offsets ─ commit ]  (a task)
+    batch N     process ─► seal ─► [ begin ─ send outputs and state ─ delivered ─ send offsets ─ commit ]  (a task)
     batch N+1                 process (on N's sealed state) ─► wait for N ─► seal ─► [ transaction ] ...
 
 A transaction is a chain of broker round trips (AddPartitionsToTxn, Produce,
@@ -285,11 +285,11 @@ class BatchCommitter:
         try:
             producer = producers[slot.turn]
             await producer.begin_transaction()
-            sent = await self._send(producer, batch.outputs)
-            state_sent = await self._send(producer, batch.state_records)
-            if state is None:  # a stateless stage's position is its group offset
-                await producer.send_offsets_to_transaction({slot.tp: batch.end}, self.group_id)
+            sent, state_sent = await self._send(producer, batch.outputs, batch.state_records)
             await _delivered([*sent, *state_sent])
+            if state is None:  # a stateless stage's position is its group offset
+                # only once every batch is written: see `_send` on the broker's verification
+                await producer.send_offsets_to_transaction({slot.tp: batch.end}, self.group_id)
             await producer.commit_transaction()
         except Exception as error:
             if state is not None:
@@ -315,29 +315,51 @@ class BatchCommitter:
             self.metrics.dead_letters.labels(self.stage).inc(batch.dead_letters)
         return True
 
-    async def _send(self, producer: TransactionalProducer, records: list[OutRecord]) -> list[asyncio.Future[Any]]:
-        """Send `records` as record batches, one stream per topic-partition in order (no
-        future, no partitioner call per record); the futures of the batches, in order."""
-        batches: dict[tuple[str, int], Any] = {}
-        sent: list[asyncio.Future[Any]] = []
-        for topic, key, value, partition in records:
-            if partition is None:
-                partitions = self._partitions.get(topic)
-                if partitions is None:
-                    partitions = sorted(await producer.partitions_for(topic))
-                    self._partitions[topic] = partitions
-                partition = partitions[key_slot(key, len(partitions))]
-            batch = batches.get((topic, partition))
-            if batch is None:
-                batch = batches[(topic, partition)] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, go on
-                sent.append(await producer.send_batch(batch, topic, partition=partition))
-                batch = batches[(topic, partition)] = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
-        for (topic, partition), batch in batches.items():
-            sent.append(await producer.send_batch(batch, topic, partition=partition))
-        return sent
+    async def _send(
+        self, producer: TransactionalProducer, outputs: list[OutRecord], state_records: list[OutRecord]
+    ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]]]:
+        """Send the outputs and the state records as record batches, one stream per
+        topic-partition in order (no future, no partitioner call per record); the futures of
+        the output batches and of the state batches, each in order.
+
+        The first batch of *every* topic-partition is handed to the producer before any
+        second one: a second batch of a partition waits for the first to drain, and that
+        wait lets the producer's sender run. Had it run with only some partitions known, it
+        would add the rest to the transaction in a second AddPartitionsToTxn while the first
+        partitions' Produce is in flight — and a broker verifying that Produce against the
+        transaction (transaction.partition.verification.enable, Kafka ≥ 3.6) finds the
+        coordinator busy (CONCURRENT_TRANSACTIONS), which it answers as NOT_ENOUGH_REPLICAS:
+        a retry after a backoff, and a warning, on a healthy broker. The same holds for
+        AddOffsetsToTxn, which `_commit` therefore sends only once every batch is written."""
+        streams: dict[tuple[str, int], list[Any]] = {}
+        state_streams: set[tuple[str, int]] = set()
+        for records, is_state in ((outputs, False), (state_records, True)):
+            for topic, key, value, partition in records:
+                if partition is None:
+                    partitions = self._partitions.get(topic)
+                    if partitions is None:
+                        partitions = sorted(await producer.partitions_for(topic))
+                        self._partitions[topic] = partitions
+                    partition = partitions[key_slot(key, len(partitions))]
+                stream = streams.get((topic, partition))
+                if stream is None:
+                    stream = streams[(topic, partition)] = [producer.create_batch()]
+                    if is_state:
+                        state_streams.add((topic, partition))
+                if stream[-1].append(key=key, value=value, timestamp=None) is None:  # full: start another
+                    stream.append(producer.create_batch())
+                    if stream[-1].append(key=key, value=value, timestamp=None) is None:
+                        raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
+        futures: dict[tuple[str, int], list[asyncio.Future[Any]]] = {tp: [] for tp in streams}
+        for depth in range(max((len(stream) for stream in streams.values()), default=0)):
+            for (topic, partition), stream in streams.items():  # every partition's first batch, then the second…
+                if depth < len(stream):
+                    futures[(topic, partition)].append(
+                        await producer.send_batch(stream[depth], topic, partition=partition)
+                    )
+        sent = [future for tp, batch_futures in futures.items() if tp not in state_streams for future in batch_futures]
+        state_sent = [future for tp in state_streams for future in futures[tp]]
+        return sent, state_sent
 
     def drop(self, slot: Slot) -> None:
         """Drop what the batch folded (not the sealed batch in flight); rebuild derived caches."""

@@ -285,3 +285,65 @@ async def test_an_empty_batch_moves_the_position_past_transaction_markers() -> N
 
     assert recorder.batches == [([], 2)]
     assert partition.broker.group("echo").offsets == {TP: 2}
+
+
+class RecordingProducer(MemoryProducer):
+    """Notes, in order, each batch handed over (topic, partition) and, when the offsets are
+    sent, whether every batch handed over before was delivered."""
+
+    def __init__(self, broker: MemoryBroker, transactional_id: str, *, max_batch_bytes: int) -> None:
+        super().__init__(broker, transactional_id, max_batch_bytes=max_batch_bytes)
+        self.handed: list[tuple[str, int]] = []
+        self.futures: list[asyncio.Future[object]] = []
+        self.offsets_sent_after_delivery: list[bool] = []
+
+    async def send_batch(self, batch: object, topic: str, *, partition: int) -> asyncio.Future[object]:
+        self.handed.append((topic, partition))
+        future = await super().send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
+        self.futures.append(future)
+        return future
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str) -> None:
+        self.offsets_sent_after_delivery.append(all(future.done() for future in self.futures))
+        await super().send_offsets_to_transaction(offsets, group_id)
+
+
+async def test_a_transaction_hands_over_the_first_batch_of_every_partition_before_any_second_one() -> None:
+    """A second batch of a partition waits for the first to drain, letting the producer add
+    the partitions known so far to the transaction; the rest would then be added while the
+    first Produce is verified, which a Kafka ≥ 3.6 broker answers as NOT_ENOUGH_REPLICAS."""
+    partition = await Partition().ready()
+    partition.broker.create_topic("wide", 3)
+    producer = RecordingProducer(partition.broker, "echo.wide", max_batch_bytes=200)
+    await producer.start()
+    await producer.begin_transaction()
+    outputs = [("wide", f"k{i}".encode(), b"v" * 60, i % 3) for i in range(24)]
+    state_records = [(STATE, f"s{i}".encode(), b"x" * 60, 0) for i in range(6)]
+
+    sent, state_sent = await partition.committer._send(producer, outputs, state_records)
+
+    streams = {("wide", 0), ("wide", 1), ("wide", 2), (STATE, 0)}
+    assert len(producer.handed) > len(streams), "each partition needs several batches here"
+    assert set(producer.handed[: len(streams)]) == streams
+    assert len(sent) + len(state_sent) == len(producer.handed)
+    await asyncio.gather(*sent, *state_sent)
+    await producer.commit_transaction()
+    for p in range(3):
+        values = [r.key for r in partition.broker.committed_records("wide", p)]
+        assert values == [f"k{i}".encode() for i in range(p, 24, 3)], "each partition's records in order"
+    assert [r.key for r in partition.broker.committed_records(STATE, 0)] == [f"s{i}".encode() for i in range(6)]
+
+
+async def test_a_stateless_stage_sends_its_offsets_only_once_every_batch_is_written() -> None:
+    partition = await Partition(stateful=False).ready()
+    recording = RecordingProducer(partition.broker, "echo.in.0", max_batch_bytes=64)
+    await recording.start()
+    partition.slot.producers = [recording]
+    partition.arrive(*(f"value-{i}".encode() for i in range(10)))
+
+    await partition.deliver(partition.read())
+    assert await partition.committer.settle(partition.slot)
+
+    assert len(recording.handed) > 1
+    assert recording.offsets_sent_after_delivery == [True]
+    assert partition.broker.group("echo").offsets == {TP: 10}
