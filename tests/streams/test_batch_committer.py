@@ -296,12 +296,23 @@ class RecordingProducer(MemoryProducer):
         self.handed: list[tuple[str, int]] = []
         self.futures: list[asyncio.Future[object]] = []
         self.offsets_sent_after_delivery: list[bool] = []
+        self._answers: set[asyncio.Future[None]] = set()
 
     async def send_batch(self, batch: object, topic: str, *, partition: int) -> asyncio.Future[object]:
         self.handed.append((topic, partition))
-        future = await super().send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
-        self.futures.append(future)
-        return future
+        written = await super().send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
+        acknowledged: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.futures.append(acknowledged)
+
+        async def answer() -> None:  # as a broker does: the acknowledgement comes a while later
+            await asyncio.sleep(0.01)
+            try:
+                acknowledged.set_result(await written)
+            except Exception as error:
+                acknowledged.set_exception(error)
+
+        self._answers.add(asyncio.ensure_future(answer()))
+        return acknowledged
 
     async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str) -> None:
         self.offsets_sent_after_delivery.append(all(future.done() for future in self.futures))
