@@ -7,8 +7,9 @@ Every input is parsed and validated once, here (`rollout.wire.events.parse_event
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
 journal partition. Cluster observations (and leave/join, and the namespaces'
-ModuleRestrictions), heartbeats and ticks are broadcast to every journal partition, because
-every partition's modules need the fleet, its policy, its leases and the time.
+ModuleRestrictions), heartbeats and claims and ticks are broadcast to every journal
+partition, because every partition's modules need the fleet, its policy, its leases and the
+time (a holder's beat is one record per partition whatever it claims: rollout/engine/leases.py).
 
 After each batch of a cluster-observations partition, the router also writes a
 `FleetSeen(partition, position)` into every journal partition: "everything of that input
@@ -42,6 +43,8 @@ from rollout.wire.events import (
     FleetSeen,
     GateEvaluated,
     HelmValuesObserved,
+    HolderClaims,
+    HolderHeartbeat,
     ModuleApplied,
     ModuleDeleted,
     RestrictionApplied,
@@ -70,6 +73,8 @@ TOPIC_ROLE: dict[type, str] = {
     ClusterCommanded: "clusters",
     ClusterHeartbeat: "heartbeats",
     ClusterHeartbeats: "heartbeats",
+    HolderHeartbeat: "heartbeats",
+    HolderClaims: "heartbeats",
     DependentLinked: "dependencies",
     DependencyReported: "dependencies",
     DependencyCurrent: "dependencies",
@@ -83,6 +88,8 @@ BROADCAST = (
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
+    HolderHeartbeat,
+    HolderClaims,
     RestrictionApplied,
     RestrictionDeleted,
 )
@@ -107,6 +114,10 @@ def journal_key(event: Any) -> str:
         return event.cluster
     if isinstance(event, ClusterHeartbeats):
         return event.holder or event.clusters[0]
+    if isinstance(event, HolderHeartbeat):
+        return event.holder
+    if isinstance(event, HolderClaims):
+        return f"{event.holder}/{event.chunk}"
     if isinstance(event, DependentLinked):
         return event.module  # the dependency's partition
     if isinstance(event, DependencyReported | DependencyCurrent):

@@ -59,7 +59,7 @@ uses when it is built (below, bottom to top; none reaches another but through th
     clock.py            Clock, ModuleTimers  ticks; what time does to each module
     live_values.py      LiveValues         Helm values observed on clusters: re-merged, re-sent
     gate_results.py     GateResults        health gate results: stages wait for them, failures halt
-    leases.py           Leases             heartbeats, lease expiry, leave/join: cluster readiness
+    leases.py           Leases             heartbeats and claims, lease expiry, leave/join: readiness
     restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
     intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
     dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py
@@ -111,12 +111,15 @@ from rollout.engine.restriction_rules import RestrictionRules
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     ENGINE_MAPPINGS,
+    ClaimChunk,
+    ClusterClaims,
     ClusterFacts,
     DeletedModule,
     Dependents,
     FleetPosition,
     HeldIntent,
     HeldQueue,
+    HolderLease,
     ModuleRecord,
     RemovedCluster,
     RestrictionRecord,
@@ -143,6 +146,8 @@ from rollout.wire.events import (
     FleetSeen,
     GateEvaluated,
     HelmValuesObserved,
+    HolderClaims,
+    HolderHeartbeat,
     ModuleApplied,
     ModuleDeleted,
     RestrictionApplied,
@@ -200,6 +205,9 @@ class RolloutEngine:
         upstream: MutableMapping[str, Upstream] | None = None,
         sequences: MutableMapping[str, Sequence] | None = None,
         restrictions: MutableMapping[str, RestrictionRecord] | None = None,
+        holders: MutableMapping[str, HolderLease] | None = None,
+        holder_claims: MutableMapping[str, ClaimChunk] | None = None,
+        claims: MutableMapping[str, ClusterClaims] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -221,6 +229,9 @@ class RolloutEngine:
             upstream=_or_new(upstream),
             sequences=_or_new(sequences),
             restrictions=_or_new(restrictions),
+            holders=_or_new(holders),
+            holder_claims=_or_new(holder_claims),
+            claims=_or_new(claims),
             partition=partition,
         )
         # the concerns, bottom to top: each gets the collaborators it uses
@@ -257,7 +268,7 @@ class RolloutEngine:
             ModuleDeleted: self.causal.on_intent,
             RolloutCommanded: self.causal.on_intent,
             FleetSeen: self.causal.on_fleet_seen,
-            ClusterObserved: membership.on_cluster_observed,
+            ClusterObserved: self.leases.on_cluster_observed,  # membership's, then its claims (leases.py)
             ClusterRemoved: membership.on_cluster_removed,
             RestrictionApplied: self.rules.on_restriction_applied,
             RestrictionDeleted: self.rules.on_restriction_deleted,
@@ -265,6 +276,8 @@ class RolloutEngine:
             HelmValuesObserved: self.live_values.on_helm_values,
             ClusterHeartbeat: self.leases.on_heartbeat,
             ClusterHeartbeats: self.leases.on_heartbeats,
+            HolderHeartbeat: self.leases.on_holder_heartbeat,
+            HolderClaims: self.leases.on_holder_claims,
             ClusterCommanded: self.leases.on_cluster_command,
             DependentLinked: self.dependencies.on_dependent_linked,
             DependencyReported: self.dependencies.on_dependency_reported,

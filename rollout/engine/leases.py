@@ -1,26 +1,47 @@
 """Cluster leases and leave/join: whether a cluster still takes part in rollouts.
 
-    ClusterHeartbeat  -> the cluster's Lease renewed until now + leaseSeconds
-    ClusterHeartbeats -> the same for each cluster it names (what appliers send)
+    HolderClaims      -> the clusters one chunk of an applier replica's (a holder's) claims
+                         reaches now: those it gained follow its lease, those it dropped run
+                         out one lease after (a claim renews the holder's lease too)
+    HolderHeartbeat   -> the holder's lease renewed until now + leaseSeconds: one record
+                         rewritten, whatever the number of clusters it claims
+    ClusterHeartbeat  -> the cluster's own Lease renewed until now + leaseSeconds
+    ClusterHeartbeats -> the same for each cluster it names (what appliers sent before claims)
     Tick              -> leases whose time ran out expire (`expire_leases`, first of the clock's
-                         hooks: clock.py)
+                         hooks: clock.py); a holder's expiry makes the clusters only it
+                         claims not ready, together
+    ClusterObserved   -> Membership's, then a cluster observed anew follows the holders that
+                         claim it (claims are kept for clusters not, or no longer, observed)
     ClusterCommanded  -> leave: the cluster takes no new moves; join: it does again
 
-Appliers publish a heartbeat per cluster they reach (KubeFleet's member heartbeats). The
-engine reads no clock: a heartbeat renews the lease at the engine's time (the latest Tick)
-and a Tick past `expires_at` expires it. A cluster whose lease expired, or that left, is
-*not ready* (`ClusterFacts.readiness`): not ready for new moves, never a failure, never
-blocking a stage — exactly what an unready observation does, through the same path
-(`Membership.cluster_changed`). A heartbeat brings it back. A cluster no applier ever
-heartbeated for has no lease and is not subject to one (so a fleet without appliers, or
-before the first heartbeat, works as before). A heartbeat renewed before the engine saw
-any tick runs from the first tick.
+Appliers tell the engine which clusters they reach (KubeFleet's member heartbeats). They
+claim clusters when the set they reach changes and beat once per lease/3 for themselves
+(projections/heartbeats.py), so that an idle fleet's beats cost O(appliers) journal and
+state records, not O(clusters x partitions): a cluster's readiness follows its holders'
+leases, and its ClusterFacts is rewritten only when that readiness (or its holders) change.
+The engine reads no clock: a beat renews a lease at the engine's time (the latest Tick)
+and a Tick past `expires_at` expires it. A cluster whose lease expired — its own, or every
+claiming holder's — or that left, is *not ready* (`ClusterFacts.readiness`): not ready for
+new moves, never a failure, never blocking a stage — exactly what an unready observation
+does, through the same path (`Membership.cluster_changed`). A beat brings it back. A
+cluster no applier ever claimed or heartbeated for has no lease and is not subject to one
+(so a fleet without appliers, or before the first heartbeat, works as before). A lease
+renewed before the engine saw any tick runs from the first tick.
 
-Cost: expiries sit in an in-memory heap (earliest first), rebuilt lazily from the
-ClusterFacts after a restart and dropped by `reset_index` (one of the engine's
-`reset_indexes` hooks: core.py); a tick pops only the leases that ran out, and renewing
-leaves the old entry to be skipped when it surfaces. Heartbeat and command ids are
-remembered on the ClusterFacts: a redelivered one changes nothing.
+A cluster claimed by several holders (handed from one applier replica to another, in
+either order) is reached while any of them is alive; one no holder claims any more keeps a
+lease of its own from its last holder's, and runs out with it unless it is claimed again.
+A cluster with its own lease from per-cluster heartbeats (an applier of the release before
+claims) keeps it while it runs, then follows its holders: either keeps it ready.
+
+Cost: expiries sit in in-memory heaps (earliest first) — the clusters' own leases and the
+holders' — rebuilt lazily from the ClusterFacts and HolderLeases after a restart and
+dropped by `reset_index` (one of the engine's `reset_indexes` hooks: core.py); a tick pops
+only the leases that ran out, and renewing leaves the old entry to be skipped when it
+surfaces. A holder's beat is O(1); a claim is O(its chunk's changes); only a holder whose
+lease expires or comes back visits its clusters (each of which then changes readiness).
+Heartbeat, claim and command ids are remembered on the record they renew: a redelivered
+one changes nothing.
 """
 
 from __future__ import annotations
@@ -30,38 +51,57 @@ import heapq
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import Outcome, verdict
 from rollout.engine.state import (
+    CLAIM_IDS_KEPT,
     CLUSTER_COMMAND_IDS_KEPT,
     HEARTBEAT_IDS_KEPT,
+    HOLDER_BEAT_IDS_KEPT,
+    ClaimChunk,
+    ClusterClaims,
     ClusterFacts,
+    HolderLease,
     Lease,
     RemovedCluster,
+    claim_key,
     remember,
 )
 from rollout.engine.tables import StateTables
-from rollout.wire.events import ClusterCommanded, ClusterHeartbeat, ClusterHeartbeats
+from rollout.wire.events import (
+    CLAIM_CHUNKS,
+    ClusterCommanded,
+    ClusterHeartbeat,
+    ClusterHeartbeats,
+    ClusterObserved,
+    HolderClaims,
+    HolderHeartbeat,
+)
+
+Expiries = list[tuple[float, str]]  # a heap of (expires_at, name); may hold stale entries
 
 
 class Leases:
-    """Folds heartbeats and leave/join commands; expires leases as the clock moves."""
+    """Folds heartbeats, holders' claims and leave/join commands; expires leases as the
+    clock moves."""
 
     def __init__(self, tables: StateTables, membership: Membership) -> None:
         self.tables = tables
         self.membership = membership
-        self._expiries: list[tuple[float, str]] | None = None  # heap of (expires_at, cluster); may hold stale entries
-        self._unclocked: set[str] | None = None  # leases renewed before any tick
+        self._expiries: Expiries | None = None  # the clusters' own leases
+        self._unclocked: set[str] | None = None  # own leases renewed before any tick
+        self._holder_expiries: Expiries | None = None
+        self._holders_unclocked: set[str] | None = None
 
     def reset_index(self) -> None:
-        """Drop the expiry heap; it is rebuilt lazily from the ClusterFacts."""
-        self._expiries = None
-        self._unclocked = None
+        """Drop the expiry heaps; they are rebuilt lazily from the ClusterFacts and HolderLeases."""
+        self._expiries = self._unclocked = None
+        self._holder_expiries = self._holders_unclocked = None
 
-    def _lease_index(self) -> tuple[list[tuple[float, str]], set[str]]:
+    def _lease_index(self) -> tuple[Expiries, set[str]]:
         if self._expiries is None or self._unclocked is None:
             self._expiries, self._unclocked = [], set()
             clusters = self.tables.clusters
             for name in list(clusters.keys()):
                 lease = clusters[name].lease
-                if lease is None or lease.expired:
+                if lease is None or lease.expired or lease.claimed:
                     continue
                 if lease.expires_at is None:
                     self._unclocked.add(name)
@@ -69,6 +109,164 @@ class Leases:
                     self._expiries.append((lease.expires_at, name))
             heapq.heapify(self._expiries)
         return self._expiries, self._unclocked
+
+    def _holder_index(self) -> tuple[Expiries, set[str]]:
+        if self._holder_expiries is None or self._holders_unclocked is None:
+            self._holder_expiries, self._holders_unclocked = [], set()
+            holders = self.tables.holders
+            for name in list(holders.keys()):
+                holder = holders[name]
+                if holder.expired:
+                    continue
+                if holder.expires_at is None:
+                    self._holders_unclocked.add(name)
+                else:
+                    self._holder_expiries.append((holder.expires_at, name))
+            heapq.heapify(self._holder_expiries)
+        return self._holder_expiries, self._holders_unclocked
+
+    # -- holders: an applier replica's lease and the clusters it claims --------------------
+
+    def on_holder_heartbeat(self, event: HolderHeartbeat, out: Outcome) -> None:
+        """The holder's lease renewed: one record, whatever it claims — unless it had
+        expired, when its clusters are reached again."""
+        previous = self.tables.holders.get(event.holder)
+        if previous is not None and event.id in previous.beat_ids:
+            return  # redelivered
+        self._renew_holder(event.holder, event.lease_seconds, event.id)
+        if previous is not None and previous.expired:
+            self._settle_all(self.claimed_by(event.holder), None, out)
+
+    def on_holder_claims(self, event: HolderClaims, out: Outcome) -> None:
+        """Chunk `event.chunk` of the holder's claims is now `event.clusters`: the clusters
+        it gained follow the holder, those it dropped are released; the holder is renewed."""
+        tables, holder = self.tables, event.holder
+        key = claim_key(holder, event.chunk)
+        chunk = tables.holder_claims.get(key)
+        if chunk is not None and event.id in chunk.claim_ids:
+            return  # redelivered
+        before, after = set(chunk.clusters if chunk else ()), set(event.clusters)
+        tables.holder_claims[key] = ClaimChunk(
+            holder=holder,
+            chunk=event.chunk,
+            clusters=sorted(after),
+            claim_ids=remember(chunk.claim_ids if chunk else [], event.id, CLAIM_IDS_KEPT),
+        )
+        for cluster in sorted(after - before):
+            self._set_claim(cluster, holder, claimed=True)
+        for cluster in sorted(before - after):
+            self._set_claim(cluster, holder, claimed=False)
+        previous = tables.holders.get(holder)
+        released = self._renew_holder(holder, event.lease_seconds, None)  # a claim is a beat
+        concerned = after ^ before
+        if previous is not None and previous.expired:  # back: every cluster it claims
+            concerned |= set(self.claimed_by(holder))
+        self._settle_all(sorted(concerned), released, out, released_ones=before - after)
+
+    def claimed_by(self, holder: str) -> list[str]:
+        """Every cluster the holder's claims name, sorted (its chunks: at most CLAIM_CHUNKS)."""
+        chunks = self.tables.holder_claims
+        names: list[str] = []
+        for index in range(CLAIM_CHUNKS):
+            chunk = chunks.get(claim_key(holder, index))
+            if chunk is not None:
+                names += chunk.clusters
+        return sorted(names)
+
+    def _set_claim(self, cluster: str, holder: str, *, claimed: bool) -> None:
+        claims = self.tables.claims
+        known = claims.get(cluster)
+        holders = set(known.holders if known else ())
+        holders = holders | {holder} if claimed else holders - {holder}
+        if holders:
+            claims[cluster] = ClusterClaims(cluster=cluster, holders=sorted(holders))
+        elif known is not None:
+            del claims[cluster]
+
+    def _renew_holder(self, holder: str, seconds: float, beat_id: str | None) -> HolderLease:
+        """The holder's lease renewed at the engine's time (beat ids remembered); the new lease."""
+        tables = self.tables
+        previous = tables.holders.get(holder)
+        ids = previous.beat_ids if previous is not None else []
+        now = tables.now
+        clocked = now > 0
+        lease = HolderLease(
+            holder=holder,
+            seconds=seconds,
+            renewed_at=now if clocked else None,
+            expires_at=now + seconds if clocked else None,
+            beat_ids=remember(ids, beat_id, HOLDER_BEAT_IDS_KEPT) if beat_id is not None else list(ids),
+        )
+        expiries, unclocked = self._holder_index()
+        if lease.expires_at is None:
+            unclocked.add(holder)
+        else:
+            heapq.heappush(expiries, (lease.expires_at, holder))
+        tables.holders[holder] = lease
+        return lease
+
+    def _settle_all(
+        self,
+        clusters: list[str],
+        released: HolderLease | None,
+        out: Outcome,
+        released_ones: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        for cluster in clusters:
+            self._settle(cluster, released if cluster in released_ones else None, out)
+
+    def _settle(self, cluster: str, released: HolderLease | None, out: Outcome) -> None:
+        """The cluster's lease as its claims say now (`released`: the lease of the holder
+        that just dropped it); its facts rewritten only if that changes it."""
+        facts = self.tables.clusters.get(cluster)
+        if facts is None:
+            return  # not (or no longer) observed: its claims wait for it
+        lease = self._lease_of(cluster, facts.lease, released)
+        if lease != facts.lease:
+            self._refresh_facts(facts, facts.model_copy(update={"lease": lease}), out)
+
+    def _lease_of(self, cluster: str, current: Lease | None, released: HolderLease | None) -> Lease | None:
+        """What the cluster's lease is, given its claims, from `current`."""
+        claim = self.tables.claims.get(cluster)
+        if claim is None:
+            if current is not None and current.claimed and released is not None:
+                # no holder claims it any more: it runs out one lease after its last holder's
+                own = Lease(
+                    seconds=released.seconds,
+                    renewed_at=released.renewed_at,
+                    expires_at=released.expires_at,
+                    expired=released.expired,
+                )
+                self._index_own(cluster, own)
+                return own
+            return current
+        if current is not None and not current.claimed and not current.expired:
+            return current  # its own lease runs (per-cluster heartbeats): its holders once it expires
+        holders = [self.tables.holders.get(name) for name in claim.holders]
+        alive = [holder for holder in holders if holder is not None and not holder.expired]
+        known = alive or [holder for holder in holders if holder is not None]
+        seconds = max((holder.seconds for holder in known), default=current.seconds if current else 60.0)
+        return Lease(seconds=seconds, claimed=True, expired=not alive)
+
+    def _index_own(self, cluster: str, lease: Lease) -> None:
+        if lease.expired:
+            return
+        expiries, unclocked = self._lease_index()
+        if lease.expires_at is None:
+            unclocked.add(cluster)
+        else:
+            heapq.heappush(expiries, (lease.expires_at, cluster))
+
+    def on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
+        """Membership folds the observation; a cluster observed anew (first, or again after
+        its removal) then follows the holders that claim it."""
+        self.membership.on_cluster_observed(event, out)
+        name = event.cluster.metadata.name
+        facts = self.tables.clusters.get(name)
+        if facts is not None and facts.lease is None and name in self.tables.claims:
+            self._settle(name, None, out)
+
+    # -- per-cluster heartbeats (appliers before claims), leave/join -----------------------
 
     def on_heartbeat(self, event: ClusterHeartbeat, out: Outcome) -> None:
         self._renew(event.cluster, event.id, event.lease_seconds, out)
@@ -78,7 +276,7 @@ class Leases:
             self._renew(cluster, event.id, event.lease_seconds, out)
 
     def _renew(self, cluster: str, event_id: str, lease_seconds: float, out: Outcome) -> None:
-        """A heartbeat (`event_id`) for `cluster`: its lease renewed for `lease_seconds`."""
+        """A heartbeat (`event_id`) for `cluster`: its own lease renewed for `lease_seconds`."""
         tables = self.tables
         facts = tables.clusters.get(cluster)
         if facts is None:  # not (or no longer) in the fleet: no lease; a removed one notes the id
@@ -96,11 +294,7 @@ class Leases:
             renewed_at=now if clocked else None,
             expires_at=now + lease_seconds if clocked else None,
         )
-        expiries, unclocked = self._lease_index()
-        if lease.expires_at is None:
-            unclocked.add(cluster)
-        else:
-            heapq.heappush(expiries, (lease.expires_at, cluster))
+        self._index_own(cluster, lease)
         ids = remember(facts.heartbeat_ids, event_id, HEARTBEAT_IDS_KEPT)
         self._refresh_facts(facts, facts.model_copy(update={"lease": lease, "heartbeat_ids": ids}), out)
 
@@ -127,25 +321,52 @@ class Leases:
 
     def expire_leases(self, first: bool, out: Outcome) -> None:
         """Clock hook: leases renewed before any tick run from the first one; leases whose
-        time ran out expire (their clusters become not ready)."""
+        time ran out expire — the clusters' own (each becomes not ready, unless a live holder
+        claims it), then the holders' (the clusters only they claim become not ready)."""
+        self._expire_own_leases(first, out)
+        self._expire_holders(first, out)
+
+    def _expire_own_leases(self, first: bool, out: Outcome) -> None:
         tables = self.tables
         now = tables.now
         expiries, unclocked = self._lease_index()
         if first:
             for name in sorted(unclocked):  # renewed before any tick: they run from this one
                 facts = tables.clusters.get(name)
-                if facts is not None and facts.lease is not None and facts.lease.expires_at is None:
-                    lease = facts.lease.model_copy(update={"renewed_at": now, "expires_at": now + facts.lease.seconds})
+                lease = facts.lease if facts is not None else None
+                if facts is not None and lease is not None and lease.expires_at is None and not lease.claimed:
+                    lease = lease.model_copy(update={"renewed_at": now, "expires_at": now + lease.seconds})
                     tables.clusters[name] = facts.model_copy(update={"lease": lease})
-                    heapq.heappush(expiries, (now + facts.lease.seconds, name))
+                    heapq.heappush(expiries, (now + lease.seconds, name))
             unclocked.clear()
         while expiries and expiries[0][0] <= now:
             expires_at, name = heapq.heappop(expiries)
             facts = tables.clusters.get(name)
-            if facts is None or facts.lease is None or facts.lease.expired or facts.lease.expires_at != expires_at:
-                continue  # renewed since, expired already, or the cluster is gone
-            lease = facts.lease.model_copy(update={"expired": True})
-            self._refresh_facts(facts, facts.model_copy(update={"lease": lease}), out)
+            lease = facts.lease if facts is not None else None
+            if facts is None or lease is None or lease.expired or lease.claimed or lease.expires_at != expires_at:
+                continue  # renewed since, expired already, claimed since, or the cluster is gone
+            followed = self._lease_of(name, lease.model_copy(update={"expired": True}), None)
+            self._refresh_facts(facts, facts.model_copy(update={"lease": followed}), out)
+
+    def _expire_holders(self, first: bool, out: Outcome) -> None:
+        tables = self.tables
+        now = tables.now
+        expiries, unclocked = self._holder_index()
+        if first:
+            for name in sorted(unclocked):
+                holder = tables.holders.get(name)
+                if holder is not None and holder.expires_at is None and not holder.expired:
+                    update = {"renewed_at": now, "expires_at": now + holder.seconds}
+                    tables.holders[name] = holder.model_copy(update=update)
+                    heapq.heappush(expiries, (now + holder.seconds, name))
+            unclocked.clear()
+        while expiries and expiries[0][0] <= now:
+            expires_at, name = heapq.heappop(expiries)
+            holder = tables.holders.get(name)
+            if holder is None or holder.expired or holder.expires_at != expires_at:
+                continue  # renewed since, or expired already
+            tables.holders[name] = holder.model_copy(update={"expired": True})
+            self._settle_all(self.claimed_by(name), None, out)
 
     def _refresh_facts(self, previous: ClusterFacts, facts: ClusterFacts, out: Outcome) -> None:
         """Store `facts` with its readiness worked out; a readiness change moves modules."""

@@ -7,11 +7,15 @@ transaction as the decisions), so the engine's state survives restarts. Keys are
 rewrites only a handful of small values — never a value whose size grows with the fleet:
 
 * ``clusters[cluster]``          ClusterFacts — labels and readiness, one per cluster
+* ``holders[holder]``            HolderLease — one applier replica's lease (leases.py)
+* ``holder_claims[holder/chunk]`` ClaimChunk — the clusters one chunk of its claims names
+* ``claims[cluster]``            ClusterClaims — the holders that claim the cluster
 * ``modules[module]``            ModuleRecord — spec, rollout phase, per-stage counters
 * ``targets[module/cluster]``    Target — one cluster's place in one module's rollout
 * ``clock["now"]``               the engine's time (from Ticks, at most MAX_TICK_STEP a tick)
 * ``removed_clusters[cluster]``  RemovedCluster — tombstone: recent event ids of a removed cluster
 * ``deleted_modules[module]``    DeletedModule — tombstone: recent intent ids, last generation
+                                 (both pruned TOMBSTONE_HORIZON after their last id: tombstones.py)
 * ``fleet_positions[partition]`` FleetPosition — how far the cluster-observations partition
                                  has been routed into this journal partition (FleetSeen)
 * ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
@@ -84,6 +88,8 @@ REPORT_IDS_KEPT = 64  # per cluster: status reports with no target (all modules)
 TARGET_REPORT_IDS_KEPT = 32  # per target: status reports about it (reports.py)
 CAPPED_TICK_IDS_KEPT = 16
 HEARTBEAT_IDS_KEPT = 16  # per cluster: applier heartbeats
+HOLDER_BEAT_IDS_KEPT = 16  # per holder: HolderHeartbeat (and the claims that renewed it)
+CLAIM_IDS_KEPT = 16  # per claim chunk: HolderClaims
 CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
 RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
@@ -186,13 +192,48 @@ def _field_copiers(kind: type[Record]) -> tuple[tuple[str, Copier], ...]:
 
 
 class Lease(Record):
-    """A cluster's lease, renewed by appliers' heartbeats (leases.py). `expires_at` None:
-    renewed before the engine saw any tick; it runs from the first one."""
+    """A cluster's lease (leases.py). Its own, renewed by heartbeats naming the cluster
+    (`expires_at` None: renewed before the engine saw any tick; it runs from the first one)
+    — or, `claimed`, its holders': `expired` then says that no applier claiming it holds a
+    live lease (HolderLease), rewritten only when that flips."""
 
     seconds: float
     renewed_at: float | None = None
     expires_at: float | None = None
     expired: bool = False
+    claimed: bool = False  # additive: absent in records written before claims (own lease)
+
+
+class HolderLease(Record):
+    """One applier replica's lease, renewed by its HolderHeartbeat (and its claims) at the
+    engine's time; every cluster it claims follows it (leases.py). `expires_at` None:
+    renewed before the engine saw any tick."""
+
+    holder: str
+    seconds: float
+    renewed_at: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
+    beat_ids: list[str] = Field(default_factory=list)  # HolderHeartbeat ids (HOLDER_BEAT_IDS_KEPT)
+
+
+class ClaimChunk(Record):
+    """What one chunk of a holder's claims last said (HolderClaims, keyed like it
+    `<holder>/<chunk>`): the clusters it reaches there, at most a chunk's worth."""
+
+    holder: str
+    chunk: int
+    clusters: list[str] = Field(default_factory=list)  # sorted
+    claim_ids: list[str] = Field(default_factory=list)  # CLAIM_IDS_KEPT
+
+
+class ClusterClaims(Record):
+    """The holders whose claims name `cluster` (sorted): it is reached while one of them
+    holds a live lease. Kept while the cluster is removed, so that it follows them again
+    when it is observed again."""
+
+    cluster: str
+    holders: list[str] = Field(default_factory=list)
 
 
 class ClusterFacts(Record):
@@ -237,6 +278,9 @@ class RemovedCluster(Record):
     report_ids: list[str] = Field(default_factory=list)
     command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about it
     heartbeat_ids: list[str] = Field(default_factory=list)
+    # engine time it was made or took an id but a heartbeat's (None: not yet stamped); the
+    # tombstone is pruned TOMBSTONE_HORIZON later (tombstones.py, which stamps it)
+    noted_at: float | None = None
 
 
 class Revision(Record):
@@ -334,6 +378,9 @@ class DeletedModule(Record):
     kind: Literal["Module", "BootstrapModule"] | None = None
     generation: int = 0
     handled_intents: list[str] = Field(default_factory=list)
+    # engine time of its last intent id (None: not yet stamped); pruned TOMBSTONE_HORIZON
+    # later, its generation kept in sequences["first-generation"] (tombstones.py)
+    noted_at: float | None = None
 
 
 class FleetPosition(Record):
@@ -424,7 +471,9 @@ class Upstream(Record):
 
 
 class Sequence(Record):
-    """A partition's counter for the events it sends to other partitions."""
+    """A partition's counter: `dependencies` numbers the events it sends to other
+    partitions (dependency_links.py); `first-generation` is where a module created with no
+    tombstone starts (tombstones.py)."""
 
     next: int = 0
 
@@ -466,6 +515,10 @@ def held_key(module: str, seq: int) -> str:
     return f"{module}/{seq}"
 
 
+def claim_key(holder: str, chunk: int) -> str:
+    return f"{holder}/{chunk}"
+
+
 # Every mapping the engine is built over (its constructor's keyword arguments) → the type of
 # its values: a Record (stored as `model_dump(mode="json")`, rebuilt with `model_validate`)
 # or float. Every value is a small record; none grows with the fleet.
@@ -485,4 +538,7 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "sequences": Sequence,
     "observed_values": ObservedValues,
     "restrictions": RestrictionRecord,
+    "holders": HolderLease,
+    "holder_claims": ClaimChunk,
+    "claims": ClusterClaims,
 }

@@ -25,12 +25,15 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 from rollout.engine.state import (
+    ClaimChunk,
+    ClusterClaims,
     ClusterFacts,
     DeletedModule,
     Dependents,
     FleetPosition,
     HeldIntent,
     HeldQueue,
+    HolderLease,
     ModuleRecord,
     RemovedCluster,
     RestrictionRecord,
@@ -63,6 +66,9 @@ class StateTables:
         upstream: MutableMapping[str, Upstream],
         sequences: MutableMapping[str, Sequence],
         restrictions: MutableMapping[str, RestrictionRecord],
+        holders: MutableMapping[str, HolderLease],
+        holder_claims: MutableMapping[str, ClaimChunk],
+        claims: MutableMapping[str, ClusterClaims],
         partition: int,
     ) -> None:
         self.clusters = clusters
@@ -80,6 +86,9 @@ class StateTables:
         self.upstream = upstream
         self.sequences = sequences
         self.restrictions = restrictions
+        self.holders = holders
+        self.holder_claims = holder_claims
+        self.claims = claims
         self.partition = partition
         # module name → the copy of its record this batch made (see the module doc); None:
         # every event works on its own copies

@@ -10,9 +10,12 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
   (a health gate's result, from `rollout gate-runner`; key: module)
 * ticks                         — Tick (time enters the engine only as these events)
-* cluster heartbeats (key: cluster, or the applier) — ClusterHeartbeat (an applier reaches
-  the cluster; leases.py), ClusterHeartbeats (many clusters in one event, as appliers send
-  them). ClusterCommanded (`rollout cluster leave/join`) travels with the observations.
+* cluster heartbeats (key: the applier, `<applier>/<chunk>`, or the cluster) — HolderHeartbeat
+  (an applier replica is alive: one per beat), HolderClaims (the clusters it reaches, per
+  chunk, sent when they change), as appliers send them (leases.py); ClusterHeartbeat (an
+  applier reaches the cluster) and ClusterHeartbeats (many clusters in one event, as
+  appliers sent them before claims) are still valid input. ClusterCommanded (`rollout
+  cluster leave/join`) travels with the observations.
 * dependencies (key: the receiving module) — DependentLinked, DependencyReported,
   DependencyCurrent, written by the decider so that one module's per-cluster state reaches
   another's partition.
@@ -41,6 +44,7 @@ import math
 import re
 import typing
 import uuid
+import zlib
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -303,6 +307,78 @@ class ClusterHeartbeats(EventBase):
     _lease = field_validator("lease_seconds")(ClusterHeartbeat._lease.__func__)  # type: ignore[attr-defined]
 
 
+CLAIM_CHUNKS = 64
+"""Chunks of one holder's claims: a cluster's chunk is `claim_chunk(cluster)`, so a cluster
+reached or lost rewrites one chunk, and a holder names each chunk (empty ones too) at start."""
+MAX_CLAIMED_CLUSTERS = 10_000
+"""Clusters per `HolderClaims` event (a DNS label is at most 63 bytes: under 700 KiB); 64
+chunks of it: 640,000 clusters per holder."""
+_HOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def claim_chunk(cluster: str) -> int:
+    """The chunk of a holder's claims that names `cluster` (stable: crc32 of the name)."""
+    return zlib.crc32(cluster.encode()) % CLAIM_CHUNKS
+
+
+def _check_holder(value: str) -> str:
+    if not _HOLDER.fullmatch(value):
+        raise ValueError("must be 1-253 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return value
+
+
+class HolderHeartbeat(EventBase):
+    """Applier replica `holder` is alive: its lease is renewed for `lease_seconds` of engine
+    time, and with it the lease of every cluster it claims (HolderClaims). One event per
+    beat whatever the number of clusters (rollout/engine/leases.py)."""
+
+    type: Literal["HolderHeartbeat"] = "HolderHeartbeat"
+    holder: str
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+
+    @field_validator("holder")
+    @classmethod
+    def _holder(cls, value: str) -> str:
+        return _check_holder(value)
+
+    _lease = field_validator("lease_seconds")(ClusterHeartbeat._lease.__func__)  # type: ignore[attr-defined]
+
+
+class HolderClaims(EventBase):
+    """Applier replica `holder` reaches exactly `clusters` among those of chunk `chunk` of its
+    claims (`claim_chunk`); it sends one when that chunk's set changes (and every chunk when
+    it starts), keyed `<holder>/<chunk>`. A claim renews the holder's lease as a beat does."""
+
+    type: Literal["HolderClaims"] = "HolderClaims"
+    holder: str
+    chunk: int = Field(ge=0, lt=CLAIM_CHUNKS)
+    clusters: list[str] = Field(default_factory=list, max_length=MAX_CLAIMED_CLUSTERS)
+    lease_seconds: float = Field(default=60.0, alias="leaseSeconds")
+
+    @field_validator("holder")
+    @classmethod
+    def _holder(cls, value: str) -> str:
+        return _check_holder(value)
+
+    _lease = field_validator("lease_seconds")(ClusterHeartbeat._lease.__func__)  # type: ignore[attr-defined]
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(set(value)) != len(value):
+            raise ValueError("names a cluster more than once")
+        return value
+
+    @model_validator(mode="after")
+    def _in_chunk(self) -> HolderClaims:
+        strays = [name for name in self.clusters if claim_chunk(name) != self.chunk]
+        if strays:
+            raise ValueError(f"clusters {strays[:3]} are not of chunk {self.chunk} (claim_chunk)")
+        return self
+
+
 class ClusterCommanded(EventBase):
     """An operator takes `cluster` out of every rollout (`leave`: not ready for new moves
     whatever its heartbeats say; what it runs stays) or back in (`join`). `reply`: ask for
@@ -468,6 +544,8 @@ InputEvent = Annotated[
     | FleetSeen
     | ClusterHeartbeat
     | ClusterHeartbeats
+    | HolderHeartbeat
+    | HolderClaims
     | ClusterCommanded
     | DependentLinked
     | DependencyReported
