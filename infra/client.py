@@ -102,7 +102,11 @@ async def publish(bootstrap: str, topic: str, messages: Iterable[tuple[str, byte
     return sent
 
 
-async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+async def _consumer(
+    bootstrap: str, topic: str, start: dict[int, int] | None = None
+) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+    """A read_committed consumer assigned every partition of `topic`, at its beginning or
+    (`start`) at the offset given for it."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
@@ -128,12 +132,26 @@ async def _consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, list[
     tps = [TopicPartition(topic, p) for p in sorted(partitions)]
     consumer.assign(tps)
     await consumer.seek_to_beginning(*tps)
+    for tp in tps:
+        if start is not None and start.get(tp.partition, 0) > 0:
+            consumer.seek(tp, start[tp.partition])
     return consumer, tps
 
 
 async def read_all(bootstrap: str, topic: str) -> list[Record]:
     """Every record currently in the topic, partition by partition, in offset order."""
     consumer, tps = await _consumer(bootstrap, topic)
+    try:
+        async with explained(Operation.READ, ResourceType.TOPIC, topic, bootstrap):
+            return await _read_to_end(consumer, topic, tps)
+    finally:
+        await consumer.stop()
+
+
+async def read_from(bootstrap: str, topic: str, start: dict[int, int]) -> list[Record]:
+    """The records of `topic` from `start` (partition → offset; the beginning where absent)
+    to the end offsets taken now, partition by partition, in offset order."""
+    consumer, tps = await _consumer(bootstrap, topic, start)
     try:
         async with explained(Operation.READ, ResourceType.TOPIC, topic, bootstrap):
             return await _read_to_end(consumer, topic, tps)

@@ -7,7 +7,10 @@
 * Inputs keep everything (retention -1): they are the source of truth users write to —
   but cluster heartbeats, compacted (the latest per cluster; the journal keeps them all).
 * The journal is the engine's own totally ordered log per partition: every decision is a
-  pure function of it (`rollout replay` refolds it). It keeps everything too.
+  pure function of it (`rollout replay` refolds it). Kafka never deletes from it on its own
+  (retention -1): a time or size limit would delete records the decider may not have read
+  yet. `rollout snapshot retain` deletes what a kept snapshot covers (`delete_records`,
+  never past the decider's committed position: streams/snapshots.py).
 * Assignments are the decider's per-(cluster, module) output, the assembler's input.
 * Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
   compacted: the latest document per key, tombstones when gone.
@@ -276,6 +279,41 @@ async def delete_topics(bootstrap: str, prefix: str) -> list[str]:
         if names:
             await admin.delete_topics(names)
         return names
+    finally:
+        await admin.close()
+
+
+async def log_start_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → the first offset `topic` still holds (0 unless records were deleted)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **kafka_client_options())
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        starts = await consumer.beginning_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+        return {tp.partition: offset for tp, offset in starts.items()}
+    finally:
+        await consumer.stop()
+
+
+async def delete_records_below(bootstrap: str, topic: str, offsets: dict[int, int]) -> dict[int, int]:
+    """Delete the records of each partition below its offset (Kafka's DeleteRecords: the
+    partition's log start moves there); partition → its new log start offset."""
+    from aiokafka import TopicPartition
+    from aiokafka.admin import RecordsToDelete
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-retention", **kafka_client_options())
+    await admin.start()
+    try:
+        wanted = {TopicPartition(topic, p): RecordsToDelete(before_offset=o) for p, o in offsets.items() if o > 0}
+        if not wanted:
+            return {}
+        starts = await admin.delete_records(wanted)
+        return {tp.partition: offset for tp, offset in starts.items()}
     finally:
         await admin.close()
 

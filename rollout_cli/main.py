@@ -89,6 +89,7 @@ COMMANDS: dict[str, Lazy] = {
         "(topic[partition]@offset), its key and size, and the reason.",
     ),
     "replay": Lazy("replay:replay", "Refold the journal and the assignments log; compare with the live topics."),
+    "snapshot": Lazy("snapshot:snapshot", "Snapshots of the engine's state; the journal's retention, tied to them."),
     # run the processes
     "worker": Lazy("worker:worker", "Run the stream processors (router, decider, assembler) until SIGINT/SIGTERM."),
     "applier": Lazy("applier:applier", "Turn assemblage snapshots into Flux objects in a sink, until SIGINT/SIGTERM."),

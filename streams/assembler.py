@@ -28,11 +28,16 @@ from streams.state import PartitionState
 STAGE = "assemble"
 
 
+def state_mappings() -> dict[str, type]:
+    """The assembler's state: one assemblage record per cluster."""
+    return {"assemblages": AssemblageRecord}
+
+
 class AssemblePartition:
     def __init__(self, tp: TopicPartition, topics: TopicNames, metrics: Metrics) -> None:
         self.topics = topics
         self.metrics = metrics
-        self.state = PartitionState({"assemblages": AssemblageRecord})
+        self.state = PartitionState(state_mappings())
         self.records = self.state.mappings["assemblages"]
 
     def reset(self) -> None:

@@ -88,7 +88,7 @@ from streams.transport import (
     transactional_producer,
 )
 
-__all__ = ["PartitionProcessor", "Slot", "StageRunner", "StageSpec", "transactional_producer"]
+__all__ = ["InputTruncated", "PartitionProcessor", "Slot", "StageRunner", "StageSpec", "transactional_producer"]
 
 log = logging.getLogger("rollout.delivery")
 
@@ -102,6 +102,10 @@ take-over that exceeds one fails and is retried."""
 OFFSETS_REPORTED_EVERY = 5.0  # seconds: a stateful stage's group offsets, for monitoring
 TURNS = 2
 """Transactional producers per owned input partition, used in turn (see the module doc)."""
+
+
+class InputTruncated(RuntimeError):
+    """A stateful stage's input starts past the position its state covers."""
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,7 @@ class StageRunner:
                     )
             else:
                 slot.position = committed or 0
+            await self._refuse_a_gap(slot)
             log.info(
                 "%s %s: state restored (%d records, taken over in %.2f s), resuming at offset %d",
                 self.spec.name,
@@ -362,6 +367,23 @@ class StageRunner:
         self.consumer.seek(slot.tp, slot.position)
         slot.enter(PartitionPhase.READY)
         slot.repair.succeeded()
+
+    async def _refuse_a_gap(self, slot: Slot) -> None:
+        """A stateful stage's state covers its input below the tracked position, and nothing
+        past it: if the input partition now starts past that position (records deleted that
+        the state never absorbed), resuming would skip them — the take-over fails instead,
+        and keeps failing, loudly, until the state or the input is put right. (`rollout
+        snapshot retain` never deletes past the decider's committed position: it cannot
+        cause this.)"""
+        assert self.consumer is not None
+        starts = await asyncio.wait_for(self.consumer.beginning_offsets([slot.tp]), timeout=TAKE_OVER_TIMEOUT)
+        start = starts.get(slot.tp, 0)
+        if start > slot.position:
+            raise InputTruncated(
+                f"{name(slot.tp)} starts at offset {start}, but the {self.spec.name} state covers only the records "
+                f"below {slot.position}: records {slot.position}..{start - 1} were deleted before they were folded. "
+                f"Not resuming (it would skip them): restore the {self.spec.state_topic} topic that covers them"
+            )
 
     def transactional_ids(self, tp: TopicPartition) -> list[str]:
         """The ids of the producers that write for input partition `tp`, used in turn."""

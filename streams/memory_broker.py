@@ -396,6 +396,9 @@ class MemoryConsumer:
         self.broker.strike(FaultPoint.GROUP_OFFSETS, self.group.group_id)
         return self.group.offsets.get(partition)
 
+    async def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 0 for tp in partitions}  # nothing is ever deleted here
+
     async def position(self, partition: TopicPartition) -> int:
         if partition not in self._positions:
             raise IllegalStateError(f"Partition {partition} is not assigned")

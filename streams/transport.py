@@ -97,6 +97,9 @@ class StageConsumer(Protocol):
     async def committed(self, partition: TopicPartition) -> int | None:
         """The group offset of `partition`, or None."""
 
+    async def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The first offset each partition still holds (past records deleted by retention)."""
+
     async def position(self, partition: TopicPartition) -> int:
         """The next offset a fetch reads (past transaction markers too)."""
 

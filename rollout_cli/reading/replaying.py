@@ -31,18 +31,25 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from infra import client
+from infra.topics import log_start_offsets
 from rollout.assembly.snapshots import AssemblageRecord, assemble
+from rollout.assembly.snapshots import snapshot as rendered_assemblage
 from rollout.engine.core import Assignment, RolloutEngine, new_engine
+from rollout.engine.state import ENGINE_MAPPINGS
 from rollout.wire.decisions import DecisionDocument
 from rollout.wire.documents import DocumentError
 from rollout.wire.events import parse_event
 from rollout.wire.status import ModuleStatus
-from streams.chain import HEAD_KEY, ChainHead, DecisionChain, as_recorded, decision_body
+from rollout_cli.options import fail
+from streams import assembler, decider
+from streams.chain import CHAIN_MAPPING, HEAD_KEY, ChainHead, DecisionChain, as_recorded, decision_body
+from streams.snapshots import StateSnapshot
 
 
 @dataclass
@@ -51,13 +58,14 @@ class ReplayReport:
     assignments: int = 0
     snapshots: int = 0
     differences: list[str] = field(default_factory=list)
+    origin: str = ""  # from a snapshot: which, and where the tail starts
 
     @property
     def identical(self) -> bool:
         return not self.differences
 
     def summary(self) -> str:
-        head = (
+        head = self.origin + (
             f"replayed {self.journal_events} journal events → {self.assignments} assignments → "
             f"{self.snapshots} snapshots"
         )
@@ -74,10 +82,13 @@ class Refolded:
     assignments: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     decisions: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     module_status: dict[str, Any] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)  # the modules whose status the fold emitted
 
 
-def refold_journal(records: list[client.Record]) -> Refolded:
-    engines: dict[int, RolloutEngine] = {}
+def refold_journal(records: list[client.Record], engines: dict[int, RolloutEngine] | None = None) -> Refolded:
+    """Fold `records` (journal partitions in offset order) through a fresh engine per
+    partition, or through `engines` (restored from a snapshot: the records are its tail)."""
+    engines = {} if engines is None else engines
     refolded = Refolded()
     for record in records:
         engine = engines.get(record.partition)
@@ -90,16 +101,23 @@ def refold_journal(records: list[client.Record]) -> Refolded:
         for index, decision in enumerate(outcome.decisions):
             refolded.decisions[record.partition].append(decision_body(record.partition, record.offset, index, decision))
         refolded.module_status.update(outcome.module_status)
+    refolded.touched = set(refolded.module_status)
     refolded.module_status = {k: v for k, v in refolded.module_status.items() if v is not None}
     return refolded
 
 
-def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[client.Record]) -> list[str]:
+def compare_decisions(
+    replayed: dict[int, list[dict[str, Any]]],
+    live: list[client.Record],
+    heads: dict[int, ChainHead] | None = None,
+) -> list[str]:
     """Differences between the refolded decisions, linked per chain from the chain's oldest
-    record on the topic, and the live decision records (at most 3 per chain). A live record
-    is read as the decision document (rollout/wire/decisions.py) and compared as stored, key
-    by key; one written before structured reasons (no `because`) with the replayed record
-    in the shape its release wrote (`streams.chain.as_recorded`)."""
+    record on the topic — or from `heads` (a snapshot's chain heads: every refolded record
+    must then be on the topic, linked on from there) — and the live decision records (at
+    most 3 per chain). A live record is read as the decision document
+    (rollout/wire/decisions.py) and compared as stored, key by key; one written before
+    structured reasons (no `because`) with the replayed record in the shape its release
+    wrote (`streams.chain.as_recorded`)."""
     by_chain: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in live:
         try:
@@ -110,16 +128,24 @@ def compare_decisions(replayed: dict[int, list[dict[str, Any]]], live: list[clie
         by_chain[int(decision.id.split("-")[0])].append(document)
     differences: list[str] = []
     for chain in sorted(set(replayed) | set(by_chain)):
-        differences += _chain_differences(chain, replayed.get(chain, []), by_chain.get(chain, []))[:3]
+        head = None if heads is None else heads.get(chain, ChainHead())
+        differences += _chain_differences(chain, replayed.get(chain, []), by_chain.get(chain, []), head)[:3]
     return differences
 
 
-def _chain_differences(chain: int, bodies: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[str]:
+def _chain_differences(
+    chain: int, bodies: list[dict[str, Any]], live: list[dict[str, Any]], head: ChainHead | None = None
+) -> list[str]:
     position = {body["id"]: index for index, body in enumerate(bodies)}
     recorded = {document["id"]: document for document in live}
     expected: dict[str, dict[str, Any]] = {}
     linked = [d for d in live if "hash" in d]
-    if linked:
+    if head is not None:  # from a snapshot: the chain goes on from its head
+        links = DecisionChain(chain, {HEAD_KEY: head})
+        for body in bodies:
+            shaped = as_recorded(body, recorded[body["id"]]) if body["id"] in recorded else body
+            expected[body["id"]] = orjson.loads(links.link(shaped))
+    elif linked:
         oldest = min(linked, key=lambda d: d.get("seq", 0))
         start = position.get(oldest["id"])
         if start is None:
@@ -241,7 +267,20 @@ def compare(
 
 
 def replay_and_compare(ctx: Any) -> ReplayReport:
+    """The full refold, from the start of the journal — refused on a journal that no longer
+    starts at offset 0 (its head deleted below a snapshot): folded from the middle, every
+    difference would be wrong."""
     topics = ctx.topics
+    starts = client.run(log_start_offsets(ctx.bootstrap, topics.journal))
+    cut = {partition: start for partition, start in sorted(starts.items()) if start > 0}
+    if cut:
+        where = ", ".join(f"partition {p} at offset {o}" for p, o in cut.items())
+        fail(
+            f"the journal {topics.journal} no longer starts at offset 0 ({where}): the records below were "
+            "deleted, below a snapshot (`rollout snapshot retain`), so a refold from its start cannot give "
+            "the engine's state. Replay from a snapshot instead: "
+            "`rollout replay --check --from-snapshot DIR` (the newest snapshot in DIR, or one file)"
+        )
     return compare(
         journal=ctx.records(topics.journal),
         assignments=ctx.records(topics.assignments),
@@ -250,3 +289,173 @@ def replay_and_compare(ctx: Any) -> ReplayReport:
         live_status=ctx.latest(topics.module_status),
         decisions=ctx.records(topics.decisions),
     )
+
+
+# -- from a snapshot: the journal's tail only ---------------------------------------------
+
+ASSEMBLAGE_KINDS = ("RemoteAssemblage", "ProxyAssemblage")
+
+
+def restored_engines(taken: StateSnapshot) -> tuple[dict[int, RolloutEngine], dict[int, ChainHead]]:
+    """Per journal partition: an engine over the snapshot's decider state (decoded as the
+    decider restores it: streams/state.py) and the head of its decision chain."""
+    engines: dict[int, RolloutEngine] = {}
+    heads: dict[int, ChainHead] = {}
+    for partition, part in sorted(taken.decide.partitions.items()):
+        state = part.state(decider.state_mappings())
+        heads[partition] = state.mappings[CHAIN_MAPPING].committed.get(HEAD_KEY) or ChainHead()
+        mappings: dict[str, Any] = {name: state.mappings[name].committed for name in ENGINE_MAPPINGS}
+        engines[partition] = RolloutEngine(**mappings, partition=partition)
+    return engines, heads
+
+
+def _decision_place(record: client.Record) -> tuple[int, int] | None:
+    """(journal partition, offset) of a decision record's event, from its id."""
+    try:
+        chain, offset, _ = str(orjson.loads(record.value or b"null")["id"]).split("-")
+        return int(chain), int(offset)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def compare_tail(
+    taken: StateSnapshot,
+    *,
+    journal: list[client.Record],
+    assignments: list[client.Record],
+    live_remote: dict[str, Any],
+    live_proxy: dict[str, Any],
+    live_status: dict[str, Any],
+    decisions: list[client.Record],
+) -> ReplayReport:
+    """Refold the journal's records past the snapshot's decide positions from its state, and
+    the assignments past its assemble positions from its assemblages; compare:
+
+    * decisions: every record the tail made, on the topic from the snapshot's
+      `decisions_from`, linked on from the snapshot's chain head, hashes included — and
+      none past the snapshot's positions that the tail did not make (up to the last journal
+      record read: a worker still running may have decided on newer ones);
+    * assignments: each (cluster, module)'s replayed assignments are the end of what is on
+      the topic from the snapshot's `assignments_from` (records before the tail may lead);
+    * module status: of every module the tail emitted a status for;
+    * projections: every cluster's RemoteAssemblage/ProxyAssemblage, rendered from the
+      snapshot's assemblages folded on, against the topics — all of them.
+    """
+    decide_from = taken.decide.positions()
+    report = ReplayReport(journal_events=len(journal))
+    report.origin = (
+        f"from the snapshot taken at {datetime.fromtimestamp(taken.taken_at, UTC):%Y-%m-%d %H:%M:%S} UTC "
+        f"(journal offsets {', '.join(f'{p}: {o}' for p, o in sorted(decide_from.items()))})\n"
+    )
+    engines, heads = restored_engines(taken)
+    refolded = refold_journal(journal, engines)
+    read_up_to = {r.partition: r.offset for r in journal}  # the last journal record read, per partition
+
+    def in_tail(place: tuple[int, int] | None) -> bool:
+        return place is not None and decide_from.get(place[0], 0) <= place[1] <= read_up_to.get(place[0], -1)
+
+    live_decisions = [r for r in decisions if in_tail(_decision_place(r))]
+    report.differences += compare_decisions(refolded.decisions, live_decisions, heads)
+
+    replayed_seq = _by_pair(a for seq in refolded.assignments.values() for a in seq)
+    after = [r for r in assignments if r.value is not None and r.offset >= taken.assignments_from.get(r.partition, 0)]
+    live_seq = _by_pair(json.loads(r.value or b"") for r in after)
+    for pair, replayed in sorted(replayed_seq.items()):
+        live = live_seq.get(pair, [])
+        if live[-len(replayed) :] != replayed:
+            report.differences.append(
+                f"assignments of {pair[1]} to {pair[0]}: replayed {len(replayed)} since the snapshot, "
+                f"the topic's last {min(len(live), len(replayed))} differ (or are missing)"
+            )
+
+    for module in sorted(refolded.touched):
+        replayed_status, live_status_document = refolded.module_status.get(module), live_status.get(module)
+        if replayed_status is None or live_status_document is None:
+            if replayed_status is not live_status_document:
+                where = "live" if replayed_status is None else "replayed"
+                report.differences.append(f"module status {module}: only {where}")
+        elif (difference := status_difference(module, replayed_status, live_status_document)) is not None:
+            report.differences.append(difference)
+
+    report.differences += _compare_projections(taken, assignments, live_remote, live_proxy, report)
+    return report
+
+
+def _compare_projections(
+    taken: StateSnapshot,
+    assignments: list[client.Record],
+    live_remote: dict[str, Any],
+    live_proxy: dict[str, Any],
+    report: ReplayReport,
+) -> list[str]:
+    records: dict[str, AssemblageRecord] = {}
+    for part in taken.assemble.partitions.values():
+        records.update(part.state(assembler.state_mappings()).mappings["assemblages"].committed)
+    assemble_from = taken.assemble.positions()
+    for record in assignments:
+        if record.value is None or record.offset < assemble_from.get(record.partition, 0):
+            continue
+        report.assignments += 1
+        assignment = Assignment.model_validate_json(record.value)
+        records[assignment.cluster], _ = assemble(records.get(assignment.cluster), assignment)
+    differences: list[str] = []
+    for kind, live in zip(ASSEMBLAGE_KINDS, (live_remote, live_proxy), strict=True):
+        replayed = {}
+        for cluster, assemblage in records.items():
+            rendered = rendered_assemblage(assemblage, kind)
+            if rendered is not None:
+                replayed[cluster] = rendered.model_dump(mode="json", by_alias=True)
+        report.snapshots += len(replayed)
+        for cluster in sorted(set(replayed) | set(live)):
+            ours, theirs = replayed.get(cluster), live.get(cluster)
+            if ours is None:
+                differences.append(f"{kind} {cluster}: on the topic but not in the replay")
+            elif ours != theirs:
+                differences.append(
+                    f"{kind} {cluster}: replayed version {ours['version']} != live {theirs and theirs['version']}"
+                )
+    return differences
+
+
+def replay_from_snapshot(ctx: Any, taken: StateSnapshot) -> ReplayReport:
+    """Read the tails the snapshot does not cover and compare (`compare_tail`). A journal
+    that starts past the snapshot's positions (the snapshot older than the retention kept)
+    is refused: its tail is gone."""
+    topics = ctx.topics
+    if taken.decide.input_topic != topics.journal:
+        fail(f"the snapshot is of {taken.decide.input_topic}, not of {topics.journal} (--topic-prefix?)")
+    decide_from = taken.decide.positions()
+    starts = client.run(log_start_offsets(ctx.bootstrap, topics.journal))
+    for partition, start in sorted(starts.items()):
+        if start > decide_from.get(partition, 0):
+            fail(
+                f"the journal {topics.journal} partition {partition} starts at offset {start}, past this snapshot's "
+                f"position {decide_from.get(partition, 0)}: the records between were deleted. "
+                "Replay from a newer snapshot (`rollout snapshot list`)"
+            )
+    assemble_from = taken.assemble.positions()
+    assignments_from = {
+        p: min(taken.assignments_from.get(p, 0), assemble_from.get(p, 0))
+        for p in set(taken.assignments_from) | set(assemble_from)
+    }
+    read = _read_from(ctx)
+    return compare_tail(
+        taken,
+        journal=read(topics.journal, decide_from),
+        assignments=read(topics.assignments, assignments_from),
+        live_remote=ctx.latest(topics.remote),
+        live_proxy=ctx.latest(topics.proxy),
+        live_status=ctx.latest(topics.module_status),
+        decisions=read(topics.decisions, taken.decisions_from),
+    )
+
+
+def _read_from(ctx: Any) -> Any:
+    def read(topic: str, start: dict[int, int]) -> list[client.Record]:
+        try:
+            records: list[client.Record] = client.run(client.read_from(ctx.bootstrap, topic, start))
+        except Exception as error:
+            fail(f"cannot read {topic} at {ctx.bootstrap}: {error}")
+        return records
+
+    return read
