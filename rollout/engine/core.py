@@ -244,6 +244,7 @@ class RolloutEngine:
         self.live_values = LiveValues(tables, book)
         self.gate_results = GateResults(tables, book, stages)
         self.leases = Leases(tables, membership)
+        membership.new_lease = self.leases.lease_of_new_cluster  # a cluster observed anew: its holders'
         self.rules = RestrictionRules(tables, book, stages, membership)
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
@@ -268,7 +269,7 @@ class RolloutEngine:
             ModuleDeleted: self.causal.on_intent,
             RolloutCommanded: self.causal.on_intent,
             FleetSeen: self.causal.on_fleet_seen,
-            ClusterObserved: self.leases.on_cluster_observed,  # membership's, then its claims (leases.py)
+            ClusterObserved: membership.on_cluster_observed,
             ClusterRemoved: membership.on_cluster_removed,
             RestrictionApplied: self.rules.on_restriction_applied,
             RestrictionDeleted: self.rules.on_restriction_deleted,

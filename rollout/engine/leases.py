@@ -10,8 +10,9 @@
     Tick              -> leases whose time ran out expire (`expire_leases`, first of the clock's
                          hooks: clock.py); a holder's expiry makes the clusters only it
                          claims not ready, together
-    ClusterObserved   -> Membership's, then a cluster observed anew follows the holders that
-                         claim it (claims are kept for clusters not, or no longer, observed)
+    ClusterObserved   -> (membership.py) a cluster observed anew follows the holders that claim
+                         it (`lease_of_new_cluster`: claims are kept for clusters not, or no
+                         longer, observed)
     ClusterCommanded  -> leave: the cluster takes no new moves; join: it does again
 
 Appliers tell the engine which clusters they reach (KubeFleet's member heartbeats). They
@@ -70,7 +71,6 @@ from rollout.wire.events import (
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
-    ClusterObserved,
     HolderClaims,
     HolderHeartbeat,
 )
@@ -257,14 +257,11 @@ class Leases:
         else:
             heapq.heappush(expiries, (lease.expires_at, cluster))
 
-    def on_cluster_observed(self, event: ClusterObserved, out: Outcome) -> None:
-        """Membership folds the observation; a cluster observed anew (first, or again after
-        its removal) then follows the holders that claim it."""
-        self.membership.on_cluster_observed(event, out)
-        name = event.cluster.metadata.name
-        facts = self.tables.clusters.get(name)
-        if facts is not None and facts.lease is None and name in self.tables.claims:
-            self._settle(name, None, out)
+    def lease_of_new_cluster(self, cluster: str) -> Lease | None:
+        """The lease of a cluster observed anew (first, or again after its removal): its
+        holders', if any claims it — so it is never moved on an observation if none is alive
+        (Membership asks this before it decides)."""
+        return self._lease_of(cluster, None, None)
 
     # -- per-cluster heartbeats (appliers before claims), leave/join -----------------------
 

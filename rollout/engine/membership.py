@@ -18,7 +18,7 @@ Observations are remembered by id on the ClusterFacts, so a redelivered one chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rollout.api.restrictions import admits
 from rollout.api.selectors import selects
@@ -27,6 +27,7 @@ from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     OBSERVATION_IDS_KEPT,
     ClusterFacts,
+    Lease,
     ModuleRecord,
     RemovedCluster,
     Target,
@@ -56,6 +57,9 @@ class Membership:
         self.tables = tables
         self.book = book
         self.stages = stages
+        # the lease of a cluster observed anew (first, or again after its removal): that of
+        # the holders claiming it (core.py sets it to Leases.lease_of_new_cluster)
+        self.new_lease: Callable[[str], Lease | None] = lambda cluster: None
 
     def all_clusters(self) -> set[str]:
         return set(self.tables.clusters.keys())
@@ -83,7 +87,7 @@ class Membership:
             labels=dict(manifest.metadata.labels),
             annotations=dict(manifest.metadata.annotations),
             observed_ready=manifest.status.ready,
-            lease=previous.lease if previous else None,  # leases.py: heartbeats and leave/join
+            lease=previous.lease if previous else self.new_lease(name),  # leases.py: heartbeats, claims
             left=previous.left if previous else False,
             observation_ids=remember(known.observation_ids if known else [], event.id, OBSERVATION_IDS_KEPT),
             report_ids=list(known.report_ids) if known else [],

@@ -25,12 +25,15 @@ from rollout.wire.events import (
     EventRejected,
     FleetSeen,
     HelmValuesObserved,
+    HolderClaims,
+    HolderHeartbeat,
     InputEvent,
     ModuleApplied,
     RestrictionApplied,
     RestrictionDeleted,
     SyncStatusReported,
     Tick,
+    claim_chunk,
     parse_event,
 )
 from tests.rollout.builders import (
@@ -274,6 +277,8 @@ def _every_event() -> list[EventBase]:
         FleetSeen(partition=1, position=42),
         heartbeat("a"),
         heartbeats("a", "b"),
+        HolderHeartbeat(holder="applier-0", lease_seconds=30),
+        HolderClaims(holder="applier-0", chunk=claim_chunk("a"), clusters=["a"], lease_seconds=30),
         cluster_command("a", "leave"),
         DependentLinked(module="base", dependent="app", linked=True, seq=0),
         DependencyReported(dependent="app", module="base", cluster="a", ready=False, seq=1),
@@ -283,6 +288,18 @@ def _every_event() -> list[EventBase]:
         gate_result("app", "canary", "errors", None, message="no samples"),
         gate_result("app", "canary", "errors", True),
     ]
+
+
+def test_a_claim_naming_a_cluster_of_another_chunk_is_refused_naming_it() -> None:
+    other = (claim_chunk("a") + 1) % 64
+    raw = json.dumps({"type": "HolderClaims", "holder": "applier-0", "chunk": other, "clusters": ["a"]})
+    with pytest.raises(EventRejected, match=r"clusters \['a'\] are not of chunk"):
+        parse_event(raw)
+
+
+def test_a_holder_name_that_cannot_key_its_claims_is_refused() -> None:
+    with pytest.raises(EventRejected, match="holder"):
+        parse_event(json.dumps({"type": "HolderHeartbeat", "holder": "a/0", "leaseSeconds": 30}))
 
 
 def test_every_event_type_is_covered_by_the_round_trip() -> None:
