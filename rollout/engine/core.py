@@ -64,6 +64,7 @@ uses when it is built (below, bottom to top; none reaches another but through th
     intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
     dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py
     causal.py           CausalOrder        redelivery and held intents; FleetSeen
+    tombstones.py       Tombstones         removed clusters' and deleted modules' tombstones pruned
 
 `RolloutEngine` builds them and wires them together with three explicit structures, in
 this file and nowhere else:
@@ -79,10 +80,12 @@ this file and nowhere else:
            clusters are ready now;
         2. ModuleTimers.on_clock_moved — per module: soak and window waits restarted at the
            first tick, progressDeadline failures, then advance;
+        3. Tombstones.prune — tombstones noted a horizon ago or longer are deleted (no
+           decision rests on them: last);
     `after_intent` (an intent was applied and answered)
         1. DependencyIntents.answer_waiting_dependents;
     `on_reset` (`reset_indexes`: the runtime dropped uncommitted writes)
-        1. TargetBook.reset_indexes, 2. Leases.reset_index.
+        1. TargetBook.reset_indexes, 2. Leases.reset_index, 3. Tombstones.reset_index.
   A cluster whose facts change (observed, removed, a lease expired or renewed, leave or
   join) goes to `Membership.cluster_changed`, and a stored Target to
   `DependencyLinks.readiness_stored` — one collaborator each, called directly.
@@ -131,6 +134,7 @@ from rollout.engine.state import (
 from rollout.engine.strategy import IMPLICIT_STAGE, bindings_digest, resolve_count, sort_key, stage_for, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.engine.tombstones import TOMBSTONE_HORIZON, Tombstones
 from rollout.engine.views import format_positions, module_view
 from rollout.engine.window_gate import WindowGate
 from rollout.values.releases import ObservedValues
@@ -209,6 +213,7 @@ class RolloutEngine:
         holder_claims: MutableMapping[str, ClaimChunk] | None = None,
         claims: MutableMapping[str, ClusterClaims] | None = None,
         partition: int = 0,
+        tombstone_horizon: float = TOMBSTONE_HORIZON,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
         plain dicts only so that older callers keep working; a durable runtime passes them
@@ -249,11 +254,20 @@ class RolloutEngine:
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
         self.causal = CausalOrder(tables, book, self.apply_intent)
+        self.tombstones = Tombstones(tables, tombstone_horizon)
 
         # the hook lists, each run in this order (see the module doc)
-        self.on_clock_moved: list[ClockHook] = [self.leases.expire_leases, self.timers.on_clock_moved]
+        self.on_clock_moved: list[ClockHook] = [
+            self.leases.expire_leases,
+            self.timers.on_clock_moved,
+            self.tombstones.prune,
+        ]
         self.after_intent: list[IntentHook] = [self.dependencies.answer_waiting_dependents]
-        self.on_reset: list[Callable[[], None]] = [book.reset_indexes, self.leases.reset_index]
+        self.on_reset: list[Callable[[], None]] = [
+            book.reset_indexes,
+            self.leases.reset_index,
+            self.tombstones.reset_index,
+        ]
         self.ticks = Clock(tables, self.on_clock_moved)
 
         # what an intent does once its turn has come (`apply_intent`)

@@ -39,6 +39,7 @@ from rollout.engine.state import (
 from rollout.engine.strategy import bindings_digest, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
+from rollout.engine.tombstones import first_generation
 from rollout.wire.decision_reasons import (
     Aborted,
     Approved,
@@ -124,8 +125,9 @@ class ModuleIntents:
         manifest = event.module
         name = manifest.metadata.name
         tombstone = tables.deleted_modules.pop(name, None)
-        # a module created again continues the generations of the one deleted before
-        generation = tombstone.generation + 1 if tombstone is not None else 1
+        # a module created again continues the generations of the one deleted before (once
+        # its tombstone is pruned, those of every module pruned: tombstones.py)
+        generation = tombstone.generation + 1 if tombstone is not None else first_generation(tables)
         record = ModuleRecord(
             name=name,
             kind=manifest.kind,

@@ -18,6 +18,10 @@ Within one batch the worker lets the engine change a module record it copied ear
 the same batch in place (`private_records`, keyed by module name): nothing outside the
 batch holds that copy, and if any event of the batch fails the worker drops the whole
 batch and folds it again event by event without sharing (streams/decider.py).
+
+The two tombstone tables (`removed_clusters`, `deleted_modules`) are each wrapped in a
+`TombstoneTable` (tombstones.py): what is written to them is stamped with the engine's time
+and noted in the index that prunes them a horizon later.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from rollout.engine.state import (
     TickLog,
     Upstream,
 )
+from rollout.engine.tombstones import TombstoneTable, always, cluster_ids_changed
 from rollout.values.releases import ObservedValues
 
 
@@ -75,8 +80,8 @@ class StateTables:
         self.modules = modules
         self.targets = targets
         self.clock = clock
-        self.removed_clusters = removed_clusters
-        self.deleted_modules = deleted_modules
+        self.removed_clusters = TombstoneTable(removed_clusters, clock, cluster_ids_changed)
+        self.deleted_modules = TombstoneTable(deleted_modules, clock, always)
         self.fleet_positions = fleet_positions
         self.held_queues = held_queues
         self.held_intents = held_intents

@@ -21,6 +21,7 @@ import pytest
 
 import rollout.engine.core as core
 from rollout.engine.core import RolloutEngine, new_engine
+from rollout.engine.tombstones import TOMBSTONE_HORIZON
 from rollout.wire.events import InputEvent
 from tests.rollout.builders import (
     T0,
@@ -30,6 +31,8 @@ from tests.rollout.builders import (
     given,
     heartbeat,
     module,
+    observed,
+    removed,
     reported,
     serialize,
     stage,
@@ -138,6 +141,34 @@ def report_redone(fleet: Fleet) -> None:
     redo(fleet, reported("app", "c1", "v1", "succeeded"))
 
 
+def past_the_tombstone_horizon(fleet: Fleet, redone: bool = False) -> None:
+    """Hourly ticks up to the horizon from now, the last one at it (redone, if asked)."""
+    end = fleet.now + TOMBSTONE_HORIZON
+    while fleet.now + 3600 < end:
+        fleet.wait(3600)
+    if redone:
+        redo(fleet, tick(end))
+    else:
+        fleet.tick(end)
+
+
+def tombstone_pruned(fleet: Fleet) -> None:
+    """c1 removed; a horizon later its tombstone is pruned, and its old observation, sent
+    again, is a new cluster: app takes it."""
+    observation = observed(cluster("c1", CANARY))
+    fleet.send(tick(T0), observation, app(), removed("c1"))
+    past_the_tombstone_horizon(fleet)
+    fleet.send(observation)
+
+
+def tombstone_pruned_redone(fleet: Fleet) -> None:
+    """The tick that prunes c1's tombstone is discarded and folded again: it prunes again."""
+    observation = observed(cluster("c1", CANARY))
+    fleet.send(tick(T0), observation, app(), removed("c1"))
+    past_the_tombstone_horizon(fleet, redone=True)
+    fleet.send(observation)
+
+
 SCENARIOS: list[Callable[[Fleet], None]] = [
     lease_expiry,
     lease_renewed_before_the_first_tick,
@@ -147,6 +178,8 @@ SCENARIOS: list[Callable[[Fleet], None]] = [
     dependency_answered_after_its_intent,
     lease_expiry_redone,
     report_redone,
+    tombstone_pruned,
+    tombstone_pruned_redone,
 ]
 
 # every hook list of the engine, by where it lives
@@ -219,6 +252,6 @@ def test_leases_expire_before_modules_move_on_the_same_tick() -> None:
 def test_the_clock_hooks_are_documented_in_their_order() -> None:
     engine = new_engine()
     names = [hook.__qualname__ for hook in engine.on_clock_moved]
-    assert names == ["Leases.expire_leases", "ModuleTimers.on_clock_moved"]
+    assert names == ["Leases.expire_leases", "ModuleTimers.on_clock_moved", "Tombstones.prune"]
     doc = core.__doc__ or ""
-    assert doc.index("Leases.expire_leases") < doc.index("ModuleTimers.on_clock_moved")
+    assert doc.index("Leases.expire_leases") < doc.index("ModuleTimers.on_clock_moved") < doc.index("Tombstones.prune")

@@ -1,0 +1,234 @@
+"""Tombstones: what a removed cluster or a deleted module leaves behind, and when it goes.
+
+    removed_clusters[cluster]  RemovedCluster  the event ids a removed cluster had seen
+    deleted_modules[module]    DeletedModule   the intent ids a deleted module had handled,
+                                               and its last generation
+
+    every write ──► TombstoneTable: stamped `noted_at` (the engine's time), noted in the index
+    Tick        ──► Tombstones.prune (the last of the clock's hooks: core.py)
+                    ──► every tombstone noted TOMBSTONE_HORIZON or longer ago is deleted —
+                        from the changelogged table, so the compacted state topic drops it too
+
+What reads a tombstone, and why (nothing else does):
+
+* dedupe of redelivered inputs. A redelivered ClusterObserved must not bring back a removed
+  cluster (membership.py), nor a redelivered ClusterRemoved/ClusterCommanded/report count
+  again once it is observed again: the tombstone's ids are handed back to its ClusterFacts
+  (membership.py, leases.py, reports.py, targets.py). A redelivered ModuleApplied must not
+  recreate a deleted module, nor a command or a delete be answered twice (causal.py
+  `_intent_seen`, intents.py): the DeletedModule's intent ids, handed back to the module if
+  it is created again.
+* dependencies: a DependentLinked naming a deleted module's intent (`after`) is answered at
+  once when that intent is in the tombstone's window (dependencies.py `_intent_folded`).
+* generation continuity: a module created again continues the generations of the one
+  deleted (intents.py), so that a late report or gate result for the old module's
+  generation cannot match the new one's.
+
+Who can redeliver, and for how long. Everything between the router and the decider is
+exactly once (Kafka transactions: docs/architecture.md, "Delivery"); what can arrive twice
+is what an at-least-once publisher sent twice — a publisher retrying a send whose answer it
+lost (projections/publisher.py: 5 attempts, at most ~4 minutes with aiokafka's request
+timeouts), two module watchers racing over a leadership change (seconds; a new leader
+republishes nothing unchanged: projections/module_watcher.py), an applier's heartbeats
+(every third of a lease). And a DependentLinked travels through the `dependencies` topic,
+kept 7 days (infra/topics.py). Both copies of a redelivered input sit in the same input
+partition, close together, and the router routes them in order: they reach the journal at
+most minutes apart in engine time (which follows the routed Ticks, and lags the wall clock
+after an outage rather than runs ahead of it).
+
+The rule. A tombstone remembers `noted_at`: the engine's time (the latest Tick) when it was
+made or last took an id it must still recognise. `Tombstones.prune`, on every Tick that
+moves the clock, deletes the tombstones noted TOMBSTONE_HORIZON (7 days) or longer ago: by
+then every id in them is at least that old, far past any publisher's redelivery (minutes)
+and as long as the dependencies topic keeps a link. After that the name is new again: a
+cluster observed again is a new cluster (no lease, no ids), a module created again starts a
+fresh record. Heartbeat ids do not refresh a RemovedCluster: an applier goes on beating a
+cluster it still serves after its removal (projections/heartbeats.py) — every 20 s, for as
+long as it runs — and would keep the tombstone for good; a heartbeat redelivered after the
+cluster came back renews a lease its real beats renew anyway.
+
+What must survive is kept bounded: the generation. Pruning a DeletedModule raises the
+partition's `sequences["first-generation"]` above its last generation, and a module
+created with no tombstone starts there (`first_generation`; 1 while no tombstone was ever
+pruned): one record per partition, whatever the churn, and a name's generations still only
+grow. (Appliers order snapshots by the assemblage's own version, rollout/assembly, not by
+generation; a generation is what reports and gate results are matched by.)
+
+Not yet stamped. A tombstone noted before the engine saw any tick, or written by a release
+before this one (or rewritten by one during a rolling upgrade, which drops the field), has
+no `noted_at`; the first tick that finds it stamps it — like a lease renewed before any
+tick (leases.py). It is pruned a horizon after that: later, never earlier.
+
+Cost: each TombstoneTable keeps an in-memory heap of (noted_at, name), rebuilt lazily from
+the table on the first tick after a restart and dropped by `reset_index` (one of the
+engine's `reset_indexes` hooks: core.py); a write pushes its new stamp, a tick pops only the
+tombstones due (an entry whose tombstone was noted again since, or is gone, is skipped).
+Pruning is a pure function of the stored state and the engine's time, so a replay prunes
+the same tombstones on the same ticks (tests/rollout/test_tombstones.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from rollout.engine.outcome import Outcome
+from rollout.engine.state import DeletedModule, RemovedCluster, Sequence
+
+if TYPE_CHECKING:
+    from rollout.engine.tables import StateTables
+
+TOMBSTONE_HORIZON = 7 * 24 * 3600.0  # seconds of engine time a tombstone is kept after its last id
+FIRST_GENERATION = "first-generation"  # sequences[]: where a module created with no tombstone starts
+
+T = TypeVar("T", RemovedCluster, DeletedModule)
+
+Refreshes = Callable[[T | None, T], bool]
+"""Whether writing the new tombstone (over the stored one, None: none) stamps it again."""
+
+
+def cluster_ids_changed(stored: RemovedCluster | None, new: RemovedCluster) -> bool:
+    """A RemovedCluster is stamped again when it takes an id it must recognise — any but a
+    heartbeat's (see the module doc)."""
+    if stored is None:
+        return True
+    return (new.observation_ids, new.report_ids, new.command_ids) != (
+        stored.observation_ids,
+        stored.report_ids,
+        stored.command_ids,
+    )
+
+
+def always(stored: DeletedModule | None, new: DeletedModule) -> bool:
+    """A DeletedModule is stamped again by every write: each notes an intent id."""
+    return True
+
+
+class TombstoneTable(MutableMapping[str, T], Generic[T]):
+    """A tombstone mapping (the caller's, changelogged) that stamps what is written to it
+    and keeps the index of when each tombstone is due."""
+
+    def __init__(self, stored: MutableMapping[str, T], clock: Mapping[str, float], refreshes: Refreshes[T]) -> None:
+        self.stored: MutableMapping[str, T] = stored
+        self.clock = clock
+        self.refreshes: Refreshes[T] = refreshes
+        self._due: list[tuple[float, str]] | None = None  # heap of (noted_at, name); may hold stale entries
+        self._unstamped: set[str] | None = None  # noted before any tick, or by an older release
+
+    # -- the mapping -------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> T:
+        return self.stored[key]
+
+    def get(self, key: str, default: T | None = None) -> T | None:  # type: ignore[override]
+        return self.stored.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.stored
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stored)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def __delitem__(self, key: str) -> None:
+        del self.stored[key]  # its index entry is skipped when it surfaces
+
+    def __setitem__(self, key: str, value: T) -> None:
+        stored = self.stored.get(key)
+        if self.refreshes(stored, value):
+            now = self.clock.get("now", 0.0)
+            stamp = now if now > 0 else None
+        else:
+            stamp = stored.noted_at if stored is not None else None
+        if value.noted_at != stamp:
+            value = value.model_copy(update={"noted_at": stamp})
+        self.stored[key] = value
+        if self._due is not None and self._unstamped is not None and (stored is None or stored.noted_at != stamp):
+            if stamp is None:
+                self._unstamped.add(key)
+            else:
+                heapq.heappush(self._due, (stamp, key))
+
+    # -- the index ---------------------------------------------------------------------------
+
+    def reset_index(self) -> None:
+        """Drop the index; it is rebuilt lazily from the table."""
+        self._due = None
+        self._unstamped = None
+
+    def _index(self) -> tuple[list[tuple[float, str]], set[str]]:
+        if self._due is None or self._unstamped is None:
+            self._due, self._unstamped = [], set()
+            stored = self.stored
+            for name in list(stored.keys()):
+                noted_at = stored[name].noted_at
+                if noted_at is None:
+                    self._unstamped.add(name)
+                else:
+                    self._due.append((noted_at, name))
+            heapq.heapify(self._due)
+        return self._due, self._unstamped
+
+    def stamp_unstamped(self, now: float) -> None:
+        """Tombstones without a stamp (see the module doc) are stamped `now`, in name order."""
+        due, unstamped = self._index()
+        stored = self.stored
+        for name in sorted(unstamped):
+            tombstone = stored.get(name)
+            if tombstone is not None and tombstone.noted_at is None:
+                stored[name] = tombstone.model_copy(update={"noted_at": now})
+                heapq.heappush(due, (now, name))
+        unstamped.clear()
+
+    def take_due(self, cutoff: float) -> list[T]:
+        """Delete every tombstone noted at `cutoff` or before; they are returned, oldest first."""
+        due, _ = self._index()
+        stored = self.stored
+        taken = []
+        while due and due[0][0] <= cutoff:
+            noted_at, name = heapq.heappop(due)
+            tombstone = stored.get(name)
+            if tombstone is None or tombstone.noted_at != noted_at:
+                continue  # gone (the cluster or module came back), or noted again since
+            del stored[name]
+            taken.append(tombstone)
+        return taken
+
+
+class Tombstones:
+    """Prunes the partition's tombstones as the clock moves."""
+
+    def __init__(self, tables: StateTables, horizon: float = TOMBSTONE_HORIZON) -> None:
+        self.tables = tables
+        self.horizon = horizon
+
+    def reset_index(self) -> None:
+        """Drop both tables' indexes (an `on_reset` hook)."""
+        self.tables.removed_clusters.reset_index()
+        self.tables.deleted_modules.reset_index()
+
+    def prune(self, first: bool, out: Outcome) -> None:
+        """Clock hook: stamp what was noted before the engine knew the time, then delete
+        every tombstone noted a horizon ago or longer; a module's last generation raises
+        the partition's first generation."""
+        tables = self.tables
+        now = tables.now
+        tables.removed_clusters.stamp_unstamped(now)
+        tables.deleted_modules.stamp_unstamped(now)
+        cutoff = now - self.horizon
+        tables.removed_clusters.take_due(cutoff)
+        floor = first_generation(tables)
+        for tombstone in tables.deleted_modules.take_due(cutoff):
+            floor = max(floor, tombstone.generation + 1)
+        if floor != first_generation(tables):
+            tables.sequences[FIRST_GENERATION] = Sequence(next=floor)
+
+
+def first_generation(tables: StateTables) -> int:
+    """The first generation of a module created with no tombstone: above the last generation
+    of every module whose tombstone was pruned in this partition (1 while none was)."""
+    counter = tables.sequences.get(FIRST_GENERATION)
+    return counter.next if counter is not None else 1
