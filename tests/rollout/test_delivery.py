@@ -13,7 +13,7 @@ from typing import Any
 
 from rollout.engine.core import MAX_TICK_STEP, Outcome, RolloutEngine, new_engine
 from rollout.engine.state import ENGINE_MAPPINGS, HELD_INTENTS_PER_MODULE, ModuleRecord, held_key
-from rollout.wire.events import RestrictionApplied
+from rollout.wire.events import HolderClaims, RestrictionApplied, claim_chunk
 from tests.rollout.builders import (
     T0,
     Fleet,
@@ -391,6 +391,7 @@ def test_every_state_value_is_json() -> None:
     fleet.delete("base")
     fleet.remove("b")
     fleet.send(RestrictionApplied(restriction=restriction("tenant-a")))
+    fleet.send(HolderClaims(holder="applier-0", chunk=claim_chunk("a"), clusters=["a"]))
     for name, mapping in fleet.snapshot().items():
         assert mapping or name in ("modules", "targets"), f"the scenario left {name} empty"
         json.dumps(mapping, allow_nan=False)
