@@ -1,18 +1,29 @@
 """Heartbeats: the applier tells the engine which clusters it reaches (cluster leases).
 
     sink writes ──► Heartbeats.written / failed / forget ──► every lease/3 seconds:
-                    ClusterHeartbeats(clusters, leaseSeconds) ──► cluster-heartbeats topic
+        HolderClaims(holder, chunk, clusters)  for each chunk of the reached set that changed
+                                               (every chunk, empty ones too, on the first beat)
+        HolderHeartbeat(holder, leaseSeconds)  one, whatever the number of clusters
+                                               ──► cluster-heartbeats topic
 
 A cluster is *reached* while the latest write of each of its assemblages the applier
 handles succeeded — a snapshot or a tombstone (its last module deleted: the sink removed
-its objects, and the applier still serves it); a failed write stops its heartbeats until a
+its objects, and the applier still serves it); a failed write stops claiming it until a
 write succeeds again, and a cluster whose partition moves to another replica is forgotten —
-the replica that owns it now heartbeats for it. Were an emptied cluster forgotten, its lease
+the replica that owns it now claims it. Were an emptied cluster forgotten, its lease
 would expire and the engine would never assign it the next module (a not-ready cluster gets
-no new moves), so nothing would be written to bring its heartbeats back: not ready for good.
-The engine renews the lease at its own time (the latest Tick) and expires it `leaseSeconds`
-later (rollout/engine/leases.py), so three beats fit in a lease: one lost beat does not make a
-cluster not ready.
+no new moves), so nothing would be written to bring it back: not ready for good.
+
+The replica (the *holder*, its host name) holds one lease for all the clusters it claims
+(rollout/engine/leases.py): its beat is one small event, so an idle fleet's heartbeats cost
+the journal O(appliers) records per interval, not O(clusters x partitions). Its claims are
+split into `CLAIM_CHUNKS` chunks by `claim_chunk` (a hash of the name: a cluster gained or
+lost rewrites one chunk), keyed `<holder>/<chunk>` on the compacted topic so that it keeps
+each chunk's latest; a chunk is re-sent only when its clusters change, and until it was
+published. On its first beat the replica sends every chunk, empty ones too: it does not know
+what it (under its name) claimed before a restart. The engine renews a lease at its own
+time (the latest Tick) and expires it `leaseSeconds` later, so three beats fit in a lease:
+one lost beat does not make a cluster not ready.
 """
 
 from __future__ import annotations
@@ -23,11 +34,19 @@ import socket
 
 from infra.observability import RATE_LIMITED
 from projections.publisher import Publish
-from rollout.wire.events import MAX_HEARTBEAT_CLUSTERS, ClusterHeartbeats
+from rollout.wire.events import CLAIM_CHUNKS, HolderClaims, HolderHeartbeat, claim_chunk
 
 log = logging.getLogger("rollout.heartbeats")
 
 BEATS_PER_LEASE = 3
+
+
+def claim_chunks(clusters: list[str]) -> dict[int, list[str]]:
+    """Every chunk of a holder's claims → its clusters (sorted; empty chunks included)."""
+    chunks: dict[int, list[str]] = {index: [] for index in range(CLAIM_CHUNKS)}
+    for name in sorted(clusters):
+        chunks[claim_chunk(name)].append(name)
+    return chunks
 
 
 class Heartbeats:
@@ -39,7 +58,8 @@ class Heartbeats:
         self.holder = holder or socket.gethostname()
         self._written: set[tuple[str, str]] = set()  # (assemblage kind, cluster) last written fine
         self._failing: set[tuple[str, str]] = set()
-        self.sent = 0
+        self._published: dict[int, list[str]] = {}  # chunk → its clusters as last published
+        self.sent = 0  # events published
 
     def written(self, kind: str, cluster: str) -> None:
         self._failing.discard((kind, cluster))
@@ -59,22 +79,29 @@ class Heartbeats:
         return sorted({cluster for _, cluster in self._written} - failing)
 
     async def beat(self) -> None:
-        """One heartbeat for every reached cluster: a `ClusterHeartbeats` event per
-        `MAX_HEARTBEAT_CLUSTERS` of them (keyed `<applier>/<chunk>`), not an event per cluster."""
-        clusters = self.reached()
-        events = [
-            ClusterHeartbeats(
-                clusters=clusters[start : start + MAX_HEARTBEAT_CLUSTERS],
-                lease_seconds=self.lease_seconds,
-                holder=self.holder,
-            )
-            for start in range(0, len(clusters), MAX_HEARTBEAT_CLUSTERS)
+        """The chunks of claims that changed since they were last published (at first: all,
+        empty ones too), each keyed `<holder>/<chunk>`, then one `HolderHeartbeat` keyed
+        `<holder>`. A chunk that fails to publish is sent again at the next beat."""
+        chunks = claim_chunks(self.reached())
+        changed = [
+            HolderClaims(holder=self.holder, chunk=index, clusters=names, lease_seconds=self.lease_seconds)
+            for index, names in chunks.items()
+            if self._published.get(index) != names
         ]
-        # keyed per chunk: the compacted topic keeps each chunk's latest beat (rollout/wire/beats.py)
-        await asyncio.gather(
-            *(self.publish(f"{self.holder}/{index}", event.to_bytes()) for index, event in enumerate(events))
+        results = await asyncio.gather(
+            *(self.publish(f"{self.holder}/{claim.chunk}", claim.to_bytes()) for claim in changed),
+            return_exceptions=True,
         )
-        self.sent += len(clusters)
+        for claim, result in zip(changed, results, strict=True):
+            if not isinstance(result, BaseException):
+                self._published[claim.chunk] = claim.clusters
+                self.sent += 1
+        beat = HolderHeartbeat(holder=self.holder, lease_seconds=self.lease_seconds)
+        await self.publish(self.holder, beat.to_bytes())
+        self.sent += 1
+        failed = [result for result in results if isinstance(result, BaseException)]
+        if failed:
+            raise failed[0]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every lease/BEATS_PER_LEASE seconds until `stop`; a failed beat is logged."""

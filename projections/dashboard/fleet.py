@@ -13,7 +13,9 @@ and does no I/O, so a unit test is "given these records, the view is this".
   `ClusterCommanded` leave/join marks the cluster as having left the fleet, or not.
 * cluster heartbeats (compacted): the latest lease per cluster — holder, leaseSeconds and the
   heartbeat's time in epoch seconds — from the records naming it (one applier's beat names
-  many clusters: rollout/wire/beats.py); the page derives age and expiry from it (rollout/engine/leases.py).
+  many clusters: rollout/wire/beats.py), or for a claimed cluster its holder's latest beat (a
+  HolderHeartbeat names no cluster: it renews the clusters its holder's claims name); the
+  page derives age and expiry from it (rollout/engine/leases.py).
 * decisions (rollout/wire/decisions.py): the last `DECISIONS_KEPT` per module, a
   redelivered decision id only once.
 * dead letters (rollout/wire/dead_letters.py): the last `DEAD_LETTERS_KEPT`, each with its
@@ -35,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rollout.wire.beats import beat_clusters, beat_time
+from rollout.wire.beats import HOLDER_CLAIMS, HOLDER_HEARTBEAT, beat_clusters, beat_time
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decisions import DecisionDocument
 from rollout.wire.documents import DocumentError, NewerSchema, VersionedDocument
@@ -112,6 +114,8 @@ class FleetView:
     verdicts: dict[str, Document] = field(default_factory=dict)  # event id → {state, reason, source}
     heartbeats: dict[str, Document] = field(default_factory=dict)  # cluster → {holder, leaseSeconds, at, key}
     heartbeat_keys: dict[str, set[str]] = field(default_factory=dict)  # heartbeats key → the clusters it named
+    holder_beats: dict[str, Document] = field(default_factory=dict)  # holder → {leaseSeconds, at} of its latest
+    holder_keys: dict[str, set[str]] = field(default_factory=dict)  # holder → the keys of its claims
     left: set[str] = field(default_factory=set)  # clusters that left the fleet (`rollout cluster leave`)
 
 
@@ -202,18 +206,25 @@ def _cluster_observation(view: FleetView, record: ProjectionRecord) -> Changes:
 
 def _heartbeat(view: FleetView, record: ProjectionRecord) -> Changes:
     """A record of the compacted cluster-heartbeats topic: the clusters it names get its
-    lease unless they have a later one; a key rewritten or deleted gives up the clusters
-    its previous record named (rollout/wire/beats.py)."""
+    lease (a claim's: its holder's latest) unless they have a later one; a key rewritten or
+    deleted gives up the clusters its previous record named; a holder's beat renews the
+    clusters its claims name (rollout/wire/beats.py)."""
     if record.key is None:
         return Changes()
-    before = view.heartbeat_keys.pop(record.key, set())
     beat = _document(record.value)
+    if beat is not None and beat.get("type") == HOLDER_HEARTBEAT:
+        return _holder_beat(view, beat)
+    before = view.heartbeat_keys.pop(record.key, set())
     named: set[str] = set()
     if beat is not None:
         seconds, at = beat.get("leaseSeconds", 60.0), beat_time(beat)
         if isinstance(seconds, int | float) and at is not None:
+            holder = beat.get("holder")
+            if beat.get("type") == HOLDER_CLAIMS and isinstance(holder, str):
+                view.holder_keys.setdefault(holder, set()).add(record.key)
+                at = max(at, view.holder_beats.get(holder, {}).get("at", at))
             named = set(beat_clusters(beat, record.key))
-            lease = {"holder": beat.get("holder"), "leaseSeconds": float(seconds), "at": at, "key": record.key}
+            lease = {"holder": holder, "leaseSeconds": float(seconds), "at": at, "key": record.key}
             for name in named:
                 current = view.heartbeats.get(name)
                 if current is None or current["key"] == record.key or current["at"] <= at:
@@ -223,6 +234,24 @@ def _heartbeat(view: FleetView, record: ProjectionRecord) -> Changes:
         if view.heartbeats.get(name, {}).get("key") == record.key:
             del view.heartbeats[name]
     return Changes(clusters=before | named)
+
+
+def _holder_beat(view: FleetView, beat: Document) -> Changes:
+    """A holder's beat: the clusters its claims name (and still hold from them) renewed."""
+    holder, seconds, at = beat.get("holder"), beat.get("leaseSeconds", 60.0), beat_time(beat)
+    if not isinstance(holder, str) or not isinstance(seconds, int | float) or at is None:
+        return Changes()
+    if view.holder_beats.get(holder, {}).get("at", at) > at:
+        return Changes()  # an older beat
+    view.holder_beats[holder] = {"leaseSeconds": float(seconds), "at": at}
+    renewed: set[str] = set()
+    for key in view.holder_keys.get(holder, set()):
+        for name in view.heartbeat_keys.get(key, set()):
+            current = view.heartbeats.get(name)
+            if current is not None and current["key"] == key:
+                view.heartbeats[name] = {**current, "leaseSeconds": float(seconds), "at": at}
+                renewed.add(name)
+    return Changes(clusters=renewed)
 
 
 def _assemblage(into: str) -> Any:

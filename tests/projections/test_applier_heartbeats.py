@@ -1,13 +1,16 @@
 """Which clusters the applier heartbeats for (projections/applier.py, projections/heartbeats.py):
 every cluster it serves — one whose assemblage it wrote, even the tombstone of an emptied
-one — not only those with syncs assigned."""
+one — not only those with syncs assigned; and what it publishes: its claims when they change,
+one beat for itself."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from aiokafka import TopicPartition
 
 from infra.observability import Health, Metrics
@@ -16,6 +19,7 @@ from projections.applier import Applier
 from projections.heartbeats import Heartbeats
 from projections.render import FluxRenderer
 from projections.sinks.directory import DirectorySink
+from rollout.wire.events import CLAIM_CHUNKS, claim_chunk
 from tests.projections.test_directory_sink import snapshot, sync
 
 NAMES = TopicNames("test")
@@ -60,3 +64,56 @@ def test_a_cluster_handed_to_another_replica_is_no_longer_heartbeated(tmp_path: 
     write(served, "prod-eu-1", None, 0)
     served.forget([TopicPartition(NAMES.proxy, 0)])
     assert heartbeats.reached() == []
+
+
+class Recorded:
+    """A publish that keeps what it was given (and can refuse keys)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, object]]] = []
+        self.refused: set[str] = set()
+
+    async def __call__(self, key: str, value: bytes) -> None:
+        if key in self.refused:
+            raise OSError("broker away")
+        self.sent.append((key, json.loads(value)))
+
+    def take(self) -> list[tuple[str, dict[str, object]]]:
+        sent, self.sent = self.sent, []
+        return sent
+
+
+def test_a_replica_claims_every_chunk_at_first_then_only_chunks_that_change_and_beats_once() -> None:
+    published = Recorded()
+    heartbeats = Heartbeats(published, lease_seconds=60, holder="applier-0")
+    for name in ("c1", "c2"):
+        heartbeats.written("ProxyAssemblage", name)
+    asyncio.run(heartbeats.beat())
+    first = published.take()
+    assert len(first) == CLAIM_CHUNKS + 1 and first[-1] == ("applier-0", first[-1][1])
+    assert first[-1][1]["type"] == "HolderHeartbeat" and first[-1][1]["leaseSeconds"] == 60
+    claimed = {name for _, event in first[:-1] for name in event["clusters"]}  # type: ignore[attr-defined]
+    assert claimed == {"c1", "c2"}
+    asyncio.run(heartbeats.beat())
+    assert [event["type"] for _, event in published.take()] == ["HolderHeartbeat"]  # nothing changed
+    heartbeats.failed("ProxyAssemblage", "c2")
+    asyncio.run(heartbeats.beat())
+    again = published.take()
+    assert [key for key, _ in again] == [f"applier-0/{claim_chunk('c2')}", "applier-0"]
+    assert "c2" not in again[0][1]["clusters"]  # type: ignore[operator]
+
+
+def test_a_claim_that_failed_to_publish_is_sent_again_at_the_next_beat() -> None:
+    published = Recorded()
+    heartbeats = Heartbeats(published, lease_seconds=60, holder="applier-0")
+    asyncio.run(heartbeats.beat())
+    published.take()
+    heartbeats.written("ProxyAssemblage", "c1")
+    key = f"applier-0/{claim_chunk('c1')}"
+    published.refused = {key}
+    with pytest.raises(OSError):
+        asyncio.run(heartbeats.beat())
+    assert [k for k, _ in published.take()] == ["applier-0"]  # the beat went out all the same
+    published.refused = set()
+    asyncio.run(heartbeats.beat())
+    assert [k for k, _ in published.take()] == [key, "applier-0"]

@@ -14,8 +14,11 @@ from rollout.wire.events import (
     ClusterHeartbeat,
     ClusterHeartbeats,
     FleetSeen,
+    HolderClaims,
+    HolderHeartbeat,
     SyncStatusReported,
     Tick,
+    claim_chunk,
 )
 from streams.outputs import Outputs
 from streams.router import RoutePartition
@@ -83,6 +86,15 @@ def test_a_heartbeats_event_is_broadcast_keyed_by_its_applier() -> None:
     out = route(TOPICS.heartbeats, beat)
     assert [(r.topic, r.key, r.partition) for r in out.all()] == [(TOPICS.journal, b"applier-0", p) for p in range(3)]
     assert all(r.value == beat for r in out.all())
+
+
+def test_a_holders_beat_and_claims_are_broadcast_keyed_by_holder_and_chunk() -> None:
+    beat = HolderHeartbeat(holder="applier-0", lease_seconds=30).to_bytes()
+    claims = HolderClaims(holder="applier-0", chunk=claim_chunk("c1"), clusters=["c1"]).to_bytes()
+    out = route(TOPICS.heartbeats, beat, claims)
+    chunk_key = f"applier-0/{claim_chunk('c1')}".encode()
+    expected = [(b"applier-0", p, beat) for p in range(3)] + [(chunk_key, p, claims) for p in range(3)]
+    assert [(r.key, r.partition, r.value) for r in out.all() if r.topic == TOPICS.journal] == expected
 
 
 def test_leave_and_join_travel_with_the_cluster_observations_to_every_partition() -> None:

@@ -122,3 +122,20 @@ def test_a_cluster_keeps_its_latest_beat_whichever_key_wrote_it() -> None:
     absorb(view, "heartbeats", record("a-0/0", heartbeats("eu-1", at="2026-01-01T00:00:00+00:00")))  # older
     (item,) = pages.cluster_list(view, pages.Query())["items"]
     assert item["lease"]["heartbeatAt"] == 1_767_225_620.0
+
+
+def test_a_claimed_cluster_takes_its_lease_from_its_holders_latest_beat() -> None:
+    view = FleetView()
+    absorb(view, "clusters", record("eu-1", cluster_event("eu-1", {})))
+    claims = {"type": "HolderClaims", "holder": "a-0", "chunk": 5, "clusters": ["eu-1"], "leaseSeconds": 30.0}
+    absorb(view, "heartbeats", record("a-0/5", claims | {"at": "2026-01-01T00:00:00+00:00"}))
+    beat = {"type": "HolderHeartbeat", "holder": "a-0", "leaseSeconds": 30.0, "at": "2026-01-01T00:00:10+00:00"}
+    changes = absorb(view, "heartbeats", record("a-0", beat))
+    assert changes.clusters == {"eu-1"}
+    lease = pages.lease(view, "eu-1")
+    assert (
+        lease["heartbeatAt"] == 1_767_225_610.0 and lease["expiresAt"] == 1_767_225_640.0 and lease["holder"] == "a-0"
+    )
+    assert "a-0" not in view.heartbeats  # a holder's beat names no cluster
+    absorb(view, "heartbeats", record("a-0/5", claims | {"clusters": [], "at": "2026-01-01T00:00:20+00:00"}))
+    assert pages.lease(view, "eu-1")["heartbeatAt"] is None  # no longer claimed
