@@ -1,7 +1,7 @@
 """Cluster leases end to end on the real broker: a real worker (ticks every second) and a
 real directory-sink applier (simulating success, heartbeating with a 3 s lease).
 
-The applier heartbeats for the clusters it writes; `rollout get clusters` shows the lease
+The applier claims the clusters it writes and beats for itself; `rollout get clusters` shows the lease
 age; `rollout cluster leave` keeps a cluster out of a rollout without blocking it and
 `join` brings it back; with the applier stopped the leases expire and nothing moves;
 with it back (it replays its partitions, so it names its clusters again) they move. A
@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from rollout.api.manifests import MANIFEST_ADAPTER
-from rollout.wire.events import ClusterObserved, ModuleApplied, ModuleDeleted
+from rollout.wire.events import CLAIM_CHUNKS, ClusterObserved, ModuleApplied, ModuleDeleted
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, wait_for
 
@@ -92,8 +92,9 @@ def waiting(stack: Stack, tag: str) -> str | None:
 
 
 def beating(stack: Stack) -> set[str]:
-    """The clusters the applier's latest heartbeats name."""
-    return {name for beat in stack.latest("heartbeats").values() for name in beat["clusters"]}
+    """The clusters the applier's latest claims name."""
+    records = stack.latest("heartbeats").values()
+    return {name for claim in records if claim and claim["type"] == "HolderClaims" for name in claim["clusters"]}
 
 
 def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
@@ -102,11 +103,12 @@ def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
     stack.send("intents", "leased", module("1.0.0"))
     wait_for("1.0.0 complete", lambda: phase(stack, "1.0.0") == "Complete")
 
-    # the applier heartbeats for both clusters, in one event per beat (keyed by the applier);
-    # get clusters shows the lease age
+    # the applier claims both clusters (a claim per chunk, keyed `<holder>/<chunk>`) and beats
+    # for itself, in one event per beat (keyed by the holder); get clusters shows the lease age
     wait_for("heartbeats", lambda: {"c1", "w1"} <= beating(stack))
-    beats = list(stack.latest("heartbeats").values())
-    assert len(beats) == 1 and beats[0]["type"] == "ClusterHeartbeats", beats
+    records = stack.latest("heartbeats")
+    beats = [key for key, beat in records.items() if beat and beat["type"] == "HolderHeartbeat"]
+    assert len(beats) == 1 and len(records) == CLAIM_CHUNKS + 1, records.keys()
     code, output = rollout(stack, "get", "clusters", "-o", "json")
     assert code == 0, output
     leases = {doc["metadata"]["name"]: doc["fleet"]["lease"] for doc in json.loads(output)}
