@@ -240,13 +240,21 @@ class Leases:
                 self._index_own(cluster, own)
                 return own
             return current
-        if current is not None and not current.claimed and not current.expired:
+        if self._own_lease_runs(current):
             return current  # its own lease runs (per-cluster heartbeats): its holders once it expires
         holders = [self.tables.holders.get(name) for name in claim.holders]
         alive = [holder for holder in holders if holder is not None and not holder.expired]
         known = alive or [holder for holder in holders if holder is not None]
         seconds = max((holder.seconds for holder in known), default=current.seconds if current else 60.0)
         return Lease(seconds=seconds, claimed=True, expired=not alive)
+
+    def _own_lease_runs(self, lease: Lease | None) -> bool:
+        """Whether `lease` is a cluster's own, not expired. One without times once the clock
+        runs is not: it is a claimed lease an older release wrote back without `claimed`
+        (it drops fields it does not know), which must follow its holders again."""
+        if lease is None or lease.claimed or lease.expired:
+            return False
+        return lease.expires_at is not None or self.tables.now == 0
 
     def _index_own(self, cluster: str, lease: Lease) -> None:
         if lease.expired:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout.engine.core import RolloutEngine
-from rollout.engine.state import ENGINE_MAPPINGS
+from rollout.engine.state import ENGINE_MAPPINGS, Lease
 from rollout.wire.events import HolderClaims, HolderHeartbeat, Tick, claim_chunk
 from streams.state import PartitionState
 from tests.rollout.builders import (
@@ -256,6 +256,20 @@ def test_a_cluster_with_its_own_lease_and_a_holder_is_ready_while_either_holds()
     assert fleet.clusters["c1"].ready
     fleet.wait(59)
     assert fleet.clusters["c1"].ready  # its own lease expired: it follows a-0
+
+
+def test_a_claimed_lease_written_back_by_an_older_release_follows_its_holders_again() -> None:
+    """An older release reads a claimed lease without `claimed` (a field it does not know)
+    and may write it back so: an own lease with no times, though the clock runs."""
+    a = Replica("a-0")
+    fleet = given(cluster("c1", CANARY), cluster("c2", CANARY), *a.reach("c1", "c2"))
+    facts = fleet.clusters["c1"]
+    fleet.clusters["c1"] = facts.model_copy(update={"lease": Lease(seconds=60.0)})
+    fleet.restart()
+    fleet.wait(61)
+    assert not fleet.clusters["c1"].ready and not fleet.clusters["c2"].ready
+    fleet.send(a.beat())
+    assert fleet.clusters["c1"].ready and fleet.clusters["c1"].lease == fleet.clusters["c2"].lease
 
 
 def test_a_left_cluster_is_not_ready_whatever_its_holder_says() -> None:
