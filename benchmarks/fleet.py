@@ -1,0 +1,995 @@
+"""A fleet rolled out through the user's path, end to end, on one broker (prints figures; asserts nothing).
+
+    .venv/bin/python benchmarks/fleet.py --scenario stages       # (a) 10,000 clusters, one 3-stage module
+    .venv/bin/python benchmarks/fleet.py --scenario concurrent   # (b) 100 3-stage modules over 1,000 clusters
+    .venv/bin/python benchmarks/fleet.py --scenario large        # (c) 100,000 clusters x 20 modules (slow)
+    .venv/bin/python benchmarks/fleet.py --clusters 1000,10000 --modules 1,20   # a grid, no targets
+    options: --appliers N (default 2), --idle-seconds S (default 60; 0 skips the idle window),
+             --tick-interval S / --lease-seconds S (the worker's ticks, the appliers' leases:
+             the product's defaults, 10 and 60), --rolled K (how many of the modules roll out),
+             --no-restart, --keep DIR (keep the manifests, logs and sinks there)
+
+Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Every run creates
+its topics with a fresh random prefix (`rollout topics create`) and deletes them at the end.
+
+Nothing is published behind the product's back: manifests are generated as files and
+published with `rollout apply -f` (the clusters in two files — more for big fleets, 25,000
+clusters a file — then the modules in one), `rollout worker` runs every stage in one
+process, and `--appliers` replicas of `rollout applier --sink dir:… --simulate-status`
+(one consumer group) write the Flux objects and report every sync `succeeded`: health is
+instant. The module-status topic is followed live and read with `ModuleStatus`.
+
+The fleet: clusters `c-000000…` with labels env=prod and ring=canary (10 clusters), wave-1
+(10 % of the fleet) or wave-2 (the rest). Each module selects env=prod and has three stages:
+canary (ring=canary, maxConcurrency 10), wave-1 (ring=wave-1, maxConcurrency 50 %), wave-2
+(the rest, 100 %). Modules that do not roll out (`--rolled`, the `large` scenario's 19
+others) have `requireApproval` on their canary: every cluster is a pending target of each
+(the decider's state holds 20 x 100,000 targets), but nothing moves.
+
+What is printed, and from what:
+
+* apply: wall time of each `rollout apply` subprocess; the fleet folded = until the
+  decide-state changelog holds every cluster in every journal partition (followed).
+* rollout: applied → Complete per module, from the ModuleApplied record's timestamp on the
+  intents topic to the first module-status record with phase Complete; each stage from the
+  first record where it is no longer Pending to the first where it is Succeeded (record
+  timestamps); p50/p90 over the modules rolled out.
+* decision latency: the pair is a cluster's first `succeeded` SyncStatusReported record on
+  the sync-status topic (written by an applier) → the first decision record (decisions
+  topic, `DecisionDocument`) with action `succeeded` for the same module and cluster —
+  the decision that report causes. Both record timestamps (producer clocks of the same
+  machine). p50/p99/max over every cluster of every module rolled out.
+* CPU from /proc/<pid>/stat: the broker (`kafka.Kafka`), the worker, the appliers (summed),
+  this benchmark; seconds and % of one core over the rollout window (first module apply →
+  last Complete), the idle window, and the whole run. A progress line every 5 s gives each
+  process's share of that interval: which one burned the CPU when.
+* worker RSS: VmRSS polled every 0.5 s (peak) and VmHWM before the kill.
+* broker responsiveness: a metadata request (no topics, as the processes' own probes do)
+  every 0.5 s during the whole run: p99 and max latency; the count of NotEnoughReplicas
+  warnings in the worker's log (a "(N similar suppressed)" line counts N+1) and of "not
+  reachable" warnings in the appliers' logs.
+* idle: after Complete, `--idle-seconds` with ticks and heartbeats only; the journal's and
+  decide-state's records and bytes (key + value of what a read_committed consumer gets in
+  the window, and the growth of the broker's segment files when the broker is local),
+  extrapolated to one hour — an extrapolation of the window printed beside it.
+* restart-to-ready: the worker SIGKILLed after the idle window and started again; seconds
+  until its /readyz answers 200, its "worker ready:" line, and its "taken over in … s" lines
+  (per stage: max and sum over partitions); RSS once ready.
+
+Targets, each printed met / not met: stages — module applied → Complete ≤ 60 s; concurrent —
+p90 of applied → Complete ≤ 60 s; large — worker peak RSS ≤ 2 GiB, restart-to-ready ≤ 60 s,
+the module's rollout ≤ 10 min. Two cores: the load average before the run is printed; other
+work on the machine shows in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
+from aiokafka.protocol.metadata import MetadataRequest
+from throughput import cpu_seconds, following
+
+from infra.localkafka import discover_bootstrap
+from infra.settings import kafka_client_options
+from infra.topics import TopicNames, delete_topics
+from rollout.wire.decisions import DecisionDocument
+from rollout.wire.status import ModuleStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = {"dir": ROOT}  # where the `rollout` subprocesses run from (`--from-commit`: an export)
+ROLLOUT = [sys.executable, "-m", "rollout_cli.main"]
+PARTITIONS = 4  # the worker's default (journal, assignments, state topics)
+CLUSTERS_PER_FILE = 25_000
+CANARY = 10
+GIB = 1024**3
+
+
+# -- scenarios ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    metric: str  # a key of Run.metrics
+    limit: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    clusters: int
+    modules: int
+    rolled: int | None = None  # None: every module rolls out
+    targets: tuple[Target, ...] = ()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "stages": Scenario("stages", 10_000, 1, targets=(Target("module applied → Complete", "rollout_max_s", 60, "s"),)),
+    "concurrent": Scenario(
+        "concurrent", 1_000, 100, targets=(Target("p90 of applied → Complete", "rollout_p90_s", 60, "s"),)
+    ),
+    "large": Scenario(
+        "large",
+        100_000,
+        20,
+        rolled=1,
+        targets=(
+            Target("worker peak RSS", "rss_peak_gib", 2, "GiB"),
+            Target("restart-to-ready", "restart_ready_s", 60, "s"),
+            Target("one module's 3-stage rollout", "rollout_max_s", 600, "s"),
+        ),
+    ),
+}
+
+
+# -- manifests ------------------------------------------------------------------------------
+
+
+def cluster_name(i: int) -> str:
+    return f"c-{i:06d}"
+
+
+def ring(i: int, n: int) -> str:
+    return "canary" if i < CANARY else "wave-1" if i < CANARY + n // 10 else "wave-2"
+
+
+CLUSTER = """---
+apiVersion: rollout.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}, namespace: fleet, labels: {{env: prod, ring: {ring}}}}}
+status: {{controlPlaneReady: true, kubeconfigSecret: true}}
+"""
+
+MODULE = """---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {{name: {name}, namespace: fleet}}
+spec:
+  selector: {{matchLabels: {{env: prod}}}}
+  sync:
+    source: {{git: {{url: https://github.com/stefanprodan/podinfo, version: {{tag: 6.7.0}}}}}}
+    package:
+      kustomize:
+        path: ./kustomize
+  rollout:
+    stages:
+      - {{name: canary, selector: {{matchLabels: {{ring: canary}}}}, maxConcurrency: 10{held}}}
+      - {{name: wave-1, selector: {{matchLabels: {{ring: wave-1}}}}, maxConcurrency: "50%"}}
+      - {{name: wave-2, maxConcurrency: "100%"}}
+"""
+
+
+def module_name(i: int) -> str:
+    return f"m-{i:03d}"
+
+
+def write_manifests(directory: Path, clusters: int, modules: int, rolled: int) -> tuple[list[Path], Path]:
+    """Cluster files (two, or one per CLUSTERS_PER_FILE) and one file of modules; plain text
+    formatting, not a YAML dumper: 100,000 clusters take well under a second."""
+    files = max(2, -(-clusters // CLUSTERS_PER_FILE))
+    per_file = -(-clusters // files)
+    cluster_files = []
+    for f in range(files):
+        path = directory / f"clusters-{f}.yaml"
+        indices = range(f * per_file, min(clusters, (f + 1) * per_file))
+        path.write_text("".join(CLUSTER.format(name=cluster_name(i), ring=ring(i, clusters)) for i in indices))
+        cluster_files.append(path)
+    module_file = directory / "modules.yaml"
+    module_file.write_text(
+        "".join(
+            MODULE.format(name=module_name(m), held="" if m < rolled else ", requireApproval: true")
+            for m in range(modules)
+        )
+    )
+    return cluster_files, module_file
+
+
+# -- processes ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def spawn(name: str, args: list[str], log: Path, env: dict[str, str]) -> Process:
+    with log.open("ab") as sink:
+        popen = subprocess.Popen([*ROLLOUT, *args], env=env, cwd=SOURCE["dir"], stdout=sink, stderr=subprocess.STDOUT)
+    return Process(name, popen, log)
+
+
+def start_worker(env: dict[str, str], log: Path, port: int, tick: float) -> Process:
+    return spawn(
+        "worker",
+        ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS)],
+        log,
+        env,
+    )
+
+
+async def until_logged(process: Process, text: str, timeout: float) -> float:
+    """time.time() when `text` first shows in the process's log (polled every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in process.text():
+            return time.time()
+        if process.popen.poll() is not None:
+            raise RuntimeError(f"{process.name} exited with {process.popen.returncode}: {process.text()[-3000:]}")
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"{process.name} did not log {text!r} within {timeout:.0f} s")
+
+
+def stop(process: Process, timeout: float = 30) -> None:
+    if process.popen.poll() is None:
+        process.popen.send_signal(signal.SIGTERM)
+        try:
+            process.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.popen.kill()
+            process.popen.wait()
+
+
+async def run_cli(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int]:
+    """Run a `rollout` command to its end (its output to `log`): (wall seconds, exit code)."""
+    started = time.perf_counter()
+    with log.open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            *ROLLOUT, *args, env=env, cwd=SOURCE["dir"], stdout=sink, stderr=sink
+        )
+        code = await process.wait()
+    return time.perf_counter() - started, code
+
+
+def rss_bytes(pid: int, field_name: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+# -- watching the run -----------------------------------------------------------------------
+
+
+class CpuClock:
+    """CPU seconds of the measured processes between two marks (/proc/<pid>/stat)."""
+
+    def __init__(self, pids: Callable[[], dict[str, list[int]]]) -> None:
+        self.pids = pids
+        self.retired: dict[str, float] = {}  # the CPU of processes of that name that ended
+
+    def retire(self, name: str, pid: int) -> None:
+        """`pid` (of `name`) is about to end: keep the CPU it spent in `name`'s totals."""
+        self.retired[name] = self.retired.get(name, 0.0) + cpu_seconds(pid)
+
+    def read(self) -> tuple[float, dict[str, float]]:
+        spent: dict[str, float] = {}
+        for name, pids in self.pids().items():
+            total = self.retired.get(name, 0.0)
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    total += cpu_seconds(pid)
+            spent[name] = total
+        return time.monotonic(), spent
+
+
+def cpu_between(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> str:
+    wall = after[0] - before[0]
+    parts = [
+        f"{name} {after[1][name] - cpu:.1f} s ({(after[1][name] - cpu) / wall * 100:.0f} %)"
+        for name, cpu in before[1].items()
+        if name in after[1]
+    ]
+    return f"over {wall:.1f} s: " + ", ".join(parts)
+
+
+@dataclass
+class StageTimes:
+    started_ms: int | None = None  # first record where the stage is no longer Pending
+    succeeded_ms: int | None = None
+
+
+@dataclass
+class ModuleHistory:
+    latest: ModuleStatus | None = None
+    complete_ms: int | None = None
+    stages: dict[str, StageTimes] = field(default_factory=dict)
+
+
+class StatusFollower:
+    """Follows module-status (read_committed) from its beginning, with `ModuleStatus`: each
+    module's latest document, the record timestamp of its first Complete, and of each
+    stage's first leaving Pending and first Succeeded."""
+
+    def __init__(self, bootstrap: str, names: TopicNames) -> None:
+        self.bootstrap = bootstrap
+        self.topic = names.module_status
+        self.modules: dict[str, ModuleHistory] = {}
+
+    async def run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            **kafka_client_options(),
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
+            if not tps:
+                tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while True:
+                batch = await consumer.getmany(timeout_ms=200, max_records=5000)
+                for records in batch.values():
+                    for record in records:
+                        if record.value is not None:
+                            self.note(ModuleStatus.read(record.value), record.timestamp)
+        finally:
+            await consumer.stop()
+
+    def note(self, status: ModuleStatus, timestamp: int) -> None:
+        history = self.modules.setdefault(status.module, ModuleHistory())
+        history.latest = status
+        if status.phase == "Complete" and history.complete_ms is None:
+            history.complete_ms = timestamp
+        for stage in status.stages:
+            times = history.stages.setdefault(stage.name, StageTimes())
+            if stage.state != "Pending" and times.started_ms is None:
+                times.started_ms = timestamp
+            if stage.state == "Succeeded" and times.succeeded_ms is None:
+                times.succeeded_ms = timestamp
+
+    def complete(self, modules: Iterable[str]) -> int:
+        return sum(1 for m in modules if m in self.modules and self.modules[m].complete_ms is not None)
+
+    def describe(self, module: str) -> str:
+        history = self.modules.get(module)
+        if history is None or history.latest is None:
+            return f"{module}: no status yet"
+        status = history.latest
+        stage = status.stage(status.current_stage)
+        where = f"{stage.name} {stage.counts.succeeded}/{stage.counts.members}" if stage else "-"
+        return f"{module} {status.phase}, stage {where}, {status.succeeded}/{status.members} succeeded"
+
+
+class MetadataProbe:
+    """A metadata request naming no topic every `interval` s, each timed (a failure or a
+    wait past `timeout` counts as `timeout`): how responsive the broker stays."""
+
+    def __init__(self, bootstrap: str, interval: float = 0.5, timeout: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self.interval = interval
+        self.timeout = timeout
+        self.latencies: list[float] = []
+        self.failures = 0
+
+    async def run(self) -> None:
+        client = AIOKafkaClient(
+            bootstrap_servers=self.bootstrap, client_id="fleet-bench-probe", **kafka_client_options()
+        )
+        await client.bootstrap()
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    node = client.get_random_node()
+                    await asyncio.wait_for(client.send(node, MetadataRequest(topics=[])), self.timeout)
+                    self.latencies.append(time.perf_counter() - started)
+                except Exception:  # any failure is the broker not answering in time
+                    self.failures += 1
+                    self.latencies.append(max(time.perf_counter() - started, self.timeout))
+                await asyncio.sleep(self.interval)
+        finally:
+            await client.close()
+
+
+class Sampler:
+    """Every 0.5 s the worker's RSS (peak kept); every `every` s a progress line: the
+    modules Complete, the slowest one, and each process's CPU share of the interval."""
+
+    def __init__(self, clock: CpuClock, worker: Callable[[], Process], every: float = 5.0) -> None:
+        self.clock = clock
+        self.worker = worker
+        self.every = every
+        self.rss_peak = 0
+        self.progress: Callable[[], str] | None = None  # set while a rollout is followed
+        self.started = time.monotonic()
+
+    async def run(self) -> None:
+        last = self.clock.read()
+        next_line = time.monotonic() + self.every
+        while True:
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(OSError):
+                self.rss_peak = max(self.rss_peak, rss_bytes(self.worker().pid))
+            if time.monotonic() >= next_line:
+                now = self.clock.read()
+                if self.progress is not None:
+                    wall = now[0] - last[0]
+                    shares = ", ".join(
+                        f"{name} {(now[1][name] - cpu) / wall * 100:.0f}%" for name, cpu in last[1].items()
+                    )
+                    rss = 0
+                    with contextlib.suppress(OSError):
+                        rss = rss_bytes(self.worker().pid)
+                    print(f"  [{time.monotonic() - self.started:6.0f} s] {self.progress()}; CPU {shares}; "
+                          f"worker RSS {rss / 2**20:.0f} MiB; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+                last = now
+                next_line += self.every
+
+
+@contextlib.asynccontextmanager
+async def running(*tasks: Any) -> Any:
+    started = [asyncio.create_task(t.run()) for t in tasks]
+    try:
+        yield
+    finally:
+        for task in started:
+            task.cancel()
+        for task in started:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+# -- reading topics -------------------------------------------------------------------------
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **kafka_client_options())
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set(range(PARTITIONS))
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def read_range(
+    bootstrap: str, topic: str, start: dict[int, int] | None, end: dict[int, int], each: Callable[[Any], None]
+) -> None:
+    """Every record of `topic` from `start` (None: the beginning) up to `end` (read_committed)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+        **kafka_client_options(),
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in end if end[p] > (start or {}).get(p, 0)]
+        if not tps:
+            return
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, (start or {}).get(tp.partition, 0))
+        while tps:
+            batch = await consumer.getmany(timeout_ms=500, max_records=20000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset < end[tp.partition]:
+                        each(record)
+            done = []
+            for tp in tps:  # a transaction marker may be the last offset: position, not records
+                if await consumer.position(tp) >= end[tp.partition]:
+                    done.append(tp)
+            for tp in done:
+                tps.remove(tp)
+    finally:
+        await consumer.stop()
+
+
+async def applied_at(bootstrap: str, names: TopicNames) -> dict[str, int]:
+    """Each module's first ModuleApplied record timestamp (ms) on the intents topic."""
+    found: dict[str, int] = {}
+
+    def each(record: Any) -> None:
+        event = json.loads(record.value)
+        if event.get("type") == "ModuleApplied":
+            found.setdefault(event["module"]["metadata"]["name"], record.timestamp)
+
+    await read_range(bootstrap, names.intents, None, await end_offsets(bootstrap, names.intents), each)
+    return found
+
+
+async def decision_latencies(bootstrap: str, names: TopicNames, modules: set[str]) -> list[float]:
+    """Seconds from each (module, cluster)'s first `succeeded` report to its first
+    `succeeded` decision (record timestamps)."""
+    reports: dict[tuple[str, str], int] = {}
+    decisions: dict[tuple[str, str], int] = {}
+
+    def report(record: Any) -> None:
+        event = json.loads(record.value)
+        if event.get("type") == "SyncStatusReported" and event.get("state") == "succeeded":
+            if event["module"] in modules:
+                reports.setdefault((event["module"], event["cluster"]), record.timestamp)
+
+    def decision(record: Any) -> None:
+        document = DecisionDocument.read(record.value)
+        if document.action == "succeeded" and document.cluster is not None and document.module in modules:
+            decisions.setdefault((document.module, document.cluster), record.timestamp)
+
+    await read_range(bootstrap, names.status, None, await end_offsets(bootstrap, names.status), report)
+    await read_range(bootstrap, names.decisions, None, await end_offsets(bootstrap, names.decisions), decision)
+    return [(decisions[key] - at) / 1000 for key, at in reports.items() if key in decisions]
+
+
+@dataclass
+class Growth:
+    records: int = 0
+    bytes: int = 0
+
+
+async def growth(bootstrap: str, topic: str, start: dict[int, int], end: dict[int, int]) -> Growth:
+    seen = Growth()
+
+    def each(record: Any) -> None:
+        seen.records += 1
+        seen.bytes += len(record.key or b"") + len(record.value or b"")
+
+    await read_range(bootstrap, topic, start, end, each)
+    return seen
+
+
+def broker_pid(bootstrap: str) -> int | None:
+    """The pid of the process listening on the bootstrap port on this machine, if any. Not
+    "the first `kafka.Kafka` process": the tests start brokers of their own meanwhile."""
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                for fd in (entry / "fd").iterdir():
+                    with contextlib.suppress(OSError):
+                        if os.readlink(fd) in inodes:
+                            return int(entry.name)
+    return None
+
+
+def broker_log_dir(pid: int | None) -> Path | None:
+    """The local broker's log directory (its `-Dkafka.logs.dir` + kraft-logs), if local."""
+    if pid is None:
+        return None
+    for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+        if arg.startswith(b"-Dkafka.logs.dir="):
+            path = Path(arg.split(b"=", 1)[1].decode()) / "kraft-logs"
+            return path if path.is_dir() else None
+    return None
+
+
+def segment_bytes(log_dir: Path | None, topic: str) -> int | None:
+    if log_dir is None:
+        return None
+    total = 0
+    for partition in log_dir.glob(f"{topic}-*"):
+        for segment in partition.glob("*.log"):
+            with contextlib.suppress(OSError):
+                total += segment.stat().st_size
+    return total
+
+
+# -- logs -----------------------------------------------------------------------------------
+
+
+def warnings_in(text: str, pattern: str) -> int:
+    """Lines matching `pattern`, a "(N similar suppressed)" tail counting N more."""
+    count = 0
+    for line in text.splitlines():
+        if pattern in line:
+            count += 1
+            suppressed = re.search(r"\((\d+) similar suppressed\)", line)
+            if suppressed:
+                count += int(suppressed.group(1))
+    return count
+
+
+def take_overs(text: str) -> dict[str, list[float]]:
+    """Per stage, the "taken over in … s" of each partition."""
+    found: dict[str, list[float]] = {}
+    for stage, seconds in re.findall(r"(\w+) \S+: state restored \(\d+ records, taken over in ([\d.]+) s\)", text):
+        found.setdefault(stage, []).append(float(seconds))
+    return found
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+
+
+def spread(values: list[float], unit: str = "s", ps: tuple[int, ...] = (50, 90)) -> str:
+    if not values:
+        return "n/a"
+    parts = [f"p{p} {percentile(values, p):.2f} {unit}" for p in ps]
+    return ", ".join(parts) + f", max {max(values):.2f} {unit} (n = {len(values)})"
+
+
+# -- one run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    appliers: int
+    idle_s: float
+    tick_s: float
+    lease_s: float
+    restart: bool
+    keep: Path | None
+    ready_timeout_s: float = 300
+
+
+@dataclass
+class Run:
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+async def fleet_run(bootstrap: str, clusters: int, modules: int, rolled: int, options: Options) -> Run:
+    prefix = f"fleet-{uuid.uuid4().hex[:6]}."
+    names = TopicNames(prefix)
+    env = {**os.environ, "ROLLOUT_BOOTSTRAP_SERVERS": bootstrap, "ROLLOUT_TOPIC_PREFIX": prefix}
+    if options.keep is not None:
+        options.keep.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="fleet-", dir=options.keep))
+    print(f"broker {bootstrap}, {clusters} clusters, {modules} module(s) ({rolled} rolled out), "
+          f"{options.appliers} appliers, topic prefix {prefix}, files in {workdir}", flush=True)  # fmt: skip
+    run = Run()
+    processes: list[Process] = []
+    try:
+        t0 = time.perf_counter()
+        cluster_files, module_file = write_manifests(workdir, clusters, modules, rolled)
+        print(f"  manifests written: {len(cluster_files)} cluster files, 1 module file, "
+              f"{time.perf_counter() - t0:.2f} s", flush=True)  # fmt: skip
+        _, code = await run_cli(["topics", "create", "--partitions", str(PARTITIONS)], env, workdir / "topics.log")
+        if code:
+            raise RuntimeError(f"rollout topics create failed: {(workdir / 'topics.log').read_text()}")
+        await body(bootstrap, names, env, workdir, clusters, modules, rolled, options, cluster_files, module_file,
+                   processes, run)  # fmt: skip
+    finally:
+        for process in processes:
+            stop(process)
+        with contextlib.suppress(Exception):
+            await delete_topics(bootstrap, prefix)
+        if options.keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return run
+
+
+async def body(
+    bootstrap: str,
+    names: TopicNames,
+    env: dict[str, str],
+    workdir: Path,
+    clusters: int,
+    modules: int,
+    rolled: int,
+    options: Options,
+    cluster_files: list[Path],
+    module_file: Path,
+    processes: list[Process],
+    run: Run,
+) -> None:
+    port = free_port()
+    worker = start_worker(env, workdir / "worker.log", port, options.tick_s)
+    processes.append(worker)
+    current = {"worker": worker}
+    group = ["--group-id", f"{names.prefix}bench-appliers", "--lease-seconds", str(options.lease_s)]
+    appliers = [
+        spawn(
+            f"applier-{i}",
+            ["applier", "--sink", f"dir:{workdir / f'sink-{i}'}", "--simulate-status", *group, "--web-port", "0"],
+            workdir / f"applier-{i}.log",
+            env,
+        )
+        for i in range(options.appliers)
+    ]
+    processes.extend(appliers)
+    broker = broker_pid(bootstrap)
+    print(f"  broker pid {broker} (listening on {bootstrap})", flush=True)
+    clock = CpuClock(
+        lambda: {
+            "worker": [current["worker"].pid],
+            "broker": [broker] if broker else [],
+            "appliers": [a.pid for a in appliers],
+            "benchmark": [os.getpid()],
+        }
+    )
+    probe = MetadataProbe(bootstrap)
+    sampler = Sampler(clock, lambda: current["worker"])
+    status = StatusFollower(bootstrap, names)
+    whole = clock.read()
+    async with running(probe, sampler, status):
+        await until_logged(worker, "worker ready:", 120)
+        print(f"  worker ready (pid {worker.pid}), {options.appliers} appliers started", flush=True)
+
+        # 1. the fleet: `rollout apply` of the cluster files, then folded by the decider
+        async with following(bootstrap, names, "state") as fold:
+            args = ["apply", "--timeout", "10m"]
+            for path in cluster_files:
+                args += ["-f", str(path)]
+            sampler.progress = lambda: f"fleet folded in {len(fold.folded)}/{PARTITIONS * clusters} partition-clusters"
+            started = time.perf_counter()
+            wall, code = await run_cli(args, env, workdir / "apply-clusters.log")
+            print(f"  apply {clusters} clusters ({len(cluster_files)} files): {wall:.2f} s (exit {code})", flush=True)
+            await fold.until(lambda: len(fold.folded) >= PARTITIONS * clusters, "the fleet folded", timeout=3600)
+            folded_s = time.perf_counter() - started
+            run.metrics["apply_clusters_s"] = wall
+        print(f"  fleet folded (every cluster in the decide-state of all {PARTITIONS} partitions): "
+              f"{folded_s:.2f} s after the apply began", flush=True)  # fmt: skip
+
+        # 2. the modules: one `rollout apply`, then followed to Complete
+        measured = [module_name(m) for m in range(rolled)]
+        sampler.progress = lambda: (f"{status.complete(measured)}/{len(measured)} Complete; "
+                                    f"{status.describe(slowest(status, measured))}")  # fmt: skip
+        rollout_start = clock.read()
+        wall, code = await run_cli(["apply", "--timeout", "5m", "-f", str(module_file)], env,
+                                   workdir / "apply-modules.log")  # fmt: skip
+        print(f"  apply {modules} module(s): {wall:.2f} s (exit {code})", flush=True)
+        deadline = time.monotonic() + max(1800, clusters / 20)
+        while status.complete(measured) < len(measured):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not Complete: {[status.describe(m) for m in measured]}")
+            if worker.popen.poll() is not None:
+                raise RuntimeError(f"the worker exited: {worker.text()[-3000:]}")
+            await asyncio.sleep(0.2)
+        rollout_end = clock.read()
+        sampler.progress = None
+        run.metrics["rss_hwm_gib"] = rss_bytes(worker.pid, "VmHWM") / GIB
+        print(f"  {status.describe(measured[0])}", flush=True)
+        await report_rollout_times(bootstrap, names, status, measured, run)
+        print(f"  CPU during the rollout (first module apply → last Complete) "
+              f"{cpu_between(rollout_start, rollout_end)}", flush=True)  # fmt: skip
+
+        # 3. idle: ticks and heartbeats only
+        if options.idle_s > 0:
+            await idle_window(bootstrap, names, clock, options, run)
+
+        # 4. decision latency (read after the idle window: reading loads the broker)
+        latencies = await decision_latencies(bootstrap, names, set(measured))
+        if latencies:
+            run.metrics["decision_p99_s"] = percentile(latencies, 99)
+        print(f"  decision latency, a cluster's first succeeded report → its succeeded decision: "
+              f"{spread(latencies, ps=(50, 90, 99))}", flush=True)  # fmt: skip
+
+        # 5. restart-to-ready
+        run.metrics["rss_hwm_gib"] = max(run.metrics["rss_hwm_gib"], rss_bytes(worker.pid, "VmHWM") / GIB)
+        run.metrics["rss_peak_gib"] = max(sampler.rss_peak / GIB, run.metrics["rss_hwm_gib"])
+        print(f"  worker RSS: peak sampled {sampler.rss_peak / 2**20:.0f} MiB, VmHWM "
+              f"{run.metrics['rss_hwm_gib'] * 1024:.0f} MiB", flush=True)  # fmt: skip
+        worker_logs = [worker.text()]
+        if options.restart:
+            clock.retire("worker", worker.pid)
+            restarted = await restart(env, workdir, worker, options, run)
+            processes.append(restarted)
+            current["worker"] = restarted
+            worker_logs.append(restarted.text())
+        end = clock.read()
+
+    print(f"  CPU over the whole run {cpu_between(whole, end)}")
+    latencies_s = probe.latencies
+    print(f"  broker metadata probe every 0.5 s: {len(latencies_s)} requests, p99 "
+          f"{percentile(latencies_s, 99) * 1000:.0f} ms, max {max(latencies_s) * 1000:.0f} ms, "
+          f"{probe.failures} failed or over 10 s" if latencies_s else "  broker probe: no answers")  # fmt: skip
+    not_enough = sum(warnings_in(text, "NotEnoughReplicas") for text in worker_logs)
+    unreachable = sum(warnings_in(a.text(), "not reachable") for a in appliers)
+    print(f"  warnings: NotEnoughReplicas in the worker's log {not_enough}; "
+          f"'not reachable' in the appliers' logs {unreachable}", flush=True)  # fmt: skip
+    run.metrics["probe_max_s"] = max(latencies_s) if latencies_s else float("nan")
+
+
+def slowest(status: StatusFollower, modules: list[str]) -> str:
+    """The module not Complete yet with the fewest clusters succeeded (else the first)."""
+    waiting = [m for m in modules if status.modules.get(m) is None or status.modules[m].complete_ms is None]
+    if not waiting:
+        return modules[0]
+
+    def done(module: str) -> int:
+        history = status.modules.get(module)
+        return history.latest.succeeded if history is not None and history.latest is not None else -1
+
+    return min(waiting, key=done)
+
+
+async def report_rollout_times(
+    bootstrap: str, names: TopicNames, status: StatusFollower, measured: list[str], run: Run
+) -> None:
+    applied = await applied_at(bootstrap, names)
+    totals = []
+    stages: dict[str, list[float]] = {}
+    first_stage: list[float] = []
+    for module in measured:
+        history = status.modules[module]
+        assert history.complete_ms is not None
+        totals.append((history.complete_ms - applied[module]) / 1000)
+        for name, times in history.stages.items():
+            if times.started_ms is not None and times.succeeded_ms is not None:
+                stages.setdefault(name, []).append((times.succeeded_ms - times.started_ms) / 1000)
+        start = min((t.started_ms for t in history.stages.values() if t.started_ms is not None), default=None)
+        if start is not None:
+            first_stage.append((start - applied[module]) / 1000)
+    run.metrics["rollout_max_s"] = max(totals)
+    run.metrics["rollout_p50_s"] = percentile(totals, 50)
+    run.metrics["rollout_p90_s"] = percentile(totals, 90)
+    print(f"  rollout, module applied → Complete (record timestamps): {spread(totals)}")
+    print(f"    applied → first stage started: {spread(first_stage)}")
+    for name, seconds in stages.items():
+        print(f"    stage {name:<8} started → succeeded: {spread(seconds)}")
+    print(flush=True)
+
+
+async def idle_window(bootstrap: str, names: TopicNames, clock: CpuClock, options: Options, run: Run) -> None:
+    topics = {"journal": names.journal, "decide-state": names.name("decide_state")}
+    log_dir = broker_log_dir(broker_pid(bootstrap))
+    before = {role: await end_offsets(bootstrap, topic) for role, topic in topics.items()}
+    disk_before = {role: segment_bytes(log_dir, topic) for role, topic in topics.items()}
+    cpu_before = clock.read()
+    print(f"  idle window: {options.idle_s:.0f} s with ticks every {options.tick_s:g} s and leases of "
+          f"{options.lease_s:g} s (a heartbeat every third) ...", flush=True)  # fmt: skip
+    await asyncio.sleep(options.idle_s)
+    cpu_after = clock.read()
+    after = {role: await end_offsets(bootstrap, topic) for role, topic in topics.items()}
+    disk_after = {role: segment_bytes(log_dir, topic) for role, topic in topics.items()}
+    per_hour = 3600 / options.idle_s
+    print(f"  idle, extrapolated from the {options.idle_s:.0f} s window to one hour (x{per_hour:.0f}):")
+    for role, topic in topics.items():
+        grown = await growth(bootstrap, topic, before[role], after[role])
+        offsets = sum(after[role].values()) - sum(before[role].values())
+        disk = ""
+        if disk_before[role] is not None and disk_after[role] is not None:
+            disk = f", segment files {(disk_after[role] - disk_before[role]) * per_hour / 2**20:.1f} MiB/h"  # type: ignore[operator]
+        print(f"    {role:<12} {grown.records * per_hour:10.0f} records/h, {grown.bytes * per_hour / 2**20:8.1f} MiB/h "
+              f"(key+value; window: {grown.records} records, {grown.bytes} bytes, {offsets} offsets "
+              f"incl. transaction markers{disk})", flush=True)  # fmt: skip
+        run.metrics[f"idle_{role}_records_h"] = grown.records * per_hour
+    print(f"  CPU while idle {cpu_between(cpu_before, cpu_after)}", flush=True)
+
+
+async def restart(env: dict[str, str], workdir: Path, worker: Process, options: Options, run: Run) -> Process:
+    worker.popen.send_signal(signal.SIGKILL)
+    worker.popen.wait()
+    port = free_port()
+    started = time.time()
+    restarted = start_worker(env, workdir / "worker-restarted.log", port, options.tick_s)
+    ready_s = None
+    deadline = time.monotonic() + options.ready_timeout_s
+    while time.monotonic() < deadline:
+        if restarted.popen.poll() is not None:
+            raise RuntimeError(f"the restarted worker exited: {restarted.text()[-3000:]}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    ready_s = time.time() - started
+                    break
+        await asyncio.sleep(0.1)
+    if ready_s is None:
+        errors = [line for line in restarted.text().splitlines() if " ERROR " in line][:3]
+        print(f"  restart: SIGKILL, started again: /readyz not 200 within {options.ready_timeout_s:.0f} s; "
+              f"its first errors: {errors}", flush=True)  # fmt: skip
+        return restarted
+    logged = await until_logged(restarted, "worker ready:", 60)
+    run.metrics["restart_ready_s"] = ready_s
+    taken = take_overs(restarted.text())
+    overs = "; ".join(f"{stage} max {max(s):.2f} s, sum {sum(s):.2f} s over {len(s)} partitions"
+                      for stage, s in taken.items())  # fmt: skip
+    rss = rss_bytes(restarted.pid)
+    print(f"  restart: SIGKILL, started again: /readyz 200 after {ready_s:.2f} s ('worker ready:' logged "
+          f"after {logged - started:.2f} s); taken over: {overs}; RSS once ready {rss / 2**20:.0f} MiB",
+          flush=True)  # fmt: skip
+    return restarted
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def print_targets(scenario: Scenario, run: Run) -> None:
+    for target in scenario.targets:
+        value = run.metrics.get(target.metric)
+        if value is None:
+            print(f"  target {target.what} ≤ {target.limit:g} {target.unit}: not measured")
+            continue
+        verdict = "met" if value <= target.limit else "NOT met"
+        print(f"  target {target.what} ≤ {target.limit:g} {target.unit}: {value:.2f} {target.unit} — {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), help="a named scenario, with its targets")
+    parser.add_argument("--clusters", help="fleet sizes of a grid, e.g. 1000,10000,100000")
+    parser.add_argument("--modules", help="modules of a grid, e.g. 1,20,100")
+    parser.add_argument("--rolled", type=int, help="how many of the modules roll out (default: all; large: 1)")
+    parser.add_argument("--appliers", type=int, default=2)
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--tick-interval", type=float, default=10.0)
+    parser.add_argument("--lease-seconds", type=float, default=60.0)
+    parser.add_argument("--no-restart", action="store_true", help="skip the worker's kill and restart")
+    parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
+    parser.add_argument(
+        "--from-commit",
+        metavar="REV",
+        help="run the rollout processes from `git archive REV` (a shared working tree that others edit "
+        "meanwhile: HEAD) instead of the working tree",
+    )
+    args = parser.parse_args()
+    if args.scenario is None and not args.clusters:
+        parser.error("give --scenario NAME or --clusters (and --modules)")
+    bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
+    if not bootstrap:
+        sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
+    options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
+                      args.keep)  # fmt: skip
+    if args.scenario:
+        scenario = SCENARIOS[args.scenario]
+        runs = [(scenario, scenario.clusters, scenario.modules)]
+    else:
+        grid = Scenario("grid", 0, 0)
+        runs = [(grid, int(c), int(m)) for c in args.clusters.split(",") for m in (args.modules or "1").split(",")]
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, {os.cpu_count()} cores; load average before "
+          f"the run (above the core count: others compete): " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+          flush=True)  # fmt: skip
+    if args.from_commit:
+        export = Path(tempfile.mkdtemp(prefix="fleet-src-"))
+        archive = subprocess.run(["git", "archive", args.from_commit], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
+        revision = subprocess.run(["git", "rev-parse", "--short", args.from_commit], cwd=ROOT, capture_output=True,
+                                  text=True, check=True).stdout.strip()  # fmt: skip
+        SOURCE["dir"] = export
+        print(f"rollout processes run from commit {revision} (exported to {export})", flush=True)
+    else:
+        print(f"rollout processes run from the working tree {ROOT}", flush=True)
+    try:
+        for scenario, clusters, modules in runs:
+            rolled = args.rolled if args.rolled is not None else (scenario.rolled or modules)
+            print(f"scenario {scenario.name}:", flush=True)
+            run = asyncio.run(fleet_run(bootstrap, clusters, modules, min(rolled, modules), options))
+            print_targets(scenario, run)
+            print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    finally:
+        if SOURCE["dir"] != ROOT:
+            shutil.rmtree(SOURCE["dir"], ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
