@@ -134,7 +134,7 @@ from rollout.engine.state import (
 from rollout.engine.strategy import IMPLICIT_STAGE, bindings_digest, resolve_count, sort_key, stage_for, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
-from rollout.engine.tombstones import TOMBSTONE_HORIZON, Tombstones
+from rollout.engine.tombstones import Tombstones
 from rollout.engine.views import format_positions, module_view
 from rollout.engine.window_gate import WindowGate
 from rollout.values.releases import ObservedValues
@@ -213,7 +213,6 @@ class RolloutEngine:
         holder_claims: MutableMapping[str, ClaimChunk] | None = None,
         claims: MutableMapping[str, ClusterClaims] | None = None,
         partition: int = 0,
-        tombstone_horizon: float = TOMBSTONE_HORIZON,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
         plain dicts only so that older callers keep working; a durable runtime passes them
@@ -254,7 +253,7 @@ class RolloutEngine:
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
         self.causal = CausalOrder(tables, book, self.apply_intent)
-        self.tombstones = Tombstones(tables, tombstone_horizon)
+        self.tombstones = Tombstones(tables)  # its `horizon` may be set per engine (tests)
 
         # the hook lists, each run in this order (see the module doc)
         self.on_clock_moved: list[ClockHook] = [

@@ -127,7 +127,7 @@ class ModuleIntents:
         tombstone = tables.deleted_modules.pop(name, None)
         # a module created again continues the generations of the one deleted before (once
         # its tombstone is pruned, those of every module pruned: tombstones.py)
-        generation = tombstone.generation + 1 if tombstone is not None else first_generation(tables)
+        generation = tombstone.generation + 1 if tombstone is not None else first_generation(tables.sequences)
         record = ModuleRecord(
             name=name,
             kind=manifest.kind,

@@ -71,13 +71,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from rollout.engine.outcome import Outcome
 from rollout.engine.state import DeletedModule, RemovedCluster, Sequence
-
-if TYPE_CHECKING:
-    from rollout.engine.tables import StateTables
 
 TOMBSTONE_HORIZON = 7 * 24 * 3600.0  # seconds of engine time a tombstone is kept after its last id
 FIRST_GENERATION = "first-generation"  # sequences[]: where a module created with no tombstone starts
@@ -198,10 +195,22 @@ class TombstoneTable(MutableMapping[str, T], Generic[T]):
         return taken
 
 
-class Tombstones:
-    """Prunes the partition's tombstones as the clock moves."""
+class TombstoneTables(Protocol):
+    """What pruning reads and writes of the partition's tables (tables.StateTables)."""
 
-    def __init__(self, tables: StateTables, horizon: float = TOMBSTONE_HORIZON) -> None:
+    removed_clusters: TombstoneTable[RemovedCluster]
+    deleted_modules: TombstoneTable[DeletedModule]
+    sequences: MutableMapping[str, Sequence]
+
+    @property
+    def now(self) -> float: ...
+
+
+class Tombstones:
+    """Prunes the partition's tombstones as the clock moves, `horizon` after their last id
+    (TOMBSTONE_HORIZON; an engine may be given another: tests use hours)."""
+
+    def __init__(self, tables: TombstoneTables, horizon: float = TOMBSTONE_HORIZON) -> None:
         self.tables = tables
         self.horizon = horizon
 
@@ -220,15 +229,15 @@ class Tombstones:
         tables.deleted_modules.stamp_unstamped(now)
         cutoff = now - self.horizon
         tables.removed_clusters.take_due(cutoff)
-        floor = first_generation(tables)
+        floor = first_generation(tables.sequences)
         for tombstone in tables.deleted_modules.take_due(cutoff):
             floor = max(floor, tombstone.generation + 1)
-        if floor != first_generation(tables):
+        if floor != first_generation(tables.sequences):
             tables.sequences[FIRST_GENERATION] = Sequence(next=floor)
 
 
-def first_generation(tables: StateTables) -> int:
+def first_generation(sequences: Mapping[str, Sequence]) -> int:
     """The first generation of a module created with no tombstone: above the last generation
     of every module whose tombstone was pruned in this partition (1 while none was)."""
-    counter = tables.sequences.get(FIRST_GENERATION)
+    counter = sequences.get(FIRST_GENERATION)
     return counter.next if counter is not None else 1

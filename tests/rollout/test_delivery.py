@@ -338,7 +338,7 @@ def test_empty_stage_still_waits_for_its_approval() -> None:
 
 def test_engine_mappings_name_every_constructor_argument() -> None:
     parameters = inspect.signature(RolloutEngine.__init__).parameters
-    assert set(parameters) - {"self", "partition", "tombstone_horizon"} == set(ENGINE_MAPPINGS)
+    assert set(parameters) - {"self", "partition"} == set(ENGINE_MAPPINGS)
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for name, p in parameters.items() if name != "self")
     engine = new_engine(3)
     assert engine.partition == 3
