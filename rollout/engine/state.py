@@ -60,7 +60,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Self, TypeVar, Union, get_args, get_origin
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from rollout.engine.applied_documents import AppliedRestriction, AppliedSpec, AppliedSync
 from rollout.values.releases import ObservedValues
@@ -201,7 +201,16 @@ class Lease(Record):
     renewed_at: float | None = None
     expires_at: float | None = None
     expired: bool = False
-    claimed: bool = False  # additive: absent in records written before claims (own lease)
+    claimed: bool = False  # written only when True (`_own_leases_as_before`)
+
+    @model_serializer(mode="wrap")
+    def _own_leases_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An own lease is written without `claimed`, byte for byte as before claims: the
+        release before forbids fields it does not know, and reads every ClusterFacts."""
+        data: dict[str, Any] = handler(self)
+        if not self.claimed:
+            data.pop("claimed", None)
+        return data
 
 
 class HolderLease(Record):
