@@ -120,30 +120,23 @@ def observation(name: str) -> bytes:
     return ClusterObserved(cluster=manifest).to_bytes()
 
 
-def appliers(fleet: IdleFleet, names: list[str], lease: float) -> list[Heartbeats]:
-    def publisher(sent: list[tuple[str, bytes]]):  # noqa: ANN202 - Publish
-        async def publish(key: str, value: bytes) -> None:
-            sent.append((key, value))
+class Replica:
+    """An applier replica's heartbeats (the real `Heartbeats`), publishing into an outbox."""
 
-        return publish
+    def __init__(self, holder: str, lease: float, clusters: list[str]) -> None:
+        self.outbox: list[tuple[str, bytes]] = []
+        self.heartbeats = Heartbeats(self.publish, lease_seconds=lease, holder=holder)
+        for name in clusters:
+            self.heartbeats.written("ProxyAssemblage", name)
 
-    replicas = []
-    for index in range(2):
-        sent: list[tuple[str, bytes]] = []
-        beats = Heartbeats(publisher(sent), lease_seconds=lease, holder=f"applier-{index}")
-        beats.outbox = sent  # type: ignore[attr-defined]
-        for name in names[index::2]:
-            beats.written("ProxyAssemblage", name)
-        replicas.append(beats)
-    return replicas
+    async def publish(self, key: str, value: bytes) -> None:
+        self.outbox.append((key, value))
 
-
-def beat(fleet: IdleFleet, replica: Heartbeats) -> None:
-    asyncio.run(replica.beat())
-    outbox = replica.outbox  # type: ignore[attr-defined]
-    for key, value in outbox:
-        fleet.input("heartbeats", key.encode(), value)
-    outbox.clear()
+    def beat(self, fleet: IdleFleet) -> None:
+        asyncio.run(self.heartbeats.beat())
+        for key, value in self.outbox:
+            fleet.input("heartbeats", key.encode(), value)
+        self.outbox.clear()
 
 
 def tick(fleet: IdleFleet, now: float) -> None:
@@ -156,9 +149,9 @@ def measure(size: int, partitions: int, minutes: float, lease: float) -> Totals:
     tick(fleet, T0)
     for name in names:
         fleet.input("clusters", name.encode(), observation(name))
-    replicas = appliers(fleet, names, lease)
+    replicas = [Replica(f"applier-{index}", lease, names[index::2]) for index in range(2)]
     for replica in replicas:  # each applier's first beat (claims, if it claims), then idle
-        beat(fleet, replica)
+        replica.beat(fleet)
     fleet.totals = Totals()
     gc.collect()
     interval = lease / BEATS_PER_LEASE
@@ -168,7 +161,7 @@ def measure(size: int, partitions: int, minutes: float, lease: float) -> Totals:
         tick(fleet, now)
         while next_beat <= now:
             for replica in replicas:
-                beat(fleet, replica)
+                replica.beat(fleet)
             next_beat += interval
     return fleet.totals
 
@@ -196,8 +189,8 @@ def main() -> None:
         f"a tick every {TICK_EVERY:.0f} s, {args.partitions} journal partitions; "
         f"measured over {args.minutes:g} min of engine time, scaled to 60"
     )
-    header = f"{'clusters':>9} {'journal rec/h':>14} {'journal MB/h':>13} {'changelog rec/h':>16} {'changelog MB/h':>15} {'decider CPU s/h':>16}"
-    print(header)
+    columns = ("journal rec/h", "journal MB/h", "changelog rec/h", "changelog MB/h", "decider CPU s/h")
+    print(f"{'clusters':>9} " + " ".join(f"{c:>{len(c) + 1}}" for c in columns))
     for size in (int(s) for s in args.sizes.split(",")):
         totals = measure(size, args.partitions, args.minutes, args.lease)
         print(
