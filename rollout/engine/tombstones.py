@@ -27,8 +27,8 @@ What reads a tombstone, and why (nothing else does):
 Who can redeliver, and for how long. Everything between the router and the decider is
 exactly once (Kafka transactions: docs/architecture.md, "Delivery"); what can arrive twice
 is what an at-least-once publisher sent twice — a publisher retrying a send whose answer it
-lost (projections/publisher.py: 5 attempts, at most ~4 minutes with aiokafka's request
-timeouts), two module watchers racing over a leadership change (seconds; a new leader
+lost (projections/publisher.py: 5 attempts with backoff, each bounded by aiokafka's 40 s
+request timeout: a few minutes), two module watchers racing over a leadership change (seconds; a new leader
 republishes nothing unchanged: projections/module_watcher.py), an applier's heartbeats
 (every third of a lease). And a DependentLinked travels through the `dependencies` topic,
 kept 7 days (infra/topics.py). Both copies of a redelivered input sit in the same input
@@ -43,15 +43,17 @@ then every id in them is at least that old, far past any publisher's redelivery 
 and as long as the dependencies topic keeps a link. After that the name is new again: a
 cluster observed again is a new cluster (no lease, no ids), a module created again starts a
 fresh record. Heartbeat ids do not refresh a RemovedCluster: an applier goes on beating a
-cluster it still serves after its removal (projections/heartbeats.py) — every 20 s, for as
-long as it runs — and would keep the tombstone for good; a heartbeat redelivered after the
+cluster it still serves after its removal (projections/heartbeats.py) — every third of its
+lease, for as long as it runs — and would keep the tombstone for good; a heartbeat redelivered after the
 cluster came back renews a lease its real beats renew anyway.
 
 What must survive is kept bounded: the generation. Pruning a DeletedModule raises the
 partition's `sequences["first-generation"]` above its last generation, and a module
 created with no tombstone starts there (`first_generation`; 1 while no tombstone was ever
 pruned): one record per partition, whatever the churn, and a name's generations still only
-grow. (Appliers order snapshots by the assemblage's own version, rollout/assembly, not by
+grow. The engine cannot tell a name never used from one pruned, so every module created
+after a pruning starts above it (at 4, say, not 1): generations are numbers reports are
+matched by, not counts. (Appliers order snapshots by the assemblage's own version, rollout/assembly, not by
 generation; a generation is what reports and gate results are matched by.)
 
 Not yet stamped. A tombstone noted before the engine saw any tick, or written by a release
