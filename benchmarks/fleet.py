@@ -339,6 +339,10 @@ class StatusFollower:
         self.bootstrap = bootstrap
         self.topic = names.module_status
         self.modules: dict[str, ModuleHistory] = {}
+        self.moved_at = time.monotonic()  # when a module's succeeded count last changed
+
+    def stalled_s(self) -> float:
+        return time.monotonic() - self.moved_at
 
     async def run(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -366,6 +370,8 @@ class StatusFollower:
 
     def note(self, status: ModuleStatus, timestamp: int) -> None:
         history = self.modules.setdefault(status.module, ModuleHistory())
+        if history.latest is None or history.latest.succeeded != status.succeeded:
+            self.moved_at = time.monotonic()
         history.latest = status
         if status.phase == "Complete" and history.complete_ms is None:
             history.complete_ms = timestamp
@@ -659,6 +665,7 @@ class Options:
     lease_s: float
     restart: bool
     keep: Path | None
+    rollout_timeout_s: float
     ready_timeout_s: float = 300
 
 
@@ -678,6 +685,9 @@ async def fleet_run(bootstrap: str, clusters: int, modules: int, rolled: int, op
           f"{options.appliers} appliers, topic prefix {prefix}, files in {workdir}", flush=True)  # fmt: skip
     run = Run()
     processes: list[Process] = []
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)  # cleaned up as on Ctrl-C
     try:
         t0 = time.perf_counter()
         cluster_files, module_file = write_manifests(workdir, clusters, modules, rolled)
@@ -762,29 +772,29 @@ async def body(
 
         # 2. the modules: one `rollout apply`, then followed to Complete
         measured = [module_name(m) for m in range(rolled)]
-        sampler.progress = lambda: (f"{status.complete(measured)}/{len(measured)} Complete; "
-                                    f"{status.describe(slowest(status, measured))}")  # fmt: skip
+        sampler.progress = lambda: rollout_progress(status, measured)
         rollout_start = clock.read()
         wall, code = await run_cli(["apply", "--timeout", "5m", "-f", str(module_file)], env,
                                    workdir / "apply-modules.log")  # fmt: skip
         print(f"  apply {modules} module(s): {wall:.2f} s (exit {code})", flush=True)
-        deadline = time.monotonic() + max(1800, clusters / 20)
-        while status.complete(measured) < len(measured):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not Complete: {[status.describe(m) for m in measured]}")
-            if worker.popen.poll() is not None:
-                raise RuntimeError(f"the worker exited: {worker.text()[-3000:]}")
-            await asyncio.sleep(0.2)
+        complete = await until_complete(status, measured, worker, options.rollout_timeout_s)
         rollout_end = clock.read()
         sampler.progress = None
         run.metrics["rss_hwm_gib"] = rss_bytes(worker.pid, "VmHWM") / GIB
-        print(f"  {status.describe(measured[0])}", flush=True)
-        await report_rollout_times(bootstrap, names, status, measured, run)
-        print(f"  CPU during the rollout (first module apply → last Complete) "
+        if complete:
+            print(f"  {status.describe(measured[0])}", flush=True)
+            await report_rollout_times(bootstrap, names, status, measured, run)
+        else:
+            waiting = [m for m in measured if status.modules.get(m) is None or status.modules[m].complete_ms is None]
+            print(f"  NOT Complete after {options.rollout_timeout_s:.0f} s (--rollout-timeout): "
+                  f"{len(waiting)} of {len(measured)} modules, e.g. {status.describe(waiting[0])}",
+                  flush=True)  # fmt: skip
+            run.metrics.update(rollout_max_s=float("inf"), rollout_p50_s=float("inf"), rollout_p90_s=float("inf"))
+        print(f"  CPU during the rollout (first module apply → {'last Complete' if complete else 'giving up'}) "
               f"{cpu_between(rollout_start, rollout_end)}", flush=True)  # fmt: skip
 
         # 3. idle: ticks and heartbeats only
-        if options.idle_s > 0:
+        if options.idle_s > 0 and complete:
             await idle_window(bootstrap, names, clock, options, run)
 
         # 4. decision latency (read after the idle window: reading loads the broker)
@@ -817,7 +827,30 @@ async def body(
     unreachable = sum(warnings_in(a.text(), "not reachable") for a in appliers)
     print(f"  warnings: NotEnoughReplicas in the worker's log {not_enough}; "
           f"'not reachable' in the appliers' logs {unreachable}", flush=True)  # fmt: skip
+    assigned = [a.text().count("Setting newly assigned partitions") for a in appliers]
+    expelled = sum(warnings_in(a.text(), "member_id was not recognized") for a in appliers)
+    print(f"  applier group: partitions assigned {'+'.join(map(str, assigned))} times (one each when calm), "
+          f"{expelled} 'member_id was not recognized' (a session expired: no heartbeat for 10 s)",
+          flush=True)  # fmt: skip
     run.metrics["probe_max_s"] = max(latencies_s) if latencies_s else float("nan")
+
+
+async def until_complete(status: StatusFollower, measured: list[str], worker: Process, timeout: float) -> bool:
+    """Until every measured module is Complete (True) or `timeout` s passed (False)."""
+    deadline = time.monotonic() + timeout
+    while status.complete(measured) < len(measured):
+        if time.monotonic() > deadline:
+            return False
+        if worker.popen.poll() is not None:
+            raise RuntimeError(f"the worker exited: {worker.text()[-3000:]}")
+        await asyncio.sleep(0.2)
+    return True
+
+
+def rollout_progress(status: StatusFollower, measured: list[str]) -> str:
+    stalled = status.stalled_s()
+    line = f"{status.complete(measured)}/{len(measured)} Complete; {status.describe(slowest(status, measured))}"
+    return line + (f" (no module moved for {stalled:.0f} s)" if stalled > 15 else "")
 
 
 def slowest(status: StatusFollower, modules: list[str]) -> str:
@@ -944,6 +977,9 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--tick-interval", type=float, default=10.0)
     parser.add_argument("--lease-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--rollout-timeout", type=float, default=900, help="seconds to wait for Complete before reporting what stands"
+    )
     parser.add_argument("--no-restart", action="store_true", help="skip the worker's kill and restart")
     parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
     parser.add_argument(
@@ -959,7 +995,7 @@ def main() -> None:
     if not bootstrap:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
-                      args.keep)  # fmt: skip
+                      args.keep, args.rollout_timeout)  # fmt: skip
     if args.scenario:
         scenario = SCENARIOS[args.scenario]
         runs = [(scenario, scenario.clusters, scenario.modules)]
