@@ -16,6 +16,9 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``removed_clusters[cluster]``  RemovedCluster — tombstone: recent event ids of a removed cluster
 * ``deleted_modules[module]``    DeletedModule — tombstone: recent intent ids, last generation
                                  (both pruned TOMBSTONE_HORIZON after their last id: tombstones.py)
+* ``tombstones_noted[table/name]`` the engine's time a tombstone last took an id: when it is
+                                 pruned (tombstones.py; beside it, so that the tombstone is
+                                 written as the release before wrote it)
 * ``fleet_positions[partition]`` FleetPosition — how far the cluster-observations partition
                                  has been routed into this journal partition (FleetSeen)
 * ``held_queues[module]``        HeldQueue — intents of a module waiting for cluster observations
@@ -287,9 +290,6 @@ class RemovedCluster(Record):
     report_ids: list[str] = Field(default_factory=list)
     command_ids: list[str] = Field(default_factory=list)  # ClusterCommanded about it
     heartbeat_ids: list[str] = Field(default_factory=list)
-    # engine time it was made or took an id but a heartbeat's (None: not yet stamped); the
-    # tombstone is pruned TOMBSTONE_HORIZON later (tombstones.py, which stamps it)
-    noted_at: float | None = None
 
 
 class Revision(Record):
@@ -387,9 +387,6 @@ class DeletedModule(Record):
     kind: Literal["Module", "BootstrapModule"] | None = None
     generation: int = 0
     handled_intents: list[str] = Field(default_factory=list)
-    # engine time of its last intent id (None: not yet stamped); pruned TOMBSTONE_HORIZON
-    # later, its generation kept in sequences["first-generation"] (tombstones.py)
-    noted_at: float | None = None
 
 
 class FleetPosition(Record):
@@ -538,6 +535,7 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "clock": float,
     "removed_clusters": RemovedCluster,
     "deleted_modules": DeletedModule,
+    "tombstones_noted": float,
     "fleet_positions": FleetPosition,
     "held_queues": HeldQueue,
     "held_intents": HeldIntent,

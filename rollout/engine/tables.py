@@ -21,7 +21,7 @@ batch and folds it again event by event without sharing (streams/decider.py).
 
 The two tombstone tables (`removed_clusters`, `deleted_modules`) are each wrapped in a
 `TombstoneTable` (tombstones.py): what is written to them is stamped with the engine's time
-and noted in the index that prunes them a horizon later.
+(in `tombstones_noted`) and noted in the index that prunes them a horizon later.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class StateTables:
         clock: MutableMapping[str, float],
         removed_clusters: MutableMapping[str, RemovedCluster],
         deleted_modules: MutableMapping[str, DeletedModule],
+        tombstones_noted: MutableMapping[str, float],
         fleet_positions: MutableMapping[str, FleetPosition],
         held_queues: MutableMapping[str, HeldQueue],
         held_intents: MutableMapping[str, HeldIntent],
@@ -80,8 +81,10 @@ class StateTables:
         self.modules = modules
         self.targets = targets
         self.clock = clock
-        self.removed_clusters = TombstoneTable(removed_clusters, clock, cluster_ids_changed)
-        self.deleted_modules = TombstoneTable(deleted_modules, clock, always)
+        self.tombstones_noted = tombstones_noted
+        noted = (tombstones_noted, clock)
+        self.removed_clusters = TombstoneTable("removed_clusters", removed_clusters, *noted, cluster_ids_changed)
+        self.deleted_modules = TombstoneTable("deleted_modules", deleted_modules, *noted, always)
         self.fleet_positions = fleet_positions
         self.held_queues = held_queues
         self.held_intents = held_intents

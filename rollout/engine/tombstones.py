@@ -4,7 +4,8 @@
     deleted_modules[module]    DeletedModule   the intent ids a deleted module had handled,
                                                and its last generation
 
-    every write ──► TombstoneTable: stamped `noted_at` (the engine's time), noted in the index
+    every write ──► TombstoneTable: stamped (tombstones_noted["<table>/<name>"] = the
+                    engine's time), noted in the index
     Tick        ──► Tombstones.prune (the last of the clock's hooks: core.py)
                     ──► every tombstone noted TOMBSTONE_HORIZON or longer ago is deleted —
                         from the changelogged table, so the compacted state topic drops it too
@@ -36,8 +37,11 @@ partition, close together, and the router routes them in order: they reach the j
 most minutes apart in engine time (which follows the routed Ticks, and lags the wall clock
 after an outage rather than runs ahead of it).
 
-The rule. A tombstone remembers `noted_at`: the engine's time (the latest Tick) when it was
-made or last took an id it must still recognise. `Tombstones.prune`, on every Tick that
+The rule. A tombstone's stamp is the engine's time (the latest Tick) when it was made or
+last took an id it must still recognise; it is kept beside the tombstone, in
+`tombstones_noted["<table>/<name>"]`, so that the tombstone itself is written byte for byte
+as the release before wrote it (v0.26 refuses a field it does not know, and skips a mapping
+it does not know: docs/architecture.md, "Stored state and upgrades"). `Tombstones.prune`, on every Tick that
 moves the clock, deletes the tombstones noted TOMBSTONE_HORIZON (7 days) or longer ago: by
 then every id in them is at least that old, far past any publisher's redelivery (minutes)
 and as long as the dependencies topic keeps a link. After that the name is new again: a
@@ -56,17 +60,21 @@ after a pruning starts above it (at 4, say, not 1): generations are numbers repo
 matched by, not counts. (Appliers order snapshots by the assemblage's own version, rollout/assembly, not by
 generation; a generation is what reports and gate results are matched by.)
 
-Not yet stamped. A tombstone noted before the engine saw any tick, or written by a release
-before this one (or rewritten by one during a rolling upgrade, which drops the field), has
-no `noted_at`; the first tick that finds it stamps it — like a lease renewed before any
-tick (leases.py). It is pruned a horizon after that: later, never earlier.
+Not yet stamped. A tombstone noted before the engine saw any tick, or made by a release
+before this one, has no stamp; the first tick that finds it stamps it — like a lease renewed
+before any tick (leases.py). It is pruned a horizon after that: later, never earlier. During
+a rolling upgrade a worker of the release before may note an id on a stamped tombstone
+without stamping it again (it may then go a horizon after its last stamp, the id with it),
+or hand a tombstone back without dropping its stamp (found when the index is rebuilt, and
+dropped when due).
 
-Cost: each TombstoneTable keeps an in-memory heap of (noted_at, name), rebuilt lazily from
-the table on the first tick after a restart and dropped by `reset_index` (one of the
+Cost: each TombstoneTable keeps an in-memory heap of (stamp, name), rebuilt lazily from the
+table and the stamps on the first tick after a restart and dropped by `reset_index` (one of the
 engine's `reset_indexes` hooks: core.py); a write pushes its new stamp, a tick pops only the
 tombstones due (an entry whose tombstone was noted again since, or is gone, is skipped).
 Pruning is a pure function of the stored state and the engine's time, so a replay prunes
-the same tombstones on the same ticks (tests/rollout/test_tombstones.py).
+the same tombstones on the same ticks (tests/rollout/test_tombstones.py). A stamp costs a
+state record per tombstone, written when the tombstone takes an id (not on a heartbeat).
 """
 
 from __future__ import annotations
@@ -105,15 +113,29 @@ def always(stored: DeletedModule | None, new: DeletedModule) -> bool:
 
 
 class TombstoneTable(MutableMapping[str, T], Generic[T]):
-    """A tombstone mapping (the caller's, changelogged) that stamps what is written to it
-    and keeps the index of when each tombstone is due."""
+    """A tombstone mapping (the caller's, changelogged) that stamps what is written to it —
+    in `noted`, under "<table>/<name>" — and keeps the index of when each tombstone is due."""
 
-    def __init__(self, stored: MutableMapping[str, T], clock: Mapping[str, float], refreshes: Refreshes[T]) -> None:
+    def __init__(
+        self,
+        table: str,
+        stored: MutableMapping[str, T],
+        noted: MutableMapping[str, float],
+        clock: Mapping[str, float],
+        refreshes: Refreshes[T],
+    ) -> None:
+        self.table = table
         self.stored: MutableMapping[str, T] = stored
+        self.noted = noted
         self.clock = clock
         self.refreshes: Refreshes[T] = refreshes
+        self._prefix = f"{table}/"
         self._due: list[tuple[float, str]] | None = None  # heap of (noted_at, name); may hold stale entries
         self._unstamped: set[str] | None = None  # noted before any tick, or by an older release
+
+    def noted_at(self, name: str) -> float | None:
+        """When the tombstone of `name` last took an id (None: not stamped yet)."""
+        return self.noted.get(self._prefix + name)
 
     # -- the mapping -------------------------------------------------------------------------
 
@@ -133,67 +155,73 @@ class TombstoneTable(MutableMapping[str, T], Generic[T]):
         return len(self.stored)
 
     def __delitem__(self, key: str) -> None:
-        del self.stored[key]  # its index entry is skipped when it surfaces
+        del self.stored[key]  # the name is back: its stamp goes too, its index entry is skipped
+        self.noted.pop(self._prefix + key, None)
 
     def __setitem__(self, key: str, value: T) -> None:
         stored = self.stored.get(key)
-        if self.refreshes(stored, value):
-            now = self.clock.get("now", 0.0)
-            stamp = now if now > 0 else None
-        else:
-            stamp = stored.noted_at if stored is not None else None
-        if value.noted_at != stamp:
-            value = value.model_copy(update={"noted_at": stamp})
         self.stored[key] = value
-        if self._due is not None and self._unstamped is not None and (stored is None or stored.noted_at != stamp):
-            if stamp is None:
+        if not self.refreshes(stored, value):
+            return  # its stamp stays
+        now = self.clock.get("now", 0.0)
+        if now <= 0:  # before the first tick: stamped by it
+            if self._unstamped is not None:
                 self._unstamped.add(key)
-            else:
-                heapq.heappush(self._due, (stamp, key))
+            return
+        if self.noted.get(self._prefix + key) == now:
+            return
+        self.noted[self._prefix + key] = now
+        if self._due is not None:
+            heapq.heappush(self._due, (now, key))
 
     # -- the index ---------------------------------------------------------------------------
 
     def reset_index(self) -> None:
-        """Drop the index; it is rebuilt lazily from the table."""
+        """Drop the index; it is rebuilt lazily from the table and the stamps."""
         self._due = None
         self._unstamped = None
 
     def _index(self) -> tuple[list[tuple[float, str]], set[str]]:
         if self._due is None or self._unstamped is None:
             self._due, self._unstamped = [], set()
-            stored = self.stored
-            for name in list(stored.keys()):
-                noted_at = stored[name].noted_at
+            noted, prefix = self.noted, self._prefix
+            for name in list(self.stored.keys()):
+                noted_at = noted.get(prefix + name)
                 if noted_at is None:
                     self._unstamped.add(name)
                 else:
                     self._due.append((noted_at, name))
+            for key in list(noted.keys()):  # a stamp whose tombstone an older release dropped
+                name = key.removeprefix(prefix)
+                if name != key and name not in self.stored:
+                    self._due.append((noted[key], name))
             heapq.heapify(self._due)
         return self._due, self._unstamped
 
     def stamp_unstamped(self, now: float) -> None:
         """Tombstones without a stamp (see the module doc) are stamped `now`, in name order."""
         due, unstamped = self._index()
-        stored = self.stored
+        noted, prefix = self.noted, self._prefix
         for name in sorted(unstamped):
-            tombstone = stored.get(name)
-            if tombstone is not None and tombstone.noted_at is None:
-                stored[name] = tombstone.model_copy(update={"noted_at": now})
+            if name in self.stored and prefix + name not in noted:
+                noted[prefix + name] = now
                 heapq.heappush(due, (now, name))
         unstamped.clear()
 
     def take_due(self, cutoff: float) -> list[T]:
-        """Delete every tombstone noted at `cutoff` or before; they are returned, oldest first."""
+        """Delete every tombstone noted at `cutoff` or before, with its stamp; they are
+        returned, oldest first."""
         due, _ = self._index()
-        stored = self.stored
+        stored, noted, prefix = self.stored, self.noted, self._prefix
         taken = []
         while due and due[0][0] <= cutoff:
             noted_at, name = heapq.heappop(due)
-            tombstone = stored.get(name)
-            if tombstone is None or tombstone.noted_at != noted_at:
+            if noted.get(prefix + name) != noted_at:
                 continue  # gone (the cluster or module came back), or noted again since
-            del stored[name]
-            taken.append(tombstone)
+            del noted[prefix + name]
+            tombstone = stored.pop(name, None)
+            if tombstone is not None:
+                taken.append(tombstone)
         return taken
 
 

@@ -46,6 +46,11 @@ HOUR = 3600.0
 NOTHING = serialize(RolloutEngine(**{name: {} for name in ENGINE_MAPPINGS}).handle(tick(0.5)))  # type: ignore[arg-type]
 
 
+def noted(fleet: Fleet, table: str, name: str) -> float | None:
+    """When the tombstone `name` of `table` last took an id (its stamp)."""
+    return fleet.state["tombstones_noted"].get(f"{table}/{name}")
+
+
 def advance_to(fleet: Fleet, until: float) -> None:
     """Hourly ticks, then one at `until` (a tick moves the clock at most an hour)."""
     while fleet.now + HOUR < until:
@@ -60,7 +65,7 @@ def advance_to(fleet: Fleet, until: float) -> None:
 def test_a_removed_clusters_tombstone_is_pruned_at_the_horizon_and_not_before() -> None:
     fleet = given_fleet(cluster("a"), cluster("b"), module("app", {}, "v1"))
     fleet.remove("b")
-    assert fleet.state["removed_clusters"]["b"].noted_at == T0
+    assert noted(fleet, "removed_clusters", "b") == T0
     advance_to(fleet, T0 + TOMBSTONE_HORIZON - 1)
     assert "b" in fleet.state["removed_clusters"]
     fleet.tick(T0 + TOMBSTONE_HORIZON)
@@ -109,9 +114,9 @@ def test_heartbeats_for_a_removed_cluster_do_not_keep_its_tombstone() -> None:
 def test_a_tombstone_noted_before_the_first_tick_is_kept_a_horizon_from_it() -> None:
     fleet = given_fleet(cluster("a"), cluster("b"), at=None)
     fleet.remove("b")
-    assert fleet.state["removed_clusters"]["b"].noted_at is None
+    assert noted(fleet, "removed_clusters", "b") is None
     fleet.tick(T0)
-    assert fleet.state["removed_clusters"]["b"].noted_at == T0
+    assert noted(fleet, "removed_clusters", "b") == T0
     advance_to(fleet, T0 + TOMBSTONE_HORIZON - 1)
     assert "b" in fleet.state["removed_clusters"]
     fleet.tick(T0 + TOMBSTONE_HORIZON)
@@ -119,8 +124,9 @@ def test_a_tombstone_noted_before_the_first_tick_is_kept_a_horizon_from_it() -> 
 
 
 def test_a_tombstone_stored_by_an_earlier_release_is_stamped_by_the_first_tick_that_finds_it() -> None:
-    """Records written before `noted_at` existed decode without it (None); after a restart
-    the first tick stamps them, and they go a horizon later — never earlier."""
+    """Tombstones written before stamps existed have none; after a restart the first tick
+    stamps them, and they go a horizon later — never earlier. They are written as the
+    release before wrote them: the stamps are kept beside them."""
     fleet = given_fleet(cluster("a"))
     fleet.wait(HOUR)
     fleet.state["removed_clusters"]["old"] = RemovedCluster.model_validate_json('{"name":"old"}')
@@ -128,12 +134,24 @@ def test_a_tombstone_stored_by_an_earlier_release_is_stamped_by_the_first_tick_t
     fleet.restart()
     stamped_at = fleet.now + 60
     fleet.tick(stamped_at)
-    assert fleet.state["removed_clusters"]["old"].noted_at == stamped_at
-    assert fleet.state["deleted_modules"]["gone"].noted_at == stamped_at
+    assert noted(fleet, "removed_clusters", "old") == stamped_at
+    assert noted(fleet, "deleted_modules", "gone") == stamped_at
     advance_to(fleet, stamped_at + TOMBSTONE_HORIZON - 1)
     assert "old" in fleet.state["removed_clusters"] and "gone" in fleet.state["deleted_modules"]
     fleet.tick(stamped_at + TOMBSTONE_HORIZON)
     assert not fleet.state["removed_clusters"] and not fleet.state["deleted_modules"]
+
+
+def test_a_stamp_whose_tombstone_a_release_before_dropped_goes_at_its_time() -> None:
+    """During a rolling upgrade a worker of the release before may hand a tombstone back (the
+    cluster observed again) without knowing its stamp; after a restart the stamp is found
+    and goes when it is due."""
+    fleet = given_fleet(cluster("a"), cluster("b"))
+    fleet.remove("b")
+    fleet.state["removed_clusters"].pop("b")  # what the release before does on an observation
+    fleet.restart()
+    advance_to(fleet, T0 + TOMBSTONE_HORIZON)
+    assert not fleet.state["tombstones_noted"]
 
 
 def test_pruning_after_a_restart_prunes_what_it_would_have_without() -> None:
@@ -391,8 +409,12 @@ def test_the_tombstones_held_are_exactly_those_noted_within_the_horizon(events: 
     fleet.check_each_event = False
     fleet.send(*events)
     for table in ("removed_clusters", "deleted_modules"):
-        for name, tombstone in fleet.state[table].items():
-            assert tombstone.noted_at is not None and fleet.now - tombstone.noted_at < SHORT, (table, name)
+        for name in fleet.state[table]:
+            at = noted(fleet, table, name)
+            assert at is not None and fleet.now - at < SHORT, (table, name)
+    tables = ("removed_clusters", "deleted_modules")
+    stamped = {tuple(key.split("/", 1)) for key in fleet.state["tombstones_noted"]}
+    assert stamped == {(table, name) for table in tables for name in fleet.state[table]}
 
 
 def pruning_ticks(events: list[Any]) -> list[int]:
