@@ -119,13 +119,13 @@ def first_line(output: str) -> str:
     return " / ".join(lines[:3])
 
 
-async def run(n: int, module_count: int, ticks: int, tail_ticks: int) -> None:
+async def run(n: int, module_count: int, ticks: int, tail_ticks: int, keep: Path | None) -> None:
     bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
     prefix = f"bench-replay-{uuid.uuid4().hex[:8]}."
     names = TopicNames(prefix)
     await ensure_topics(bootstrap, prefix, PARTITIONS)
     with tempfile.TemporaryDirectory() as tmp:
-        log, snapshots_dir = Path(tmp) / "worker.log", Path(tmp) / "snapshots"
+        log, snapshots_dir = Path(tmp) / "worker.log", (keep or Path(tmp)) / "snapshots"
         try:
             modules = [f"bench-{m}" for m in range(module_count)]
             with worker(bootstrap, prefix, log):
@@ -167,7 +167,10 @@ async def run(n: int, module_count: int, ticks: int, tail_ticks: int) -> None:
             )
             print(f"from the snapshot after retention: {seconds:.1f} s, exit {code}: {first_line(output)}")
         finally:
-            await delete_topics(bootstrap, prefix)
+            if keep is None:
+                await delete_topics(bootstrap, prefix)
+            else:
+                print(f"kept: the topics of ROLLOUT_TOPIC_PREFIX={prefix}, the snapshot in {snapshots_dir}")
 
 
 def main() -> None:
@@ -176,8 +179,9 @@ def main() -> None:
     parser.add_argument("--modules", type=int, default=3)
     parser.add_argument("--ticks", type=int, default=20_000, help="ticks before the snapshot")
     parser.add_argument("--tail-ticks", type=int, default=500, help="ticks after it")
+    parser.add_argument("--keep", type=Path, help="keep the topics, and the snapshot in this directory")
     args = parser.parse_args()
-    asyncio.run(run(args.clusters, args.modules, args.ticks, args.tail_ticks))
+    asyncio.run(run(args.clusters, args.modules, args.ticks, args.tail_ticks, args.keep))
 
 
 if __name__ == "__main__":
