@@ -259,11 +259,12 @@ class Tombstones:
         tables.deleted_modules.stamp_unstamped(now)
         cutoff = now - self.horizon
         tables.removed_clusters.take_due(cutoff)
-        floor = first_generation(tables.sequences)
-        for tombstone in tables.deleted_modules.take_due(cutoff):
-            floor = max(floor, tombstone.generation + 1)
-        if floor != first_generation(tables.sequences):
-            tables.sequences[FIRST_GENERATION] = Sequence(next=floor)
+        pruned = tables.deleted_modules.take_due(cutoff)
+        if pruned:
+            floor = first_generation(tables.sequences)
+            above = max(floor, *(tombstone.generation + 1 for tombstone in pruned))
+            if above != floor:
+                tables.sequences[FIRST_GENERATION] = Sequence(next=above)
 
 
 def first_generation(sequences: Mapping[str, Sequence]) -> int:
