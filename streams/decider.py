@@ -73,6 +73,12 @@ def engine_mappings() -> dict[str, type]:
     return dict(ENGINE_MAPPINGS)
 
 
+# fleet-sized tables: restored without decoding (a record is decoded when first read), and
+# the fleet's facts — equal in every journal partition — held once per worker process
+LAZY_MAPPINGS = ("targets", "clusters")
+SHARED_MAPPINGS = ("clusters",)
+
+
 def state_mappings() -> dict[str, type]:
     """The decider's state: the engine's mappings and the head of its decision chain."""
     return {**ENGINE_MAPPINGS, CHAIN_MAPPING: ChainHead}
@@ -91,7 +97,7 @@ class DecidePartition:
         self.partition = tp.partition
         self.topics = topics
         self.metrics = metrics
-        self.state = PartitionState(state_mappings())
+        self.state = PartitionState(state_mappings(), lazy=LAZY_MAPPINGS, shared=SHARED_MAPPINGS)
         self.chain = DecisionChain(self.partition, self.state.mappings[CHAIN_MAPPING])
         self.engine = self._new_engine()
 

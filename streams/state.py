@@ -29,12 +29,26 @@ the one decode path of every state topic — and logs each API document kept as 
 because this release refuses it (rollout/engine/applied_documents.py). A record this
 release cannot read (`stored.StoredStateError`) fails the restore with its key.
 Reads cost one or three dict lookups, whatever the number of keys: nothing here scans.
+
+Fleet-sized tables. The decider's `targets` (modules × clusters) and `clusters` (the whole
+fleet, in every journal partition) are most of a worker's memory and of its take-over time.
+Two things keep them down (`PartitionState(lazy=…, shared=…)`):
+
+* *lazy*: a restored record of the version this release writes is kept as its bytes and
+  decoded the first time it is read (`_LazyCommitted`) — a take-over reads the state topic
+  and validates nothing, and the targets of rollouts long complete stay a few hundred bytes
+  each instead of a decoded model's kilobytes. Any other record (one to upcast, a newer
+  release's) is decoded at restore, so a restore still fails on what this release cannot read.
+* *shared*: equal records of the fleet's facts are one object per process (`SharedRecords`,
+  keyed by their encoding, held weakly), whichever partition folded or restored them: a
+  worker owning P journal partitions holds the fleet once, not P times.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+import weakref
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -58,11 +72,111 @@ class Tracking(BaseModel):
     events: int = 0
 
 
+class _Stored:
+    """A restored record not decoded yet: its bytes, as the state topic holds them."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+
+class SharedRecords:
+    """Equal records of one mapping held once per process, whatever the partition that holds
+    them: the decoded record of each distinct encoding, kept while any partition uses it.
+
+    The fleet's cluster facts are folded into every journal partition (the router broadcasts
+    cluster events: streams/router.py), so a worker owning P partitions would otherwise hold P
+    equal copies of each. Records are never changed in place (the engine replaces a stored
+    value, it never edits one: rollout/engine/tables.py), so sharing one is safe."""
+
+    def __init__(self) -> None:
+        self._by_encoding: weakref.WeakValueDictionary[bytes, Any] = weakref.WeakValueDictionary()
+
+    def canonical(self, encoded: bytes, value: Any) -> Any:
+        """The record held for `encoded`: `value`, unless an equal one is held already."""
+        held = self._by_encoding.get(encoded)
+        if held is None:
+            self._by_encoding[encoded] = value
+            return value
+        return held
+
+    def __len__(self) -> int:
+        return len(self._by_encoding)
+
+
+_SHARED: dict[str, SharedRecords] = {}
+
+
+def shared_records(mapping: str) -> SharedRecords:
+    """The process's shared records of `mapping` (one table per mapping name)."""
+    return _SHARED.setdefault(mapping, SharedRecords())
+
+
+class _LazyCommitted(dict[str, Any]):
+    """Committed values of a mapping restored lazily: a restored record is decoded the first
+    time it is read (then kept decoded), so taking a partition over costs reading its bytes,
+    not validating every record — most of a large fleet's targets are not read again for a
+    long time. Every read path of a dict decodes; nothing hands out a `_Stored`."""
+
+    def __init__(self, decode: Any) -> None:
+        super().__init__()
+        self._decode = decode  # (key, raw) -> value
+
+    def _value(self, key: str, value: Any) -> Any:
+        if type(value) is _Stored:
+            value = self._decode(key, value.raw)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value(key, dict.__getitem__(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = dict.get(self, key, _DELETED)
+        return default if value is _DELETED else self._value(key, value)
+
+    def pop(self, key: str, default: Any = _DELETED) -> Any:
+        value = dict.pop(self, key, _DELETED)
+        if value is _DELETED:
+            if default is _DELETED:
+                raise KeyError(key)
+            return default
+        return self._decode(key, value.raw) if type(value) is _Stored else value
+
+    def values(self) -> Any:
+        return [self._value(key, value) for key, value in list(dict.items(self))]
+
+    def items(self) -> Any:
+        return [(key, self._value(key, value)) for key, value in list(dict.items(self))]
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self.items())
+
+    def __iter__(self) -> Iterator[str]:
+        return dict.__iter__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self.items()) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+    def __reduce__(self) -> Any:
+        return (dict, (self.copy(),))
+
+    def undecoded(self) -> int:
+        """How many restored records were not read yet."""
+        return sum(1 for value in dict.values(self) if type(value) is _Stored)
+
+
 class LayeredMapping(MutableMapping[str, Any]):
     """Committed values under a sealed, a batch and an event layer (see the module doc)."""
 
-    def __init__(self, written: list[LayeredMapping] | None = None) -> None:
-        self.committed: dict[str, Any] = {}
+    def __init__(self, written: list[LayeredMapping] | None = None, committed: dict[str, Any] | None = None) -> None:
+        self.committed: dict[str, Any] = {} if committed is None else committed
         self._sealed: dict[str, Any] = {}
         self._batch: dict[str, Any] = {}
         self._event: dict[str, Any] = {}
@@ -88,7 +202,11 @@ class LayeredMapping(MutableMapping[str, Any]):
 
     def batch_writes(self) -> Iterator[tuple[str, Any]]:
         """(key, value or _DELETED) for every key written in the batch, last write wins."""
-        return iter(self._batch.items())
+        return iter(list(self._batch.items()))
+
+    def replace_written(self, key: str, value: Any) -> None:
+        """Hold `value` — equal to what the batch wrote for `key` — instead (SharedRecords)."""
+        self._batch[key] = value
 
     def seal_batch(self) -> None:
         """The batch layer becomes the sealed one (its transaction begins); nothing may be sealed."""
@@ -163,12 +281,30 @@ class PartitionState:
 
     TRACKING = "tracking"
 
-    def __init__(self, schema: Mapping[str, type]) -> None:
+    def __init__(self, schema: Mapping[str, type], *, lazy: Collection[str] = (), shared: Collection[str] = ()) -> None:
+        """`lazy`: mappings whose restored records are decoded when first read
+        (`_LazyCommitted`); `shared`: mappings whose equal records are held once per process
+        (`SharedRecords`) — both for the decider's fleet-sized tables."""
         self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
         # the version each mapping's records are written at (rollout/engine/migrations.py)
         self.versions: dict[str, int] = current_versions()
         self._written: list[LayeredMapping] = []  # by the current event (LayeredMapping)
-        self.mappings: dict[str, LayeredMapping] = {name: LayeredMapping(self._written) for name in self.schema}
+        self.lazy = frozenset(lazy)
+        self.shared: dict[str, SharedRecords] = {name: shared_records(name) for name in shared}
+        self.mappings: dict[str, LayeredMapping] = {
+            name: LayeredMapping(self._written, self._committed(name)) for name in self.schema
+        }
+
+    def _committed(self, name: str) -> dict[str, Any] | None:
+        if name not in self.lazy:
+            return None
+        kind, version, shared = self.schema[name], self.versions.get(name, FIRST_VERSION), self.shared.get(name)
+
+        def decode(key: str, raw: bytes) -> Any:
+            value = _decode(name, key, kind, raw, version)
+            return value if shared is None else shared.canonical(raw, value)
+
+        return _LazyCommitted(decode)
 
     @property
     def tracking(self) -> Tracking:
@@ -227,9 +363,14 @@ class PartitionState:
         records: list[tuple[bytes, bytes | None]] = []
         for name, mapping in self.mappings.items():
             version = self.versions.get(name, FIRST_VERSION)
+            shared = self.shared.get(name)
             for key, value in mapping.batch_writes():
                 encoded = None if value is _DELETED else stored.encode(value, version)
                 records.append((f"{name}:{key}".encode(), encoded))
+                if shared is not None and encoded is not None:
+                    held = shared.canonical(encoded, value)
+                    if held is not value:  # an equal record another partition holds: keep that one
+                        mapping.replace_written(key, held)
         return records
 
     def restore(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
@@ -246,8 +387,15 @@ class PartitionState:
             committed = self.mappings[name].committed
             if raw_value is None:
                 committed.pop(key, None)
+            elif name in self.lazy and stored.written_at(raw_value, self.versions.get(name, FIRST_VERSION)):
+                # a record of the version this release writes: decoded when first read. Any
+                # other (to upcast, or a newer release's: refused) is decoded now, so that a
+                # restore still fails on what this release cannot read
+                dict.__setitem__(committed, key, _Stored(raw_value))
             else:
-                committed[key] = _decode(name, key, kind, raw_value, self.versions.get(name, FIRST_VERSION))
+                value = _decode(name, key, kind, raw_value, self.versions.get(name, FIRST_VERSION))
+                shared = self.shared.get(name)
+                committed[key] = value if shared is None else shared.canonical(raw_value, value)
             applied += 1
         return applied
 

@@ -72,6 +72,15 @@ def encode(value: Any, version: int = FIRST_VERSION) -> bytes:
     return marker + (b"}" if raw == b"{}" else b"," + raw[1:])
 
 
+def written_at(raw: bytes, version: int) -> bool:
+    """Whether `raw` is a record of exactly `version`, as `encode` writes one (no marker for
+    the first version) — one `decode` reads without upcasting it."""
+    if version == FIRST_VERSION:
+        return not raw.startswith(_MARKER)
+    marker = b'{"%s":%d' % (VERSION_KEY.encode(), version)
+    return raw.startswith(marker) and raw[len(marker) : len(marker) + 1] in (b",", b"}")
+
+
 def decode(
     mapping: str,
     key: str,

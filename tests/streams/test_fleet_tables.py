@@ -1,0 +1,100 @@
+"""The decider's fleet-sized tables (streams/state.py): restored without decoding, decoded
+when first read; the fleet's cluster facts held once per process however many journal
+partitions fold them."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka import TopicPartition
+
+from infra.observability import Metrics
+from infra.topics import TopicNames
+from rollout.engine.state import ClusterFacts, Target
+from rollout.engine.stored import RecordFromNewerRelease
+from streams.decider import DecidePartition
+from streams.state import PartitionState, _Stored, shared_records
+
+SCHEMA = {"clusters": ClusterFacts, "targets": Target}
+
+
+def folded(*, lazy: tuple[str, ...] = (), shared: tuple[str, ...] = ()) -> PartitionState:
+    state = PartitionState(SCHEMA, lazy=lazy, shared=shared)
+    for i in range(50):
+        state.mappings["clusters"][f"c-{i}"] = ClusterFacts(
+            name=f"c-{i}", namespace="fleet", labels={"ring": str(i % 3)}
+        )
+        state.mappings["targets"][f"app/c-{i}"] = Target(module="app", cluster=f"c-{i}", status="succeeded")
+        state.keep_event()
+    return state
+
+
+def test_a_lazily_restored_table_reads_back_every_record_as_an_eager_restore_does() -> None:
+    changelog = folded().changelog()
+    eager = PartitionState(SCHEMA)
+    lazy = PartitionState(SCHEMA, lazy=("clusters", "targets"))
+    eager.restore(changelog)
+    lazy.restore(changelog)
+
+    targets = lazy.mappings["targets"].committed
+    assert targets.undecoded() == 50  # type: ignore[attr-defined]
+    assert lazy.mappings["targets"]["app/c-7"] == eager.mappings["targets"]["app/c-7"]
+    assert targets.undecoded() == 49  # type: ignore[attr-defined]
+    for name in SCHEMA:
+        assert sorted(lazy.mappings[name]) == sorted(eager.mappings[name])
+        assert dict(lazy.mappings[name].items()) == dict(eager.mappings[name].items())
+        assert not any(isinstance(value, _Stored) for value in lazy.mappings[name].values())
+    assert lazy.mappings["clusters"].committed.pop("c-3") == eager.mappings["clusters"]["c-3"]
+    assert "c-3" not in lazy.mappings["clusters"]
+
+
+def test_a_record_from_a_newer_release_still_fails_the_restore_of_a_lazy_table() -> None:
+    newer = b'{"_v":99,"module":"app","cluster":"c-1"}'
+    lazy = PartitionState(SCHEMA, lazy=("targets",))
+    with pytest.raises(RecordFromNewerRelease, match="targets:app/c-1"):
+        lazy.restore([(b"targets:app/c-1", newer)])
+
+
+def test_equal_cluster_facts_of_two_partitions_are_one_object_in_the_process() -> None:
+    first, second = folded(shared=("clusters",)), folded(shared=("clusters",))
+    first.changelog()
+    second.changelog()
+    first.commit_batch()
+    second.commit_batch()
+    assert first.mappings["clusters"]["c-4"] is second.mappings["clusters"]["c-4"]
+    assert first.mappings["targets"]["app/c-4"] is not second.mappings["targets"]["app/c-4"]  # not shared
+
+    changed = ClusterFacts(name="c-4", namespace="fleet", labels={"ring": "canary"})
+    second.mappings["clusters"]["c-4"] = changed
+    second.keep_event()
+    second.changelog()
+    second.commit_batch()
+    assert second.mappings["clusters"]["c-4"] is changed
+    assert first.mappings["clusters"]["c-4"].labels == {"ring": "1"}
+
+
+def test_restored_facts_are_shared_with_the_partitions_that_folded_them() -> None:
+    live = folded(shared=("clusters",))
+    changelog = live.changelog()
+    live.commit_batch()
+    restored = PartitionState(SCHEMA, lazy=("clusters",), shared=("clusters",))
+    restored.restore(changelog)
+    assert restored.mappings["clusters"]["c-9"] is live.mappings["clusters"]["c-9"]
+    assert len(shared_records("clusters")) >= 50
+
+
+def test_the_decider_restores_its_fleet_tables_lazily_and_shares_the_facts() -> None:
+    names = TopicNames("fleet-tables.")
+    decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
+    assert decider.state.lazy == {"targets", "clusters"}
+    assert set(decider.state.shared) == {"clusters"}
+
+
+def test_a_lazily_restored_table_equals_an_eager_one_whichever_side_it_is_on() -> None:
+    changelog = folded().changelog()
+    eager, lazy = PartitionState(SCHEMA), PartitionState(SCHEMA, lazy=("targets",))
+    eager.restore(changelog)
+    lazy.restore(changelog)
+    assert lazy.mappings["targets"].committed == eager.mappings["targets"].committed
+    assert eager.mappings["targets"].committed == lazy.mappings["targets"].committed
+    lazy.restore([(b"targets:app/c-1", None)])
+    assert lazy.mappings["targets"].committed != eager.mappings["targets"].committed
