@@ -30,7 +30,7 @@ because this release refuses it (rollout/engine/applied_documents.py). A record 
 release cannot read (`stored.StoredStateError`) fails the restore with its key.
 Reads cost one or three dict lookups, whatever the number of keys: nothing here scans.
 
-Fleet-sized tables. The decider's `targets` (modules × clusters) and `clusters` (the whole
+Fleet-sized tables. The decider's `targets` (modules x clusters) and `clusters` (the whole
 fleet, in every journal partition) are most of a worker's memory and of its take-over time.
 Two things keep them down (`PartitionState(lazy=…, shared=…)`):
 
