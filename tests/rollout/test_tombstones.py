@@ -170,6 +170,26 @@ def test_pruning_after_a_restart_prunes_what_it_would_have_without() -> None:
     assert serialize(restarted.outcomes[-1]) == serialize(fleet.outcomes[-1])
 
 
+def test_a_pruned_tombstone_is_deleted_from_the_state_topic() -> None:
+    """The pruning tick's changelog deletes the tombstone and its stamp (compaction then
+    drops both), and the state restored from the topic has neither."""
+    state, engine = short_layered_engine()
+    events = [tick(T0), observed(cluster("b")), removed("b"), applied(module("app", {}, "v1")), deleted("app")]
+    topic: list[tuple[bytes, bytes | None]] = []
+    for event in [*events, tick(T0 + HOUR), tick(T0 + SHORT)]:
+        engine.handle(event)
+        state.keep_event()
+        written = state.changelog()
+        state.commit_batch()
+        topic += written
+    assert (b"removed_clusters:b", None) in written and (b"tombstones_noted:removed_clusters/b", None) in written
+    assert (b"deleted_modules:app", None) in written and (b"tombstones_noted:deleted_modules/app", None) in written
+    restored = PartitionState(ENGINE_MAPPINGS)
+    restored.restore(topic)
+    assert not restored.mappings["removed_clusters"].committed and not restored.mappings["deleted_modules"].committed
+    assert not restored.mappings["tombstones_noted"].committed
+
+
 # -- redelivery within the horizon ---------------------------------------------------------
 
 
