@@ -21,6 +21,9 @@ from the first settle on, whatever survives a full collection the interpreter ru
 is frozen right after it (`freeze_after_full_collections`, a `gc.callbacks` hook): the
 collection has just walked it anyway, and the next one walks only what is newer.
 
+A settle also hands the C heap's free memory back to the system (`_trim`): measured on a
+10,000-cluster fan-out of three modules at once, RSS +372 MiB without, +160 MiB with.
+
 Young collections cost too: every status report allocates a few dozen containers (records,
 documents, outputs), and CPython collects its youngest generation every 700 of them —
 measured on the decider's table layer (20,000 reports): 79 µs per report with the default
@@ -30,6 +33,8 @@ The worker runs with `YOUNG_THRESHOLDS`; garbage cycles, rare here, just wait a 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import logging
 import time
@@ -41,6 +46,25 @@ SETTLE_INTERVAL = 300.0
 YOUNG_THRESHOLDS = (50_000, 20, 10)
 """`gc.set_threshold` while a worker runs: a young collection per 50,000 container
 allocations instead of CPython's 700 (see the module doc)."""
+
+
+def _load_trim() -> Callable[[int], object] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _load_trim()
+
+
+def _trim() -> None:
+    """Return the free memory of the C heap to the system (glibc's `malloc_trim(0)`): a
+    large batch — a module fanned out to a whole fleet — allocates its outputs, documents and
+    changelog at once, and glibc keeps the freed memory mapped, so the worker's RSS would
+    stay at that batch's peak for good."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 class Heap:
@@ -63,11 +87,13 @@ class Heap:
             self._thresholds = None
 
     def settle(self) -> float:
-        """Collect everything (frozen objects included), then freeze the survivors; seconds spent."""
+        """Collect everything (frozen objects included), then freeze the survivors, and hand
+        the memory freed since back to the system; seconds spent."""
         started = time.perf_counter()
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+        _trim()
         self.settled_at = self.clock()
         spent = time.perf_counter() - started
         log.debug("heap settled in %.3f s: %d objects frozen", spent, gc.get_freeze_count())

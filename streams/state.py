@@ -36,9 +36,11 @@ Two things keep them down (`PartitionState(lazy=…, shared=…)`):
 
 * *lazy*: a restored record of the version this release writes is kept as its bytes and
   decoded the first time it is read (`_LazyCommitted`) — a take-over reads the state topic
-  and validates nothing, and the targets of rollouts long complete stay a few hundred bytes
-  each instead of a decoded model's kilobytes. Any other record (one to upcast, a newer
-  release's) is decoded at restore, so a restore still fails on what this release cannot read.
+  and validates nothing. Any other record (one to upcast, a newer release's) is decoded at
+  restore, so a restore still fails on what this release cannot read. With a *hot* capacity,
+  only that many records, the most recently used, are held decoded: the targets of rollouts
+  long complete go back to their bytes — a few hundred bytes each instead of a decoded
+  model's ~2 KB.
 * *shared*: equal records of the fleet's facts are one object per process (`SharedRecords`,
   keyed by their encoding, held weakly), whichever partition folded or restored them: a
   worker owning P journal partitions holds the fleet once, not P times.
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
@@ -117,20 +120,45 @@ class _LazyCommitted(dict[str, Any]):
     """Committed values of a mapping restored lazily: a restored record is decoded the first
     time it is read (then kept decoded), so taking a partition over costs reading its bytes,
     not validating every record — most of a large fleet's targets are not read again for a
-    long time. Every read path of a dict decodes; nothing hands out a `_Stored`."""
+    long time. With a `hot` capacity, only that many records — the most recently read or
+    written — are held decoded; the least recent beyond it go back to their bytes, so the
+    targets of rollouts long complete cost a few hundred bytes each, not a decoded model's
+    kilobytes. Every read path of a dict decodes; nothing hands out a `_Stored`."""
 
-    def __init__(self, decode: Any) -> None:
+    def __init__(self, decode: Any, encode: Any = None, hot: int | None = None) -> None:
         super().__init__()
         self._decode = decode  # (key, raw) -> value
+        self._encode = encode  # value -> raw, to let a cold record go back to its bytes
+        self._capacity = hot
+        self._hot: OrderedDict[str, None] = OrderedDict()  # decoded keys, least recent first
+
+    def _used(self, key: str) -> None:
+        if self._capacity is None:
+            return
+        hot = self._hot
+        if key in hot:
+            hot.move_to_end(key)
+            return
+        hot[key] = None
+        while len(hot) > self._capacity:
+            cold, _ = hot.popitem(last=False)
+            value = dict.get(self, cold)
+            if value is not None and type(value) is not _Stored:
+                dict.__setitem__(self, cold, _Stored(self._encode(value)))
 
     def _value(self, key: str, value: Any) -> Any:
         if type(value) is _Stored:
             value = self._decode(key, value.raw)
             dict.__setitem__(self, key, value)
+        self._used(key)
         return value
 
     def __getitem__(self, key: str) -> Any:
         return self._value(key, dict.__getitem__(self, key))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._used(key)
 
     def get(self, key: str, default: Any = None) -> Any:
         value = dict.get(self, key, _DELETED)
@@ -138,6 +166,7 @@ class _LazyCommitted(dict[str, Any]):
 
     def pop(self, key: str, default: Any = _DELETED) -> Any:
         value = dict.pop(self, key, _DELETED)
+        self._hot.pop(key, None)
         if value is _DELETED:
             if default is _DELETED:
                 raise KeyError(key)
@@ -145,10 +174,18 @@ class _LazyCommitted(dict[str, Any]):
         return self._decode(key, value.raw) if type(value) is _Stored else value
 
     def values(self) -> Any:
-        return [self._value(key, value) for key, value in list(dict.items(self))]
+        return [self._decoded(key, value) for key, value in list(dict.items(self))]
 
     def items(self) -> Any:
-        return [(key, self._value(key, value)) for key, value in list(dict.items(self))]
+        return [(key, self._decoded(key, value)) for key, value in list(dict.items(self))]
+
+    def _decoded(self, key: str, value: Any) -> Any:
+        """`value` decoded for a whole-table read, which does not make every record hot."""
+        if type(value) is not _Stored:
+            return value
+        if self._capacity is None:
+            return self._value(key, value)
+        return self._decode(key, value.raw)
 
     def copy(self) -> dict[str, Any]:
         return dict(self.items())
@@ -164,11 +201,8 @@ class _LazyCommitted(dict[str, Any]):
 
     __hash__ = None
 
-    def __reduce__(self) -> Any:
-        return (dict, (self.copy(),))
-
     def undecoded(self) -> int:
-        """How many restored records were not read yet."""
+        """How many records are held as their bytes (not read yet, or gone cold)."""
         return sum(1 for value in dict.values(self) if type(value) is _Stored)
 
 
@@ -281,10 +315,19 @@ class PartitionState:
 
     TRACKING = "tracking"
 
-    def __init__(self, schema: Mapping[str, type], *, lazy: Collection[str] = (), shared: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        schema: Mapping[str, type],
+        *,
+        lazy: Collection[str] = (),
+        shared: Collection[str] = (),
+        hot: Mapping[str, int] | None = None,
+    ) -> None:
         """`lazy`: mappings whose restored records are decoded when first read
-        (`_LazyCommitted`); `shared`: mappings whose equal records are held once per process
-        (`SharedRecords`) — both for the decider's fleet-sized tables."""
+        (`_LazyCommitted`), `hot[mapping]` of them at most held decoded; `shared`: mappings
+        whose equal records are held once per process (`SharedRecords`) — all for the
+        decider's fleet-sized tables."""
+        self.hot: dict[str, int] = dict(hot or {})
         self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
         # the version each mapping's records are written at (rollout/engine/migrations.py)
         self.versions: dict[str, int] = current_versions()
@@ -304,7 +347,10 @@ class PartitionState:
             value = _decode(name, key, kind, raw, version)
             return value if shared is None else shared.canonical(raw, value)
 
-        return _LazyCommitted(decode)
+        def encode(value: Any) -> bytes:
+            return stored.encode(value, version)
+
+        return _LazyCommitted(decode, encode, self.hot.get(name))
 
     @property
     def tracking(self) -> Tracking:

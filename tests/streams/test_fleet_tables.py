@@ -98,3 +98,39 @@ def test_a_lazily_restored_table_equals_an_eager_one_whichever_side_it_is_on() -
     assert eager.mappings["targets"].committed == lazy.mappings["targets"].committed
     lazy.restore([(b"targets:app/c-1", None)])
     assert lazy.mappings["targets"].committed != eager.mappings["targets"].committed
+
+
+def test_only_the_most_recently_used_records_of_a_hot_capped_table_stay_decoded() -> None:
+    state = PartitionState(SCHEMA, lazy=("targets",), hot={"targets": 3})
+    written = {}
+    for i in range(10):
+        target = Target(module="app", cluster=f"c-{i}", status="succeeded", report_ids=[f"r-{i}"])
+        written[f"app/c-{i}"] = target
+        state.mappings["targets"][f"app/c-{i}"] = target
+        state.keep_event()
+    state.changelog()
+    state.commit_batch()
+    committed = state.mappings["targets"].committed
+
+    assert committed.undecoded() == 7  # type: ignore[attr-defined]
+    assert state.mappings["targets"]["app/c-0"] == written["app/c-0"]  # cold: decoded again, equal
+    assert committed.undecoded() == 7  # type: ignore[attr-defined]  # and the least recent went cold
+    assert dict(state.mappings["targets"].items()) == written
+    assert committed.undecoded() == 7  # type: ignore[attr-defined]  # a whole-table read makes nothing hot
+    assert committed.pop("app/c-5") == written["app/c-5"]
+    assert "app/c-5" not in state.mappings["targets"]
+
+
+def test_a_hot_capped_table_restored_and_refolded_agrees_with_an_unbounded_one() -> None:
+    changelog = folded().changelog()
+    capped, unbounded = PartitionState(SCHEMA, lazy=("targets",), hot={"targets": 5}), PartitionState(SCHEMA)
+    for state in (capped, unbounded):
+        state.restore(changelog)
+        for i in range(0, 50, 7):  # read some, rewrite some, as events do
+            target = state.mappings["targets"][f"app/c-{i}"]
+            state.mappings["targets"][f"app/c-{i}"] = target.model_copy(update={"status": "updating"})
+            state.keep_event()
+        state.changelog()
+        state.commit_batch()
+    assert capped.mappings["targets"].committed == unbounded.mappings["targets"].committed
+    assert capped.changelog() == unbounded.changelog() == []

@@ -110,3 +110,17 @@ def test_a_worker_collects_its_young_generation_less_often_and_gives_the_thresho
     finally:
         heap.restore_thresholds()
     assert gc.get_threshold() == before
+
+
+def test_a_settle_hands_the_c_heaps_free_memory_back_to_the_system() -> None:
+    def rss_kib() -> int:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+
+    blocks = [bytearray(4096) for _ in range(40_000)]  # ~160 MiB in small malloc'd blocks
+    peak = rss_kib()
+    keep = blocks[-1]
+    del blocks
+    Heap().settle()
+    assert rss_kib() < peak - 100 * 1024, "most of the freed C heap is back with the system"
+    assert keep
