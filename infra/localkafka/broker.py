@@ -191,6 +191,8 @@ class LocalKafka:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             f"-XX:ErrorFile={data_dir}/hs_err_pid%p.log",
+            # every pause, for when the broker stops answering: is it the JVM or the load?
+            f"-Xlog:gc:file={data_dir}/gc.log:time,uptime:filecount=2,filesize=5m",
             *classpath,
             "kafka.Kafka",
             str(props),
