@@ -7,7 +7,10 @@
     options: --appliers N (default 2), --idle-seconds S (default 60; 0 skips the idle window),
              --tick-interval S / --lease-seconds S (the worker's ticks, the appliers' leases:
              the product's defaults, 10 and 60), --rolled K (how many of the modules roll out),
-             --no-restart, --keep DIR (keep the manifests, logs and sinks there)
+             --no-restart, --keep DIR (keep the manifests, logs and sinks there),
+             --rollout-timeout S (default 900: past it, what stands is printed and the run goes on),
+             --from-commit REV (run the `rollout` processes from `git archive REV`: in a working
+             tree others edit meanwhile, a half-saved file would otherwise end up in a worker)
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Every run creates
 its topics with a fresh random prefix (`rollout topics create`) and deletes them at the end.
@@ -307,13 +310,17 @@ class CpuClock:
         return time.monotonic(), spent
 
 
-def cpu_between(before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]) -> str:
+def cpu_between(
+    before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]], per: tuple[int, str] | None = None
+) -> str:
+    """Each process's CPU seconds and % of one core between two readings; with `per`
+    (count, what) also its ms per unit."""
     wall = after[0] - before[0]
-    parts = [
-        f"{name} {after[1][name] - cpu:.1f} s ({(after[1][name] - cpu) / wall * 100:.0f} %)"
-        for name, cpu in before[1].items()
-        if name in after[1]
-    ]
+    parts = []
+    for name, cpu in before[1].items():
+        spent = after[1][name] - cpu
+        unit = f", {spent / per[0] * 1000:.2f} ms/{per[1]}" if per else ""
+        parts.append(f"{name} {spent:.1f} s ({spent / wall * 100:.0f} %{unit})")
     return f"over {wall:.1f} s: " + ", ".join(parts)
 
 
@@ -481,6 +488,8 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **kafka_client_options())
     await consumer.start()
     try:
+        consumer._client.add_topic(topic)  # partitions_for_topic knows only the topics the client tracks
+        await consumer._client.force_metadata_update()
         partitions = consumer.partitions_for_topic(topic) or set(range(PARTITIONS))
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
@@ -790,8 +799,9 @@ async def body(
                   f"{len(waiting)} of {len(measured)} modules, e.g. {status.describe(waiting[0])}",
                   flush=True)  # fmt: skip
             run.metrics.update(rollout_max_s=float("inf"), rollout_p50_s=float("inf"), rollout_p90_s=float("inf"))
+        moved = (clusters * rolled, "cluster moved")
         print(f"  CPU during the rollout (first module apply → {'last Complete' if complete else 'giving up'}) "
-              f"{cpu_between(rollout_start, rollout_end)}", flush=True)  # fmt: skip
+              f"{cpu_between(rollout_start, rollout_end, moved)}", flush=True)  # fmt: skip
 
         # 3. idle: ticks and heartbeats only
         if options.idle_s > 0 and complete:
