@@ -33,6 +33,8 @@ def apply_retention(ctx: Context, directory: Path, keep: float, *, dry_run: bool
         retention: Retention = client.run(
             snapshots.retain(ctx.bootstrap, ctx.topics, directory, keep=keep, now=time.time(), dry_run=dry_run)
         )
-    except ValueError as error:
+    except (OSError, ValueError) as error:  # a snapshot of another journal, or unreadable
         fail(str(error))
+    except Exception as error:
+        fail(f"retention stopped: {type(error).__name__}: {error} (run it again: it deletes only what is covered)")
     return retention
