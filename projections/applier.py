@@ -229,12 +229,8 @@ class Applier:
             stuck_since: float | None = None
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=500, max_records=500)
-                for tp, messages in batch.items():
-                    for message in messages:
-                        await self._apply(tp, message, producer)
                 if batch:
-                    if producer is not None:
-                        await producer.flush()
+                    await self._apply_batch(batch, producer)
                     try:
                         await consumer.commit()
                     except KafkaError as error:  # the next batch's commit covers these offsets
@@ -271,8 +267,24 @@ class Applier:
                 continue
             self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
 
-    async def _apply(self, tp: Any, message: Any, producer: AIOKafkaProducer | None) -> None:
-        """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted."""
+    async def _apply_batch(self, batch: dict[Any, list[Any]], producer: AIOKafkaProducer | None) -> None:
+        """Write a batch's snapshots in order, inside the sink's `batch()` when it has one (the
+        directory sink then writes its state file once); then send the batch's simulated
+        status reports, in the order of their snapshots, and wait until they are delivered."""
+        reports: list[SyncStatusReported] = []
+        batching = getattr(self.sink, "batch", None)
+        with batching() if batching is not None else contextlib.nullcontext():
+            for tp, messages in batch.items():
+                for message in messages:
+                    await self._apply(tp, message, reports if producer is not None else None)
+        if producer is not None:
+            for event in reports:
+                await producer.send(self.names.status, key=event.cluster.encode(), value=event.to_bytes())
+            await producer.flush()
+
+    async def _apply(self, tp: Any, message: Any, reports: list[SyncStatusReported] | None) -> None:
+        """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted.
+        With `reports`, the status reports to simulate for it are added there."""
         kind = self.kinds[tp.topic]
         self.metrics.events_consumed.labels(tp.topic).inc()
         cluster = message.key.decode() if message.key else ""
@@ -290,8 +302,8 @@ class Applier:
         self._count(tp, kind, cluster, assemblage, result, message.timestamp)
         if self.on_result is not None:
             self.on_result(result)
-        if producer is not None and assemblage is not None and not result.stale:
-            await self._simulate_reports(producer, cluster, assemblage)
+        if reports is not None and assemblage is not None and not result.stale:
+            reports.extend(simulated_reports(cluster, assemblage))
 
     def _failed(self, kind: str, cluster: str, offset: int, error: Exception) -> None:
         if self.heartbeats is not None:
@@ -317,18 +329,21 @@ class Applier:
         if outcome == "changed":  # a replay that changed nothing says nothing about latency
             self.metrics.apply_latency.labels(kind).observe(max(time.time() - timestamp / 1000, 0.0))
 
-    async def _simulate_reports(self, producer: AIOKafkaProducer, cluster: str, assemblage: Assemblage) -> None:
-        """`report`: every sync written is reported `succeeded` (see the module doc)."""
-        for sync in assemblage.spec.syncs:
-            event = SyncStatusReported(
-                cluster=cluster,
-                module=sync.module,
-                revision=sync.revision,
-                state="succeeded",
-                message="simulated: written by the directory sink",
-                generation=sync.generation,  # answers this assignment, not a tag that can repeat
-            )
-            await producer.send(self.names.status, key=cluster.encode(), value=event.to_bytes())
+
+
+def simulated_reports(cluster: str, assemblage: Assemblage) -> list[SyncStatusReported]:
+    """`report`: every sync written is reported `succeeded` (see the module doc)."""
+    return [
+        SyncStatusReported(
+            cluster=cluster,
+            module=sync.module,
+            revision=sync.revision,
+            state="succeeded",
+            message="simulated: written by the directory sink",
+            generation=sync.generation,  # answers this assignment, not a tag that can repeat
+        )
+        for sync in assemblage.spec.syncs
+    ]
 
 
 class _Assignment(ConsumerRebalanceListener):

@@ -23,11 +23,22 @@ dry run, or read by tests. It is kept exactly equal to the latest snapshot:
   snapshot is redelivered after it, the tombstone that followed it in the partition is
   redelivered too, and a cluster that comes back may start its versions anew.
 
+The state file holds every cluster of the root, so writing it costs in proportion to the
+fleet: at 10,000 clusters, ~57 ms with `indent=2` (the pure-Python encoder) and ~9 ms
+compact. Written after every snapshot, it made the sink quadratic (73 snapshots/s per
+replica at 3,000 clusters, falling as the fleet grew). So the state is kept in memory
+(read again only when the file changed under it: `os.stat`), written compact, and inside
+`batch()` — the applier opens one around each consumer batch, before committing its
+offsets — written once when the batch ends, after all of the batch's files. The
+guarantee is the same: a crash between a file and the state file was always possible, and
+leaves files newer than the state says, which the replay rewrites identically.
+
 One writer per root: the sink takes no locks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -86,8 +97,39 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_directory(path.parent)
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+_FAST_DUMPER: type[yaml.SafeDumper] | None = getattr(yaml, "CSafeDumper", None)
+
+
+def _plain_ascii(value: Any) -> bool:
+    """Every string in `value` printable ASCII, every key a non-empty one: what libyaml's
+    emitter writes byte for byte as PyYAML's does (outside it they differ: an empty or
+    control-character key, a non-ASCII string's line folding)."""
+    if isinstance(value, str):
+        return value.isascii() and value.isprintable()
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str) and key and _plain_ascii(key) and _plain_ascii(item) for key, item in value.items()
+        )
+    if isinstance(value, list):
+        return all(_plain_ascii(item) for item in value)
+    return value is None or isinstance(value, (bool, int))
+
+
 def _dump(objects: list[dict[str, Any]]) -> bytes:
-    text = yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
+    """The file's bytes: PyYAML's block style. Dumped by libyaml (~3.5x faster) when that
+    writes the same bytes (`_plain_ascii`), else by PyYAML's pure-Python emitter, so a file is
+    never rewritten only because of who dumped it."""
+    fast = _FAST_DUMPER is not None and _plain_ascii(objects)
+    dumper = _FAST_DUMPER if fast else yaml.SafeDumper
+    text = yaml.dump_all(objects, Dumper=dumper, sort_keys=False, explicit_start=True)
     return text.encode("utf-8")
 
 
@@ -102,6 +144,24 @@ class DirectorySink:
     def __init__(self, root: Path, renderer: FluxRenderer) -> None:
         self.root = Path(root)
         self.renderer = renderer
+        self._state: dict[str, Any] | None = None
+        self._state_stamp: tuple[int, int, int] | None = None  # (inode, size, mtime) of the file read or written
+        self._batching = False
+        self._state_dirty = False
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Write the state file once, when the block ends (see the module docstring)."""
+        if self._batching:
+            yield
+            return
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            if self._state_dirty:
+                self._save_state(self._current_state())
 
     @property
     def state_path(self) -> Path:
@@ -112,7 +172,7 @@ class DirectorySink:
         if kind not in get_args(AssemblageKind):
             raise ValueError(f"kind {kind!r} is not one of {', '.join(get_args(AssemblageKind))}")
         _path_segment(cluster, "cluster name")
-        state = self._load_state()
+        state = self._current_state()
         key = f"{kind}/{cluster}"
 
         if assemblage is None:
@@ -214,6 +274,15 @@ class DirectorySink:
 
     # -- state ---------------------------------------------------------------------------------
 
+    def _current_state(self) -> dict[str, Any]:
+        """The state in memory; read (again) when the file is not the one last read or written."""
+        if self._state is not None and self._state_dirty:
+            return self._state  # a batch's changes, not written yet: the file is older
+        stamp = _stamp(self.state_path)
+        if self._state is None or stamp != self._state_stamp:
+            self._state, self._state_stamp = self._load_state(), stamp
+        return self._state
+
     def _load_state(self) -> dict[str, Any]:
         try:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
@@ -229,11 +298,18 @@ class DirectorySink:
         return {"format": _STATE_FORMAT, "snapshots": dict(state["snapshots"])}
 
     def _save_state(self, state: dict[str, Any]) -> None:
-        text = json.dumps(state, indent=2, sort_keys=True) + "\n"
+        """Write the state now, or at the end of the batch (see the module docstring)."""
+        if self._batching:
+            self._state_dirty = True
+            return
+        text = json.dumps(state, sort_keys=True) + "\n"  # no indent: the C encoder, ~6x faster
         _atomic_write(self.state_path, text.encode("utf-8"))
+        self._state_dirty = False
+        self._state_stamp = _stamp(self.state_path)
 
     def written_versions(self) -> Iterator[tuple[AssemblageKind, str, int]]:
-        """(kind, cluster, version) of every snapshot this root holds, from the state file."""
-        for key, entry in sorted(self._load_state()["snapshots"].items()):
+        """(kind, cluster, version) of every snapshot this root holds (written, or to be
+        written at the end of the current batch)."""
+        for key, entry in sorted(self._current_state()["snapshots"].items()):
             kind, _, cluster = key.partition("/")
             yield cast(AssemblageKind, kind), cluster, int(entry["version"])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from projections.crds import SchemaError
 from projections.render import FluxRenderer
 from projections.sinks import Sink, SinkResult
-from projections.sinks.directory import STATE_FILE, DirectorySink
+from projections.sinks.directory import STATE_FILE, DirectorySink, _dump
 from rollout.api.manifests import Sync
 from rollout.wire.assemblages import Assemblage, AssignedSync
 
@@ -294,3 +294,61 @@ def test_any_substitute_text_survives_the_file_round_trip(tmp_path: Path, substi
     sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo", substitute=substitute)))
     _, kustomization = documents(sink.root / "proxy/prod-eu-1/podinfo.yaml")
     assert kustomization["spec"].get("postBuild", {}).get("substitute", {}) == substitute
+
+
+# --- batches and the state file -------------------------------------------------------------------
+
+
+def test_a_batch_remembers_versions_before_it_ends_and_writes_the_state_file_at_its_end(sink: DirectorySink) -> None:
+    with sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(5, sync("podinfo", tag="2.0.0")))
+        assert not (sink.root / STATE_FILE).exists()
+        assert sink.write("ProxyAssemblage", "prod-eu-1", snapshot(4, sync("podinfo"))).stale
+        assert list(sink.written_versions()) == [("ProxyAssemblage", "prod-eu-1", 5)]
+    state = json.loads((sink.root / STATE_FILE).read_text())
+    assert state == {"format": 1, "snapshots": {"ProxyAssemblage/prod-eu-1": {"namespace": "fleet", "version": 5}}}
+
+
+def test_a_batch_cut_short_by_a_failure_still_records_what_it_wrote(sink: DirectorySink) -> None:
+    with pytest.raises(ValueError, match="key and value disagree"), sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(3, sync("podinfo")))
+        sink.write("ProxyAssemblage", "prod-eu-2", snapshot(1, sync("podinfo")))
+    assert list(DirectorySink(sink.root, FluxRenderer()).written_versions()) == [("ProxyAssemblage", "prod-eu-1", 3)]
+
+
+def test_a_removed_state_file_lets_the_next_snapshot_of_every_cluster_apply(sink: DirectorySink) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(5, sync("podinfo", tag="2.0.0")))
+    (sink.root / STATE_FILE).unlink()  # what the corrupt-state error tells the user to do
+    result = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(4, sync("podinfo", tag="1.0.0")))
+    assert (result.stale, result.written) == (False, 1)
+
+
+def test_a_state_file_corrupted_while_the_sink_runs_is_reported(sink: DirectorySink) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    (sink.root / STATE_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match=STATE_FILE):
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo")))
+
+
+_ASCII = st.text(st.characters(min_codepoint=32, max_codepoint=126))  # libyaml's path
+_TEXT = st.one_of(st.text(), _ASCII)
+_SCALARS = st.one_of(_TEXT, st.integers(), st.booleans(), st.none())
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(_TEXT, _VALUES, max_size=4), min_size=1, max_size=2))
+def test_files_are_byte_for_byte_what_pyyaml_writes(objects: list[dict[str, Any]]) -> None:
+    expected = yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True).encode("utf-8")
+    assert _dump(objects) == expected
+
+
+def test_a_rendered_snapshot_file_is_byte_for_byte_what_pyyaml_writes(sink: DirectorySink) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo", substitute={"A": "x y", "B": "ü"})))
+    objects = documents(sink.root / "proxy/prod-eu-1/podinfo.yaml")
+    expected = yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True).encode("utf-8")
+    assert (sink.root / "proxy/prod-eu-1/podinfo.yaml").read_bytes() == expected
