@@ -104,6 +104,10 @@ PARTITIONS = 4  # the worker's default (journal, assignments, state topics)
 CLUSTERS_PER_FILE = 25_000
 CANARY = 10
 GIB = 1024**3
+TARGET_BYTES = 16 * 1024
+"""The worker's peak RSS per target (cluster x module) above the folded fleet, measured by
+this benchmark (2026-11-26: 10,000 targets +140 MiB, 100,000 targets +1.5 GiB): what a run
+is estimated to need before it starts (`--force` runs it anyway)."""
 
 
 # -- scenarios ------------------------------------------------------------------------------
@@ -776,8 +780,10 @@ async def body(
             await fold.until(lambda: len(fold.folded) >= PARTITIONS * clusters, "the fleet folded", timeout=3600)
             folded_s = time.perf_counter() - started
             run.metrics["apply_clusters_s"] = wall
+        rss_folded = rss_bytes(worker.pid)
         print(f"  fleet folded (every cluster in the decide-state of all {PARTITIONS} partitions): "
-              f"{folded_s:.2f} s after the apply began", flush=True)  # fmt: skip
+              f"{folded_s:.2f} s after the apply began; worker RSS {rss_folded / 2**20:.0f} MiB",
+              flush=True)  # fmt: skip
 
         # 2. the modules: one `rollout apply`, then followed to Complete
         measured = [module_name(m) for m in range(rolled)]
@@ -817,8 +823,12 @@ async def body(
         # 5. restart-to-ready
         run.metrics["rss_hwm_gib"] = max(run.metrics["rss_hwm_gib"], rss_bytes(worker.pid, "VmHWM") / GIB)
         run.metrics["rss_peak_gib"] = max(sampler.rss_peak / GIB, run.metrics["rss_hwm_gib"])
+        targets = clusters * modules
+        per_target = (run.metrics["rss_peak_gib"] * GIB - rss_folded) / targets
         print(f"  worker RSS: peak sampled {sampler.rss_peak / 2**20:.0f} MiB, VmHWM "
-              f"{run.metrics['rss_hwm_gib'] * 1024:.0f} MiB", flush=True)  # fmt: skip
+              f"{run.metrics['rss_hwm_gib'] * 1024:.0f} MiB; above the folded fleet's {rss_folded / 2**20:.0f} MiB: "
+              f"{per_target / 1024:.1f} KiB per target ({targets} = {clusters} clusters x {modules} modules)",
+              flush=True)  # fmt: skip
         worker_logs = [worker.text()]
         if options.restart:
             clock.retire("worker", worker.pid)
@@ -860,6 +870,10 @@ async def until_complete(status: StatusFollower, measured: list[str], worker: Pr
 def rollout_progress(status: StatusFollower, measured: list[str]) -> str:
     stalled = status.stalled_s()
     line = f"{status.complete(measured)}/{len(measured)} Complete; {status.describe(slowest(status, measured))}"
+    if len(measured) > 1:
+        moved = sum(h.latest.succeeded for m in measured if (h := status.modules.get(m)) and h.latest is not None)
+        members = sum(h.latest.members for m in measured if (h := status.modules.get(m)) and h.latest is not None)
+        line += f"; all modules: {moved}/{members} succeeded"
     return line + (f" (no module moved for {stalled:.0f} s)" if stalled > 15 else "")
 
 
@@ -977,11 +991,30 @@ def print_targets(scenario: Scenario, run: Run) -> None:
         print(f"  target {target.what} ≤ {target.limit:g} {target.unit}: {value:.2f} {target.unit} — {verdict}")
 
 
+def memory_allows(clusters: int, modules: int) -> bool:
+    """Whether the worker's estimated peak (TARGET_BYTES a target) fits in 80 % of the
+    memory available now; if not, say so. The machine is shared: an OOM kill may hit anyone."""
+    needed = clusters * modules * TARGET_BYTES
+    available = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemAvailable:")
+    )
+    if needed <= 0.8 * available:
+        return True
+    print(f"skipped: {clusters} clusters x {modules} modules: the worker would need ~{needed / GIB:.1f} GiB "
+          f"({TARGET_BYTES // 1024} KiB a target), {available / GIB:.1f} GiB available (--force runs it)",
+          flush=True)  # fmt: skip
+    return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), help="a named scenario, with its targets")
-    parser.add_argument("--clusters", help="fleet sizes of a grid, e.g. 1000,10000,100000")
-    parser.add_argument("--modules", help="modules of a grid, e.g. 1,20,100")
+    parser.add_argument(
+        "--clusters", help="fleet sizes of a grid, e.g. 1000,10000,100000 (or a scenario's, overridden)"
+    )
+    parser.add_argument("--modules", help="modules of a grid, e.g. 1,20,100 (or a scenario's, overridden)")
     parser.add_argument("--rolled", type=int, help="how many of the modules roll out (default: all; large: 1)")
     parser.add_argument("--appliers", type=int, default=2)
     parser.add_argument("--idle-seconds", type=float, default=60)
@@ -990,6 +1023,7 @@ def main() -> None:
     parser.add_argument(
         "--rollout-timeout", type=float, default=900, help="seconds to wait for Complete before reporting what stands"
     )
+    parser.add_argument("--force", action="store_true", help="run even where the worker would outgrow the memory")
     parser.add_argument("--no-restart", action="store_true", help="skip the worker's kill and restart")
     parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
     parser.add_argument(
@@ -1006,12 +1040,10 @@ def main() -> None:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
                       args.keep, args.rollout_timeout)  # fmt: skip
-    if args.scenario:
-        scenario = SCENARIOS[args.scenario]
-        runs = [(scenario, scenario.clusters, scenario.modules)]
-    else:
-        grid = Scenario("grid", 0, 0)
-        runs = [(grid, int(c), int(m)) for c in args.clusters.split(",") for m in (args.modules or "1").split(",")]
+    scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
+    sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]
+    counts = [int(m) for m in args.modules.split(",")] if args.modules else [scenario.modules]
+    runs = [(scenario, c, m) for c in sizes for m in counts]  # a scenario's sizes overridden: its targets still shown
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, {os.cpu_count()} cores; load average before "
           f"the run (above the core count: others compete): " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
           flush=True)  # fmt: skip
@@ -1027,6 +1059,8 @@ def main() -> None:
         print(f"rollout processes run from the working tree {ROOT}", flush=True)
     try:
         for scenario, clusters, modules in runs:
+            if not args.force and not memory_allows(clusters, modules):
+                continue
             rolled = args.rolled if args.rolled is not None else (scenario.rolled or modules)
             print(f"scenario {scenario.name}:", flush=True)
             run = asyncio.run(fleet_run(bootstrap, clusters, modules, min(rolled, modules), options))
