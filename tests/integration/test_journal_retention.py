@@ -78,6 +78,11 @@ def test_a_snapshot_records_the_decider_state_at_its_committed_positions(stack: 
 def test_retention_deletes_the_journal_below_the_snapshot_only(stack: Stack, snapshot_dir: Path) -> None:
     taken = snapshots.load(snapshot_dir)
     before = journal_records(stack)
+    listing = cli_run(stack, "snapshot", "list", "--dir", str(snapshot_dir))
+    assert listing.exit_code == 0 and f"journal {{0: {taken.decide.positions()[0]}" in listing.output, listing.output
+    dry = cli_run(stack, "snapshot", "retain", "--dir", str(snapshot_dir), "--keep", "0s", "--dry-run")
+    assert dry.exit_code == 0 and "would delete offsets 0.." in dry.output, dry.output
+    assert journal_records(stack) == before
     result = cli_run(stack, "snapshot", "retain", "--dir", str(snapshot_dir), "--keep", "0s")
     assert result.exit_code == 0, result.output
     starts = asyncio.run(log_start_offsets(stack.bootstrap, stack.topics.journal))
