@@ -65,9 +65,10 @@ class PartitionSnapshot(BaseModel):
     events: int = 0
     records: dict[str, str] = Field(default_factory=dict)
 
-    def state(self, schema: dict[str, type]) -> PartitionState:
-        """The partition's state as the stage restores it (streams/state.py's decode path)."""
-        state = PartitionState(schema)
+    def state(self, schema: dict[str, type], *, lazy: tuple[str, ...] = ()) -> PartitionState:
+        """The partition's state as the stage restores it (streams/state.py's decode path;
+        `lazy`: the mappings decoded only when read, as the decider restores its own)."""
+        state = PartitionState(schema, lazy=lazy)
         state.restore((key.encode(), value.encode()) for key, value in self.records.items())
         return state
 

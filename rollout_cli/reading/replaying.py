@@ -303,7 +303,7 @@ def restored_engines(taken: StateSnapshot) -> tuple[dict[int, RolloutEngine], di
     engines: dict[int, RolloutEngine] = {}
     heads: dict[int, ChainHead] = {}
     for partition, part in sorted(taken.decide.partitions.items()):
-        state = part.state(decider.state_mappings())
+        state = part.state(decider.state_mappings(), lazy=decider.LAZY_MAPPINGS)
         heads[partition] = state.mappings[CHAIN_MAPPING].committed.get(HEAD_KEY) or ChainHead()
         mappings: dict[str, Any] = {name: state.mappings[name].committed for name in ENGINE_MAPPINGS}
         engines[partition] = RolloutEngine(**mappings, partition=partition)
