@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from rollout.engine.core import stages_of
-from rollout.wire.events import RestrictionApplied, RestrictionDeleted
+from rollout.wire.events import HolderClaims, HolderHeartbeat, RestrictionApplied, RestrictionDeleted, claim_chunk
 from tests.rollout.builders import (
     Fleet,
     applied,
@@ -116,6 +116,14 @@ OPERATIONS: dict[str, Any] = {
     "delete": st.tuples(st.just("delete"), st.sampled_from(MODULES)),
     "dup": st.tuples(st.just("dup")),
     "heartbeat": st.tuples(st.just("heartbeat"), st.integers(0, 99), st.sampled_from([30.0, 60.0, 600.0])),
+    # an applier replica (leases.py): its beat, or its claims as the clusters it reaches change
+    "holder": st.tuples(
+        st.just("holder"),
+        st.sampled_from(["a-0", "a-1"]),
+        st.sampled_from(["beat", "beat", "claim", "release"]),
+        st.integers(0, 99),
+        st.sampled_from([30.0, 60.0, 600.0]),
+    ),
     "gate": st.tuples(
         st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
     ),
@@ -125,7 +133,7 @@ OPERATIONS: dict[str, Any] = {
     "restrict": st.tuples(st.just("restrict"), st.sampled_from(["prod", "canary", "sources", "none"])),
 }
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
-WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2}
+WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2, "holder": 2}
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
     lambda kind: OPERATIONS[kind]
 )
@@ -164,6 +172,7 @@ class World:
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     selectors: dict[str, Any] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)  # deleted modules
+    reached: dict[str, set[str]] = field(default_factory=dict)  # holder → the clusters it claims
     previous: Any = None
 
     def manifest(self, index: int, spec: dict[str, Any], tag: int) -> Any:
@@ -207,8 +216,36 @@ class World:
     def events_for(self, step: tuple[Any, ...]) -> list[Any]:
         if step[0] == "settle":
             return self.settle(*step[1:])
+        if step[0] == "holder":
+            return self.holder(*step[1:])
         event = self.event_for(step)
         return [] if event is None else [event]
+
+    def holder(self, holder: str, what: str, number: int, seconds: float) -> list[Any]:
+        """An applier replica beats, or claims two more clusters (present or removed: claims
+        outlive a removal), or releases one — a claim for each chunk that changed."""
+        if what == "beat":
+            return [HolderHeartbeat(id=next_id(), holder=holder, lease_seconds=seconds)]
+        before = self.reached.get(holder, set())
+        pool = sorted(set(self.clusters) | set(self.gone))
+        if what == "claim" and pool:
+            after = before | {pool[number % len(pool)], pool[(number + 1) % len(pool)]}
+        elif what == "release" and before:
+            after = before - {sorted(before)[number % len(before)]}
+        else:
+            return []
+        self.reached[holder] = after
+        chunks = sorted({claim_chunk(name) for name in after ^ before})
+        return [
+            HolderClaims(
+                id=next_id(),
+                holder=holder,
+                chunk=chunk,
+                clusters=sorted(name for name in after if claim_chunk(name) == chunk),
+                lease_seconds=seconds,
+            )
+            for chunk in chunks
+        ]
 
     def settle(self, name: str, count: int, failures: int) -> list[Any]:
         """Up to `count` clusters updating on `name` report: `failures` of them fail."""
