@@ -17,6 +17,13 @@ retention removed older records or they predate the chain); fold 2 with the late
 snapshot per key on the projection topics. Equal means the live projections and the
 decision history are exactly what the log implies.
 
+From a snapshot (`--from-snapshot`, streams/snapshots.py): both folds start from the state
+the snapshot copied — the decider's per journal partition, the assembler's per assignments
+partition — and read only what lies past its positions (`compare_tail` says what is compared
+and how). A journal that no longer starts at offset 0 (cut below a snapshot by `rollout
+snapshot retain`) is refused a full refold: folded from the middle, every difference would
+be wrong.
+
 History written by an earlier release. A decision record without `because` (the structured
 reason: written before structured reasons, by v0.26 say) is compared on the fields it has:
 with the replayed record minus `because` (and with the values-refused `path` at the top if
