@@ -77,7 +77,8 @@ this file and nowhere else:
 * the hook lists, each run in order:
     `on_clock_moved` (a Tick moved the clock: clock.py)
         1. Leases.expire_leases — first, so modules moving on this tick see which
-           clusters are ready now;
+           clusters are ready now; it then forgets the holders expired a horizon ago
+           (no readiness changes);
         2. ModuleTimers.on_clock_moved — per module: soak and window waits restarted at the
            first tick, progressDeadline failures, then advance;
         3. Tombstones.prune — tombstones noted a horizon ago or longer are deleted (no

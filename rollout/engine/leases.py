@@ -9,7 +9,8 @@
     ClusterHeartbeats -> the same for each cluster it names (what appliers sent before claims)
     Tick              -> leases whose time ran out expire (`expire_leases`, first of the clock's
                          hooks: clock.py); a holder's expiry makes the clusters only it
-                         claims not ready, together
+                         claims not ready, together; a holder expired HOLDER_HORIZON ago is
+                         forgotten (`forget_dead_holders`)
     ClusterObserved   -> (membership.py) a cluster observed anew follows the holders that claim
                          it (`lease_of_new_cluster`: claims are kept for clusters not, or no
                          longer, observed)
@@ -43,6 +44,26 @@ surfaces. A holder's beat is O(1); a claim is O(its chunk's changes); only a hol
 lease expires or comes back visits its clusters (each of which then changes readiness).
 Heartbeat, claim and command ids are remembered on the record they renew: a redelivered
 one changes nothing.
+
+Dead holders are forgotten. The holder is the applier pod's host name, so every restart or
+rollout of the applier Deployment makes a new holder, and the old one's HolderLease, its 64
+ClaimChunks and its name in every cluster's ClusterClaims would stay in every partition for
+good. A holder whose lease expired HOLDER_HORIZON (7 days of engine time) ago is forgotten
+on the tick that reaches it: its lease, its chunks and its name in ClusterClaims deleted (a
+ClusterClaims left with no holder too), and nothing else. No ClusterFacts is rewritten, so
+no readiness changes: a cluster it claimed with a live holder is ready by that holder, one
+whose holders are all dead keeps its expired claimed lease and stays not ready — as it would
+have, its holder gone for good — until a holder claims it (or heartbeats for it) again.
+What forgetting changes is what the claims would have said later: such a cluster, removed
+and observed again, is a new cluster (no lease), as after its tombstone is pruned; one a
+live holder drops runs out one lease after, its dead co-holders no longer holding it not
+ready at once. A late beat or claim of a forgotten holder makes it a holder anew: a beat
+renews a lease that claims nothing, a claim claims what it names. Why 7 days: a holder's
+beats and claims are redelivered minutes apart at most (tombstones.py: the same publishers),
+so a forgotten holder never comes back from a redelivery; and a week leaves an operator a
+dead replica's records to look at. Cost: the dead holders sit in a third heap, (expires_at,
+name), built with the holders' expiry heap from one scan of the HolderLeases (bounded now);
+a tick pops only those due; forgetting one costs its 64 chunk keys and its clusters.
 """
 
 from __future__ import annotations
@@ -66,6 +87,7 @@ from rollout.engine.state import (
     remember,
 )
 from rollout.engine.tables import StateTables
+from rollout.engine.tombstones import TOMBSTONE_HORIZON
 from rollout.wire.events import (
     CLAIM_CHUNKS,
     ClusterCommanded,
@@ -76,6 +98,10 @@ from rollout.wire.events import (
 )
 
 Expiries = list[tuple[float, str]]  # a heap of (expires_at, name); may hold stale entries
+
+HOLDER_HORIZON = TOMBSTONE_HORIZON
+"""Seconds of engine time a holder whose lease expired is kept before it is forgotten: as
+long as a tombstone, far past any redelivery of its beats and claims (the module doc)."""
 
 
 class Leases:
@@ -89,11 +115,13 @@ class Leases:
         self._unclocked: set[str] | None = None  # own leases renewed before any tick
         self._holder_expiries: Expiries | None = None
         self._holders_unclocked: set[str] | None = None
+        self._dead_holders: Expiries | None = None  # holders expired: when their lease ran out
+        self.holder_horizon = HOLDER_HORIZON  # an engine may be given another: tests use hours
 
     def reset_index(self) -> None:
         """Drop the expiry heaps; they are rebuilt lazily from the ClusterFacts and HolderLeases."""
         self._expiries = self._unclocked = None
-        self._holder_expiries = self._holders_unclocked = None
+        self._holder_expiries = self._holders_unclocked = self._dead_holders = None
 
     def _lease_index(self) -> tuple[Expiries, set[str]]:
         if self._expiries is None or self._unclocked is None:
@@ -111,19 +139,27 @@ class Leases:
         return self._expiries, self._unclocked
 
     def _holder_index(self) -> tuple[Expiries, set[str]]:
-        if self._holder_expiries is None or self._holders_unclocked is None:
-            self._holder_expiries, self._holders_unclocked = [], set()
+        if self._holder_expiries is None or self._holders_unclocked is None or self._dead_holders is None:
+            self._holder_expiries, self._holders_unclocked, self._dead_holders = [], set(), []
             holders = self.tables.holders
             for name in list(holders.keys()):
                 holder = holders[name]
                 if holder.expired:
-                    continue
-                if holder.expires_at is None:
+                    if holder.expires_at is not None:  # always, once expired: only a tick expires
+                        self._dead_holders.append((holder.expires_at, name))
+                elif holder.expires_at is None:
                     self._holders_unclocked.add(name)
                 else:
                     self._holder_expiries.append((holder.expires_at, name))
             heapq.heapify(self._holder_expiries)
+            heapq.heapify(self._dead_holders)
         return self._holder_expiries, self._holders_unclocked
+
+    def _dead_index(self) -> Expiries:
+        """The heap of holders expired, (expires_at, name); built with the holders' expiries."""
+        self._holder_index()
+        assert self._dead_holders is not None
+        return self._dead_holders
 
     # -- holders: an applier replica's lease and the clusters it claims --------------------
 
@@ -327,9 +363,11 @@ class Leases:
     def expire_leases(self, first: bool, out: Outcome) -> None:
         """Clock hook: leases renewed before any tick run from the first one; leases whose
         time ran out expire — the clusters' own (each becomes not ready, unless a live holder
-        claims it), then the holders' (the clusters only they claim become not ready)."""
+        claims it), then the holders' (the clusters only they claim become not ready); then
+        holders expired a horizon ago are forgotten (no readiness changes)."""
         self._expire_own_leases(first, out)
         self._expire_holders(first, out)
+        self.forget_dead_holders()
 
     def _expire_own_leases(self, first: bool, out: Outcome) -> None:
         tables = self.tables
@@ -371,7 +409,36 @@ class Leases:
             if holder is None or holder.expired or holder.expires_at != expires_at:
                 continue  # renewed since, or expired already
             tables.holders[name] = holder.model_copy(update={"expired": True})
+            heapq.heappush(self._dead_index(), (expires_at, name))
             self._settle_all(self.claimed_by(name), None, out)
+
+    def forget_dead_holders(self) -> None:
+        """Every holder whose lease expired `holder_horizon` ago or longer is forgotten, in
+        the order they expired (see the module doc)."""
+        tables = self.tables
+        cutoff = tables.now - self.holder_horizon
+        dead = self._dead_index()
+        while dead and dead[0][0] <= cutoff:
+            expires_at, name = heapq.heappop(dead)
+            holder = tables.holders.get(name)
+            if holder is None or not holder.expired or holder.expires_at != expires_at:
+                continue  # back since (and maybe expired again: its own entry), or forgotten
+            self._forget(name)
+
+    def _forget(self, holder: str) -> None:
+        """Delete the holder's lease, its claim chunks and its name from the ClusterClaims of
+        every cluster they name (one left with no holder goes). No ClusterFacts is rewritten:
+        a cluster's readiness stays what it is (the module doc)."""
+        chunks = self.tables.holder_claims
+        for index in range(CLAIM_CHUNKS):
+            key = claim_key(holder, index)
+            chunk = chunks.get(key)
+            if chunk is None:
+                continue
+            for cluster in chunk.clusters:
+                self._set_claim(cluster, holder, claimed=False)
+            del chunks[key]
+        del self.tables.holders[holder]
 
     def _refresh_facts(self, previous: ClusterFacts, facts: ClusterFacts, out: Outcome) -> None:
         """Store `facts` with its readiness worked out; a readiness change moves modules."""
