@@ -47,7 +47,9 @@ from infra import client
 from infra.topics import log_start_offsets
 from rollout.assembly.snapshots import AssemblageRecord, assemble
 from rollout.assembly.snapshots import snapshot as rendered_assemblage
+from rollout.engine import stored
 from rollout.engine.core import Assignment, RolloutEngine, new_engine
+from rollout.engine.migrations import FIRST_VERSION, current_versions
 from rollout.engine.state import ENGINE_MAPPINGS
 from rollout.wire.decisions import DecisionDocument
 from rollout.wire.documents import DocumentError
@@ -56,7 +58,8 @@ from rollout.wire.status import ModuleStatus
 from rollout_cli.options import fail
 from streams import assembler, decider
 from streams.chain import CHAIN_MAPPING, HEAD_KEY, ChainHead, DecisionChain, as_recorded, decision_body
-from streams.snapshots import StateSnapshot
+from streams.snapshots import TRACKING_KEY, StateSnapshot
+from streams.state import Tracking
 
 
 @dataclass
@@ -304,17 +307,68 @@ def replay_and_compare(ctx: Any) -> ReplayReport:
 ASSEMBLAGE_KINDS = ("RemoteAssemblage", "ProxyAssemblage")
 
 
-def restored_engines(taken: StateSnapshot) -> tuple[dict[int, RolloutEngine], dict[int, ChainHead]]:
-    """Per journal partition: an engine over the snapshot's decider state (decoded as the
-    decider restores it: streams/state.py) and the head of its decision chain."""
-    engines: dict[int, RolloutEngine] = {}
-    heads: dict[int, ChainHead] = {}
+@dataclass
+class Restored:
+    """What a snapshot's decider state restores, per journal partition: an engine over its
+    tables (`ENGINE_MAPPINGS`: folded on in place) and the head of its decision chain."""
+
+    engines: dict[int, RolloutEngine] = field(default_factory=dict)
+    heads: dict[int, ChainHead] = field(default_factory=dict)
+    tables: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def restored_engines(taken: StateSnapshot) -> Restored:
+    """The snapshot's decider state, decoded as the decider restores it (streams/state.py)."""
+    restored = Restored()
     for partition, part in sorted(taken.decide.partitions.items()):
         state = part.state(decider.state_mappings(), lazy=decider.LAZY_MAPPINGS)
-        heads[partition] = state.mappings[CHAIN_MAPPING].committed.get(HEAD_KEY) or ChainHead()
-        mappings: dict[str, Any] = {name: state.mappings[name].committed for name in ENGINE_MAPPINGS}
-        engines[partition] = RolloutEngine(**mappings, partition=partition)
-    return engines, heads
+        restored.heads[partition] = state.mappings[CHAIN_MAPPING].committed.get(HEAD_KEY) or ChainHead()
+        tables: dict[str, Any] = {name: state.mappings[name].committed for name in ENGINE_MAPPINGS}
+        restored.tables[partition] = tables
+        restored.engines[partition] = RolloutEngine(**tables, partition=partition)
+    return restored
+
+
+def compare_state(
+    tables: dict[int, dict[str, Any]], live: list[client.Record], refolded_through: dict[int, tuple[int, int]]
+) -> tuple[list[str], list[int]]:
+    """Differences between the refolded decider state and `decide-state` as committed (at
+    most 3 per partition), for each partition whose decider has folded exactly the records
+    refolded — `refolded_through[p]`: (the first offset past the last record refolded, the
+    journal's end offset when it was read); the partitions compared."""
+    by_partition: dict[int, dict[str, bytes]] = defaultdict(dict)
+    for record in live:
+        if record.key is not None:
+            if record.value is None:
+                by_partition[record.partition].pop(record.key, None)
+            else:
+                by_partition[record.partition][record.key] = record.value
+    versions = current_versions()
+    differences: list[str] = []
+    compared: list[int] = []
+    for partition, mappings in sorted(tables.items()):
+        committed = by_partition.get(partition, {})
+        tracking = committed.get(TRACKING_KEY)
+        position = Tracking.model_validate_json(tracking).offset if tracking else 0
+        past_last, end = refolded_through.get(partition, (0, 0))
+        if not past_last <= position <= end:
+            continue  # the decider is behind the refold, or past it: not the same state
+        compared.append(partition)
+        replayed = {
+            f"{name}:{key}": orjson.loads(stored.encode(value, versions.get(name, FIRST_VERSION)))
+            for name, mapping in mappings.items()
+            for key, value in mapping.items()
+        }
+        recorded = {
+            key: orjson.loads(value) for key, value in committed.items() if key.partition(":")[0] in ENGINE_MAPPINGS
+        }
+        wrong = sorted(k for k in set(replayed) | set(recorded) if replayed.get(k) != recorded.get(k))
+        differences += [
+            f"decider state {partition} {key}: "
+            + ("only replayed" if key not in recorded else "only live" if key not in replayed else "differs")
+            for key in wrong[:3]
+        ]
+    return differences, compared
 
 
 def _decision_place(record: client.Record) -> tuple[int, int] | None:
@@ -335,6 +389,8 @@ def compare_tail(
     live_proxy: dict[str, Any],
     live_status: dict[str, Any],
     decisions: list[client.Record],
+    live_state: list[client.Record] | None = None,
+    journal_ends: dict[int, int] | None = None,
 ) -> ReplayReport:
     """Refold the journal's records past the snapshot's decide positions from its state, and
     the assignments past its assemble positions from its assemblages; compare:
@@ -347,7 +403,10 @@ def compare_tail(
       the topic from the snapshot's `assignments_from` (records before the tail may lead);
     * module status: of every module the tail emitted a status for;
     * projections: every cluster's RemoteAssemblage/ProxyAssemblage, rendered from the
-      snapshot's assemblages folded on, against the topics — all of them.
+      snapshot's assemblages folded on, against the topics — all of them;
+    * the decider's state (`live_state`: decide-state read after the journal, whose end
+      offsets were `journal_ends`), record by record, in each partition whose decider has
+      folded exactly what was refolded (a stopped or idle worker: `compare_state`).
     """
     decide_from = taken.decide.positions()
     report = ReplayReport(journal_events=len(journal))
@@ -355,8 +414,9 @@ def compare_tail(
         f"from the snapshot taken at {datetime.fromtimestamp(taken.taken_at, UTC):%Y-%m-%d %H:%M:%S} UTC "
         f"(journal offsets {', '.join(f'{p}: {o}' for p, o in sorted(decide_from.items()))})\n"
     )
-    engines, heads = restored_engines(taken)
-    refolded = refold_journal(journal, engines)
+    restored = restored_engines(taken)
+    heads = restored.heads
+    refolded = refold_journal(journal, restored.engines)
     read_up_to = {r.partition: r.offset for r in journal}  # the last journal record read, per partition
 
     def in_tail(place: tuple[int, int] | None) -> bool:
@@ -386,6 +446,11 @@ def compare_tail(
             report.differences.append(difference)
 
     report.differences += _compare_projections(taken, assignments, live_remote, live_proxy, report)
+    if live_state is not None and journal_ends is not None:
+        through = {p: (read_up_to.get(p, decide_from.get(p, 0) - 1) + 1, end) for p, end in journal_ends.items()}
+        differences, compared = compare_state(restored.tables, live_state, through)
+        report.differences += differences
+        report.origin += f"decider state compared in journal partitions {compared or 'none (the worker moved on)'}\n"
     return report
 
 
@@ -447,14 +512,18 @@ def replay_from_snapshot(ctx: Any, taken: StateSnapshot) -> ReplayReport:
         for p in set(taken.assignments_from) | set(assemble_from)
     }
     read = _read_from(ctx)
+    journal_ends = client.run(client.end_offsets(ctx.bootstrap, topics.journal))
+    journal = read(topics.journal, decide_from)
     return compare_tail(
         taken,
-        journal=read(topics.journal, decide_from),
+        journal=journal,
         assignments=read(topics.assignments, assignments_from),
         live_remote=ctx.latest(topics.remote),
         live_proxy=ctx.latest(topics.proxy),
         live_status=ctx.latest(topics.module_status),
         decisions=read(topics.decisions, taken.decisions_from),
+        live_state=read(taken.decide.state_topic, {}),
+        journal_ends=journal_ends,
     )
 
 

@@ -13,7 +13,7 @@ from aiokafka import TopicPartition
 
 from infra.client import Record
 from infra.observability import Metrics
-from rollout_cli.reading.replaying import compare_decisions, refold_journal, restored_engines
+from rollout_cli.reading.replaying import compare_decisions, compare_state, refold_journal, restored_engines
 from streams.chain import ChainHead
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
@@ -24,20 +24,26 @@ from tests.cli.test_replay_decisions import TOPICS, journal
 SNAPSHOT_AT = 3  # the journal offset the snapshot covers up to (EVENTS[:3]: clusters and the module)
 
 
+STATE_TOPIC: list[Record] = []  # decide-state partition 0 as `decided` last wrote it
+
+
 def decided() -> tuple[StateSnapshot, list[Record]]:
     """The decider over EVENTS in two batches: a snapshot of its state after the first (the
     state topic's records, latest per key) and the decision records of the second."""
     decider = DecidePartition(TopicPartition(TOPICS.journal, 0), TOPICS, Metrics())
     state_records: dict[str, str] = {}
     tail: list[Record] = []
+    STATE_TOPIC.clear()
     for batch in (journal(0)[:SNAPSHOT_AT], journal(0)[SNAPSHOT_AT:]):
         out = Outputs(TOPICS.dead_letters)
         records = [SimpleNamespace(partition=r.partition, offset=r.offset, value=r.value) for r in batch]
         decider.process(records, batch[-1].offset + 1, out)  # type: ignore[arg-type]
         decider.state.tracking = Tracking(offset=batch[-1].offset + 1, events=batch[-1].offset + 1)
         decider.state.keep_event()
+        changelog = decider.state.changelog()
+        STATE_TOPIC.extend(Record("decide-state", 0, len(STATE_TOPIC), k.decode(), v) for k, v in changelog)
         if not state_records:
-            state_records = {key.decode(): value.decode() for key, value in decider.state.changelog() if value}
+            state_records = {key.decode(): value.decode() for key, value in changelog if value}
         decider.state.commit_batch()
         if batch[0].offset >= SNAPSHOT_AT:
             tail += [
@@ -57,8 +63,8 @@ def decided() -> tuple[StateSnapshot, list[Record]]:
 
 
 def refolded_tail(taken: StateSnapshot) -> tuple[dict[int, list[dict[str, Any]]], dict[int, ChainHead]]:
-    engines, heads = restored_engines(taken)
-    return refold_journal(journal(0)[SNAPSHOT_AT:], engines).decisions, heads
+    restored = restored_engines(taken)
+    return refold_journal(journal(0)[SNAPSHOT_AT:], restored.engines).decisions, restored.heads
 
 
 def test_the_tail_refolded_from_a_snapshot_gives_the_decisions_the_decider_wrote_after_it() -> None:
@@ -93,3 +99,22 @@ def test_a_tail_that_does_not_continue_the_snapshots_chain_head_is_a_difference(
     replayed, heads = refolded_tail(taken)
     elsewhere = {0: ChainHead(hash="0" * 64, seq=heads[0].seq)}
     assert len(compare_decisions(replayed, tail, elsewhere)) >= 1
+
+
+def test_the_decider_state_folded_on_from_a_snapshot_is_the_one_the_decider_committed() -> None:
+    taken, _ = decided()
+    restored = restored_engines(taken)
+    refold_journal(journal(0)[SNAPSHOT_AT:], restored.engines)
+    end = len(journal(0))
+    assert compare_state(restored.tables, STATE_TOPIC, {0: (end, end)}) == ([], [0])
+    target = next(r for r in STATE_TOPIC if r.key is not None and r.key.startswith("targets:"))
+    document = orjson.loads(target.value or b"")
+    changed = [*STATE_TOPIC, Record("decide-state", 0, 99, target.key, orjson.dumps({**document, "revision": "v0"}))]
+    assert compare_state(restored.tables, changed, {0: (end, end)}) == ([f"decider state 0 {target.key}: differs"], [0])
+
+
+def test_a_decider_not_at_the_refolds_end_is_not_compared() -> None:
+    taken, _ = decided()
+    restored = restored_engines(taken)
+    refold_journal(journal(0)[SNAPSHOT_AT:], restored.engines)
+    assert compare_state(restored.tables, STATE_TOPIC, {0: (len(journal(0)) + 1, len(journal(0)) + 3)}) == ([], [])

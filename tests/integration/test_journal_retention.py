@@ -109,6 +109,7 @@ def test_a_replay_from_the_snapshot_refolds_only_the_tail_and_agrees(stack: Stac
     result = cli_run(stack, "replay", "--check", "--from-snapshot", str(snapshot_dir))
     assert result.exit_code == 0, result.output
     assert "identical" in result.output
+    assert "decider state compared in journal partitions [0, 1]" in result.output
     replayed = int(re.search(r"replayed (\d+) journal events", result.output).group(1))  # type: ignore[union-attr]
     tail = sum(ends[p] - taken.decide.positions()[p] for p in ends)
     assert 0 < replayed <= tail  # the tail only (transaction markers take offsets too)
