@@ -16,8 +16,8 @@ Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Eve
 its topics with a fresh random prefix (`rollout topics create`) and deletes them at the end.
 
 Nothing is published behind the product's back: manifests are generated as files and
-published with `rollout apply -f` (the clusters in two files — more for big fleets, 20,000
-clusters a file: apply refuses files over 4 MiB — then the modules in one), `rollout worker` runs every stage in one
+published with `rollout apply -f` (the clusters in two files — more for big fleets, 10,000
+clusters a file: apply refuses more in one — then the modules in one), `rollout worker` runs every stage in one
 process, and `--appliers` replicas of `rollout applier --sink dir:… --simulate-status`
 (one consumer group) write the Flux objects and report every sync `succeeded`: health is
 instant. The module-status topic is followed live and read with `ModuleStatus`.
@@ -101,7 +101,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = {"dir": ROOT}  # where the `rollout` subprocesses run from (`--from-commit`: an export)
 ROLLOUT = [sys.executable, "-m", "rollout_cli.main"]
 PARTITIONS = 4  # the worker's default (journal, assignments, state topics)
-CLUSTERS_PER_FILE = 20_000  # ~3.4 MB: `rollout apply` refuses a manifest file over 4 MiB
+CLUSTERS_PER_FILE = 10_000  # `rollout apply` refuses a file of more than 10,000 documents or 4 MiB
 CANARY = 10
 GIB = 1024**3
 TARGET_BYTES = 16 * 1024
