@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 from rollout.engine.core import RolloutEngine
 from rollout.engine.state import ENGINE_MAPPINGS, DeletedModule, RemovedCluster
 from rollout.engine.tombstones import FIRST_GENERATION, TOMBSTONE_HORIZON
+from rollout.wire.events import HolderClaims, HolderHeartbeat, claim_chunk
 from streams.state import PartitionState
 from tests.rollout.builders import (
+    AT,
     T0,
     Fleet,
     applied,
@@ -33,6 +35,7 @@ from tests.rollout.builders import (
     deleted,
     heartbeat,
     module,
+    next_id,
     observed,
     removed,
     reported,
@@ -301,12 +304,12 @@ PROPERTY_SETTINGS = settings(
 
 
 def short(engine: RolloutEngine) -> RolloutEngine:
-    engine.tombstones.horizon = SHORT
+    engine.tombstones.horizon = engine.leases.holder_horizon = SHORT
     return engine
 
 
 class ShortFleet(Fleet):
-    """A Fleet whose engine keeps tombstones SHORT seconds."""
+    """A Fleet whose engine keeps tombstones, and holders expired, SHORT seconds."""
 
     def _new_engine(self) -> RolloutEngine:
         return short(super()._new_engine())
@@ -324,8 +327,29 @@ STEP = st.one_of(
     st.tuples(st.just("beat"), st.sampled_from(CLUSTERS)),
     st.tuples(st.just("report"), st.sampled_from(MODULES), st.sampled_from(CLUSTERS)),
     *[st.tuples(st.just("tick"), st.sampled_from([60, 1800, 3600, 3600]))] * 4,  # enough time passes to prune
+    st.tuples(st.just("hours"), st.integers(2, 4)),  # hourly ticks: a holder that stops is forgotten
     st.tuples(st.just("dup"), st.integers(0, 10_000)),
+    # an applier replica (leases.py): its beat, or a claim as the clusters it reaches change;
+    # one that stops is forgotten SHORT after its lease ran out (test_forgotten_holders.py)
+    st.tuples(
+        st.just("holder"),
+        st.sampled_from(["h-0", "h-1"]),
+        st.sampled_from(["beat", "claim", "release"]),
+        st.sampled_from(CLUSTERS),
+        st.sampled_from([60.0, 600.0, 3600.0]),
+    ),
 )
+
+
+def holder_event(reached: dict[str, set[str]], holder: str, what: str, name: str, seconds: float) -> Any:
+    """The replica's beat, or its claim of the chunk of `name` as it gains or drops it."""
+    if what == "beat":
+        return HolderHeartbeat(id=next_id(), at=AT, holder=holder, lease_seconds=seconds)
+    clusters = reached.setdefault(holder, set())
+    clusters.add(name) if what == "claim" else clusters.discard(name)
+    chunk = claim_chunk(name)
+    named = sorted(other for other in clusters if claim_chunk(other) == chunk)
+    return HolderClaims(id=next_id(), at=AT, holder=holder, chunk=chunk, clusters=named, lease_seconds=seconds)
 
 
 def journal(steps: list[tuple[Any, ...]]) -> list[Any]:
@@ -334,6 +358,7 @@ def journal(steps: list[tuple[Any, ...]]) -> list[Any]:
     fleet = ShortFleet()
     fleet.check_each_event = False
     fleet.send(tick(T0))
+    reached: dict[str, set[str]] = {}
     for step in steps:
         kind = step[0]
         if kind == "observe":
@@ -355,6 +380,12 @@ def journal(steps: list[tuple[Any, ...]]) -> list[Any]:
             event = reported(step[1], step[2], revision, "succeeded")
         elif kind == "tick":
             event = tick(fleet.now + step[1])
+        elif kind == "hours":
+            for _ in range(step[1] - 1):
+                fleet.send(tick(fleet.now + HOUR))
+            event = tick(fleet.now + HOUR)
+        elif kind == "holder":
+            event = holder_event(reached, *step[1:])
         else:
             event = fleet.journal[step[1] % len(fleet.journal)]
         fleet.send(event)
@@ -384,11 +415,11 @@ def test_a_journal_folded_with_restarts_anywhere_prunes_as_folded_straight_throu
 
 
 class KeepingFleet(Fleet):
-    """A Fleet whose engine never prunes a tombstone, as before."""
+    """A Fleet whose engine never prunes a tombstone nor forgets a holder, as before."""
 
     def _new_engine(self) -> RolloutEngine:
         engine = super()._new_engine()
-        engine.tombstones.horizon = float("inf")
+        engine.tombstones.horizon = engine.leases.holder_horizon = float("inf")
         return engine
 
 
@@ -437,15 +468,34 @@ def test_the_tombstones_held_are_exactly_those_noted_within_the_horizon(events: 
     assert stamped == {(table, name) for table in tables for name in fleet.state[table]}
 
 
+@PROPERTY_SETTINGS
+@given(JOURNALS)
+def test_the_holders_held_are_live_or_expired_within_the_horizon(events: list[Any]) -> None:
+    """And nothing of a forgotten holder is left: no claim chunk, no ClusterClaims naming it."""
+    fleet = ShortFleet()
+    fleet.check_each_event = False
+    fleet.send(*events)
+    holders = fleet.state["holders"]
+    for name, holder in holders.items():
+        assert not holder.expired or fleet.now - holder.expires_at < SHORT, name
+    assert {chunk.holder for chunk in fleet.state["holder_claims"].values()} <= set(holders)
+    assert all(claim.holders and set(claim.holders) <= set(holders) for claim in fleet.state["claims"].values())
+
+
+def held(fleet: Fleet) -> int:
+    """The tombstones and holders the fleet's partition holds."""
+    return sum(len(fleet.state[table]) for table in ("removed_clusters", "deleted_modules", "holders"))
+
+
 def pruning_ticks(events: list[Any]) -> list[int]:
-    """The positions of the ticks that prune a tombstone."""
+    """The positions of the ticks that prune a tombstone or forget a holder."""
     fleet = ShortFleet()
     fleet.check_each_event = False
     found = []
     for position, event in enumerate(events):
-        held = len(fleet.state["removed_clusters"]) + len(fleet.state["deleted_modules"])
+        before = held(fleet)
         fleet.send(event)
-        if event.type == "Tick" and len(fleet.state["removed_clusters"]) + len(fleet.state["deleted_modules"]) < held:
+        if event.type == "Tick" and held(fleet) < before:
             found.append(position)
     return found
 
