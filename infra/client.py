@@ -148,12 +148,24 @@ async def read_all(bootstrap: str, topic: str) -> list[Record]:
         await consumer.stop()
 
 
+class RecordsDeleted(LookupError):
+    """A partition no longer holds the offset a reader must start from."""
+
+
 async def read_from(bootstrap: str, topic: str, start: dict[int, int]) -> list[Record]:
     """The records of `topic` from `start` (partition → offset; the beginning where absent)
-    to the end offsets taken now, partition by partition, in offset order."""
+    to the end offsets taken now, partition by partition, in offset order. A partition that
+    starts past its offset (records deleted) is `RecordsDeleted` — never a silent jump."""
     consumer, tps = await _consumer(bootstrap, topic, start)
     try:
         async with explained(Operation.READ, ResourceType.TOPIC, topic, bootstrap):
+            first = await consumer.beginning_offsets(tps)
+            for tp in tps:
+                if start.get(tp.partition, first[tp]) < first[tp]:
+                    raise RecordsDeleted(
+                        f"{topic} partition {tp.partition} starts at offset {first[tp]}, past offset "
+                        f"{start[tp.partition]} where this read must begin: the records between were deleted"
+                    )
             return await _read_to_end(consumer, topic, tps)
     finally:
         await consumer.stop()

@@ -28,7 +28,8 @@ topic from there.)
 Retention (`retain`): the snapshots younger than the retention, and the newest one older
 than it — so the journal keeps at least the retention's worth of inputs — are kept; the
 journal's records below the oldest kept snapshot's decide positions are deleted, never
-past the decider's committed position (its state covers everything below that: a decider
+past the decider's committed position (and the assignments' below what that snapshot's
+replay reads of them, never past the assembler's position) (its state covers everything below that: a decider
 restoring after any outage restores from decide-state and seeks to its tracked position,
 at or past the journal's new start). Kafka's own time or size retention cannot promise
 that — it deletes segments whether or not the decider read them — so the journal keeps
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import gzip
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -193,8 +194,9 @@ class Cut:
 class Retention:
     kept: list[Path]
     dropped: list[Path]
-    cuts: list[Cut]
+    cuts: list[Cut]  # the journal's
     deleted: dict[int, int]  # partition → the journal's new log start (empty on a dry run)
+    assignment_cuts: list[Cut] = field(default_factory=list)
 
 
 def kept_snapshots(paths: list[Path], keep: float, now: float) -> list[Path]:
@@ -221,15 +223,31 @@ async def retain(
     if oldest.decide.input_topic != topics.journal:
         raise ValueError(f"{kept[0]} is a snapshot of {oldest.decide.input_topic}, not of {topics.journal}")
     committed = (await _stage(bootstrap, topics.name("decide_state"), topics.journal)).positions()
-    starts = await log_start_offsets(bootstrap, topics.journal)
-    cuts = [
-        Cut(partition, start, oldest.decide.positions().get(partition, 0), committed.get(partition, 0))
-        for partition, start in sorted(starts.items())
-    ]
+    cuts = await _cuts(bootstrap, topics.journal, oldest.decide.positions(), committed)
+    # the assignments: below what the oldest snapshot's replay reads of them (its assembler's
+    # position, and where the tail's assignments start) and below the assembler's position
+    assembled = (await _stage(bootstrap, topics.name("assemble_state"), topics.assignments)).positions()
+    needed = {
+        p: min(oldest.assignments_from.get(p, 0), oldest.assemble.positions().get(p, 0))
+        for p in set(oldest.assignments_from) | set(oldest.assemble.positions())
+    }
+    assignment_cuts = await _cuts(bootstrap, topics.assignments, needed, assembled)
     deleted: dict[int, int] = {}
     if not dry_run:
-        wanted = {cut.partition: cut.below for cut in cuts if cut.below > cut.log_start}
-        deleted = await delete_records_below(bootstrap, topics.journal, wanted)
+        deleted = await delete_records_below(bootstrap, topics.journal, _wanted(cuts))
+        await delete_records_below(bootstrap, topics.assignments, _wanted(assignment_cuts))
         for path in dropped:
             path.unlink(missing_ok=True)
-    return Retention(kept, dropped, cuts, deleted)
+    return Retention(kept, dropped, cuts, deleted, assignment_cuts)
+
+
+async def _cuts(bootstrap: str, topic: str, covered: dict[int, int], committed: dict[int, int]) -> list[Cut]:
+    starts = await log_start_offsets(bootstrap, topic)
+    return [
+        Cut(partition, start, covered.get(partition, 0), committed.get(partition, 0))
+        for partition, start in sorted(starts.items())
+    ]
+
+
+def _wanted(cuts: list[Cut]) -> dict[int, int]:
+    return {cut.partition: cut.below for cut in cuts if cut.below > cut.log_start}

@@ -3,8 +3,9 @@ retention tied to them (rollout_cli/reading/retention.py, streams/snapshots.py).
 
     take    decide-state + assemble-state (read_committed, with the positions they cover)
             ──► DIR/snapshot-<time>.json.gz
-    retain  keep the snapshots of the last KEEP (and the newest before) ──► delete the journal below the
-            oldest kept one's positions (never past the decider's committed position)
+    retain  keep the snapshots of the last KEEP (and the newest before) ──► delete the journal (and the
+            assignments) below the oldest kept one's positions (never past the decider's, the
+            assembler's committed position)
 
 `rollout replay --check --from-snapshot DIR` refolds only the journal past a snapshot.
 """
@@ -75,7 +76,7 @@ def snapshot_list(directory: Path) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @kafka_options
 def snapshot_retain(ctx: Context, directory: Path, keep: float, dry_run: bool) -> None:
-    """Delete older snapshots and the journal below the oldest snapshot kept."""
+    """Delete older snapshots, and the journal and the assignments below the oldest snapshot kept."""
     from rollout_cli.reading.retention import apply_retention
 
     retention = apply_retention(ctx, directory, keep, dry_run=dry_run)
@@ -95,3 +96,6 @@ def snapshot_retain(ctx: Context, directory: Path, keep: float, dry_run: bool) -
                 click.echo(f"  now starts at {new_start}")
         else:
             click.echo(f"journal partition {cut.partition}: starts at {cut.log_start}, nothing to delete")
+    for cut in retention.assignment_cuts:
+        if cut.below > cut.log_start:
+            click.echo(f"assignments partition {cut.partition}: {verb} offsets {cut.log_start}..{cut.below - 1}")

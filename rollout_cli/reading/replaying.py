@@ -282,16 +282,17 @@ def replay_and_compare(ctx: Any) -> ReplayReport:
     starts at offset 0 (its head deleted below a snapshot): folded from the middle, every
     difference would be wrong."""
     topics = ctx.topics
-    starts = client.run(log_start_offsets(ctx.bootstrap, topics.journal))
-    cut = {partition: start for partition, start in sorted(starts.items()) if start > 0}
-    if cut:
-        where = ", ".join(f"partition {p} at offset {o}" for p, o in cut.items())
-        fail(
-            f"the journal {topics.journal} no longer starts at offset 0 ({where}): the records below were "
-            "deleted, below a snapshot (`rollout snapshot retain`), so a refold from its start cannot give "
-            "the engine's state. Replay from a snapshot instead: "
-            "`rollout replay --check --from-snapshot DIR` (the newest snapshot in DIR, or one file)"
-        )
+    for what, topic in (("journal", topics.journal), ("assignments topic", topics.assignments)):
+        starts = client.run(log_start_offsets(ctx.bootstrap, topic))
+        cut = {partition: start for partition, start in sorted(starts.items()) if start > 0}
+        if cut:
+            where = ", ".join(f"partition {p} at offset {o}" for p, o in cut.items())
+            fail(
+                f"the {what} {topic} no longer starts at offset 0 ({where}): the records below were "
+                "deleted, below a snapshot (`rollout snapshot retain`), so a refold from its start cannot give "
+                "the engine's state. Replay from a snapshot instead: "
+                "`rollout replay --check --from-snapshot DIR` (the newest snapshot in DIR, or one file)"
+            )
     return compare(
         journal=ctx.records(topics.journal),
         assignments=ctx.records(topics.assignments),
