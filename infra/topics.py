@@ -11,7 +11,8 @@
   (retention -1): a time or size limit would delete records the decider may not have read
   yet. `rollout snapshot retain` deletes what a kept snapshot covers (`delete_records`,
   never past the decider's committed position: streams/snapshots.py).
-* Assignments are the decider's per-(cluster, module) output, the assembler's input.
+* Assignments are the decider's per-(cluster, module) output, the assembler's input; cut
+  by `rollout snapshot retain` too, below what the oldest kept snapshot's replay reads.
 * Projections (RemoteAssemblage/ProxyAssemblage), module status and rollout targets are
   compacted: the latest document per key, tombstones when gone.
 * Decisions are append-only history; dead letters keep every rejected input with a reason.
