@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollout.engine.core import RolloutEngine
 from rollout.engine.leases import HOLDER_HORIZON
+from rollout.engine.state import ENGINE_MAPPINGS
 from rollout.engine.tombstones import TOMBSTONE_HORIZON
 from rollout.wire.events import CLAIM_CHUNKS, HolderClaims, claim_chunk
-from tests.rollout.builders import AT, T0, Fleet, cluster, given, next_id, serialize
+from streams.state import PartitionState
+from tests.rollout.builders import AT, T0, Fleet, cluster, given, next_id, observed, serialize, tick
 from tests.rollout.test_holder_leases import CANARY, Replica, app
 
 HOUR = 3600.0
@@ -179,3 +182,36 @@ def test_forgetting_after_a_restart_forgets_what_it_would_have_without() -> None
         restarted.send(event)
     assert restarted.snapshot() == fleet.snapshot()
     assert [serialize(o) for o in restarted.outcomes] == [serialize(o) for o in fleet.outcomes]
+
+
+def test_a_forgotten_holder_is_deleted_from_the_state_topic() -> None:
+    """The forgetting tick's changelog deletes the holder's lease, its chunks and the
+    ClusterClaims naming only it (compaction then drops them), rewrites the one it shares,
+    and writes no ClusterFacts; the state restored from the topic holds none of it."""
+    state = PartitionState(ENGINE_MAPPINGS)
+    engine = RolloutEngine(**{name: state.mappings[name] for name in ENGINE_MAPPINGS})  # type: ignore[arg-type]
+    _, a_claims = starting("a-0", "c1", "c2", lease_seconds=60)
+    b, b_claims = starting("b-0", "c2")
+    topic: list[tuple[bytes, bytes | None]] = []
+    events: list[Any] = [tick(T0), observed(cluster("c1", CANARY)), observed(cluster("c2", CANARY))]
+    now = T0
+    while now < T0 + 60 + HOLDER_HORIZON:
+        now = min(now + HOUR, T0 + 60 + HOLDER_HORIZON)
+        events += [tick(now), b.beat()]
+    for event in [*events[:3], *a_claims, *b_claims, *events[3:]]:
+        engine.handle(event)
+        state.keep_event()
+        written = state.changelog()
+        state.commit_batch()
+        topic += written
+        if event.type == "Tick" and event.now == T0 + 60 + HOLDER_HORIZON:
+            forgetting = dict(written)
+    assert forgetting[b"holders:a-0"] is None and forgetting[b"claims:c1"] is None
+    assert all(forgetting[f"holder_claims:a-0/{chunk}".encode()] is None for chunk in range(CLAIM_CHUNKS))
+    assert b'"holders":["b-0"]' in (forgetting[b"claims:c2"] or b"")
+    assert not [key for key in forgetting if key.startswith(b"clusters:")]
+    restored = PartitionState(ENGINE_MAPPINGS)
+    restored.restore(topic)
+    assert set(restored.mappings["holders"].committed) == {"b-0"}
+    assert {key.split("/")[0] for key in restored.mappings["holder_claims"].committed} == {"b-0"}
+    assert set(restored.mappings["claims"].committed) == {"c2"}
