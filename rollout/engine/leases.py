@@ -63,7 +63,12 @@ beats and claims are redelivered minutes apart at most (tombstones.py: the same 
 so a forgotten holder never comes back from a redelivery; and a week leaves an operator a
 dead replica's records to look at. Cost: the dead holders sit in a third heap, (expires_at,
 name), built with the holders' expiry heap from one scan of the HolderLeases (bounded now);
-a tick pops only those due; forgetting one costs its 64 chunk keys and its clusters.
+a tick pops only those due; forgetting one costs its 64 chunk keys and a ClusterClaims
+write per cluster it claimed — what its claims cost when it started, once more. Measured
+over plain dicts (one engine, the shared 2-core machine): forgetting a holder of 10,000
+clusters another holder claims too, 38 ms (its claims when it started: 360 to 620 ms); the
+tick that rebuilds the heaps of 300 holders 0.8 ms; a tick with nothing due 5.8 µs, the
+whole engine's.
 """
 
 from __future__ import annotations
