@@ -3,13 +3,14 @@ asserts nothing).
 
     .venv/bin/python benchmarks/replay_tail.py                      # 10,000 clusters, 3 modules, 20,000 ticks
     .venv/bin/python benchmarks/replay_tail.py --clusters 2000 --ticks 5000 --tail-ticks 200
+    .venv/bin/python benchmarks/replay_tail.py --modules 8 --no-tail-module   # a heavier history, a tail of ticks
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`); fresh topics
 (a random prefix), deleted at the end. A `rollout worker` (4 partitions) folds the history
 of an installation that has aged: N ready clusters, M modules rolled out to all of them
 (N `succeeded` reports each), then `--ticks` ticks (each copied into every journal
-partition). Then `rollout snapshot take`, the tail — `--tail-ticks` more ticks and one
-more module rolled out — and the worker stops. Timed, each as the CLI runs it:
+partition). Then `rollout snapshot take`, the tail — `--tail-ticks` more ticks and (unless
+`--no-tail-module`) one more module rolled out — and the worker stops. Timed, each as the CLI runs it:
 
 * `rollout replay --check` (the whole journal) and `rollout replay --check --from-snapshot`
   (the tail): seconds, journal events refolded, identical or not;
@@ -119,7 +120,7 @@ def first_line(output: str) -> str:
     return " / ".join(lines[:3])
 
 
-async def run(n: int, module_count: int, ticks: int, tail_ticks: int, keep: Path | None) -> None:
+async def run(n: int, module_count: int, ticks: int, tail_ticks: int, tail_module: bool, keep: Path | None) -> None:
     bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
     prefix = f"bench-replay-{uuid.uuid4().hex[:8]}."
     names = TopicNames(prefix)
@@ -139,12 +140,13 @@ async def run(n: int, module_count: int, ticks: int, tail_ticks: int, keep: Path
                     f"snapshot take: {seconds:.1f} s, {path.stat().st_size / 1e6:.1f} MB gzipped ({first_line(output)})"
                 )
                 await publish_history(bootstrap, names, 0, [], range(ticks, ticks + tail_ticks))
-                tail_module = "bench-tail"
-                fleet = await client.end_offsets(bootstrap, names.clusters)
-                await client.publish(bootstrap, names.intents, [(tail_module, module_event(tail_module, fleet=fleet))])
-                await client.publish(
-                    bootstrap, names.status, [(cluster_name(i), report(cluster_name(i), tail_module)) for i in range(n)]
-                )
+                if tail_module:
+                    fleet = await client.end_offsets(bootstrap, names.clusters)
+                    await client.publish(
+                        bootstrap, names.intents, [("bench-tail", module_event("bench-tail", fleet=fleet))]
+                    )
+                    reports = [(cluster_name(i), report(cluster_name(i), "bench-tail")) for i in range(n)]
+                    await client.publish(bootstrap, names.status, reports)
                 await caught_up(bootstrap, names)
             journal = sum((await client.end_offsets(bootstrap, names.journal)).values())
             print(f"journal: {journal} offsets on {PARTITIONS} partitions (records and transaction markers)")
@@ -180,8 +182,11 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=20_000, help="ticks before the snapshot")
     parser.add_argument("--tail-ticks", type=int, default=500, help="ticks after it")
     parser.add_argument("--keep", type=Path, help="keep the topics, and the snapshot in this directory")
+    parser.add_argument(
+        "--tail-module", action=argparse.BooleanOptionalAction, default=True, help="one more module rolled out after it"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.clusters, args.modules, args.ticks, args.tail_ticks, args.keep))
+    asyncio.run(run(args.clusters, args.modules, args.ticks, args.tail_ticks, args.tail_module, args.keep))
 
 
 if __name__ == "__main__":
