@@ -59,6 +59,9 @@ RESTART_BACKOFF_MAX = 30.0
 STUCK_AFTER = 60.0
 """Seconds without a partition assignment, while the broker answers, before the consumer is
 replaced (joining a group normally takes a few seconds; a rebalance at most the session timeout)."""
+APPLY_CONCURRENCY = 32
+"""Clusters of one batch an asynchronous sink is given at once (see `Applier._apply_batch`);
+the Kubernetes sink converges at most its `max_parallel` (16) of them at a time anyway."""
 CLOSE_TIMEOUT = 10.0
 STOP_GRACE = 10.0
 """On `stop`, how long the current batch may take to finish before it is cancelled."""
@@ -268,19 +271,56 @@ class Applier:
             self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
 
     async def _apply_batch(self, batch: dict[Any, list[Any]], producer: AIOKafkaProducer | None) -> None:
-        """Write a batch's snapshots in order, inside the sink's `batch()` when it has one (the
+        """Write a batch's snapshots, inside the sink's `batch()` when it has one (the
         directory sink then writes its state file once); then send the batch's simulated
-        status reports, in the order of their snapshots, and wait until they are delivered."""
+        status reports, each cluster's in the order of its snapshots, and wait until they
+        are delivered.
+
+        A synchronous sink (directory) writes them one after the other, in the batch's
+        order, the event loop run between two (`asyncio.sleep(0)`): a write holds the loop,
+        and the consumer's group heartbeats are sent from it — 500 snapshots at 25 ms each
+        (the sink before its state file was written per batch) held it 12 s, past the 10 s
+        session timeout, and the group rebalanced again and again, every replica replaying
+        its partitions from the start. An asynchronous one (Kubernetes: a write waits for the cluster's converge,
+        a dozen API round trips) writes each cluster's snapshots in order, and up to
+        `APPLY_CONCURRENCY` clusters at once: one after the other, a replica applied one
+        cluster per converge latency, whatever the sink's own `max_parallel`."""
         reports: list[SyncStatusReported] = []
         batching = getattr(self.sink, "batch", None)
         with batching() if batching is not None else contextlib.nullcontext():
-            for tp, messages in batch.items():
-                for message in messages:
-                    await self._apply(tp, message, reports if producer is not None else None)
+            if inspect.iscoroutinefunction(self.sink.write):
+                await self._apply_clusters_concurrently(batch, reports if producer is not None else None)
+            else:
+                for tp, messages in batch.items():
+                    for message in messages:
+                        await self._apply(tp, message, reports if producer is not None else None)
+                        await asyncio.sleep(0)  # let the consumer's heartbeat out (see above)
         if producer is not None:
             for event in reports:
                 await producer.send(self.names.status, key=event.cluster.encode(), value=event.to_bytes())
             await producer.flush()
+
+    async def _apply_clusters_concurrently(
+        self, batch: dict[Any, list[Any]], reports: list[SyncStatusReported] | None
+    ) -> None:
+        """Each (topic, cluster)'s snapshots in order; up to `APPLY_CONCURRENCY` of them at once."""
+        by_cluster: dict[tuple[str, bytes | None], list[tuple[Any, Any]]] = {}
+        for tp, messages in batch.items():
+            for message in messages:
+                by_cluster.setdefault((tp.topic, message.key), []).append((tp, message))
+        slots = asyncio.Semaphore(APPLY_CONCURRENCY)
+        reported: list[list[SyncStatusReported]] = [[] for _ in by_cluster]
+
+        async def apply_in_order(records: list[tuple[Any, Any]], into: list[SyncStatusReported]) -> None:
+            async with slots:
+                for tp, message in records:
+                    await self._apply(tp, message, into if reports is not None else None)
+
+        async with asyncio.TaskGroup() as group:
+            for records, into in zip(by_cluster.values(), reported, strict=True):
+                group.create_task(apply_in_order(records, into))
+        if reports is not None:
+            reports.extend(event for events in reported for event in events)
 
     async def _apply(self, tp: Any, message: Any, reports: list[SyncStatusReported] | None) -> None:
         """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted.
@@ -328,7 +368,6 @@ class Applier:
         self.metrics.applies.labels(kind, outcome).inc()
         if outcome == "changed":  # a replay that changed nothing says nothing about latency
             self.metrics.apply_latency.labels(kind).observe(max(time.time() - timestamp / 1000, 0.0))
-
 
 
 def simulated_reports(cluster: str, assemblage: Assemblage) -> list[SyncStatusReported]:

@@ -1,10 +1,12 @@
 """The applier applies a consumer batch as one unit (projections/applier.py): the directory
-sink writes its state file once for the batch, and the simulated status reports go out
-after the batch's snapshots, in their order, with one flush before the offsets are committed."""
+sink writes its state file once for the batch, the simulated status reports go out after
+the batch's snapshots, in their order, with one flush before the offsets are committed; an
+asynchronous sink is given the batch's clusters at once, each cluster's snapshots in order."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 from pathlib import Path
@@ -16,8 +18,9 @@ from aiokafka import TopicPartition
 
 from infra.observability import Health, Metrics
 from infra.topics import TopicNames
-from projections.applier import Applier
+from projections.applier import APPLY_CONCURRENCY, Applier
 from projections.render import FluxRenderer
+from projections.sinks import SinkResult
 from projections.sinks.directory import STATE_FILE, DirectorySink
 from tests.projections.test_directory_sink import snapshot, sync
 
@@ -112,3 +115,84 @@ def test_a_batch_writes_the_directory_state_file_once_after_its_files(
     assert replaced == ["podinfo.yaml", "podinfo.yaml", "podinfo.yaml", STATE_FILE]
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert sorted(state["snapshots"]) == ["ProxyAssemblage/eu-0", "ProxyAssemblage/eu-1", "ProxyAssemblage/eu-2"]
+
+
+class SlowAsyncSink:
+    """An asynchronous sink whose writes take a while: records what it was given and how
+    many writes were in flight at once."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, int]] = []
+        self.in_flight = self.most_in_flight = 0
+
+    async def write(self, kind: str, cluster: str, assemblage: Any) -> SinkResult:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        self.written.append((cluster, assemblage.version))
+        return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, written=1)  # type: ignore[arg-type]
+
+
+def test_an_asynchronous_sink_gets_the_clusters_of_a_batch_at_once_each_one_in_order(tmp_path: Path) -> None:
+    sink = SlowAsyncSink()
+    applier = Applier(
+        bootstrap="unused:9092",
+        names=NAMES,
+        sink=sink,
+        group_id="appliers",
+        report=False,
+        on_result=None,
+        metrics=Metrics(),
+        health=Health(),
+        heartbeats=None,
+    )
+    clusters = [f"eu-{n}" for n in range(APPLY_CONCURRENCY + 8)]
+    batch = {
+        TopicPartition(NAMES.proxy, 0): [
+            message(cluster, version, "podinfo", offset=offset)
+            for offset, (version, cluster) in enumerate((v, c) for v in (1, 2, 3) for c in clusters)
+        ]
+    }
+    asyncio.run(applier._apply_batch(batch, None))
+    for cluster in clusters:
+        assert [version for name, version in sink.written if name == cluster] == [1, 2, 3]
+    assert sink.most_in_flight == APPLY_CONCURRENCY
+    assert applier.stats.snapshots == 3 * len(clusters)
+
+
+def test_a_synchronous_sink_lets_the_event_loop_run_between_two_snapshots(tmp_path: Path) -> None:
+    """The consumer's group heartbeats are sent from the event loop: a batch of slow writes
+    must not hold it for the whole batch."""
+    applier = simulating_applier(tmp_path)
+    turns: list[int] = []  # how many times the other task ran before each write
+    ran = 0
+    assert isinstance(applier.sink, DirectorySink)
+    write = applier.sink.write
+
+    def counting_write(kind: Any, cluster: str, assemblage: Any) -> SinkResult:
+        turns.append(ran)
+        return write(kind, cluster, assemblage)
+
+    applier.sink.write = counting_write  # type: ignore[method-assign]
+
+    async def batch_beside_another_task() -> None:
+        nonlocal ran
+        stop = asyncio.Event()
+
+        async def other_task() -> None:
+            nonlocal ran
+            while not stop.is_set():
+                ran += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        batch = {TopicPartition(NAMES.proxy, 0): [message(f"eu-{n}", 1, "podinfo", offset=n) for n in range(4)]}
+        await applier._apply_batch(batch, RecordingProducer())
+        stop.set()
+        await other
+
+    asyncio.run(batch_beside_another_task())
+    assert len(turns) == 4
+    assert all(later > earlier for earlier, later in itertools.pairwise(turns))
