@@ -135,7 +135,7 @@ def replicas(
         log = (workdir / f"applier-{count}-{index}.log").open("ab")
         command = [sys.executable, "-m", "rollout_cli.main", "applier", *sink_args[index]]
         command += ["--web-port", str(port), "--group-id", group]
-        processes.append(subprocess.Popen(command, env=env, stdout=log, stderr=log))
+        processes.append(subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=workdir))
     try:
         settled_since = None
         deadline = time.monotonic() + 120
