@@ -89,8 +89,9 @@ other sessions' tests and rollouts — the figures are what a loaded machine giv
 * 2,000 x 1 (completes): applied → Complete 33.6 s; idle, extrapolated from 60 s: journal
   19,140 records/h (5.5 MiB/h), decide-state 1.5 M records/h (346 MiB/h) — each applier
   heartbeat (every 20 s) rewrites every cluster's record in the decide-state of all 4
-  partitions: 2,000 x 4 x 3 a minute; restart-to-ready 9.7 s (of which ~10 s is the consumer
-  group waiting out the killed member's session).
+  partitions: 2,000 x 4 x 3 a minute; restart-to-ready 9.7 s: partitions assigned 8.2 s after the
+  new process served its port (the groups wait out the killed member's 10 s session), the
+  state restored in 0.5 s.
 """
 
 from __future__ import annotations
