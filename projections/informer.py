@@ -124,6 +124,31 @@ async def list_and_watch(
             await asyncio.sleep(delay)
 
 
+class RawWatch(watch.Watch):
+    """kubernetes_asyncio's `Watch`, without the `ApiClient` it builds for every stream only
+    to deserialize events into models: an `ApiClient` builds an SSL context, which loads the
+    system's CA bundle — 41 ms of CPU on the 2-core benchmark machine, paid for every watch
+    started or resumed (a drift watch and the status watches of each workload cluster, again
+    every `watch_timeout`): 14 of the 36 CPU seconds a Kubernetes-sink applier spent on 50
+    clusters (`benchmarks/appliers.py`). The informers read each event's `raw_object` and
+    nothing else, so events are left undeserialized and there is no client to build."""
+
+    def __init__(self) -> None:  # not super().__init__(): it builds the ApiClient
+        self._raw_return_type = None
+        self._stop = False
+        self._api_client = None  # type: ignore[assignment]  # never used: nothing is deserialized
+        self.resource_version = None
+        self.resp = None
+
+    def get_return_type(self, func: object) -> str:
+        return ""  # no model: `object` stays the raw dict
+
+    async def close(self) -> None:
+        if self.resp is not None:
+            self.resp.release()
+            self.resp = None
+
+
 async def _watch_from(
     list_fn: ListFunction,
     version: str,
@@ -140,7 +165,7 @@ async def _watch_from(
     empty = 0
     while True:
         started, events = loop.time(), 0
-        async with watch.Watch() as stream:
+        async with RawWatch() as stream:
             async for event in stream.stream(
                 list_fn,
                 resource_version=version,
