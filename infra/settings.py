@@ -21,6 +21,11 @@ class Settings:
     partitions: int = 4
     replication_factor: int = 1
     tick_interval: float = 10.0
+    # How long the broker waits for a stage's consumer heartbeats before it hands the stage's
+    # partitions to another worker. The heartbeats run on the worker's event loop, so one long
+    # batch — a module fanned out to 100,000 clusters folds for ~10 s — must fit in it:
+    # Kafka's own default since 3.0 (KIP-735), not aiokafka's 10 s.
+    session_timeout: float = 45.0
     app_id: str = "rollout-worker"
     web_port: int = 6066
     web_host: str = "127.0.0.1"

@@ -117,6 +117,7 @@ class Worker:
                 client_options=self.client_options,
                 metrics=self.metrics,
                 duplicates=duplicates,
+                session_timeout=settings.session_timeout,
             )
             for spec in stage_specs(settings, self.metrics)
         ]

@@ -149,7 +149,8 @@ class KafkaTransport:
             auto_offset_reset="earliest",
             isolation_level="read_committed",
             session_timeout_ms=int(session_timeout * 1000),
-            heartbeat_interval_ms=int(session_timeout * 1000 / 4),
+            # Kafka's default beat (3 s), or more often in a shorter session
+            heartbeat_interval_ms=int(min(3.0, session_timeout / 4) * 1000),
             # A batch is what one fetch brought: every getmany takes all of it (StageRunner.step).
             max_partition_fetch_bytes=BATCH_BYTES_PER_PARTITION,
             # A fetch that finds nothing new waits on the broker this long (a long poll: it is

@@ -25,6 +25,10 @@ from infra.localkafka import KafkaError, LocalKafka
 if TYPE_CHECKING:
     from tests.kube.cluster import KubePool
 
+# The workers the tests start inherit this: they are killed on purpose and their partitions
+# must move on within seconds, not Kafka's 45 s (docs/configuration.md, session timeout).
+os.environ.setdefault("ROLLOUT_SESSION_TIMEOUT", "10")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Only the marker (also listed in pyproject.toml, so `--strict-markers` holds either way).

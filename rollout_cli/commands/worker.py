@@ -30,6 +30,19 @@ def stages_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def session_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--session-timeout",
+        envvar="ROLLOUT_SESSION_TIMEOUT",
+        default=45.0,
+        show_default=True,
+        type=click.FloatRange(min=6.0, max=1800.0),
+        help="Seconds the broker waits for a stage's heartbeats before moving its partitions to "
+        "another worker; one batch (a module fanned out to a whole fleet) must fit in it "
+        "(env ROLLOUT_SESSION_TIMEOUT).",
+    )(command)
+
+
 def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     from infra.settings import STAGES
 
@@ -43,6 +56,7 @@ def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tu
 @click.command()
 @worker_options
 @stages_option
+@session_timeout_option
 @web_options(6066)
 @replication_option
 @kafka_options
@@ -52,6 +66,7 @@ def worker(
     partitions: int,
     tick_interval: float,
     stages: tuple[str, ...],
+    session_timeout: float,
     web_port: int,
     web_host: str,
     log_format: str,
@@ -77,5 +92,6 @@ def worker(
         web_host=web_host,
         log_format=log_format,
         stages=stages,
+        session_timeout=session_timeout,
     )
     run_worker(settings, loglevel=loglevel)

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from infra.observability import Metrics
 from infra.settings import STAGES, Settings
 from rollout_cli.main import cli
-from streams.app import stage_specs
+from streams.app import Worker, stage_specs
 
 
 def test_a_worker_runs_the_stages_it_is_given_in_pipeline_order() -> None:
@@ -56,3 +56,16 @@ async def test_lag_is_recorded_only_for_partitions_the_consumer_has_assigned() -
         assert "rollout_consumer_lag{" not in worker.metrics.render().decode()
     finally:
         await runner.consumer.stop()
+
+
+def test_a_workers_stage_consumers_wait_kafkas_default_session_for_a_long_batch() -> None:
+    assert Settings(bootstrap_servers="x").session_timeout == 45.0
+    worker = Worker(Settings(bootstrap_servers="127.0.0.1:9", stages=("decide",), session_timeout=33.0))
+    assert [runner.session_timeout for runner in worker.runners] == [33.0]
+
+
+def test_the_worker_command_takes_its_session_timeout_from_the_flag_or_the_environment() -> None:
+    help_text = CliRunner().invoke(cli, ["worker", "--help"]).output
+    assert "--session-timeout" in help_text and "ROLLOUT_SESSION_TIMEOUT" in help_text
+    refused = CliRunner().invoke(cli, ["worker", "--session-timeout", "2"])
+    assert refused.exit_code == 2 and "session-timeout" in refused.output
