@@ -67,7 +67,7 @@ p90 of applied → Complete ≤ 60 s; large — worker peak RSS ≤ 2 GiB, resta
 the module's rollout ≤ 10 min. Two cores: the load average before the run is printed; other
 work on the machine shows in it.
 
-Measured on the 2-core dev machine (2026-11-26, 15:36-16:35; shared: load average 4-10 from
+Measured on the 2-core dev machine (2026-11-26, 15:36-16:42; shared: load average 4-10 from
 other sessions' tests and rollouts — the figures are what a loaded machine gives):
 
 * stages (10,000 x 1), at a3b48be and later (the applier's batch yields between
@@ -85,9 +85,15 @@ other sessions' tests and rollouts — the figures are what a loaded machine giv
   the projection topics from the start — 11,808 reports for 6,010 distinct clusters. The
   broker answered this benchmark's probe within 166 ms all along while the appliers' own
   probes timed out at 2 s: their event loops were held by a batch.
-* concurrent (1,000 x 100) before a3b48be: 8 of 100 modules Complete in 600 s, 21,617 of
-  100,000 moves; worker RSS 76 MiB → 1.6 GiB within 10 s of applying the modules;
-  restart-to-ready 136 s (decide restore 66 s, assemble 114 s).
+* concurrent (1,000 x 100), after a3b48be: 67 of 100 modules Complete in 600 s, 78,683 of
+  100,000 moves (~130/s) — not met; CPU per cluster moved: appliers 5.8 ms (73 % of a core
+  together: every snapshot carries each of the cluster's up to 100 syncs), worker 2.0 ms,
+  broker 0.44; decision latency p50 5.9 s, p90 64 s (applier → router p90 27 s, the
+  decider p90 40 s); worker RSS 74 MiB → 1.6 GiB within 10 s of applying the modules, peak
+  1.8 GiB (18 KiB a target); restart-to-ready 95 s: decide restored 760,000 records in
+  56 s and assemble in 79 s, partition after partition, and each stage's group then took
+  its partitions away and gave them back (a second, short take-over). Before a3b48be: 8
+  Complete, 21,617 moves; restart-to-ready 136 s.
 * large before a3b48be, with 2 modules (one held) instead of 20: 100,000 clusters applied
   in 54 s (10 files), folded 93 s; worker RSS peak 3.9 GiB (18 KiB a target; 1.5 GiB
   between the peaks); 40,587 of 100,000 moved in 600 s; journal → decision p50 73 s, p90
@@ -863,6 +869,9 @@ async def body(
             print(f"  NOT Complete after {options.rollout_timeout_s:.0f} s (--rollout-timeout): "
                   f"{len(waiting)} of {len(measured)} modules, e.g. {status.describe(waiting[0])}",
                   flush=True)  # fmt: skip
+            done = [m for m in measured if m not in waiting]
+            if done:
+                await report_rollout_times(bootstrap, names, status, done, run, of=len(measured))
             run.metrics.update(rollout_max_s=float("inf"), rollout_p50_s=float("inf"), rollout_p90_s=float("inf"))
         moved = (max(1, status.succeeded(measured)), "cluster moved")
         print(f"  CPU during the rollout (first module apply → {'last Complete' if complete else 'giving up'}) "
@@ -953,8 +962,10 @@ def slowest(status: StatusFollower, modules: list[str]) -> str:
 
 
 async def report_rollout_times(
-    bootstrap: str, names: TopicNames, status: StatusFollower, measured: list[str], run: Run
+    bootstrap: str, names: TopicNames, status: StatusFollower, measured: list[str], run: Run, of: int = 0
 ) -> None:
+    """Applied → Complete and each stage's time over `measured` (every one Complete; `of`:
+    how many were rolled out, when only some are)."""
     applied = await applied_at(bootstrap, names)
     totals = []
     stages: dict[str, list[float]] = {}
@@ -972,7 +983,8 @@ async def report_rollout_times(
     run.metrics["rollout_max_s"] = max(totals)
     run.metrics["rollout_p50_s"] = percentile(totals, 50)
     run.metrics["rollout_p90_s"] = percentile(totals, 90)
-    print(f"  rollout, module applied → Complete (record timestamps): {spread(totals)}")
+    which = f" (the {len(measured)} of {of} that are)" if of > len(measured) else ""
+    print(f"  rollout, module applied → Complete{which} (record timestamps): {spread(totals)}")
     print(f"    applied → first stage started: {spread(first_stage)}")
     for name, seconds in stages.items():
         print(f"    stage {name:<8} started → succeeded: {spread(seconds)}")
