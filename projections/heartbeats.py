@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 
 from infra.observability import RATE_LIMITED
@@ -49,13 +50,22 @@ def claim_chunks(clusters: list[str]) -> dict[int, list[str]]:
     return chunks
 
 
+def default_holder() -> str:
+    """This replica's name as a lease holder: the host's name and the process id. The host
+    alone (a pod's name) named every replica on one machine — `rollout up`, a benchmark's
+    appliers, replicas in one container — the same holder, and each one's claims then
+    replaced the other's chunk by chunk in the engine (rollout/engine/leases.py). In a pod
+    the process is 1, so the name stays the pod's, stable across container restarts."""
+    return f"{socket.gethostname()[:240]}-{os.getpid()}"
+
+
 class Heartbeats:
     """Which clusters this applier reaches, and the loop that says so."""
 
     def __init__(self, publish: Publish, *, lease_seconds: float, holder: str | None = None) -> None:
         self.publish = publish
         self.lease_seconds = lease_seconds
-        self.holder = holder or socket.gethostname()
+        self.holder = holder or default_holder()
         self._written: set[tuple[str, str]] = set()  # (assemblage kind, cluster) last written fine
         self._failing: set[tuple[str, str]] = set()
         self._published: dict[int, list[str]] = {}  # chunk → its clusters as last published

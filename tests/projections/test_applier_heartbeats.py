@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -117,3 +118,16 @@ def test_a_claim_that_failed_to_publish_is_sent_again_at_the_next_beat() -> None
     published.refused = set()
     asyncio.run(heartbeats.beat())
     assert [k for k, _ in published.take()] == [key, "applier-0"]
+
+
+def test_two_replicas_on_one_host_are_two_lease_holders() -> None:
+    import subprocess
+    import sys
+
+    from projections.heartbeats import default_holder
+
+    command = [sys.executable, "-c", "from projections.heartbeats import default_holder; print(default_holder())"]
+    others = {subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip() for _ in range(2)}
+    assert len(others | {default_holder()}) == 3
+    assert all(name.startswith(socket.gethostname()[:240]) for name in others)
+    assert Heartbeats(_publish, lease_seconds=60).holder == default_holder()
