@@ -18,6 +18,7 @@ from aiokafka import TopicPartition
 
 from infra.observability import Health, Metrics
 from infra.topics import TopicNames
+from projections import applier as applier_module
 from projections.applier import APPLY_CONCURRENCY, Applier
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
@@ -161,9 +162,12 @@ def test_an_asynchronous_sink_gets_the_clusters_of_a_batch_at_once_each_one_in_o
     assert applier.stats.snapshots == 3 * len(clusters)
 
 
-def test_a_synchronous_sink_lets_the_event_loop_run_between_two_snapshots(tmp_path: Path) -> None:
+def test_a_synchronous_sink_lets_the_event_loop_run_once_it_held_it_long_enough(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The consumer's group heartbeats are sent from the event loop: a batch of slow writes
-    must not hold it for the whole batch."""
+    must not hold it for the whole batch (here every write is slow enough)."""
+    monkeypatch.setattr(applier_module, "HOLD_LOOP_AT_MOST", 0.0)
     applier = simulating_applier(tmp_path)
     turns: list[int] = []  # how many times the other task ran before each write
     ran = 0
@@ -196,3 +200,31 @@ def test_a_synchronous_sink_lets_the_event_loop_run_between_two_snapshots(tmp_pa
     asyncio.run(batch_beside_another_task())
     assert len(turns) == 4
     assert all(later > earlier for earlier, later in itertools.pairwise(turns))
+
+
+def test_fast_writes_do_not_give_the_event_loop_away_after_each_snapshot(tmp_path: Path) -> None:
+    applier = simulating_applier(tmp_path)
+    ran = 0
+
+    async def batch_beside_another_task() -> None:
+        nonlocal ran
+        stop = asyncio.Event()
+
+        async def other_task() -> None:
+            nonlocal ran
+            while not stop.is_set():
+                ran += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        before = ran
+        batch = {TopicPartition(NAMES.proxy, 0): [message(f"eu-{n}", 1, "podinfo", offset=n) for n in range(3)]}
+        with_the_loop = applier._apply_batch(batch, None)
+        await with_the_loop
+        ran_during = ran - before
+        stop.set()
+        await other
+        assert ran_during <= 1
+
+    asyncio.run(batch_beside_another_task())
