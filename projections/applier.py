@@ -23,7 +23,7 @@ loops are rate-limited (`infra.observability.RATE_LIMITED`).
 
 A snapshot the sink cannot render or validate is logged with the reason and counted; it
 never stops the other clusters. With `report` set (a simulator for demos and tests, used by
-`rollout up`), every sync written is reported back as `succeeded` on the sync-status topic —
+`rollout up`), every sync a snapshot adds or changes is reported back as `succeeded` on the sync-status topic —
 the directory sink cannot observe Flux, so this closes the loop by fiat, and says so.
 """
 
@@ -145,6 +145,8 @@ class Applier:
         self.heartbeats = heartbeats
         self.stats = ApplierStats()
         self.handled: dict[Any, set[tuple[str, str]]] = {}  # TopicPartition -> (kind, cluster) seen there
+        # with `report`: per (kind, cluster), module -> (generation, revision) reported
+        self.reported: dict[tuple[str, str], dict[str, tuple[int | None, str]]] = {}
 
     async def run(self, stop: asyncio.Event) -> ApplierStats:
         """Sessions until `stop` is set; a session whose clients failed is replaced after a
@@ -210,6 +212,7 @@ class Applier:
                     release(kind, cluster)
                 if self.heartbeats is not None:
                     self.heartbeats.forget(kind, cluster)
+                self.reported.pop((kind, cluster), None)
 
     async def _session(self, stop: asyncio.Event) -> None:
         """One consumer (and producer) from creation to `stop` or failure."""
@@ -350,8 +353,24 @@ class Applier:
         self._count(tp, kind, cluster, assemblage, result, message.timestamp)
         if self.on_result is not None:
             self.on_result(result)
-        if reports is not None and assemblage is not None and not result.stale:
-            reports.extend(simulated_reports(cluster, assemblage))
+        if reports is not None and not result.stale:
+            reports.extend(self._unreported(kind, cluster, assemblage))
+
+    def _unreported(self, kind: str, cluster: str, assemblage: Assemblage | None) -> list[SyncStatusReported]:
+        """The simulated reports of the syncs this snapshot changed: a snapshot carries every
+        module of its cluster, and reporting all of them again on each move of one made a
+        cluster with 100 modules answer every move with 100 reports."""
+        if assemblage is None:
+            self.reported.pop((kind, cluster), None)
+            return []
+        before = self.reported.get((kind, cluster), {})
+        now = {sync.module: (sync.generation, sync.revision) for sync in assemblage.spec.syncs}
+        self.reported[(kind, cluster)] = now
+        return [
+            report
+            for report in simulated_reports(cluster, assemblage)
+            if before.get(report.module) != now[report.module]
+        ]
 
     def _failed(self, kind: str, cluster: str, offset: int, error: Exception) -> None:
         if self.heartbeats is not None:

@@ -39,6 +39,7 @@ One writer per root: the sink takes no locks.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -62,6 +63,21 @@ STATE_FILE = ".rollout-sink.json"
 _STATE_FORMAT = 1
 _SUBDIR: dict[str, str] = {"RemoteAssemblage": "remote", "ProxyAssemblage": "proxy"}
 _TEMP_SUFFIX = ".tmp"
+
+
+def _digest(*parts: bytes) -> bytes:
+    hashed = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        hashed.update(len(part).to_bytes(8, "big"))
+        hashed.update(part)
+    return hashed.digest()
+
+
+def _file_digest(path: Path) -> bytes | None:
+    try:
+        return _digest(path.read_bytes())
+    except OSError:
+        return None
 
 
 def _path_segment(value: str, what: str) -> str:
@@ -148,6 +164,9 @@ class DirectorySink:
         self._state_stamp: tuple[int, int, int] | None = None  # (inode, size, mtime) of the file read or written
         self._batching = False
         self._state_dirty = False
+        # per "<kind>/<cluster>", per file: digests of what it was rendered from and of what
+        # was written — a sync unchanged since is not rendered again (`_render`)
+        self._rendered: dict[str, dict[str, tuple[bytes, bytes]]] = {}
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -176,6 +195,7 @@ class DirectorySink:
         key = f"{kind}/{cluster}"
 
         if assemblage is None:
+            self._rendered.pop(key, None)
             pruned = sum(self._clear(directory) for directory in self._cluster_directories(kind, cluster))
             if state["snapshots"].pop(key, None) is not None:
                 self._save_state(state)
@@ -194,10 +214,13 @@ class DirectorySink:
             return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, stale=True)
 
         directory = self._directory(kind, cluster, assemblage)
-        files = self._render(assemblage)  # renders and validates everything before any write
+        files = self._render(key, directory, assemblage)  # renders and validates all before any write
 
         written = unchanged = 0
         for file_name, content in files.items():
+            if content is None:  # rendered from the same sync before, and the file still holds it
+                unchanged += 1
+                continue
             path = directory / file_name
             if path.is_file() and path.read_bytes() == content:
                 unchanged += 1
@@ -234,8 +257,15 @@ class DirectorySink:
         directory = self.root / _SUBDIR[kind] / cluster
         return [directory] if directory.is_dir() else []
 
-    def _render(self, assemblage: Assemblage) -> dict[str, bytes]:
-        files: dict[str, bytes] = {}
+    def _render(self, key: str, directory: Path, assemblage: Assemblage) -> dict[str, bytes | None]:
+        """Each sync's file content — or None for a sync rendered from the same input before
+        whose file still holds what was written then. A ProxyAssemblage carries every module
+        of its cluster, and a move of one rewrote them all: with 100 modules rolling out
+        together over 1,000 clusters, each move rendered, validated and dumped 100 syncs."""
+        files: dict[str, bytes | None] = {}
+        before = self._rendered.get(key, {})
+        after: dict[str, tuple[bytes, bytes]] = {}
+        where = assemblage.metadata.model_dump_json().encode()
         for sync in assemblage.spec.syncs:
             file_name = f"{_path_segment(sync.module, 'module name')}.yaml"
             if file_name in files:
@@ -243,7 +273,16 @@ class DirectorySink:
                     f"{assemblage.kind} {assemblage.metadata.name!r} version {assemblage.version} "
                     f"has two syncs for module {sync.module!r}"
                 )
-            files[file_name] = _dump(self.renderer.render(assemblage, sync))
+            source = _digest(assemblage.kind.encode(), where, sync.model_dump_json().encode())
+            known = before.get(file_name)
+            if known is not None and known[0] == source and _file_digest(directory / file_name) == known[1]:
+                files[file_name] = None
+                after[file_name] = known
+                continue
+            content = _dump(self.renderer.render(assemblage, sync))
+            files[file_name] = content
+            after[file_name] = (source, _digest(content))
+        self._rendered[key] = after
         return files
 
     def _clear(self, directory: Path, keep: set[str] | frozenset[str] = frozenset()) -> int:

@@ -228,3 +228,27 @@ def test_fast_writes_do_not_give_the_event_loop_away_after_each_snapshot(tmp_pat
         assert ran_during <= 1
 
     asyncio.run(batch_beside_another_task())
+
+
+def test_a_snapshot_reports_only_the_syncs_it_added_or_changed(tmp_path: Path) -> None:
+    applier, producer = simulating_applier(tmp_path), RecordingProducer()
+    partition = TopicPartition(NAMES.proxy, 0)
+    asyncio.run(applier._apply_batch({partition: [message("eu-1", 1, "podinfo", "ingress", offset=0)]}, producer))
+    moved = snapshot(2, sync("podinfo"), sync("ingress", tag="2.0.0"), sync("dns"), cluster="eu-1")
+    record = SimpleNamespace(key=b"eu-1", value=moved.model_dump_json(by_alias=True).encode(), offset=1, timestamp=0)
+    producer.calls.clear()
+
+    asyncio.run(applier._apply_batch({partition: [record]}, producer))
+
+    reported = [(args[2]["module"], args[2]["revision"]) for verb, args in producer.calls if verb == "send"]
+    assert reported == [("ingress", "2.0.0"), ("dns", "1.0.0")]
+
+
+def test_a_replica_given_a_cluster_again_reports_its_syncs_again(tmp_path: Path) -> None:
+    applier, producer = simulating_applier(tmp_path), RecordingProducer()
+    partition = TopicPartition(NAMES.proxy, 0)
+    asyncio.run(applier._apply_batch({partition: [message("eu-1", 1, "podinfo", offset=0)]}, producer))
+    applier.forget([partition])  # revoked, then assigned again: its snapshots replayed
+    producer.calls.clear()
+    asyncio.run(applier._apply_batch({partition: [message("eu-1", 1, "podinfo", offset=0)]}, producer))
+    assert [args[2]["module"] for verb, args in producer.calls if verb == "send"] == ["podinfo"]

@@ -352,3 +352,44 @@ def test_a_rendered_snapshot_file_is_byte_for_byte_what_pyyaml_writes(sink: Dire
     objects = documents(sink.root / "proxy/prod-eu-1/podinfo.yaml")
     expected = yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True).encode("utf-8")
     assert (sink.root / "proxy/prod-eu-1/podinfo.yaml").read_bytes() == expected
+
+
+class CountingRenderer(FluxRenderer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rendered: list[str] = []
+
+    def render(self, assemblage: Assemblage, sync: Any) -> list[dict[str, Any]]:
+        self.rendered.append(sync.module)
+        return super().render(assemblage, sync)
+
+
+def test_a_snapshot_renders_only_the_syncs_that_changed_since_the_last(tmp_path: Path) -> None:
+    renderer = CountingRenderer()
+    sink = DirectorySink(tmp_path / "out", renderer)
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo"), sync("ingress")))
+    renderer.rendered.clear()
+
+    result = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo"), sync("ingress", tag="2.0.0")))
+
+    assert renderer.rendered == ["ingress"]
+    assert (result.written, result.unchanged) == (1, 1)
+    fresh = DirectorySink(tmp_path / "fresh", FluxRenderer())
+    fresh.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo"), sync("ingress", tag="2.0.0")))
+    for name in ("podinfo.yaml", "ingress.yaml"):
+        assert (tmp_path / "out/proxy/prod-eu-1" / name).read_bytes() == (
+            tmp_path / "fresh/proxy/prod-eu-1" / name
+        ).read_bytes()
+
+
+def test_a_file_changed_on_disk_is_written_again_though_its_sync_did_not_change(tmp_path: Path) -> None:
+    renderer = CountingRenderer()
+    sink = DirectorySink(tmp_path / "out", renderer)
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    written = sorted((tmp_path / "out").rglob("podinfo.yaml"))[0]
+    original = written.read_bytes()
+    written.write_text("edited by hand\n")
+
+    result = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo")))
+
+    assert result.written == 1 and written.read_bytes() == original
