@@ -67,7 +67,7 @@ p90 of applied → Complete ≤ 60 s; large — worker peak RSS ≤ 2 GiB, resta
 the module's rollout ≤ 10 min. Two cores: the load average before the run is printed; other
 work on the machine shows in it.
 
-Measured on the 2-core dev machine (2026-11-26, 15:36-16:42; shared: load average 4-10 from
+Measured on the 2-core dev machine (2026-11-26, 15:36-16:51; shared: load average 4-10 from
 other sessions' tests and rollouts — the figures are what a loaded machine gives):
 
 * stages (10,000 x 1), at a3b48be and later (the applier's batch yields between
@@ -94,11 +94,15 @@ other sessions' tests and rollouts — the figures are what a loaded machine giv
   56 s and assemble in 79 s, partition after partition, and each stage's group then took
   its partitions away and gave them back (a second, short take-over). Before a3b48be: 8
   Complete, 21,617 moves; restart-to-ready 136 s.
-* large before a3b48be, with 2 modules (one held) instead of 20: 100,000 clusters applied
-  in 54 s (10 files), folded 93 s; worker RSS peak 3.9 GiB (18 KiB a target; 1.5 GiB
-  between the peaks); 40,587 of 100,000 moved in 600 s; journal → decision p50 73 s, p90
-  241 s (the worker at 36 % of a core, 5.9 ms of its CPU per cluster moved); restart-to-
-  ready 34 s. 20 modules would need ~30 GiB: the guard skips it.
+* large, with 2 modules (one held) instead of 20 — 20 would need ~30 GiB: the guard skips
+  it. After a3b48be (16:42, load 3-4): 100,000 clusters applied in 26 s (10 files), folded
+  45 s; 97,414 of 100,000 moved when the 300 s given ran out — the worker the bottleneck
+  at the end (70-90 % of a core, appliers idle, no progress for 30 s; 2.1 ms of its CPU per
+  cluster moved); journal → decision p50 0.25 s, p90 63 s; worker RSS peak 4.3 GiB (21 KiB a
+  target; 2.6 GiB between the peaks) — not met; restart-to-ready 128 s — not met: the
+  process served its port after 38 s, its route group's JoinGroup timed out after 40 s,
+  decide restored 5.0 M records in 24 s, ready 24 s later. Before a3b48be (load 7):
+  applied 54 s, folded 93 s, 40,587 moved in 600 s, RSS peak 3.9 GiB, restart 34 s.
 """
 
 from __future__ import annotations
