@@ -91,27 +91,29 @@ class Heartbeats:
     async def beat(self) -> None:
         """The chunks of claims that changed since they were last published (at first: all,
         empty ones too), each keyed `<holder>/<chunk>`, then one `HolderHeartbeat` keyed
-        `<holder>`. A chunk that fails to publish is sent again at the next beat."""
+        `<holder>`. Chunks go one after another: the first that fails ends them (the broker is
+        away, most likely), the beat goes out all the same, and what was not published is sent
+        at the next beat."""
         chunks = claim_chunks(self.reached())
         changed = [
             HolderClaims(holder=self.holder, chunk=index, clusters=names, lease_seconds=self.lease_seconds)
             for index, names in chunks.items()
             if self._published.get(index) != names
         ]
-        results = await asyncio.gather(
-            *(self.publish(f"{self.holder}/{claim.chunk}", claim.to_bytes()) for claim in changed),
-            return_exceptions=True,
-        )
-        for claim, result in zip(changed, results, strict=True):
-            if not isinstance(result, BaseException):
-                self._published[claim.chunk] = claim.clusters
-                self.sent += 1
+        failed: BaseException | None = None
+        for claim in changed:  # one after another: with the broker away, the first failure ends them
+            try:
+                await self.publish(f"{self.holder}/{claim.chunk}", claim.to_bytes())
+            except Exception as error:
+                failed = error
+                break
+            self._published[claim.chunk] = claim.clusters
+            self.sent += 1
         beat = HolderHeartbeat(holder=self.holder, lease_seconds=self.lease_seconds)
-        await self.publish(self.holder, beat.to_bytes())
+        await self.publish(self.holder, beat.to_bytes())  # the holder's lease, whatever its claims did
         self.sent += 1
-        failed = [result for result in results if isinstance(result, BaseException)]
-        if failed:
-            raise failed[0]
+        if failed is not None:
+            raise failed
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every lease/BEATS_PER_LEASE seconds until `stop`; a failed beat is logged."""

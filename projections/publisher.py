@@ -14,6 +14,7 @@ ROLLOUT_KAFKA_* settings as every other client (`infra.settings.kafka_client_opt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Protocol
 
@@ -52,7 +53,12 @@ class KafkaPublisher:
                 producer = AIOKafkaProducer(
                     bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True, **kafka_client_options()
                 )
-                await producer.start()
+                try:
+                    await producer.start()
+                except BaseException:  # the broker is away: close what start opened, or it leaks
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(producer.stop(), CLOSE_TIMEOUT)
+                    raise
                 self._producer = producer
             return self._producer
 
