@@ -67,7 +67,10 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("ticks", "ticks", KEEP_FOREVER, single_partition=True, description="time, as events"),
     TopicSpec("heartbeats", "cluster-heartbeats", COMPACTED, description="applier heartbeats: cluster leases"),
     TopicSpec(
-        "dependencies", "dependencies", ANSWERS, description="one module's state for another's partition (dependsOn)"
+        "dependencies",
+        "dependencies",
+        ANSWERS,
+        description="one module's state for another's partition (dependsOn); a module's continued moves",
     ),
     TopicSpec("journal", "journal", KEEP_FOREVER, description="the engine's ordered input log"),
     TopicSpec("assignments", "assignments", KEEP_FOREVER, description="per cluster+module sync assignments"),

@@ -50,6 +50,7 @@ from rollout.wire.events import (
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
+    RolloutContinued,
     SyncStatusReported,
     Tick,
     parse_event,
@@ -78,6 +79,7 @@ TOPIC_ROLE: dict[type, str] = {
     DependentLinked: "dependencies",
     DependencyReported: "dependencies",
     DependencyCurrent: "dependencies",
+    RolloutContinued: "dependencies",
     GateEvaluated: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
@@ -118,8 +120,8 @@ def journal_key(event: Any) -> str:
         return event.holder
     if isinstance(event, HolderClaims):
         return f"{event.holder}/{event.chunk}"
-    if isinstance(event, DependentLinked):
-        return event.module  # the dependency's partition
+    if isinstance(event, DependentLinked | RolloutContinued):
+        return event.module  # the dependency's partition; a continuation's own
     if isinstance(event, DependencyReported | DependencyCurrent):
         return event.dependent  # the dependent's partition
     return "tick"

@@ -158,6 +158,7 @@ from rollout.wire.events import (
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
+    RolloutContinued,
     SyncStatusReported,
     Tick,
 )
@@ -300,11 +301,13 @@ class RolloutEngine:
             DependencyReported: self.dependencies.on_dependency_reported,
             DependencyCurrent: self.dependencies.on_dependency_current,
             GateEvaluated: self.gate_results.on_gate_evaluated,
+            RolloutContinued: stages.on_continued,
         }
 
     def handle(self, event: Any) -> Outcome:
         """Fold `event`; what it decided."""
         out = Outcome()
+        self.stages.begin_event()
         handler = self.handlers.get(type(event))
         if handler is None:  # pragma: no cover - parse_event only yields the types above
             out.rejections.append(f"unknown event type {type(event).__name__}")

@@ -12,6 +12,19 @@ approval. Over the failure budget (`over_budget`) the rollout halts or rolls bac
 *stable* generation (`start_rollback`, then `move_rollback` returns every cluster at once).
 The phase settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what
 module-status shows.
+
+Moves per event. One event may open a fleet-sized stage (90,000 clusters at 100 %
+concurrency) or roll a whole fleet back; made in one fold, those moves are one batch and
+one transaction of assignments, decisions and state — the worker's memory peak and the
+longest fold. So a fold makes at most `MOVES_PER_EVENT` moves (across all modules it
+advances). A module stopped at the limit asks to be continued: it numbers the request
+(`ModuleRecord.continuations`) and sends itself a `RolloutContinued` through the
+dependencies topic, which the router puts back into its journal partition; folding it
+advances the module again, from where it stopped. The continuation is an input in the
+journal like any other, so replay refolds the same slices; only the latest unanswered
+request acts (`continued`), so a redelivered or superseded one changes nothing, and at most
+one is outstanding per module. What is moved, and in which order, is what one unbounded
+fold would have moved — only spread over events (tests/rollout/test_moves_per_event.py).
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ import functools
 
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, parse_duration
+from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.state import ModuleRecord, target_key
@@ -42,6 +56,11 @@ from rollout.wire.decision_reasons import (
     StageStarted,
     StageSucceeded,
 )
+from rollout.wire.events import RolloutContinued
+
+MOVES_PER_EVENT = 2_000
+"""The most clusters one fold moves (module doc, "Moves per event"). Part of the engine's
+rules: a journal folded with another limit slices its moves differently."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -60,6 +79,44 @@ class StageMachine:
         self.tables = tables
         self.book = book
         self.windows = windows
+        self.moves_per_event = MOVES_PER_EVENT  # lowered by tests
+        self.moves_left = MOVES_PER_EVENT
+
+    def begin_event(self) -> None:
+        """A new event's fold: its moves are counted from zero."""
+        self.moves_left = self.moves_per_event
+
+    def _may_move(self, record: ModuleRecord, out: Outcome) -> bool:
+        """Whether this fold may move one more cluster; at the limit, `record` asks to be
+        continued (once: while a request is outstanding, that one carries on)."""
+        if self.moves_left > 0:
+            self.moves_left -= 1
+            return True
+        if record.continued == record.continuations:
+            record.continuations += 1
+            tables = self.tables
+            out.dependency_events.append(
+                RolloutContinued(
+                    id=f"continue-{record.name}-{record.generation}-{record.continuations}",
+                    at=iso(tables.now) or "",
+                    module=record.name,
+                    slice=record.continuations,
+                )
+            )
+        return False
+
+    def on_continued(self, event: RolloutContinued, out: Outcome) -> None:
+        """The module's latest request to be continued: advance it from where it stopped."""
+        tables = self.tables
+        stored = tables.modules.get(event.module)
+        if stored is None or stored.partition != tables.partition:
+            return  # deleted since, or not this partition's
+        if event.slice != stored.continuations or stored.continued >= event.slice:
+            return  # superseded, or redelivered: changes nothing
+        record = stored.working_copy()
+        record.continued = event.slice
+        self.advance(record, out)
+        self.book.save_module(record, out)
 
     def stage_open(self, record: ModuleRecord, index: int) -> bool:
         """Whether clusters of stage `index` may be moved to the target."""
@@ -243,7 +300,7 @@ class StageMachine:
         if not self.windows.window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
             return  # outside its maintenance windows (window_gate.py)
         targets = self.tables.targets
-        while queue and counts.updating < concurrency:
+        while queue and counts.updating < concurrency and self._may_move(record, out):
             _, cluster = queue[0]
             target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1
@@ -260,7 +317,7 @@ class StageMachine:
         book.index(record.name)
         for index in range(-1, len(stages_of(record))):
             queue = book.pending_queue(record.name, index)
-            while queue:
+            while queue and self._may_move(record, out):
                 _, cluster = queue[0]
                 target = targets[target_key(record.name, cluster)]
                 moved = book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)

@@ -365,6 +365,10 @@ class ModuleRecord(Record):
     # until the dependency's partition says it folded it (DependencyCurrent): till then no
     # readiness of that dependency counts (dependencies.py)
     awaiting: dict[str, str] = Field(default_factory=dict)
+    # RolloutContinued asked for (numbered) and the last one acted on (stages.py, "moves per
+    # event"): equal when no continuation is outstanding
+    continuations: int = 0
+    continued: int = 0
 
 
 class RestrictionRecord(Record):

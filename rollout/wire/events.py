@@ -18,7 +18,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
   cluster leave/join`) travels with the observations.
 * dependencies (key: the receiving module) — DependentLinked, DependencyReported,
   DependencyCurrent, written by the decider so that one module's per-cluster state reaches
-  another's partition.
+  another's partition; RolloutContinued, to the module's own partition: a stage's moves
+  carried on past the per-event limit.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
 `at`, the producer's wall-clock time — informational only: decisions read time from Tick
@@ -486,6 +487,23 @@ class DependencyCurrent(EventBase):
         return check_dns1123_label(value)
 
 
+class RolloutContinued(EventBase):
+    """Engine-written, through the dependencies topic, to the module's own partition
+    (rollout/engine/stages.py, "moves per event"): the fold that asked for it stopped
+    moving `module`'s clusters at the per-event limit, and this event carries on where it
+    stopped. `slice` numbers the module's requests: only the latest unanswered one acts, so
+    a redelivered or superseded continuation changes nothing."""
+
+    type: Literal["RolloutContinued"] = "RolloutContinued"
+    module: str
+    slice: int = Field(ge=1)
+
+    @field_validator("module")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
 class GateEvaluated(EventBase):
     """A health gate's result (rollout/api/gates.py), from `rollout gate-runner`, on the
     sync-status topic keyed by module: gate `gate` of stage `stage` of `module`, for the
@@ -550,6 +568,7 @@ InputEvent = Annotated[
     | DependentLinked
     | DependencyReported
     | DependencyCurrent
+    | RolloutContinued
     | GateEvaluated,
     Field(discriminator="type"),
 ]

@@ -316,9 +316,10 @@ def serialize(outcome: Outcome) -> dict[str, Any]:
 class Fleet:
     """A fresh engine over dicts, plus everything its outcomes told the world."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, moves_per_event: int | None = None) -> None:
         # every mapping the engine declares (state.ENGINE_MAPPINGS), as plain dicts
         self.state: dict[str, dict[str, Any]] = {name: {} for name in ENGINE_MAPPINGS}
+        self.moves_per_event = moves_per_event  # None: the engine's own limit (stages.py)
         self.engine = self._new_engine()
         self.journal: list[Any] = []
         self.outcomes: list[Outcome] = []
@@ -336,7 +337,10 @@ class Fleet:
         self.feedback = True
 
     def _new_engine(self) -> RolloutEngine:
-        return RolloutEngine(**self.state)  # type: ignore[arg-type]
+        engine = RolloutEngine(**self.state)  # type: ignore[arg-type]
+        if self.moves_per_event is not None:
+            engine.stages.moves_per_event = self.moves_per_event
+        return engine
 
     @property
     def clusters(self) -> dict[str, ClusterFacts]:

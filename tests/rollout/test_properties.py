@@ -154,11 +154,11 @@ class Run:
             self.feed(command("app", "unpin", cluster=pinned))
 
 
-def refold(journal: list[Any], *, restart: bool) -> Fleet:
+def refold(journal: list[Any], *, restart: bool, moves_per_event: int | None = None) -> Fleet:
     """The journal folded by a fresh engine; with `restart`, by a new engine before every
     event over the JSON round trip of the stored state (so every prefix is folded, then
     recovered with cold indexes, then the rest folded)."""
-    fleet = Fleet()
+    fleet = Fleet(moves_per_event=moves_per_event)
     fleet.check_each_event = False
     fleet.feedback = False  # the journal holds the events fed back already
     for event in journal:
@@ -222,6 +222,32 @@ def test_redelivered_suffixes_change_nothing_and_emit_nothing(scenario: dict[str
     # and the journal folded again from scratch gives the same outcomes (determinism)
     again = refold(journal, restart=False)
     assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
+
+
+@settings(
+    max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(scenarios(max_clusters=20, max_steps=60))
+def test_folds_sliced_at_two_moves_decide_what_unbounded_folds_decide(scenario: dict[str, Any]) -> None:
+    """Moves per event (stages.py): with continuations fed back, the decisions, their order
+    and the assignments do not depend on the limit; and a sliced journal redelivered from
+    any point changes nothing."""
+    unbounded = Run(scenario)
+    unbounded.finish(new_revision=True)
+    sliced = Run(scenario, fleet=Fleet(moves_per_event=2))
+    sliced.finish(new_revision=True)
+    assert [(d.module, d.action, d.cluster, d.because) for d in sliced.fleet.decisions] == [
+        (d.module, d.action, d.cluster, d.because) for d in unbounded.fleet.decisions
+    ]
+    assert sliced.fleet.assemblages == unbounded.fleet.assemblages
+    fleet, journal = sliced.fleet, sliced.journal
+    again = refold(journal, restart=True, moves_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
+    expected = fleet.snapshot()
+    for start in range(0, len(journal), 5):
+        for position in range(start, len(journal)):
+            assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
+        assert fleet.snapshot() == expected, f"suffix from {start} changed the state"
 
 
 @st.composite

@@ -1,0 +1,75 @@
+"""Moves per event on the real broker and the real worker (rollout/engine/stages.py): a stage
+of more clusters than one fold may move starts in the event that opens it and carries on in
+RolloutContinued events the decider sends itself through the dependencies topic and the
+router. Every member is moved exactly once, the slices are in the journal, and `rollout
+replay --check` refolds the same decisions from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from infra import client
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.engine.stages import MOVES_PER_EVENT
+from rollout.wire.events import ClusterObserved, ModuleApplied
+from rollout_cli.main import cli
+from tests.integration.stack import Stack, wait_for
+
+pytestmark = pytest.mark.integration
+
+CLUSTERS = MOVES_PER_EVENT + 300
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("slices"), partitions=2, tick_interval=1.0)
+    stack.start_worker()
+    yield stack
+    stack.stop()
+
+
+def observed(name: str) -> bytes:
+    cluster = {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "fleet", "labels": {"ring": "all"}},
+        "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+    }
+    return ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)).to_bytes()
+
+
+def test_a_stage_larger_than_one_fold_moves_every_member_once_in_slices_and_replays(stack: Stack) -> None:
+    names = [f"edge-{i:05d}" for i in range(CLUSTERS)]
+    asyncio.run(client.publish(stack.bootstrap, stack.topics.clusters, [(n, observed(n)) for n in names]))
+    module = {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Module",
+        "metadata": {"name": "fleetwide", "namespace": "fleet"},
+        "spec": {
+            "selector": {"matchLabels": {"ring": "all"}},
+            "sync": {"source": {"git": {"url": "https://example.com/fleetwide", "version": {"tag": "v1"}}}},
+            "rollout": {"stages": [{"name": "everyone", "maxConcurrency": "100%"}]},
+        },
+    }
+    stack.send("intents", "fleetwide", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(module)))
+
+    def moved() -> int:
+        return sum(1 for d in stack.records("decisions") if (d.json() or {}).get("action") == "assign")
+
+    wait_for(f"{CLUSTERS} clusters moved", lambda: moved() == CLUSTERS or None, timeout=180, interval=2)
+
+    assigns = [d.json() for d in stack.records("decisions") if (d.json() or {}).get("action") == "assign"]
+    assert sorted(a["cluster"] for a in assigns) == names  # each member once
+    by_event = Counter(a["id"].rsplit("-", 1)[0] for a in assigns)  # "<partition>-<offset>": the event's
+    assert len(by_event) >= 2 and max(by_event.values()) <= MOVES_PER_EVENT, by_event
+    continued = [r.json() for r in stack.records("journal") if b'"RolloutContinued"' in (r.value or b"")]
+    assert [c["slice"] for c in continued] == [1] and continued[0]["module"] == "fleetwide"
+
+    replay = CliRunner().invoke(cli, ["replay", "--check"], env=stack.env, catch_exceptions=False)
+    assert replay.exit_code == 0, replay.output
