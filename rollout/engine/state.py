@@ -99,6 +99,18 @@ RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDelete
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 
 
+def added_field(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A field added to a stored record after the previous release (v0.26): left out of the
+    stored JSON while it holds its default. v0.26 forbids unknown fields, so a record
+    written with the field would be unreadable to it during a rolling upgrade or after a
+    rollback (tests/upgrade/test_previous_release.py); left out, every record that does not
+    use the new feature is byte for byte what v0.26 wrote, and reads back with the default.
+    `factory`: for a mutable default (list, dict), which is left out while empty."""
+    if factory is not None:
+        return Field(default_factory=factory, exclude_if=lambda value: not value)
+    return Field(default=default, exclude_if=lambda value: value == default)
+
+
 def remember(ids: list[str], event_id: str, kept: int) -> list[str]:
     """A new window: `ids` with `event_id` appended, the oldest dropped beyond `kept`."""
     return [*ids, event_id][-kept:]
@@ -367,8 +379,8 @@ class ModuleRecord(Record):
     awaiting: dict[str, str] = Field(default_factory=dict)
     # RolloutContinued asked for (numbered) and the last one acted on (stages.py, "moves per
     # event"): equal when no continuation is outstanding
-    continuations: int = 0
-    continued: int = 0
+    continuations: int = added_field(0)
+    continued: int = added_field(0)
 
 
 class RestrictionRecord(Record):

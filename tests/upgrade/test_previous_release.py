@@ -89,7 +89,8 @@ def test_this_release_writes_the_restored_records_as_the_previous_release_did() 
         written = stored.encode(state.mappings[mapping].committed[key], state.versions.get(mapping, 1))
         assert json.loads(written) == document["value"], (
             f"{document['key']}: this release writes it differently from {PREVIOUS_RELEASE}, which could not read "
-            "it during a rolling upgrade or after a rollback (README: Upgrading a running engine)"
+            "it during a rolling upgrade or after a rollback (README: Upgrading a running engine); a field added "
+            "to a stored record is declared with rollout.engine.state.added_field, left out while at its default"
         )
         assert not written.startswith(b'{"_v"'), "version 1 records carry no version marker"
 
