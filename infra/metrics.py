@@ -23,6 +23,9 @@ What an operator alerts on, and where each number comes from:
   `Halted` sees 0 rather than no data. The phases and the revisions are the values the
   module-status document shows (rollout/wire/status.py `ROLLOUT_PHASES`, `targetRevision`,
   `stableRevision`): a dashboard or `rollout status` and an alert name a module's phase alike;
+* `rollout_notifications{webhook,type,outcome}`, `rollout_notification_retries{webhook}`,
+  `rollout_notification_queue{webhook}` — the notifier's deliveries (projections/notifier/):
+  an alert on `outcome="dead-lettered"` sees notifications a receiver never got;
 * `process_*` (CPU, memory, open files, start time) and `python_info`, from
   prometheus_client's collectors registered on the process's own registry.
 
@@ -133,6 +136,25 @@ class Metrics:
             "Seconds from a snapshot's Kafka timestamp to the sink having changed the target",
             ["kind"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        # the notifier (projections/notifier/): per webhook, what became of each notification
+        self.notifications = Counter(
+            "rollout_notifications",
+            "Notifications by webhook, CloudEvents type and outcome (delivered | dead-lettered)",
+            ["webhook", "type", "outcome"],
+            registry=r,
+        )
+        self.notification_retries = Counter(
+            "rollout_notification_retries",
+            "Deliveries retried after an error or a retryable answer",
+            ["webhook"],
+            registry=r,
+        )
+        self.notification_queue = Gauge(
+            "rollout_notification_queue",
+            "Notifications waiting for their webhook (bounded by queueSize)",
+            ["webhook"],
             registry=r,
         )
         if modules is not None:

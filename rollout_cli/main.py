@@ -98,6 +98,11 @@ COMMANDS: dict[str, Lazy] = {
         "Evaluate the health gates (Prometheus queries, webhooks) of every stage that soaks, and publish "
         "each result as a GateEvaluated event, until SIGINT/SIGTERM.",
     ),
+    "notifier": Lazy(
+        "notifier:notifier",
+        "Send stage started, awaiting approval, halted, rollback, complete (and more) decisions as "
+        "CloudEvents to webhooks, at least once, until SIGINT/SIGTERM.",
+    ),
     "dashboard": Lazy(
         "dashboard:dashboard",
         "Serve a live web UI of modules, stages, clusters and dead letters, until stopped.",
