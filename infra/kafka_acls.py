@@ -28,6 +28,9 @@ What each component touches, read off the code (infra/topics.py has the topics):
   cluster observations (transactional id `rollout-watch-modules.<prefix>`), reads them
   back and the module status and verdicts.
 * gate runner: reads module status, writes sync status (gate results).
+* notifier (`rollout notifier`): reads the decisions (group `<prefix>rollout-notifier`),
+  writes dead letters (notifications a webhook never accepted). It cannot publish intents
+  or anything the engine reads: a notification can change no rollout.
 * dashboard: reads the projections it shows and writes commands — the intents topic only.
 * cli-reader: every `rollout` command that only reads (status, history, list, replay, …).
 * cli-operator: what cli-reader may do, plus `rollout apply|delete|approve|pause|…|cluster
@@ -133,6 +136,7 @@ COMPONENTS = (
     "watcher",
     "module-watcher",
     "gate-runner",
+    "notifier",
     "dashboard",
     "cli-reader",
     "cli-operator",
@@ -246,6 +250,10 @@ def principals(prefix: str = DEFAULT_PREFIX, *, user_prefix: str = "rollout-") -
         "gate-runner": (
             "evaluates health gates, publishes their results as sync status",
             (read(("module_status",)), write(("status",))),
+        ),
+        "notifier": (
+            "sends decisions as CloudEvents to webhooks; dead-letters what a webhook never accepted",
+            (read(("decisions",)), write(("dead_letters",)), group(f"{prefix}rollout-notifier")),
         ),
         "dashboard": (
             "shows the fleet, publishes commands (the intents topic only)",

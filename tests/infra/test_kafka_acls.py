@@ -28,8 +28,19 @@ def writers(role: str) -> set[str]:
 
 def test_only_the_worker_writes_the_engines_own_topics() -> None:
     engine_topics = ("journal", "assignments", "remote", "proxy", "module_status", "targets", "decisions")
-    for role in (*engine_topics, "dead_letters", "verdicts", "decide_state", "assemble_state", "ticks"):
+    for role in (*engine_topics, "verdicts", "decide_state", "assemble_state", "ticks"):
         assert writers(role) == {"worker"}, role
+    assert writers("dead_letters") == {"worker", "notifier"}  # what a webhook never accepted
+
+
+def test_the_notifier_reads_the_decisions_and_writes_only_dead_letters() -> None:
+    notifier = principal("notifier", PREFIX)
+    readable = {spec.role for spec in TOPICS if notifier.allows(Operation.READ, TOPIC, NAMES.name(spec.role))}
+    writable = {spec.role for spec in TOPICS if notifier.allows(Operation.WRITE, TOPIC, NAMES.name(spec.role))}
+    assert readable == {"decisions"}
+    assert writable == {"dead_letters"}
+    assert notifier.allows(Operation.READ, ResourceType.GROUP, f"{PREFIX}rollout-notifier")
+    assert not notifier.allows(Operation.READ, ResourceType.GROUP, f"{PREFIX}rollout-worker.decide")
 
 
 def test_what_users_and_clusters_say_is_written_by_them_not_by_the_engine() -> None:
@@ -109,5 +120,6 @@ def test_prefixed_grants_are_few_and_named() -> None:
         ("worker", ResourceType.GROUP, f"{PREFIX}rollout-worker."),
         ("worker", ResourceType.TRANSACTIONAL_ID, f"{PREFIX}rollout-worker."),
         ("applier", ResourceType.GROUP, f"{PREFIX}rollout-applier"),
+        ("notifier", ResourceType.GROUP, f"{PREFIX}rollout-notifier"),
         ("cli-operator", ResourceType.TRANSACTIONAL_ID, f"{PREFIX}rollout-apply-"),
     }
