@@ -1,6 +1,8 @@
 """The dead-letter document: an input a stage rejected, with why and where it was.
 
     router / decide / assemble ──► dead-letters (key: the input's key)
+    notifier (projections/notifier/) ──► dead-letters (key: the module; a notification a
+        webhook never accepted, or a decisions record it could not read)
 
 Written by streams/deadletters.py (which bounds it: the payload truncated to a limit, the
 reason and key clipped); read by `rollout dead-letters` (rollout_cli/reading/documents.py) and the
@@ -23,7 +25,7 @@ class DeadLetter(VersionedDocument):
     KIND = "dead-letter"
 
     reason: str
-    stage: str | None = None  # the stage that rejected it: route, decide, assemble
+    stage: str | None = None  # the stage that rejected it: route, decide, assemble; notifier (a webhook never took it)
     topic: str | None = None  # where the input was
     partition: int | None = None
     offset: int | None = None

@@ -30,10 +30,12 @@ from infra.kafka_acls import Grant, Operation, ResourceType, acl_commands, princ
 from infra.localkafka import LocalKafka, Scram
 from infra.topics import TopicNames, ensure_topics
 from projections.fenced_publisher import FencedPublisher
+from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.events import RolloutCommanded
 from rollout_cli.publishing.intents import intents_for, publish_intents
 from rollout_cli.publishing.manifest_files import load_manifest_files
 from tests.integration.stack import free_port, http_get, wait_for
+from tests.support.webhook_receiver import running_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -345,3 +347,48 @@ def test_the_components_keep_running_through_the_refusals(engine: SecuredEngine)
 def _verdicts(engine: SecuredEngine) -> list[client.Record]:
     with as_user("rollout-cli-reader"):
         return asyncio.run(client.read_all(engine.bootstrap, TOPICS.verdicts))
+
+
+def test_the_notifier_sends_and_dead_letters_within_its_acls_and_cannot_publish_intents(engine: SecuredEngine) -> None:
+    """As User:rollout-notifier: the decisions read (its own group), events sent, a refused
+    one dead-lettered — and an intent refused by the broker."""
+    with running_receiver(lambda hook, n, event: 400 if hook == "refuses" else 200) as receiver:
+        port = free_port()
+        notifier = engine.spawn(
+            "notifier", "rollout-notifier", "notifier", "--webhook", receiver.url("ops"),
+            "--webhook", receiver.url("refuses"), "--web-port", str(port),
+        )  # fmt: skip
+        try:
+            wait_for("the notifier's /readyz", lambda: (http_get(port, "/readyz") or (0, ""))[0] == 200, timeout=90)
+            applied = engine.cli(
+                "rollout-cli-operator", "apply", "-f", str(engine.manifest("told")), "--timeout", "90s"
+            )
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+
+            def complete() -> bool:
+                return any(
+                    (e.subject, e.type) == ("told", "dev.rollout.module.complete") for e in receiver.accepted("ops")
+                )
+
+            wait_for("the complete notification", complete, timeout=120)
+
+            def dead_lettered() -> list[DeadLetter]:
+                with as_user("rollout-cli-reader"):
+                    records = asyncio.run(client.read_all(engine.bootstrap, TOPICS.dead_letters))
+                letters = [DeadLetter.read(r.value) for r in records if r.value is not None]
+                return [letter for letter in letters if letter.stage == "notifier" and letter.key == "told"]
+
+            letters = wait_for("the refused notifications' dead letters", dead_lettered, timeout=60)
+            assert all(letter.reason.startswith("webhook hook-2: answered 400") for letter in letters)
+        finally:
+            notifier.terminate()
+            notifier.wait(30)
+            engine.processes.remove(notifier)
+    log = (engine.workdir / "notifier.log").read_text()
+    assert "the broker refused" not in log and "AuthorizationFailed" not in log, log[-3000:]
+    before = engine.ends("intents")
+    command = RolloutCommanded(module="told", command="abort", user="notifier")
+    with as_user("rollout-notifier"), pytest.raises(NotAuthorized) as refused:
+        asyncio.run(client.publish(engine.bootstrap, TOPICS.intents, [("told", command.to_bytes())]))
+    assert str(refused.value).startswith("not authorized to write topic fleet-a.intents as User:rollout-notifier")
+    assert engine.ends("intents") == before
