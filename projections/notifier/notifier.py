@@ -174,11 +174,14 @@ class Notifier:
         else:
             consumer.resume(*assigned)
         batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=max(room, 1))
-        for tp in sorted(self.starting & assigned, key=lambda tp: tp.partition):
+        # a partition new to this replica starts where its first record is (a first start
+        # commits that, not the position past the records just fetched), else where it stands
+        for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
+            if tp not in self.progress.partitions and messages:
+                await self._start(consumer, tp, messages[0].offset)
+        for tp in sorted(self.starting & consumer.assignment(), key=lambda tp: tp.partition):
             await self._start(consumer, tp, None)
         for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
-            if tp not in self.progress.partitions:
-                await self._start(consumer, tp, messages[0].offset if messages else None)
             for message in messages:
                 await self._read(tp, message)
         self._record_lag(consumer)
