@@ -80,8 +80,18 @@ class Health:
         problems = []
         if self.crashed:
             problems.append(f"crashed: {self.crashed}")
-        if self.broker_seen is None or time.monotonic() - self.broker_seen > BROKER_STALE_AFTER:
+        if self.broker_seen is None:
             problems.append(f"broker not reachable: {self.broker_error}")
+        elif (age := time.monotonic() - self.broker_seen) > BROKER_STALE_AFTER:
+            # a failed probe says why; none failed yet means none has finished since the last
+            # answer — a probe still waiting for the broker, or an event loop held by a long
+            # fold or restore (the probe cannot even ask)
+            problems.append(
+                f"broker not reachable: {self.broker_error}"
+                if self.broker_error
+                else f"broker not answered for {age:.1f}s: the last probe succeeded and none has finished since "
+                "(the broker slow to answer, or this process too busy to ask)"
+            )
         return problems
 
     def ready(self) -> tuple[bool, list[str]]:

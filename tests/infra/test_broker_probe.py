@@ -55,3 +55,21 @@ async def test_a_refused_connection_is_reported_with_its_reason() -> None:
         assert not health.ready()[0]
     finally:
         await probe.stop()
+
+
+def test_a_stale_answer_with_no_failed_probe_says_so_instead_of_an_empty_reason() -> None:
+    health = Health(assigned=True)
+    health.broker_seen = time.monotonic() - observability.BROKER_STALE_AFTER - 5  # a probe succeeded, long ago
+    health.broker_error = ""
+    ready, problems = health.ready()
+    assert not ready
+    (problem,) = problems
+    assert problem.startswith("broker not answered for ") and "the last probe succeeded" in problem
+    assert "not reachable: " not in problem
+
+
+def test_a_failed_probe_is_named_in_the_readiness_problem() -> None:
+    health = Health(assigned=True)
+    health.broker_seen = time.monotonic() - observability.BROKER_STALE_AFTER - 5
+    health.broker_error = "no metadata answer within 2s"
+    assert health.ready()[1] == ["broker not reachable: no metadata answer within 2s"]
