@@ -271,6 +271,31 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
+async def offsets_at(bootstrap: str, topic: str, when: float) -> dict[int, int]:
+    """Partition → the first offset of `topic` whose record is timestamped at or after
+    `when` (seconds since the epoch); the end offset where every record is older."""
+    consumer, tps = await _consumer(bootstrap, topic)
+    try:
+        found = await consumer.offsets_for_times({tp: int(when * 1000) for tp in tps})
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: found[tp].offset if found.get(tp) is not None else ends[tp] for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+async def committed_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
+    """What consumer group `group` has committed, per partition (nothing: an empty dict)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-retention", **kafka_client_options())
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+        return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+    finally:
+        await admin.close()
+
+
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """Partition → end offset of `topic` as a `read_committed` reader sees it (the last
     stable offset): everything committed so far lies below it."""

@@ -197,6 +197,17 @@ class Retention:
     cuts: list[Cut]  # the journal's
     deleted: dict[int, int]  # partition → the journal's new log start (empty on a dry run)
     assignment_cuts: list[Cut] = field(default_factory=list)
+    input_cuts: dict[str, list[Cut]] = field(default_factory=dict)  # ROUTED_INPUTS' topics
+
+
+ROUTED_INPUTS = ("status", "ticks")
+"""Input topics retention cuts too: status reports (and gate results) and ticks — what grows
+with time on an installation at rest. The journal holds each of their records once the
+router has routed it, so below the router's committed position they are copies; cut below
+that and below the oldest kept snapshot's time, they keep the same window as the journal.
+Intents and cluster observations are what users published (kept as its record; they grow
+with what users do, not with time), heartbeats are compacted, and the dependencies topic
+keeps its 7 days (infra/topics.py)."""
 
 
 def kept_snapshots(paths: list[Path], keep: float, now: float) -> list[Path]:
@@ -210,10 +221,18 @@ def kept_snapshots(paths: list[Path], keep: float, now: float) -> list[Path]:
 
 
 async def retain(
-    bootstrap: str, topics: TopicNames, directory: Path, *, keep: float, now: float, dry_run: bool = False
+    bootstrap: str,
+    topics: TopicNames,
+    directory: Path,
+    *,
+    keep: float,
+    now: float,
+    dry_run: bool = False,
+    router_group: str | None = None,
 ) -> Retention:
     """Drop the snapshots `kept_snapshots` does not keep and cut the journal below the
-    oldest kept one (capped by the decider's committed position, read now)."""
+    oldest kept one (capped by the decider's committed position, read now); with the
+    router's consumer group, cut `ROUTED_INPUTS` below what it routed before that snapshot."""
     paths = listed(directory)
     kept = kept_snapshots(paths, keep, now)
     dropped = [p for p in paths if p not in kept]
@@ -232,13 +251,23 @@ async def retain(
         for p in set(oldest.assignments_from) | set(oldest.assemble.positions())
     }
     assignment_cuts = await _cuts(bootstrap, topics.assignments, needed, assembled)
+    input_cuts: dict[str, list[Cut]] = {}
+    if router_group is not None:
+        routed = await client.committed_offsets(bootstrap, router_group)
+        for role in ROUTED_INPUTS:
+            topic = topics.name(role)
+            before = await client.offsets_at(bootstrap, topic, taken_at(kept[0]))
+            committed = {tp.partition: offset for tp, offset in routed.items() if tp.topic == topic}
+            input_cuts[role] = await _cuts(bootstrap, topic, before, committed)
     deleted: dict[int, int] = {}
     if not dry_run:
         deleted = await delete_records_below(bootstrap, topics.journal, _wanted(cuts))
         await delete_records_below(bootstrap, topics.assignments, _wanted(assignment_cuts))
+        for role, role_cuts in input_cuts.items():
+            await delete_records_below(bootstrap, topics.name(role), _wanted(role_cuts))
         for path in dropped:
             path.unlink(missing_ok=True)
-    return Retention(kept, dropped, cuts, deleted, assignment_cuts)
+    return Retention(kept, dropped, cuts, deleted, assignment_cuts, input_cuts)
 
 
 async def _cuts(bootstrap: str, topic: str, covered: dict[int, int], committed: dict[int, int]) -> list[Cut]:

@@ -5,7 +5,8 @@ retention tied to them (rollout_cli/reading/retention.py, streams/snapshots.py).
             ──► DIR/snapshot-<time>.json.gz
     retain  keep the snapshots of the last KEEP (and the newest before) ──► delete the journal (and the
             assignments) below the oldest kept one's positions (never past the decider's, the
-            assembler's committed position)
+            assembler's committed position), and the sync-status and ticks topics below what
+            the router had routed when it was taken
 
 `rollout replay --check --from-snapshot DIR` refolds only the journal past a snapshot.
 """
@@ -76,7 +77,7 @@ def snapshot_list(directory: Path) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @kafka_options
 def snapshot_retain(ctx: Context, directory: Path, keep: float, dry_run: bool) -> None:
-    """Delete older snapshots, and the journal and the assignments below the oldest snapshot kept."""
+    """Delete older snapshots; the journal, assignments, sync-status and ticks below the oldest one kept."""
     from rollout_cli.reading.retention import apply_retention
 
     retention = apply_retention(ctx, directory, keep, dry_run=dry_run)
@@ -99,3 +100,10 @@ def snapshot_retain(ctx: Context, directory: Path, keep: float, dry_run: bool) -
     for cut in retention.assignment_cuts:
         if cut.below > cut.log_start:
             click.echo(f"assignments partition {cut.partition}: {verb} offsets {cut.log_start}..{cut.below - 1}")
+    for role, cuts in retention.input_cuts.items():
+        topic = ctx.topics.name(role)
+        for cut in cuts:
+            if cut.below > cut.log_start:
+                capped = " (what the router has routed)" if cut.below < cut.covered else ""
+                deleted = f"{verb} offsets {cut.log_start}..{cut.below - 1}{capped}"
+                click.echo(f"{topic} partition {cut.partition}: {deleted}")

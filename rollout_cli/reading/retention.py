@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from infra import client
+from infra.settings import Settings
 from rollout_cli.options import Context, fail
 from streams import snapshots
 from streams.snapshots import Retention, StateSnapshot
@@ -31,7 +32,15 @@ def load_snapshot(path: Path) -> StateSnapshot:
 def apply_retention(ctx: Context, directory: Path, keep: float, *, dry_run: bool) -> Retention:
     try:
         retention: Retention = client.run(
-            snapshots.retain(ctx.bootstrap, ctx.topics, directory, keep=keep, now=time.time(), dry_run=dry_run)
+            snapshots.retain(
+                ctx.bootstrap,
+                ctx.topics,
+                directory,
+                keep=keep,
+                now=time.time(),
+                dry_run=dry_run,
+                router_group=f"{Settings(ctx.bootstrap, topic_prefix=ctx.prefix).group_id}.route",
+            )
         )
     except (OSError, ValueError) as error:  # a snapshot of another journal, or unreadable
         fail(str(error))

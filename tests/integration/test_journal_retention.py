@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
 from click.testing import CliRunner, Result
 
 from infra import client
@@ -93,6 +94,17 @@ def test_retention_deletes_the_journal_below_the_snapshot_only(stack: Stack, sna
     assert assigned == needed and any(needed.values()), result.output
     assert journal_records(stack) < before
     assert snapshots.listed(snapshot_dir), "the only snapshot is kept"
+    # sync-status and ticks: below what the router had routed when the snapshot was taken
+    routed = asyncio.run(client.committed_offsets(stack.bootstrap, f"{stack.prefix}rollout-worker.route"))
+    (taken_path,) = snapshots.listed(snapshot_dir)
+    for role in snapshots.ROUTED_INPUTS:
+        topic = stack.topics.name(role)
+        starts = asyncio.run(log_start_offsets(stack.bootstrap, topic))
+        at_snapshot = asyncio.run(client.offsets_at(stack.bootstrap, topic, snapshots.taken_at(taken_path)))
+        assert any(starts.values()), f"{topic} was not cut: {result.output}"
+        for partition, start in starts.items():
+            assert start <= min(routed.get(TopicPartition(topic, partition), 0), at_snapshot[partition])
+    assert "sync-status partition" in result.output and "ticks partition" in result.output, result.output
     # again: nothing more to delete
     again = cli_run(stack, "snapshot", "retain", "--dir", str(snapshot_dir), "--keep", "0s")
     assert again.exit_code == 0 and "nothing to delete" in again.output, again.output
