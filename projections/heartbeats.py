@@ -21,7 +21,11 @@ split into `CLAIM_CHUNKS` chunks by `claim_chunk` (a hash of the name: a cluster
 lost rewrites one chunk), keyed `<holder>/<chunk>` on the compacted topic so that it keeps
 each chunk's latest; a chunk is re-sent only when its clusters change, and until it was
 published. On its first beat the replica sends every chunk, empty ones too: it does not know
-what it (under its name) claimed before a restart. The engine renews a lease at its own
+what it (under its name) claimed before a restart. It sends them all again after going a
+whole lease without a successful beat — cut off from the broker, or its process or machine
+suspended — because the engine may then have forgotten it (a holder expired for 7 days is
+forgotten with its claims: rollout/engine/leases.py), and clusters whose claims it
+forgot would stay not ready until they changed. The engine renews a lease at its own
 time (the latest Tick) and expires it `leaseSeconds` later, so three beats fit in a lease:
 one lost beat does not make a cluster not ready.
 """
@@ -32,6 +36,8 @@ import asyncio
 import logging
 import os
 import socket
+import time
+from collections.abc import Callable
 
 from infra.observability import RATE_LIMITED
 from projections.publisher import Publish
@@ -62,10 +68,21 @@ def default_holder() -> str:
 class Heartbeats:
     """Which clusters this applier reaches, and the loop that says so."""
 
-    def __init__(self, publish: Publish, *, lease_seconds: float, holder: str | None = None) -> None:
+    def __init__(
+        self,
+        publish: Publish,
+        *,
+        lease_seconds: float,
+        holder: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.publish = publish
         self.lease_seconds = lease_seconds
         self.holder = holder or default_holder()
+        # wall-clock time (a suspended machine's monotonic clock stands still) of the last
+        # beat the broker took: a whole lease without one, and every chunk goes out again
+        self.clock = clock
+        self._last_beat: float | None = None
         self._written: set[tuple[str, str]] = set()  # (assemblage kind, cluster) last written fine
         self._failing: set[tuple[str, str]] = set()
         self._published: dict[int, list[str]] = {}  # chunk → its clusters as last published
@@ -94,6 +111,9 @@ class Heartbeats:
         `<holder>`. Chunks go one after another: the first that fails ends them (the broker is
         away, most likely), the beat goes out all the same, and what was not published is sent
         at the next beat."""
+        now = self.clock()
+        if self._last_beat is not None and now - self._last_beat > self.lease_seconds:
+            self._published = {}  # the engine may have forgotten this holder's claims: all again
         chunks = claim_chunks(self.reached())
         changed = [
             HolderClaims(holder=self.holder, chunk=index, clusters=names, lease_seconds=self.lease_seconds)
@@ -111,6 +131,7 @@ class Heartbeats:
             self.sent += 1
         beat = HolderHeartbeat(holder=self.holder, lease_seconds=self.lease_seconds)
         await self.publish(self.holder, beat.to_bytes())  # the holder's lease, whatever its claims did
+        self._last_beat = now
         self.sent += 1
         if failed is not None:
             raise failed

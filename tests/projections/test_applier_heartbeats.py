@@ -120,6 +120,32 @@ def test_a_claim_that_failed_to_publish_is_sent_again_at_the_next_beat() -> None
     assert [k for k, _ in published.take()] == [key, "applier-0"]
 
 
+def test_a_replica_without_a_successful_beat_for_a_whole_lease_claims_every_chunk_again() -> None:
+    """Cut off, or suspended, for longer than a lease: the engine may have forgotten the
+    holder and its claims (a horizon after its lease ran out), so all of them go out again."""
+    published, now = Recorded(), [1_000.0]
+    heartbeats = Heartbeats(published, lease_seconds=60, holder="applier-0", clock=lambda: now[0])
+    heartbeats.written("ProxyAssemblage", "c1")
+    asyncio.run(heartbeats.beat())
+    assert len(published.take()) == CLAIM_CHUNKS + 1
+    now[0] += 59  # within the lease: only the beat
+    asyncio.run(heartbeats.beat())
+    assert [event["type"] for _, event in published.take()] == ["HolderHeartbeat"]
+    published.refused = {"applier-0"}  # the broker is away: beats fail for days
+    for _ in range(3):
+        now[0] += 3 * 24 * 3600
+        with pytest.raises(OSError):
+            asyncio.run(heartbeats.beat())
+    published.refused = set()
+    published.take()
+    asyncio.run(heartbeats.beat())
+    back = published.take()
+    assert len(back) == CLAIM_CHUNKS + 1 and {n for _, e in back[:-1] for n in e["clusters"]} == {"c1"}  # type: ignore[attr-defined]
+    now[0] += 20
+    asyncio.run(heartbeats.beat())
+    assert [event["type"] for _, event in published.take()] == ["HolderHeartbeat"]
+
+
 def test_two_replicas_on_one_host_are_two_lease_holders() -> None:
     import subprocess
     import sys
