@@ -184,7 +184,19 @@ class Notifier:
         for tp, messages in sorted(batch.items(), key=lambda item: item[0].partition):
             for message in messages:
                 await self._read(tp, message)
+        await self._advance(consumer)
         self._record_lag(consumer)
+
+    async def _advance(self, consumer: AIOKafkaConsumer) -> None:
+        """Past what was read: the consumer's position, beyond the transaction markers (and
+        aborted records) no record is returned for — or the committed offset would stay one
+        marker behind the end, and the lag never reach 0."""
+        for tp, partition in list(self.progress.partitions.items()):
+            try:
+                position = await consumer.position(tp)
+            except KafkaError:  # IllegalStateError: revoked meanwhile, it starts over
+                continue
+            partition.advance(position)
 
     async def _start(self, consumer: AIOKafkaConsumer, tp: Any, first: int | None) -> None:
         """Begin tracking a newly assigned partition at its committed offset — or, for a group

@@ -35,6 +35,10 @@ class PartitionProgress:
             self.order.append(offset)
         self.next = max(self.next, offset + 1)
 
+    def advance(self, position: int) -> None:
+        """Everything below `position` was read (records, transaction markers, aborted records)."""
+        self.next = max(self.next, position)
+
     def done(self, offset: int) -> None:
         left = self.owed.get(offset)
         if left is None:

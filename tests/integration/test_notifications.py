@@ -227,3 +227,79 @@ def test_every_decision_reaches_its_webhooks_at_least_once_in_order_through_fail
         letters = [DeadLetter.read(r.value) for r in stack.records("dead_letters") if r.value is not None]
         assert not [letter for letter in letters if letter.stage == "notifier"]
         assert "notifier stopped" in stack.log("notifier")
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of a Prometheus text exposition (0 when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{key}="{wanted}"' in head for key, wanted in labels.items()):
+            return float(value)
+    return 0.0
+
+
+def test_a_dead_webhook_is_dead_lettered_without_holding_back_a_healthy_one(stack: Stack, tmp_path: Path) -> None:
+    with running_receiver(lambda hook, n, event: 503 if hook == "dead" else 200) as receiver:
+        config = tmp_path / "notifier.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "queueSize": 2,  # smaller than what one rollout notifies: the reading waits on the dead one
+                    "retry": {"attempts": 3, "initialDelay": "10ms", "maxDelay": "50ms"},
+                    "webhooks": [
+                        {"name": "healthy", "url": receiver.url("healthy"), "modules": ["nt-pair"]},
+                        {"name": "dead", "url": receiver.url("dead"), "modules": ["nt-pair"], "timeout": "2s"},
+                    ],
+                }
+            )
+        )
+        port = free_port()
+        notifier = start_notifier(stack, config, port)
+        try:
+            fleet(stack, "nt-pair")
+            stack.send("intents", "nt-pair", module("nt-pair", app="nt-pair", tag="1.0.0", stages=TWO_STAGES))
+            Driver(stack, "nt-pair").until("Complete")
+            expected = [d for d in notified(stack) if d.module == "nt-pair"]
+            assert len(expected) > 2  # more than the queue holds
+
+            def healthy_has_all() -> bool:
+                return {d.id for d in expected} <= {e.id for e in receiver.accepted("healthy")}
+
+            wait_for("every notification at the healthy webhook", healthy_has_all, timeout=120)
+
+            def dead_letters() -> list[DeadLetter] | None:
+                """Every notification's dead letter for the dead webhook, once all are there."""
+                letters = [DeadLetter.read(r.value) for r in stack.records("dead_letters") if r.value is not None]
+                ours = [letter for letter in letters if letter.stage == "notifier" and letter.key == "nt-pair"]
+                return ours if len(ours) >= len(expected) else None
+
+            letters = wait_for("a dead letter per notification", dead_letters, timeout=120)
+            assert [letter.event for letter in letters] == [d.id for d in expected]
+            assert (
+                letters[0].reason.startswith("webhook dead: answered 503") and "after 3 attempts" in letters[0].reason
+            )
+            assert all("after 1 attempt)" in letter.reason for letter in letters[1:])  # down: one try each
+            assert all(DecisionDocument.read(letter.value or "").id == letter.event for letter in letters)
+
+            def committed_to_the_end() -> str | None:
+                answer = http_get(port, "/metrics")
+                if answer is None:
+                    return None
+                lags = [line for line in answer[1].splitlines() if line.startswith("rollout_consumer_lag{")]
+                return answer[1] if lags and all(line.endswith(" 0.0") for line in lags) else None
+
+            text = wait_for("the notifier's offsets past the dead webhook's events", committed_to_the_end, timeout=60)
+            healthy = sum(
+                metric(text, "rollout_notifications_total", webhook="healthy", outcome="delivered", type=kind)
+                for kind in {event_type(d.action) or "" for d in expected}
+            )
+            total_dead = sum(
+                metric(text, "rollout_notifications_total", webhook="dead", outcome="dead-lettered", type=kind)
+                for kind in {event_type(d.action) or "" for d in expected}
+            )
+            assert total_dead == len(expected) and healthy == len(expected)
+            assert metric(text, "rollout_notification_retries_total", webhook="dead") == 2
+        finally:
+            Stack._stop(notifier)

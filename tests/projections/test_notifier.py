@@ -136,6 +136,16 @@ def test_an_offset_is_committed_only_once_every_webhook_is_done_with_everything_
     assert progress.to_commit() == {}
 
 
+def test_the_commit_moves_past_transaction_markers_once_nothing_before_them_is_owed() -> None:
+    progress = Progress()
+    progress.start("p0", 0, epoch=1)
+    progress.add("p0", 0, 1)
+    progress.partitions["p0"].advance(2)  # offset 1: the transaction's commit marker
+    assert progress.to_commit() == {}
+    progress.done("p0", 0, 1)
+    assert progress.to_commit() == {"p0": 2}
+
+
 def test_a_done_from_an_earlier_assignment_of_the_partition_does_not_count() -> None:
     progress = Progress()
     progress.start("p0", 0, epoch=1)
