@@ -24,6 +24,7 @@ import yaml
 
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decisions import DecisionDocument
+from rollout.wire.documents import DocumentError
 from rollout.wire.events import RolloutCommanded
 from rollout.wire.notifications import CONTENT_TYPE, DecisionCloudEvent, event_type
 from tests.integration.stack import Stack, free_port, http_get, wait_for
@@ -64,7 +65,12 @@ def fleet(stack: Stack, app: str) -> None:
 
 def notified(stack: Stack) -> list[DecisionDocument]:
     """The decisions the notifier sends, from the topic, in each partition's order."""
-    decisions = [DecisionDocument.read(r.value) for r in stack.records("decisions") if r.value is not None]
+    decisions = []
+    for record in stack.records("decisions"):
+        try:
+            decisions.append(DecisionDocument.read(record.value or b""))
+        except DocumentError:  # the record the test injected: a dead letter, not a notification
+            continue
     return [d for d in decisions if event_type(d.action) is not None]
 
 
@@ -240,7 +246,9 @@ def metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_a_dead_webhook_is_dead_lettered_without_holding_back_a_healthy_one(stack: Stack, tmp_path: Path) -> None:
+def test_a_dead_webhook_is_dead_lettered_without_holding_back_a_healthy_one_nor_an_unreadable_record(
+    stack: Stack, tmp_path: Path
+) -> None:
     with running_receiver(lambda hook, n, event: 503 if hook == "dead" else 200) as receiver:
         config = tmp_path / "notifier.yaml"
         config.write_text(
@@ -258,6 +266,7 @@ def test_a_dead_webhook_is_dead_lettered_without_holding_back_a_healthy_one(stac
         port = free_port()
         notifier = start_notifier(stack, config, port)
         try:
+            stack.send("decisions", "nt-garbage", b"{not a decision")  # fault injection: what no worker writes
             fleet(stack, "nt-pair")
             stack.send("intents", "nt-pair", module("nt-pair", app="nt-pair", tag="1.0.0", stages=TWO_STAGES))
             Driver(stack, "nt-pair").until("Complete")
@@ -282,6 +291,10 @@ def test_a_dead_webhook_is_dead_lettered_without_holding_back_a_healthy_one(stac
             )
             assert all("after 1 attempt)" in letter.reason for letter in letters[1:])  # down: one try each
             assert all(DecisionDocument.read(letter.value or "").id == letter.event for letter in letters)
+            records = [DeadLetter.read(r.value) for r in stack.records("dead_letters") if r.value is not None]
+            [garbage] = [letter for letter in records if letter.key == "nt-garbage"]
+            assert garbage.stage == "notifier" and garbage.reason.startswith("not a decision document")
+            assert garbage.value == "{not a decision" and garbage.topic == stack.topics.decisions
 
             def committed_to_the_end() -> str | None:
                 answer = http_get(port, "/metrics")
