@@ -67,6 +67,7 @@ class DecisionFacts(Part):
     cluster: str | None = None
     revision: str | None = None
     generation: int | None = None
+    stage_seconds: float | None = None  # stage-succeeded: engine seconds the stage took
     user: str | None = None  # a command's decisions: who asked
     via: str | None = None
     because: DecisionReason | UnrecognisedReason | None = Field(default=None, union_mode="left_to_right")
@@ -113,6 +114,7 @@ def cloud_event(decision: DecisionDocument, source: str) -> DecisionCloudEvent |
         cluster=decision.cluster,
         revision=decision.revision,
         generation=decision.generation,
+        stage_seconds=decision.stage_seconds,
         user=decision.user,
         via=decision.via,
         because=decision.because,

@@ -91,6 +91,16 @@ def test_the_body_is_a_structured_cloud_event_1_0() -> None:
     assert body["data"]["because"]["code"] == "stage-started" and body["data"]["because"]["pending"] == 3
 
 
+def test_a_stage_succeeded_says_how_long_the_stage_took() -> None:
+    decision = DecisionDocument(
+        id="0-9-0", module="pay", action="stage-succeeded", reason="stage canary succeeded", stage="canary",
+        stage_seconds=95.0, at=300.0,
+    )  # fmt: skip
+    event = cloud_event(decision, SOURCE)
+    assert event is not None and event.type == "dev.rollout.stage.succeeded"
+    assert event.data.stage_seconds == 95.0 and event.data.stage == "canary"
+
+
 def test_a_decision_before_the_engines_first_tick_has_no_time() -> None:
     because = AwaitingApproval(stage="wave")
     decision = DecisionDocument(
