@@ -283,14 +283,19 @@ async def offsets_at(bootstrap: str, topic: str, when: float) -> dict[int, int]:
         await consumer.stop()
 
 
-async def committed_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
-    """What consumer group `group` has committed, per partition (nothing: an empty dict)."""
+async def committed_offsets(
+    bootstrap: str, group: str, partitions: list[TopicPartition] | None = None
+) -> dict[TopicPartition, int]:
+    """What consumer group `group` has committed, per partition (nothing: an empty dict);
+    only of `partitions` when given — asking for named partitions needs Describe on their
+    topics alone (the group's other topics may be ones the caller may not see)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-retention", **kafka_client_options())
-    await admin.start()
     try:
-        offsets = await admin.list_consumer_group_offsets(group)
+        async with explained(Operation.DESCRIBE, ResourceType.GROUP, group, bootstrap):
+            await admin.start()
+            offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
         return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
     finally:
         await admin.close()

@@ -112,8 +112,9 @@ def denial(
         if resource_type is ResourceType.TRANSACTIONAL_ID:
             return NotAuthorized(principal, Operation.WRITE, resource_type, name, pattern)
         return NotAuthorized(principal, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, _named(error, name))
-    if isinstance(error, GroupAuthorizationFailedError):
-        return NotAuthorized(principal, Operation.READ, ResourceType.GROUP, _named(error, name))
+    if isinstance(error, GroupAuthorizationFailedError):  # read (a member), or describe (its offsets)
+        asked = operation if resource_type is ResourceType.GROUP else Operation.READ
+        return NotAuthorized(principal, asked, ResourceType.GROUP, _named(error, name))
     if isinstance(error, TopicAuthorizationFailedError):
         topic = _named(error, name) if resource_type is ResourceType.TOPIC else _named(error, "?")
         return NotAuthorized(

@@ -31,6 +31,16 @@ What each component touches, read off the code (infra/topics.py has the topics):
 * notifier (`rollout notifier`): reads the decisions (group `<prefix>rollout-notifier`),
   writes dead letters (notifications a webhook never accepted). It cannot publish intents
   or anything the engine reads: a notification can change no rollout.
+* snapshotter (`rollout snapshot take|retain`, the chart's CronJob; `rollout replay
+  --from-snapshot` to check a snapshot with the same credentials): reads decide-state and
+  assemble-state (read_committed) and what a replay from a snapshot compares — the journal,
+  assignments, decisions, module status and assemblages; describes the router's consumer
+  group (`<prefix>rollout-worker.route`: what it has routed); and deletes records (Kafka's
+  DeleteRecords, ACL operation Delete) of exactly the journal, assignments, sync-status and
+  ticks. It writes no topic, holds no transactional id and joins no group: it can change
+  no rollout. (Delete is as strong as it sounds — a principal holding it could cut those
+  topics past what `retain` would; the worker then refuses to resume rather than skip
+  journal records, streams/decider.py — so it goes to the retention job alone.)
 * dashboard: reads the projections it shows and writes commands — the intents topic only.
 * cli-reader: every `rollout` command that only reads (status, history, list, replay, …).
 * cli-operator: what cli-reader may do, plus `rollout apply|delete|approve|pause|…|cluster
@@ -77,6 +87,7 @@ class Operation(StrEnum):
     DESCRIBE = "Describe"
     CREATE = "Create"
     DESCRIBE_CONFIGS = "DescribeConfigs"
+    DELETE = "Delete"  # on a topic: DeleteRecords (and DeleteTopics, which nothing here asks)
 
 
 STRIMZI_RESOURCE = {
@@ -92,6 +103,7 @@ VERBS = {
     Operation.DESCRIBE: "describe",
     Operation.CREATE: "create",
     Operation.DESCRIBE_CONFIGS: "describe the configs of",
+    Operation.DELETE: "delete records of",
 }
 
 
@@ -120,7 +132,8 @@ class Principal:
 
     def allows(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether a grant covers `operation` on the resource (Read and Write imply Describe)."""
-        implied = {operation, *((Operation.READ, Operation.WRITE) if operation is Operation.DESCRIBE else ())}
+        describing = (Operation.READ, Operation.WRITE, Operation.DELETE)
+        implied = {operation, *(describing if operation is Operation.DESCRIBE else ())}
         for grant in self.grants:
             if grant.resource_type is not resource_type or not implied & set(grant.operations):
                 continue
@@ -137,6 +150,7 @@ COMPONENTS = (
     "module-watcher",
     "gate-runner",
     "notifier",
+    "snapshotter",
     "dashboard",
     "cli-reader",
     "cli-operator",
@@ -187,6 +201,28 @@ and the decider's state: `rollout history --verify` compares each decision chain
 with the head committed there, the one check that sees a well-formed record appended at
 the tail. It holds nothing the other topics do not (no secret ever goes onto Kafka)."""
 OPERATOR_WRITES = ("intents", "clusters")
+SNAPSHOTTER_READS = (
+    "decide_state",
+    "assemble_state",
+    "journal",
+    "assignments",
+    "decisions",
+    "module_status",
+    "remote",
+    "proxy",
+)
+"""`snapshot take` reads the two state topics and the decisions' and assignments' end
+offsets; `replay --from-snapshot` reads the journal, assignments and decisions past a
+snapshot and compares with decide-state, module status and the assemblages."""
+SNAPSHOTTER_DELETES = ("journal", "assignments", "status", "ticks")
+"""What `snapshot retain` cuts (streams/snapshots.py: the journal and assignments below the
+oldest kept snapshot, sync-status and ticks below what the router had routed by then)."""
+
+
+def router_group(prefix: str) -> str:
+    """The worker's router stage's consumer group: what it committed is what it routed
+    (`snapshot retain` cuts sync-status and ticks below it)."""
+    return f"{prefix}rollout-worker.route"
 
 
 def default_user(component: str, user_prefix: str = "rollout-") -> str:
@@ -254,6 +290,14 @@ def principals(prefix: str = DEFAULT_PREFIX, *, user_prefix: str = "rollout-") -
         "notifier": (
             "sends decisions as CloudEvents to webhooks; dead-letters what a webhook never accepted",
             (read(("decisions",)), write(("dead_letters",)), group(f"{prefix}rollout-notifier")),
+        ),
+        "snapshotter": (
+            "snapshots the engine's state, deletes the journal, assignments, sync-status and ticks below them",
+            (
+                read(SNAPSHOTTER_READS),
+                Grant(ResourceType.TOPIC, topics(SNAPSHOTTER_DELETES), (Operation.DELETE,)),
+                Grant(ResourceType.GROUP, (router_group(prefix),), (Operation.DESCRIBE,)),
+            ),
         ),
         "dashboard": (
             "shows the fleet, publishes commands (the intents topic only)",

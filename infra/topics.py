@@ -310,13 +310,21 @@ async def delete_records_below(bootstrap: str, topic: str, offsets: dict[int, in
     from aiokafka import TopicPartition
     from aiokafka.admin import RecordsToDelete
 
+    from infra.client import require_topic
+    from infra.denials import explained  # infra.denials builds on this module: imported late
+    from infra.kafka_acls import Operation, ResourceType
+
+    wanted = {TopicPartition(topic, p): RecordsToDelete(before_offset=o) for p, o in offsets.items() if o > 0}
+    if not wanted:
+        return {}
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rollout-retention", **kafka_client_options())
-    await admin.start()
     try:
-        wanted = {TopicPartition(topic, p): RecordsToDelete(before_offset=o) for p, o in offsets.items() if o > 0}
-        if not wanted:
-            return {}
-        starts = await admin.delete_records(wanted)
+        async with explained(Operation.DELETE, ResourceType.TOPIC, topic, bootstrap):
+            await admin.start()
+            # a topic we may not even describe has no leader in aiokafka's metadata: it would
+            # raise NotLeaderForPartition; asked first, the refusal is named as one
+            await require_topic(admin._client, topic)
+            starts = await admin.delete_records(wanted)
         return {tp.partition: offset for tp, offset in starts.items()}
     finally:
         await admin.close()

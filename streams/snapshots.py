@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from aiokafka import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
 from infra import client
@@ -253,12 +254,16 @@ async def retain(
     assignment_cuts = await _cuts(bootstrap, topics.assignments, needed, assembled)
     input_cuts: dict[str, list[Cut]] = {}
     if router_group is not None:
-        routed = await client.committed_offsets(bootstrap, router_group)
+        when = taken_at(kept[0])
+        before = {role: await client.offsets_at(bootstrap, topics.name(role), when) for role in ROUTED_INPUTS}
+        # the group's offsets of these partitions only: Describe on the topics retention cuts
+        # is all it takes (infra/kafka_acls.py, the snapshotter), not on every topic routed
+        asked = [TopicPartition(topics.name(role), p) for role in ROUTED_INPUTS for p in sorted(before[role])]
+        routed = await client.committed_offsets(bootstrap, router_group, asked)
         for role in ROUTED_INPUTS:
             topic = topics.name(role)
-            before = await client.offsets_at(bootstrap, topic, taken_at(kept[0]))
             committed = {tp.partition: offset for tp, offset in routed.items() if tp.topic == topic}
-            input_cuts[role] = await _cuts(bootstrap, topic, before, committed)
+            input_cuts[role] = await _cuts(bootstrap, topic, before[role], committed)
     deleted: dict[int, int] = {}
     if not dry_run:
         deleted = await delete_records_below(bootstrap, topics.journal, _wanted(cuts))

@@ -9,11 +9,12 @@ import shlex
 from aiokafka import TopicPartition
 from click.testing import CliRunner
 
-from infra.kafka_acls import COMPONENTS, Operation, PatternType, ResourceType, principal, principals
+from infra.kafka_acls import COMPONENTS, Operation, PatternType, ResourceType, principal, principals, router_group
 from infra.observability import Metrics
 from infra.settings import Settings
 from infra.topics import TOPICS, TopicNames
 from rollout_cli.main import cli
+from streams import snapshots
 from streams.app import stage_specs
 from streams.delivery import StageRunner
 
@@ -41,6 +42,40 @@ def test_the_notifier_reads_the_decisions_and_writes_only_dead_letters() -> None
     assert writable == {"dead_letters"}
     assert notifier.allows(Operation.READ, ResourceType.GROUP, f"{PREFIX}rollout-notifier")
     assert not notifier.allows(Operation.READ, ResourceType.GROUP, f"{PREFIX}rollout-worker.decide")
+
+
+def test_the_snapshotter_deletes_exactly_what_retain_cuts_and_writes_nothing() -> None:
+    """Delete (DeleteRecords) on the journal, the assignments and ROUTED_INPUTS — the topics
+    `snapshot retain` cuts (streams/snapshots.py) — and no Write, no transactional id, no
+    group it could join: it can change no rollout."""
+    snapshotter = principal("snapshotter", PREFIX)
+    deletable = {spec.role for spec in TOPICS if snapshotter.allows(Operation.DELETE, TOPIC, NAMES.name(spec.role))}
+    assert deletable == {"journal", "assignments", *snapshots.ROUTED_INPUTS}
+    assert not any(Operation.WRITE in grant.operations for grant in snapshotter.grants)
+    assert {g.resource_type for g in snapshotter.grants} == {TOPIC, ResourceType.GROUP}
+    assert not snapshotter.allows(Operation.READ, ResourceType.GROUP, router_group(PREFIX))  # describe only
+    for spec in TOPICS:
+        assert not snapshotter.allows(Operation.DELETE, TOPIC, NAMES.name(spec.role)) or spec.role in deletable
+    # the deleters of each topic: the snapshotter alone
+    for role in deletable:
+        assert {p.component for p in principals(PREFIX) if p.allows(Operation.DELETE, TOPIC, NAMES.name(role))} == {
+            "snapshotter"
+        }
+
+
+def test_the_snapshotter_reads_the_state_and_describes_the_group_retain_reads() -> None:
+    snapshotter = principal("snapshotter", PREFIX)
+    readable = {spec.role for spec in TOPICS if snapshotter.allows(Operation.READ, TOPIC, NAMES.name(spec.role))}
+    # take: both state topics (and the decisions' and assignments' end offsets); replay
+    # --from-snapshot: the journal's tail, the assignments, decisions, status, assemblages
+    assert {"decide_state", "assemble_state", "decisions", "assignments", "journal"} <= readable
+    assert not readable & {"intents", "clusters", "status", "heartbeats", "dead_letters", "verdicts"}
+    router = f"{Settings(bootstrap_servers='x:1', topic_prefix=PREFIX).group_id}.route"  # as retain names it
+    assert router_group(PREFIX) == router
+    assert snapshotter.allows(Operation.DESCRIBE, ResourceType.GROUP, router)
+    assert not snapshotter.allows(Operation.DESCRIBE, ResourceType.GROUP, f"{PREFIX}rollout-worker.decide")
+    for role in snapshots.ROUTED_INPUTS:  # their committed offsets and log starts: Delete implies Describe
+        assert snapshotter.allows(Operation.DESCRIBE, TOPIC, NAMES.name(role))
 
 
 def test_what_users_and_clusters_say_is_written_by_them_not_by_the_engine() -> None:

@@ -28,7 +28,7 @@ from infra import client
 from infra.denials import NotAuthenticated, NotAuthorized
 from infra.kafka_acls import Grant, Operation, ResourceType, acl_commands, principal, principals
 from infra.localkafka import LocalKafka, Scram
-from infra.topics import TopicNames, ensure_topics
+from infra.topics import TopicNames, delete_records_below, ensure_topics, log_start_offsets
 from projections.fenced_publisher import FencedPublisher
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.events import RolloutCommanded
@@ -392,3 +392,58 @@ def test_the_notifier_sends_and_dead_letters_within_its_acls_and_cannot_publish_
         asyncio.run(client.publish(engine.bootstrap, TOPICS.intents, [("told", command.to_bytes())]))
     assert str(refused.value).startswith("not authorized to write topic fleet-a.intents as User:rollout-notifier")
     assert engine.ends("intents") == before
+
+
+def test_the_snapshotter_takes_retains_and_replays_within_its_acls_and_cannot_publish_intents(
+    engine: SecuredEngine,
+) -> None:
+    """As User:rollout-snapshotter, what the chart's CronJob runs: a snapshot taken, the
+    journal, assignments and ticks cut below it (Kafka's DeleteRecords), the tail replayed
+    from it and found equal — and an intent, or a cut of a topic not its own, refused."""
+    snapshots_dir = engine.workdir / "snapshots"
+    taken = engine.cli("rollout-snapshotter", "snapshot", "take", "--dir", str(snapshots_dir))
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    with as_user("rollout-cli-reader"):
+        ticks_before = asyncio.run(client.end_offsets(engine.bootstrap, TOPICS.ticks))
+    wait_for(  # the router moves past the snapshot's time (a tick a second)
+        "ticks routed past the snapshot",
+        lambda: sum(engine.ends("ticks").values()) > sum(ticks_before.values()) + 2,
+        timeout=60,
+    )
+    retained = engine.cli("rollout-snapshotter", "snapshot", "retain", "--dir", str(snapshots_dir), "--keep", "0s")
+    assert retained.returncode == 0, retained.stdout + retained.stderr
+    assert "journal partition 0: deleted offsets 0.." in retained.stdout, retained.stdout
+    assert f"{TOPICS.ticks} partition 0: deleted offsets 0.." in retained.stdout, retained.stdout
+    with as_user("rollout-cli-reader"):
+        journal_starts = asyncio.run(log_start_offsets(engine.bootstrap, TOPICS.journal))
+        ticks_starts = asyncio.run(log_start_offsets(engine.bootstrap, TOPICS.ticks))
+    assert all(start > 0 for start in journal_starts.values()), journal_starts
+    assert ticks_starts[0] > 0, ticks_starts
+
+    replayed = engine.cli("rollout-snapshotter", "replay", "--check", "--from-snapshot", str(snapshots_dir))
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    for result in (taken, retained, replayed):
+        assert "not authorized" not in result.stdout + result.stderr
+
+    before = engine.ends("intents")
+    command = RolloutCommanded(module="podinfo", command="abort", user="snapshotter")
+    with as_user("rollout-snapshotter"), pytest.raises(NotAuthorized) as refused:
+        asyncio.run(client.publish(engine.bootstrap, TOPICS.intents, [("podinfo", command.to_bytes())]))
+    assert str(refused.value).startswith("not authorized to write topic fleet-a.intents as User:rollout-snapshotter")
+    assert engine.ends("intents") == before
+    with as_user("rollout-snapshotter"), pytest.raises(NotAuthorized) as refused:  # Delete on its four topics only
+        asyncio.run(delete_records_below(engine.bootstrap, TOPICS.intents, dict.fromkeys(before, 1)))
+    assert str(refused.value).startswith(
+        "not authorized to delete records of topic fleet-a.intents as User:rollout-snapshotter"
+    )
+    with as_user("rollout-cli-reader"):
+        assert set(asyncio.run(log_start_offsets(engine.bootstrap, TOPICS.intents)).values()) == {0}
+
+
+def test_the_read_only_cli_cannot_take_a_snapshot_and_is_told_who_may(engine: SecuredEngine) -> None:
+    refused = engine.cli("rollout-cli-reader", "snapshot", "take", "--dir", str(engine.workdir / "no-snapshots"))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    expected = "not authorized to read topic fleet-a.assemble-state as User:rollout-cli-reader"
+    assert expected in refused.stderr, refused.stderr
+    assert "User:rollout-snapshotter" in refused.stderr
+    assert not (engine.workdir / "no-snapshots").exists() or not any((engine.workdir / "no-snapshots").iterdir())

@@ -16,7 +16,8 @@ from typing import Any
 import kubernetes_asyncio.client as kube_models
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job", "CronJob")
+RUN_TO_COMPLETION = ("Job", "CronJob")
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
@@ -104,8 +105,16 @@ class Container:
         return next((v for v in self.pod.get("volumes", []) if v["name"] == name), None)
 
 
+def pod_template(workload: dict[str, Any]) -> dict[str, Any]:
+    """The workload's pod template (a CronJob's: of its jobTemplate)."""
+    spec = workload["spec"]["jobTemplate"]["spec"] if workload["kind"] == "CronJob" else workload["spec"]
+    template: dict[str, Any] = spec["template"]
+    return template
+
+
 def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
-    return workload["spec"]["template"]["spec"]
+    spec: dict[str, Any] = pod_template(workload)["spec"]
+    return spec
 
 
 def workloads(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -113,11 +122,16 @@ def workloads(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def containers(objects: list[dict[str, Any]]) -> list[Container]:
-    return [Container(w, c) for w in workloads(objects) for c in pod_spec(w)["containers"]]
+    """Every container of every workload, init containers first (they run `rollout` too)."""
+    return [
+        Container(w, c)
+        for w in workloads(objects)
+        for c in (*pod_spec(w).get("initContainers", []), *pod_spec(w)["containers"])
+    ]
 
 
 def long_running(objects: list[dict[str, Any]]) -> list[Container]:
-    return [c for c in containers(objects) if c.workload["kind"] != "Job"]
+    return [c for c in containers(objects) if c.workload["kind"] not in RUN_TO_COMPLETION]
 
 
 def component(objects: list[dict[str, Any]], name: str) -> Container:

@@ -48,6 +48,7 @@ from tests.packaging.objects import (
     has_model,
     long_running,
     of_kind,
+    pod_template,
     validation_problems,
     workloads,
 )
@@ -284,6 +285,7 @@ def test_default_install_runs_every_component_and_the_topics_job(render: Render)
         "module-watcher": "Deployment",
         "gate-runner": "Deployment",
         "dashboard": "Deployment",
+        "snapshotter": "CronJob",
         "topics": "Job",
     }
     assert component(objects, "worker").args[0] == "worker"
@@ -320,7 +322,9 @@ def test_the_worker_keeps_no_local_state(render: Render, values_file: Path | Non
     assert worker.workload["kind"] == "Deployment"
     assert not set(WORKER_STATE_FLAGS) & set(worker.args)
     assert not {"ROLLOUT_STORE", "ROLLOUT_DATA_DIR"} & set(worker.env)
-    assert not of_kind(objects, "PersistentVolumeClaim") and not of_kind(objects, "StatefulSet")
+    assert not of_kind(objects, "StatefulSet")
+    claims = [c["metadata"]["labels"]["app.kubernetes.io/component"] for c in of_kind(objects, "PersistentVolumeClaim")]
+    assert set(claims) <= {"snapshotter"}, claims  # the snapshot files; the worker's state is in Kafka
     assert "volumeClaimTemplates" not in worker.workload["spec"]
     for volume in worker.pod.get("volumes", []):
         assert set(volume) & {"emptyDir", "secret"}, f"worker volume {volume['name']} is not scratch or a Secret"
@@ -373,9 +377,7 @@ def test_several_workers_get_a_disruption_budget_one_does_not(render: Render, he
         assert budget["apiVersion"] == "policy/v1"
         assert budget["spec"]["maxUnavailable"] == 1
         selector = budget["spec"]["selector"]["matchLabels"]
-        selected = [
-            w for w in workloads(objects) if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
-        ]
+        selected = [w for w in workloads(objects) if selector.items() <= pod_template(w)["metadata"]["labels"].items()]
         assert [w["metadata"]["name"] for w in selected] == [component(objects, "worker").workload["metadata"]["name"]]
     (budget,) = worker_budgets(render(CI["replicas"]))
     assert budget["metadata"]["namespace"] == NAMESPACE
@@ -401,7 +403,7 @@ def test_applier_templates_are_mounted_and_passed_as_template_dir(render: Render
     assert volume is not None
     (config_map,) = [c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"]]
     assert "kustomization.yaml.j2" in config_map["data"]
-    annotations = applier.workload["spec"]["template"]["metadata"]["annotations"]
+    annotations = pod_template(applier.workload)["metadata"]["annotations"]
     assert "checksum/templates" in annotations, "changed templates must roll the applier"
 
 
@@ -459,7 +461,7 @@ def test_metrics_services_reach_the_metrics_port_of_their_component(render: Rend
         selected = [
             w
             for w in workloads(objects)
-            if service["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()
+            if service["spec"]["selector"].items() <= pod_template(w)["metadata"]["labels"].items()
         ]
         assert len(selected) == 1, service["metadata"]["name"]
         (port,) = service["spec"]["ports"]

@@ -33,6 +33,7 @@ from tests.packaging.objects import (
     containers,
     engine_processes,
     of_kind,
+    pod_template,
 )
 
 try:
@@ -134,7 +135,7 @@ def test_the_dashboard_is_a_deployment_and_a_cluster_internal_service(render: Re
     assert "--insecure-no-auth" not in dashboard.args
     service = next(s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-dashboard"))
     assert service["spec"]["type"] == "ClusterIP", "reached through port-forward or an Ingress the operator adds"
-    assert service["spec"]["selector"].items() <= dashboard.workload["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= pod_template(dashboard.workload)["metadata"]["labels"].items()
     assert [p["port"] for p in service["spec"]["ports"]] == [int(str(dashboard.flag("--port")))]
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from projections.notifier.config import load_config
 from tests.packaging.conftest import Helm, parse_manifests
-from tests.packaging.objects import component, containers, of_kind
+from tests.packaging.objects import component, containers, of_kind, pod_template
 
 VALUES = {
     "notifier": {
@@ -56,7 +56,7 @@ def test_the_notifier_runs_with_its_configmap_and_no_api_token(rendered: list[di
         "earliest",
     ]
     assert notifier.pod["automountServiceAccountToken"] is False
-    assert "rollout.dev/config-checksum" in notifier.workload["spec"]["template"]["metadata"]["annotations"]
+    assert "rollout.dev/config-checksum" in pod_template(notifier.workload)["metadata"]["annotations"]
     mounts = {m["name"]: m["mountPath"] for m in notifier.spec["volumeMounts"]}
     assert mounts["config"] == "/etc/rollout/notifier"
 

@@ -17,7 +17,15 @@ import yaml
 
 from tests.packaging.cli_surface import invocation_problems
 from tests.packaging.conftest import CHART, Helm, parse_manifests
-from tests.packaging.objects import component, containers, has_model, long_running, of_kind, validation_problems
+from tests.packaging.objects import (
+    component,
+    containers,
+    has_model,
+    long_running,
+    of_kind,
+    pod_template,
+    validation_problems,
+)
 
 SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
 VAP = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
@@ -82,7 +90,7 @@ def test_a_pod_label_colliding_with_a_selector_label_is_refused(helm: Helm, tmp_
 def test_pod_labels_are_added_once_and_may_override_other_chart_labels(helm: Helm, tmp_path: Path) -> None:
     objects = rendered(helm, tmp_path, {"podLabels": {"team": "fleet", "app.kubernetes.io/version": "custom"}})
     for container in containers(objects):
-        labels = container.workload["spec"]["template"]["metadata"]["labels"]
+        labels = pod_template(container.workload)["metadata"]["labels"]
         assert labels["team"] == "fleet" and labels["app.kubernetes.io/version"] == "custom"
         assert labels["app.kubernetes.io/component"] == container.component
     raw = helm.template("--set", "podLabels.app\\.kubernetes\\.io/version=custom").stdout
@@ -127,7 +135,7 @@ def test_network_policies_by_default_confine_the_worker_the_applier_and_the_watc
             c
             for c in long_running(objects)
             if policy["spec"]["podSelector"]["matchLabels"].items()
-            <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+            <= pod_template(c.workload)["metadata"]["labels"].items()
         ]
         assert [c.component for c in selected] == [policy["metadata"]["labels"][SELECTOR_LABELS[2]]]
         assert all(any(p.get("name") == "metrics" for p in c.spec["ports"]) for c in selected)
@@ -167,7 +175,7 @@ def test_every_multi_replica_component_gets_a_disruption_budget(helm: Helm, tmp_
         selected = [
             c.component
             for c in long_running(defaults)
-            if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+            if selector.items() <= pod_template(c.workload)["metadata"]["labels"].items()
         ]
         assert selected == [name]
 
@@ -247,7 +255,7 @@ def test_pod_monitor_scrapes_the_metrics_port_of_every_pod(helm: Helm, tmp_path:
     scraped = [
         c.component
         for c in long_running(objects)
-        if selector.items() <= c.workload["spec"]["template"]["metadata"]["labels"].items()
+        if selector.items() <= pod_template(c.workload)["metadata"]["labels"].items()
         and any(p.get("name") == "metrics" for p in c.spec["ports"])
     ]
     assert sorted(scraped) == ["applier", "gate-runner", "module-watcher", "watcher", "worker"]
