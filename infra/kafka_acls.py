@@ -40,7 +40,7 @@ What each component touches, read off the code (infra/topics.py has the topics):
   ticks. It writes no topic, holds no transactional id and joins no group: it can change
   no rollout. (Delete is as strong as it sounds — a principal holding it could cut those
   topics past what `retain` would; the worker then refuses to resume rather than skip
-  journal records, streams/decider.py — so it goes to the retention job alone.)
+  journal records, `InputTruncated` in streams/delivery.py — so it goes to the retention job alone.)
 * dashboard: reads the projections it shows and writes commands — the intents topic only.
 * cli-reader: every `rollout` command that only reads (status, history, list, replay, …).
 * cli-operator: what cli-reader may do, plus `rollout apply|delete|approve|pause|…|cluster
@@ -49,7 +49,7 @@ What each component touches, read off the code (infra/topics.py has the topics):
 
 Every name is literal but for three prefixed patterns whose prefix is the engine's own
 (consumer groups and transactional ids that carry a stage, partition or random suffix; the
-topics principal's `Create`, for topics not created yet). Write and Read imply Describe;
+topics principal's `Create`, for topics not created yet). Write, Read and Delete imply Describe;
 an idempotent producer needs Write on some topic (KIP-679), never IdempotentWrite on the
 cluster. `rollout report-status` and `rollout report-values` stand in for an applier
 (simulators, tests): they need the applier's principal.
@@ -131,7 +131,7 @@ class Principal:
         return f"User:{self.user}"
 
     def allows(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
-        """Whether a grant covers `operation` on the resource (Read and Write imply Describe)."""
+        """Whether a grant covers `operation` on the resource (Read, Write and Delete imply Describe)."""
         describing = (Operation.READ, Operation.WRITE, Operation.DELETE)
         implied = {operation, *(describing if operation is Operation.DESCRIBE else ())}
         for grant in self.grants:

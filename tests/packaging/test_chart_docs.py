@@ -119,6 +119,12 @@ def test_notes_warn_about_the_placeholder_broker(notes: Callable[[Path | None], 
     assert "placeholder" not in notes(CI["sasl"])
 
 
+def test_notes_say_whether_the_journal_is_retained(notes: Callable[[Path | None], str]) -> None:
+    assert 'Retention: CronJob rollout-snapshotter ("17 3 * * *")' in notes(None)
+    assert "retain --keep 7d; snapshots on the claim rollout-snapshotter" in notes(None)
+    assert "Retention: off (snapshotter.enabled=false)" in notes(CI["minimal"])
+
+
 @by_values
 def test_long_running_containers_listen_on_every_interface(render: Render, values_file: Path | None) -> None:
     """The program binds 127.0.0.1 by default; probes and Prometheus reach the pod IP."""
