@@ -16,6 +16,17 @@ current stage is `Soaking` and has gates (the status carries each gate's definit
 * webhook — POST `url` with JSON `{module, stage, gate, revision, generation}`; a 2xx
   answer passes, any other status fails, no answer is inconclusive.
 
+A gate with `count` is an analysis (rollout/engine/gate_results.py): the runner measures it
+at most once per gate `interval` (none: its own `--interval`; shorter than that: once a
+round), numbering each result with the next (run, measurement) the status implies
+(`StageGate.next_measurement`) — the identity the engine counts once, so a result that
+was lost is simply measured again under the same number, and two runners measuring the same
+one count once. Once the analysis concluded (Successful, or a dry run that failed or was
+inconclusive) it is not measured again; a failed or inconclusive one is measured again (a
+new run) only once the stage soaks again — after `rollout resume`. When it last measured
+is kept per analysis soaking now (forgotten as they stop), in the runner's memory: a
+restarted runner measures at once.
+
 The statuses are read by one consumer kept for the runner's life (`client.LatestReader`):
 each round reads only what changed since the last. Each result is logged at INFO (module,
 stage, gate, generation, passed / failed / inconclusive, and the message). A status the
@@ -32,6 +43,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +54,7 @@ from infra import client
 from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.publisher import Publish
+from rollout.api.formats import parse_duration
 from rollout.wire.documents import DocumentError
 from rollout.wire.events import GateEvaluated
 from rollout.wire.status import ModuleStatus, StageGate
@@ -49,6 +63,7 @@ log = logging.getLogger("rollout.gates")
 
 REQUEST_TIMEOUT = 10.0
 VERDICTS = {True: "passed", False: "failed", None: "inconclusive"}
+AnalysisKey = tuple[str, str, str, int]  # module, stage, gate, generation
 
 
 @dataclass(frozen=True)
@@ -96,12 +111,23 @@ def judge_samples(payload: Any, low: float | None, high: float | None) -> Result
 class GateRunner:
     """Evaluates the gates of soaking stages and publishes the results."""
 
-    def __init__(self, *, bootstrap: str, prefix: str, publish: Publish, interval: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        prefix: str,
+        publish: Publish,
+        interval: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.bootstrap = bootstrap
         self.topics = TopicNames(prefix)
         self.publish = publish
         self.interval = interval
+        self.clock = clock
         self.published = 0
+        # when this runner last measured each analysis soaking now (module, stage, gate, generation)
+        self.measured_at: dict[AnalysisKey, float] = {}
         self.statuses = client.LatestReader(bootstrap, self.topics.module_status)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -121,8 +147,9 @@ class GateRunner:
                 await self.statuses.close()
 
     async def round(self, session: aiohttp.ClientSession) -> None:
-        """One evaluation of every gate of every soaking stage."""
+        """One evaluation of every gate of every soaking stage (of an analysis: when due)."""
         statuses = await self.statuses.latest()
+        analyses: set[AnalysisKey] = set()
         for module, document in sorted(statuses.items()):
             try:
                 status = ModuleStatus.read(document)
@@ -132,26 +159,60 @@ class GateRunner:
             if status.generation is None:
                 continue  # pending: no stage soaks
             for stage, gate in soaking_gates(status):
-                result = await self.evaluate(session, module, stage, gate, status)
-                event = GateEvaluated(
-                    module=module,
-                    stage=stage,
-                    gate=gate.name,
-                    generation=status.generation,
-                    passed=result.passed,
-                    message=result.message[:1000],
-                )
-                await self.publish(module, event.to_bytes())
-                self.published += 1
-                log.info(
-                    "gate %s of %s stage %s (generation %s): %s: %s",
-                    event.gate,
-                    module,
-                    stage,
-                    event.generation,
-                    VERDICTS[event.passed],
-                    event.message,
-                )
+                identity = gate.next_measurement() if gate.count is not None else None
+                if gate.count is not None:
+                    key = (module, stage, gate.name, status.generation)
+                    analyses.add(key)
+                    if identity is None or not self._due(key, gate):
+                        continue  # its analysis is over, or measured less than `interval` ago
+                await self._measure(session, module, stage, gate, status, identity)
+        self.measured_at = {key: at for key, at in self.measured_at.items() if key in analyses}
+
+    def _due(self, key: AnalysisKey, gate: StageGate) -> bool:
+        """Whether the analysis `key` is to be measured now: `interval` (none: the runner's)
+        since this runner last measured it; then it is measured, from now."""
+        interval = parse_duration(gate.interval) if gate.interval else self.interval
+        now = self.clock()
+        last = self.measured_at.get(key)
+        if last is not None and now - last < interval:
+            return False
+        self.measured_at[key] = now
+        return True
+
+    async def _measure(
+        self,
+        session: aiohttp.ClientSession,
+        module: str,
+        stage: str,
+        gate: StageGate,
+        status: ModuleStatus,
+        identity: tuple[int, int] | None,
+    ) -> None:
+        """Evaluate one gate and publish the result (with its measurement's identity)."""
+        assert status.generation is not None
+        result = await self.evaluate(session, module, stage, gate, status)
+        event = GateEvaluated(
+            module=module,
+            stage=stage,
+            gate=gate.name,
+            generation=status.generation,
+            passed=result.passed,
+            message=result.message[:1000],
+            run=identity[0] if identity else None,
+            measurement=identity[1] if identity else None,
+        )
+        await self.publish(module, event.to_bytes())
+        self.published += 1
+        log.info(
+            "gate %s of %s stage %s (generation %s)%s: %s: %s",
+            event.gate,
+            module,
+            stage,
+            event.generation,
+            f" measurement {event.measurement} of run {event.run}" if identity else "",
+            VERDICTS[event.passed],
+            event.message,
+        )
 
     async def evaluate(
         self, session: aiohttp.ClientSession, module: str, stage: str, gate: StageGate, status: ModuleStatus

@@ -20,7 +20,8 @@ approval from the end of the previous stage's soak. The browser counts down (and
 these instants.
 
 What holds a stage (issue 11): its maintenance `window` (open / when it next opens, from the
-module status), its health gates as `gateStates` (pass / fail / pending; a passing gate is
+module status), its health gates as `gateStates` (pass / fail / pending / inconclusive, an
+analysis's counts, dry run; a passing gate is
 soaked at `soakedAt` = passing since + the stage's soak), its `blocked` count with the
 module's `dependsOn`. A cluster's `lease`: left the fleet, or the latest heartbeat's time
 and `expiresAt`; the browser shows its age and whether it expired.
@@ -174,12 +175,33 @@ def _stage_json(stage: StageStatus) -> Document:
     return stage.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+ANALYSIS_STATES = {"Successful": "pass", "Failed": "fail", "Inconclusive": "inconclusive", "Running": "pending"}
+
+
 def gate_state(gate: StageGate, soak_seconds: float) -> Document:
     """One gate of a stage as shown: `pass` / `fail` / `pending` (no result yet, or
-    inconclusive), and when a passing gate has passed for the stage's soak."""
+    inconclusive), and when a passing gate has passed for the stage's soak. A gate with
+    `count` (an analysis): its phase as the state (`inconclusive`: it paused the module)
+    and its run's counts; `dryRun`: it holds nothing."""
     since = engine_time(gate.passing_since)
     state = "pass" if gate.passed is True else "fail" if gate.passed is False else "pending"
-    soaked = since + soak_seconds if state == "pass" and since is not None else None
+    analysis: Document | None = None
+    if gate.count is not None:
+        a = gate.analysis
+        state = ANALYSIS_STATES.get(a.phase, "pending") if a is not None else "pending"
+        analysis = {
+            "count": gate.count,
+            "interval": gate.interval,
+            "failureLimit": gate.failure_limit or 0,
+            "inconclusiveLimit": gate.inconclusive_limit or 0,
+            "run": a.run if a else 1,
+            "measured": a.measured if a else 0,
+            "successful": a.successful if a else 0,
+            "failed": a.failed if a else 0,
+            "inconclusive": a.inconclusive if a else 0,
+            "phase": a.phase if a else "NotMeasured",
+        }
+    soaked = since + soak_seconds if state == "pass" and since is not None and analysis is None else None
     return {
         "name": gate.name,
         "kind": "prometheus" if gate.prometheus is not None else "webhook",
@@ -187,6 +209,8 @@ def gate_state(gate: StageGate, soak_seconds: float) -> Document:
         "passingSince": since if state == "pass" else None,
         "soakedAt": soaked,
         "message": gate.message,
+        "dryRun": gate.dry_run,
+        "analysis": analysis,
     }
 
 

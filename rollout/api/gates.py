@@ -16,18 +16,24 @@ The rule (docs/rollout-semantics.md, "Health gates"): a stage with gates is done
 every gate has been passing for its soak (`minSuccessTime`; none: one passing result), for
 the current target; a failing result while the stage runs or soaks counts as a failure for
 `onFailure` — the rollout halts, or rolls back.
+
+A gate with `count` is an analysis ("Health gates" → "Analysis"; Argo Rollouts'
+AnalysisTemplate fields): `count` measurements `interval` apart, of which more than
+`failureLimit` failing fails it and more than `inconclusiveLimit` inconclusive pauses the
+rollout until resumed; `dryRun` gates are measured and recorded but hold nothing.
 """
 
 from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rollout.api.formats import check_dns1123_label, check_url, shown
+from rollout.api.formats import check_dns1123_label, check_duration, check_url, shown
 
 MAX_GATES = 16  # per stage
 MAX_QUERY = 4096
+MAX_COUNT = 1000  # measurements of one analysis: the engine keeps three counters, whatever the count
 
 
 class GateSpec(BaseModel):
@@ -79,9 +85,33 @@ class WebhookGate(GateSpec):
 
 
 class HealthGate(GateSpec):
+    """One gate of a stage: exactly one of `prometheus` or `webhook`, and optionally an
+    analysis — `count` measurements, taken `interval` apart by the gate runner, of which at
+    most `failureLimit` may fail and at most `inconclusiveLimit` be inconclusive (without
+    `count`: the latest result must be passing for the stage's soak). `dryRun`: measured
+    and recorded, never holding or failing the stage."""
+
     name: str
     prometheus: PrometheusGate | None = None
     webhook: WebhookGate | None = None
+    count: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    interval: str | None = None  # between two measurements; None: the gate runner's --interval
+    failure_limit: int | None = Field(default=None, alias="failureLimit", ge=0)  # None: 0
+    inconclusive_limit: int | None = Field(default=None, alias="inconclusiveLimit", ge=0)  # None: 0
+    dry_run: bool = Field(default=False, alias="dryRun")
+
+    @property
+    def analysis(self) -> bool:
+        """Whether the gate counts measurements (`count` given) rather than watch its latest result."""
+        return self.count is not None
+
+    @property
+    def failures_allowed(self) -> int:
+        return self.failure_limit or 0
+
+    @property
+    def inconclusives_allowed(self) -> int:
+        return self.inconclusive_limit or 0
 
     @field_validator("name")
     @classmethod
@@ -93,6 +123,36 @@ class HealthGate(GateSpec):
         if (self.prometheus is None) == (self.webhook is None):
             raise ValueError(f"gate {shown(self.name)}: give exactly one of 'prometheus' or 'webhook'")
         return self
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        return check_duration(value, field="interval", positive=True) if value is not None else None
+
+    @model_validator(mode="after")
+    def _analysis(self) -> HealthGate:
+        given = [name for name, value in self._analysis_fields() if value is not None]
+        if self.count is None:
+            if given:
+                raise ValueError(
+                    f"gate {shown(self.name)}: {', '.join(given)} need 'count': the number of measurements "
+                    "of the gate's analysis"
+                )
+            return self
+        for name, value in self._analysis_fields()[1:]:
+            if value is not None and value >= self.count:  # type: ignore[operator]
+                raise ValueError(
+                    f"gate {shown(self.name)}: {name} {value} must be below count {self.count}, "
+                    f"or the analysis could never {'fail' if name == 'failureLimit' else 'pause'}"
+                )
+        return self
+
+    def _analysis_fields(self) -> list[tuple[str, object]]:
+        return [
+            ("interval", self.interval),
+            ("failureLimit", self.failure_limit),
+            ("inconclusiveLimit", self.inconclusive_limit),
+        ]
 
 
 def check_gates(gates: list[HealthGate]) -> list[HealthGate]:

@@ -334,10 +334,20 @@ class StageMachine:
 
 
 def gates_passed(record: ModuleRecord, stage: Stage, now: float, soak: float) -> bool:
-    """Every gate of `stage` passing, for the current target, for at least `soak` seconds."""
+    """Every gate of `stage` passed, for the current target: a gate with an analysis
+    (`count`) once its analysis run is Successful, any other passing for at least `soak`
+    seconds. A `dryRun` gate never holds the stage."""
     for gate in stage.gates:
+        if gate.dry_run:
+            continue
         state = record.gates.get(gate_key(stage.name, gate.name))
-        if state is None or state.generation != record.target or state.passed is not True:
+        if state is None or state.generation != record.target:
+            return False
+        if gate.analysis:
+            if state.analysis is None or state.analysis.phase != "Successful":
+                return False
+            continue
+        if state.passed is not True:
             return False
         if state.since is None or now - state.since < soak:
             return False

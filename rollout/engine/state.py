@@ -325,9 +325,29 @@ class StageCounts(Record):
     blocked: int = 0  # ready, waiting for its dependencies there (dependencies.py)
 
 
+AnalysisPhase = Literal["Running", "Successful", "Failed", "Inconclusive"]
+
+
+class GateAnalysis(Record):
+    """The measurements counted in one analysis run of a gate with `count` (gate_results.py):
+    measurement n of run r is counted once, when n is one more than those counted."""
+
+    run: int = 1
+    successful: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    phase: AnalysisPhase = "Running"
+
+    @property
+    def measured(self) -> int:
+        return self.successful + self.failed + self.inconclusive
+
+
 class GateState(Record):
     """The latest result of one health gate of one stage (gates.py); `since`: engine time
-    of the first passing result in the current run of passes (None unless passing)."""
+    of the first passing result in the current run of passes (None unless passing) — for
+    a gate with an analysis, when the analysis succeeded. `analysis`: its counts (None: a
+    gate without `count`, or one written before analyses existed)."""
 
     stage: str
     gate: str
@@ -335,6 +355,7 @@ class GateState(Record):
     passed: bool | None
     since: float | None = None
     message: str = ""
+    analysis: GateAnalysis | None = None
 
 
 class ModuleRecord(Record):

@@ -185,12 +185,15 @@ def gates_view(record: ModuleRecord, stage: Stage) -> list[StageGate]:
     for gate in stage.gates:
         state = record.gates.get(gate_key(stage.name, gate.name))
         current = state if state is not None and state.generation == record.target else None
-        result = {
+        result: dict[str, Any] = {
             "passed": current.passed if current else None,
             "passingSince": current.since if current else None,
             "message": current.message if current else "",
         }
-        views.append(StageGate.model_validate(gate.model_dump(by_alias=True, exclude_none=True) | result))
+        if current is not None and current.analysis is not None:
+            analysis = current.analysis
+            result["analysis"] = {**analysis.model_dump(), "measured": analysis.measured}
+        views.append(StageGate.model_validate(gate.model_dump(by_alias=True, exclude_defaults=True) | result))
     return views
 
 

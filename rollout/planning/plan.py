@@ -92,11 +92,20 @@ def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterVal
 
 
 def describe_gate(gate: HealthGate) -> str:
+    """A gate as `rollout plan` says it: what it asks, its analysis settings, a dry run."""
     if gate.prometheus is not None:
         bounds = [f"≥ {gate.prometheus.min:g}"] if gate.prometheus.min is not None else []
         bounds += [f"≤ {gate.prometheus.max:g}"] if gate.prometheus.max is not None else []
-        return f"{gate.name} (Prometheus {gate.prometheus.query} {' and '.join(bounds)})"
-    return f"{gate.name} (webhook {gate.webhook.url})"  # type: ignore[union-attr]
+        asks = f"Prometheus {gate.prometheus.query} {' and '.join(bounds)}"
+    else:
+        asks = f"webhook {gate.webhook.url}"  # type: ignore[union-attr]
+    if gate.count is not None:
+        every = f" every {gate.interval}" if gate.interval else " one per gate-runner interval"
+        asks += (
+            f"; analysis: {gate.count} measurement(s){every}, fails over failureLimit {gate.failures_allowed}, "
+            f"pauses over inconclusiveLimit {gate.inconclusives_allowed}"
+        )
+    return f"{gate.name} ({asks})" + (" — dry run: recorded, never holds the stage" if gate.dry_run else "")
 
 
 def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class DecisionAction(StrEnum):
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"
     GATE_FAILED = "gate-failed"
+    GATE_INCONCLUSIVE = "gate-inconclusive"
     COMPLETE = "complete"
     HALTED = "halted"
     ROLLBACK = "rollback"

@@ -78,6 +78,7 @@ class ReasonCode(StrEnum):
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"
     GATE_FAILED = "gate-failed"
+    GATE_INCONCLUSIVE = "gate-inconclusive"
     ROLLOUT_COMPLETE = "rollout-complete"
     STAGES_PASSED = "stages-passed"
     HALTED = "halted"
@@ -447,14 +448,44 @@ class AwaitingWindow(Reason):
         return f"stage {self.stage} waits for a maintenance window: {when}"
 
 
+class GateAnalysisCounts(Part):
+    """A gate analysis's measurements when it concluded (rollout/api/gates.py `count`):
+    its run, how many passed, failed and were inconclusive, and the gate's limits."""
+
+    run: int
+    count: int
+    successful: int
+    failed: int
+    inconclusive: int
+    failure_limit: int
+    inconclusive_limit: int
+
+    def said(self) -> str:
+        return (
+            f"{self.successful} passed, {self.failed} failed (failureLimit {self.failure_limit}), "
+            f"{self.inconclusive} inconclusive (inconclusiveLimit {self.inconclusive_limit}) "
+            f"of {self.count} measurements"
+        )
+
+
+def _gate_sentence(
+    verdict: str, gate: str, stage: str, analysis: GateAnalysisCounts | None, message: str | None, dry_run: bool
+) -> str:
+    dry = " (dry run: it holds nothing)" if dry_run else ""
+    counted = f" — {analysis.said()}" if analysis is not None else ""
+    return f"gate {gate} of stage {stage} {verdict}{dry}{counted}" + (f": {message}" if message else "")
+
+
 class GatePassed(Reason):
     code: Literal[ReasonCode.GATE_PASSED] = ReasonCode.GATE_PASSED
     gate: str
     stage: str
     message: str | None = None  # what the gate runner said (None: nothing)
+    analysis: GateAnalysisCounts | None = None  # a gate with `count`: its measurements
+    dry_run: bool = False
 
     def sentence(self) -> str:
-        return f"gate {self.gate} of stage {self.stage} passes" + (f": {self.message}" if self.message else "")
+        return _gate_sentence("passes", self.gate, self.stage, self.analysis, self.message, self.dry_run)
 
 
 class GateFailed(Reason):
@@ -462,9 +493,27 @@ class GateFailed(Reason):
     gate: str
     stage: str
     message: str | None = None
+    analysis: GateAnalysisCounts | None = None
+    dry_run: bool = False
 
     def sentence(self) -> str:
-        return f"gate {self.gate} of stage {self.stage} failed" + (f": {self.message}" if self.message else "")
+        return _gate_sentence("failed", self.gate, self.stage, self.analysis, self.message, self.dry_run)
+
+
+class GateInconclusive(Reason):
+    """A gate analysis had more inconclusive measurements (no data, an error answer, NaN)
+    than its inconclusiveLimit: the rollout pauses until `rollout resume` (unless dry run)."""
+
+    code: Literal[ReasonCode.GATE_INCONCLUSIVE] = ReasonCode.GATE_INCONCLUSIVE
+    gate: str
+    stage: str
+    analysis: GateAnalysisCounts
+    message: str | None = None
+    dry_run: bool = False
+
+    def sentence(self) -> str:
+        then = "" if self.dry_run else "; paused until resume"
+        return _gate_sentence("inconclusive", self.gate, self.stage, self.analysis, self.message, self.dry_run) + then
 
 
 class RolloutComplete(Reason):
@@ -681,6 +730,7 @@ DecisionReason = Annotated[
     | AwaitingWindow
     | GatePassed
     | GateFailed
+    | GateInconclusive
     | RolloutComplete
     | StagesPassed
     | Halted

@@ -508,7 +508,10 @@ class GateEvaluated(EventBase):
     """A health gate's result (rollout/api/gates.py), from `rollout gate-runner`, on the
     sync-status topic keyed by module: gate `gate` of stage `stage` of `module`, for the
     target generation `generation`, passed (True), failed (False) or could not be
-    evaluated (None: inconclusive). `message` says what was seen."""
+    evaluated (None: inconclusive). `message` says what was seen. A gate with an analysis
+    (`count`) names the measurement: measurement `measurement` (1, 2, …) of the gate's
+    analysis run `run` (1, then one more after each resume of a failed or inconclusive
+    one) — its identity: the engine counts each (run, measurement) once, whoever sent it."""
 
     type: Literal["GateEvaluated"] = "GateEvaluated"
     module: str
@@ -517,6 +520,8 @@ class GateEvaluated(EventBase):
     generation: int = Field(ge=1)
     passed: bool | None = None  # left out of the bytes when None (inconclusive)
     message: str = Field(default="", max_length=1000)
+    run: int | None = Field(default=None, ge=1)  # None: a gate without an analysis
+    measurement: int | None = Field(default=None, ge=1)
 
     @field_validator("module", "stage", "gate")
     @classmethod

@@ -100,16 +100,48 @@ class WebhookTarget(Part):
     url: str
 
 
+class GateAnalysisStatus(Part):
+    """A gate analysis's current run (rollout/engine/gate_results.py): its measurements so
+    far and its phase — Running, Successful, Failed or Inconclusive (the module paused)."""
+
+    run: int = 1
+    measured: int = 0
+    successful: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    phase: str = "Running"
+
+
 class StageGate(Part):
     """A health gate of a stage (rollout/api/gates.py): its definition, for the gate runner,
-    and its latest result for the current target — `passed` None: none yet, or inconclusive."""
+    and its latest result for the current target — `passed` None: none yet, or inconclusive.
+    A gate with `count` also has `analysis`: the counts of its current run (None: no
+    measurement counted yet); the runner measures it `interval` apart (None: its own)."""
 
     name: str
     prometheus: PrometheusQuery | None = None
     webhook: WebhookTarget | None = None
+    count: int | None = None
+    interval: str | None = None
+    failure_limit: int | None = Field(default=None, alias="failureLimit")
+    inconclusive_limit: int | None = Field(default=None, alias="inconclusiveLimit")
+    dry_run: bool = Field(default=False, alias="dryRun")
     passed: bool | None = None
     passing_since: float | None = Field(default=None, alias="passingSince")  # engine time
     message: str = ""
+    analysis: GateAnalysisStatus | None = None
+
+    def next_measurement(self) -> tuple[int, int] | None:
+        """(run, measurement) the gate runner measures next for a gate with `count`; None
+        when its analysis is over (Successful; a dry run that concluded)."""
+        current = self.analysis
+        if current is None:
+            return (1, 1)
+        if current.phase == "Running":
+            return (current.run, current.measured + 1)
+        if current.phase in ("Failed", "Inconclusive") and not self.dry_run:
+            return (current.run + 1, 1)  # asked only of a soaking stage: the module was resumed
+        return None
 
 
 class StageStatus(Part):

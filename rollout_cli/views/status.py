@@ -74,9 +74,14 @@ def status_renderable(
         header.add_row("Waiting", Text(status.waiting, style="yellow"))
     if status.restricted:  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)
         header.add_row("Restricted", Text(status.restricted, style="red"))
+    for why in paused_by_gates(status):
+        header.add_row("Paused", Text(why, style="yellow"))
     parts: list[Any] = [header]
     if status.stages:
         parts += [Text(""), _stages_table(status.stages)]
+    analyses = [(stage, gate) for stage in status.stages for gate in stage.gates if gate.count is not None]
+    if analyses:
+        parts += [Text(""), _analysis_table(analyses)]
     unstaged = [t.cluster for t in targets if t.stage == "-"]
     if unstaged:
         parts.append(Text(f"\nMatching no stage (not rolled out): {', '.join(sorted(unstaged))}", style="yellow"))
@@ -145,13 +150,71 @@ def _window_limits(window: StageWindow | None) -> str:
     return ", window closed" + (f", opens {window.next_open_at}" if window.next_open_at else "")
 
 
+def paused_by_gates(status: ModuleStatus) -> list[str]:
+    """Why a paused module is paused by its gates: each analysis whose run was inconclusive
+    (rollout/engine/gate_results.py), from its typed counts."""
+    if not status.paused:
+        return []
+    reasons = []
+    for stage in status.stages:
+        for gate in stage.gates:
+            analysis = gate.analysis
+            if analysis is None or analysis.phase != "Inconclusive" or gate.dry_run:
+                continue
+            latest = f" (latest: {gate.message})" if gate.message else ""
+            reasons.append(
+                f"gate {gate.name} of stage {stage.name} inconclusive: {analysis.inconclusive} inconclusive "
+                f"measurement(s) > inconclusiveLimit {gate.inconclusive_limit or 0}{latest}; "
+                f"`rollout resume {status.module}` measures it again"
+            )
+    return reasons
+
+
+def _analysis_table(analyses: list[tuple[StageStatus, StageGate]]) -> Table:
+    """One row per gate with `count`: its current run's measurements so far."""
+    table = Table(
+        "STAGE",
+        "GATE",
+        "RUN",
+        "MEASURED",
+        "PASSED",
+        "FAILED",
+        "INCONCLUSIVE",
+        "PHASE",
+        box=None,
+        title="Analysis",
+        title_justify="left",
+    )
+    for stage, gate in analyses:
+        a = gate.analysis
+        table.add_row(
+            stage.name,
+            gate.name + (" (dry run)" if gate.dry_run else ""),
+            str(a.run) if a else "-",
+            f"{a.measured if a else 0}/{gate.count}" + (f" every {gate.interval}" if gate.interval else ""),
+            str(a.successful if a else 0),
+            f"{a.failed if a else 0} (limit {gate.failure_limit or 0})",
+            f"{a.inconclusive if a else 0} (limit {gate.inconclusive_limit or 0})",
+            a.phase if a else "not measured yet",
+        )
+    return table
+
+
 def _gate_limits(gates: list[StageGate]) -> str:
     """A stage's health gates and their latest results, for the LIMITS column."""
     return "".join(f", gate {g.name} {_gate_result(g)}" for g in gates)
 
 
 def _gate_result(gate: StageGate) -> str:
-    """passing / failing / inconclusive, with the gate runner's why (no samples, an error)."""
+    """passing / failing / inconclusive, with the gate runner's why (no samples, an error);
+    an analysis: its phase and measurements (the Analysis table has the counts)."""
+    dry = " (dry run)" if gate.dry_run else ""
+    if gate.count is not None:
+        a = gate.analysis
+        measured = f"{a.phase.lower()}, {a.measured}/{gate.count} measured" if a else "not measured yet"
+        return f"analysis{dry} {measured}" + (f": {gate.message}" if a and gate.message else "")
+    if dry:
+        return dry.strip() + " " + _gate_result(gate.model_copy(update={"dry_run": False}))
     if gate.passed is None:
         return f"inconclusive: {gate.message}" if gate.message else "not evaluated yet"
     return "passing" if gate.passed else "failing" + (f": {gate.message}" if gate.message else "")

@@ -31,6 +31,30 @@ def test_status_says_why_a_gate_is_inconclusive() -> None:
     assert "gate errors inconclusive: no samples" in printed(fleet.status("app"))
 
 
+def test_status_shows_each_analysis_its_measurements_and_why_it_paused() -> None:
+    analysis = {**ERRORS, "count": 3, "interval": "1m", "inconclusiveLimit": 1}
+    dry = {**ERRORS, "name": "latency", "count": 2, "dryRun": True}
+    canary = {**stage("canary", {"ring": "canary"}), "gates": [analysis, dry]}
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", canary, stage("wave")))
+    fleet.succeed("app", "c1")
+    fleet.send(gate_result("app", "canary", "errors", True, run=1, measurement=1))
+    fleet.send(gate_result("app", "canary", "latency", False, run=1, measurement=1, message="p99 2.1 > 1"))
+    shown = printed(fleet.status("app"))
+    assert "gate errors analysis running, 1/3 measured" in shown
+    assert "gate latency analysis (dry run) failed, 1/2 measured: p99 2.1 > 1" in shown  # and holds nothing:
+    rows = [" ".join(line.split()) for line in shown.splitlines()]
+    assert "canary errors 1 1/3 every 1m 1 0 (limit 0) 0 (limit 1) Running" in rows
+    assert "canary latency (dry run) 1 1/2 0 1 (limit 0) 0 (limit 0) Failed" in rows
+    assert "Phase Soaking" in rows
+    fleet.send(gate_result("app", "canary", "errors", None, run=1, measurement=2, message="no samples"))
+    fleet.send(gate_result("app", "canary", "errors", None, run=1, measurement=3, message="no samples"))
+    shown = printed(fleet.status("app"))
+    assert (
+        "Paused  gate errors of stage canary inconclusive: 2 inconclusive measurement(s) > inconclusiveLimit 1 "
+        "(latest: no samples); `rollout resume app` measures it again"
+    ) in shown
+
+
 def test_status_says_a_blocked_module_waits_for_a_dependency_that_does_not_exist() -> None:
     fleet = given(cluster("c1"), module("app", {}, "v1", depends_on=["base"]))
     console = Console(width=400, record=True, file=io.StringIO())

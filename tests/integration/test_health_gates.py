@@ -129,6 +129,49 @@ def test_a_query_without_samples_is_inconclusive_in_the_status_not_a_dead_letter
     assert not [letter for letter in letters if "GateEvaluated" in str(letter.get("reason", ""))]
 
 
+def test_an_analysis_counts_its_measurements_and_lets_the_wave_start_once_all_are_in(
+    stack: Stack, server: GateServer
+) -> None:
+    server.metrics["deli_error_rate"] = [0.001]
+    gate = {
+        "name": "errors",
+        "prometheus": {"url": server.url, "query": "deli_error_rate", "max": 0.05},
+        "count": 3,
+        "interval": "1s",
+    }
+    fleet(stack, "deli")
+    stack.send("intents", "deli", gated_module("deli", gate))
+    canary_succeeds(stack, "deli")
+    wait_for("the wave to start", lambda: (stack.latest("targets").get("deli/deli-w1") or {}).get("revision"), 90)
+    analysis = status(stack, "deli")["stages"][0]["gates"][0]["analysis"]
+    assert analysis == {"run": 1, "measured": 3, "successful": 3, "failed": 0, "inconclusive": 0, "phase": "Successful"}
+    decisions = [d.json() for d in stack.records("decisions") if d.key == "deli"]
+    passed = [d for d in decisions if d["action"] == "gate-passed"]
+    assert len(passed) == 1 and passed[0]["because"]["analysis"]["successful"] == 3
+
+
+def test_an_inconclusive_analysis_pauses_the_rollout_and_says_why(stack: Stack, server: GateServer) -> None:
+    gate = {
+        "name": "errors",
+        "prometheus": {"url": server.url, "query": "nothing_for_bakery", "max": 0.05},
+        "count": 3,
+        "interval": "1s",
+        "inconclusiveLimit": 1,
+    }
+    fleet(stack, "bakery")
+    stack.send("intents", "bakery", gated_module("bakery", gate))
+    canary_succeeds(stack, "bakery")
+    paused = wait_for(
+        "bakery paused", lambda: status(stack, "bakery").get("phase") == "Paused" and status(stack, "bakery")
+    )
+    assert paused["lastDecision"] == (
+        "gate errors of stage canary inconclusive — 0 passed, 0 failed (failureLimit 0), 2 inconclusive "
+        "(inconclusiveLimit 1) of 3 measurements: no samples; paused until resume"
+    )
+    assert paused["stages"][0]["gates"][0]["analysis"]["phase"] == "Inconclusive"
+    assert not (stack.latest("targets").get("bakery/bakery-w1") or {}).get("revision")
+
+
 def test_the_gate_runner_serves_health_and_metrics_like_the_other_processes(stack: Stack, runner_port: int) -> None:
     wait_for("the gate runner's /readyz", lambda: (http_get(runner_port, "/readyz") or (0, ""))[0] == 200, timeout=30)
     assert (http_get(runner_port, "/healthz") or (0, ""))[0] == 200

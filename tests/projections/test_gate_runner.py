@@ -13,6 +13,7 @@ import pytest
 
 from infra import client
 from projections.gate_runner import GateRunner, Result, soaking_gates
+from rollout.wire.events import GateEvaluated, parse_event
 from rollout.wire.status import ModuleStatus, StageGate
 from tests.projections.gate_server import GateServer, running_gate_server
 
@@ -132,3 +133,70 @@ async def test_runner_reads_statuses_with_one_consumer_and_logs_each_result(
     assert started == ["t.module-status"]  # one consumer for every round, not one a round
     assert len(published) == 3
     assert caplog.messages[-1] == "gate smoke of app stage canary (generation 2): passed: webhook answered 204"
+
+
+def runner_over(
+    monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], clock: list[float]
+) -> tuple[GateRunner, list[GateEvaluated]]:
+    """A runner whose module-status reads return `statuses` one per round (the last one
+    after that) and whose clock reads `clock[0]`; what it publishes, parsed."""
+
+    class Consumer:
+        async def stop(self) -> None:
+            pass
+
+    async def consumer(bootstrap: str, topic: str) -> tuple[Consumer, list[Any]]:
+        return Consumer(), []
+
+    async def read_to_end(consumer: Consumer, topic: str, tps: list[Any]) -> list[client.Record]:
+        document = statuses.pop(0) if len(statuses) > 1 else statuses[0]
+        return [client.Record("t.module-status", 0, 0, "app", json.dumps(document).encode())]
+
+    monkeypatch.setattr(client, "_consumer", consumer)
+    monkeypatch.setattr(client, "_read_to_end", read_to_end)
+    published: list[GateEvaluated] = []
+
+    async def publish(key: str, value: bytes) -> None:
+        event = parse_event(value)
+        assert isinstance(event, GateEvaluated)
+        published.append(event)
+
+    return GateRunner(bootstrap="unused:9092", prefix="t.", publish=publish, clock=lambda: clock[0]), published
+
+
+async def test_an_analysis_is_measured_once_per_interval_numbered_from_the_status(
+    server: GateServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.hooks["smoke"] = 204
+    gate = {"name": "smoke", "webhook": {"url": f"{server.url}/hooks/smoke"}, "count": 3, "interval": "10s"}
+    counted = {**gate, "analysis": {"run": 1, "measured": 1, "successful": 1, "phase": "Running"}}
+    soaking = [
+        {**STATUS, "stages": [{"name": "canary", "state": "Soaking", "gates": [g]}]} for g in (gate, gate, counted)
+    ]
+    clock = [100.0]
+    runner, published = runner_over(monkeypatch, soaking, clock)
+    async with aiohttp.ClientSession() as session:
+        await runner.round(session)  # measured: measurement 1 of run 1
+        clock[0] = 105.0
+        await runner.round(session)  # 5 s later: not due
+        clock[0] = 110.0
+        await runner.round(session)  # the engine counted measurement 1: measurement 2 is next
+    assert [(e.run, e.measurement, e.passed) for e in published] == [(1, 1, True), (1, 2, True)]
+
+
+async def test_a_concluded_analysis_is_not_measured_again(server: GateServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = {"name": "smoke", "webhook": {"url": f"{server.url}/hooks/smoke"}, "count": 1, "dryRun": True}
+    done = {**gate, "analysis": {"run": 1, "measured": 1, "failed": 1, "phase": "Failed"}}
+    runner, published = runner_over(
+        monkeypatch, [{**STATUS, "stages": [{"name": "canary", "state": "Soaking", "gates": [done]}]}], [0.0]
+    )
+    async with aiohttp.ClientSession() as session:
+        await runner.round(session)
+    assert published == []  # a dry run that failed is over; a real one would be halted, not soaking
+
+
+def test_after_a_resume_a_failed_analysis_is_measured_as_a_new_run() -> None:
+    failed = StageGate.model_validate(
+        {"name": "g", "webhook": {"url": "http://x"}, "count": 2, "analysis": {"run": 3, "phase": "Inconclusive"}}
+    )
+    assert failed.next_measurement() == (4, 1)

@@ -277,7 +277,15 @@ def cluster_command(cluster_name: str, name: str, *, reply: bool | None = None) 
 
 
 def gate_result(
-    module_name: str, stage_name: str, gate: str, passed: bool | None, *, generation: int = 1, message: str = ""
+    module_name: str,
+    stage_name: str,
+    gate: str,
+    passed: bool | None,
+    *,
+    generation: int = 1,
+    message: str = "",
+    run: int | None = None,
+    measurement: int | None = None,
 ) -> GateEvaluated:
     return GateEvaluated(
         id=next_id(),
@@ -288,6 +296,8 @@ def gate_result(
         generation=generation,
         passed=passed,
         message=message,
+        run=run,
+        measurement=measurement,
     )
 
 
@@ -523,6 +533,10 @@ class Fleet:
 
     def actions(self, module_name: str | None = None) -> list[str]:
         return [d.action for d in self.decisions if module_name is None or d.module == module_name]
+
+    def decisions_of(self, module_name: str, action: str) -> list[Decision]:
+        """The module's decisions of `action`, in order."""
+        return [d for d in self.decisions if d.module == module_name and d.action == action]
 
     def last_actions(self) -> list[str]:
         return [d.action for d in self.last.decisions]

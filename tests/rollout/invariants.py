@@ -136,7 +136,16 @@ class Checker:
         """A stage with health gates passed only after each passed for its soak."""
         soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
         for gate in stage.gates:
+            if gate.dry_run:
+                continue  # measured, never holding the stage
             state = record.gates.get(f"{stage.name}/{gate.name}")
+            if gate.count is not None:  # an analysis: its run succeeded
+                assert state is not None and state.generation == generation and state.analysis is not None, (
+                    f"{record.name}: stage {stage.name} passed without analysis {gate.name}: {state}"
+                )
+                assert state.analysis.phase == "Successful", f"{record.name}: analysis {gate.name}: {state.analysis}"
+                assert state.analysis.measured == gate.count and state.analysis.failed <= gate.failures_allowed
+                continue
             assert state is not None and state.passed and state.generation == generation, (
                 f"{record.name}: stage {stage.name} passed without gate {gate.name}: {state}"
             )

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rollout.engine.core import stages_of
 from rollout.wire.events import HolderClaims, HolderHeartbeat, RestrictionApplied, RestrictionDeleted, claim_chunk
+from rollout.wire.status import ModuleStatus
 from tests.rollout.builders import (
     Fleet,
     applied,
@@ -43,6 +44,11 @@ MODULES = ["app", "base"]
 # ticks 10 minutes apart (`finish`) always reach an open moment within the hour
 # a health gate: its results are drawn as operations ("gate"), and `finish` passes it
 GATE = {"name": "errors", "webhook": {"url": "http://gates.test/errors"}}
+# ... or the same gate as an analysis (gate_results.py), beside a dry-run analysis that
+# holds nothing: measurements drawn as the next one, a repeat, or a run not started
+ANALYSIS = {**GATE, "count": 2, "inconclusiveLimit": 1}
+DRY_RUN = {"name": "shadow", "webhook": {"url": "http://gates.test/shadow"}, "count": 2, "dryRun": True}
+GATE_CHOICES = [[GATE], [ANALYSIS], [ANALYSIS, DRY_RUN], [GATE, DRY_RUN]]
 HOURLY = {"schedule": "0 * * * *", "duration": "50m"}
 DENY = {"kind": "deny", "schedule": "30 * * * *", "duration": "5m"}
 
@@ -66,7 +72,8 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
             approval=draw(st.booleans()) and draw(st.booleans()),
         )
         drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
-        stages.append({**drawn, "gates": [GATE]} if draw(st.integers(0, 3)) == 0 else drawn)
+        gates = draw(st.sampled_from(GATE_CHOICES)) if draw(st.integers(0, 3)) == 0 else None
+        stages.append({**drawn, "gates": gates} if gates else drawn)
     return {
         "windows": draw(st.sampled_from([None, None, None, [HOURLY], [HOURLY, DENY]])),
         "stages": stages,
@@ -125,7 +132,11 @@ OPERATIONS: dict[str, Any] = {
         st.sampled_from([30.0, 60.0, 600.0]),
     ),
     "gate": st.tuples(
-        st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
+        st.just("gate"),
+        st.sampled_from(MODULES),
+        st.sampled_from([True, True, False, None]),
+        st.booleans(),
+        st.sampled_from(["next", "next", "again", "new-run", "dry-run"]),
     ),
     "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
     # the namespace's ModuleRestriction (restriction_rules.py): clusters narrowed, sources
@@ -303,13 +314,15 @@ class World:
             self.clusters[name] = spec
             return observed(cluster(name, spec["labels"], ready=spec["ready"]))
         if kind == "gate":  # a health gate result for the stage running now (or a stale one)
-            _, name, passed, stale = step
+            _, name, passed, stale, which = step
             if name not in self.modules():
                 return None
             record = fleet.record(name)
             current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)].name
             generation = record.target - 1 if stale and record.target > 1 else record.target
-            return gate_result(name, current, "errors", passed, generation=generation)
+            gate = "shadow" if which == "dry-run" else "errors"
+            run, measurement = measurement_of(fleet, name, gate, which)
+            return gate_result(name, current, gate, passed, generation=generation, run=run, measurement=measurement)
         if kind in ("heartbeat", "participate"):  # leases.py: a lease renewed, a cluster leaving/joining
             if not names:
                 return None
@@ -411,3 +424,21 @@ def fixed_scenario() -> dict[str, Any]:
         if round_ == 6:
             steps += [("revision", "app"), ("command", "pin", "app", 5), ("command", "rollback", "base", 0)]
     return {"clusters": clusters, "strategies": [spec, spec], "selector": {}, "first_tick": True, "steps": steps}
+
+
+def measurement_of(fleet: Fleet, name: str, gate: str, which: str = "next") -> tuple[int | None, int | None]:
+    """(run, measurement) of a result for `gate` of the module's current stage, as the gate
+    runner numbers them from the status (StageGate.next_measurement) — "again": the latest
+    counted once more, "new-run": the first of a run not started; (None, None) for a gate
+    without `count` (or none)."""
+    status = ModuleStatus.model_validate(fleet.status(name))
+    stage = status.stage(status.current_stage)
+    found = next((g for g in stage.gates if g.name == gate), None) if stage is not None else None
+    if found is None or found.count is None:
+        return None, None
+    analysis = found.analysis
+    if which == "again" and analysis is not None and analysis.measured:
+        return analysis.run, analysis.measured
+    if which == "new-run":
+        return (analysis.run if analysis else 1) + 1, 1
+    return found.next_measurement() or (analysis.run if analysis else 1, (analysis.measured if analysis else 0) + 1)

@@ -59,7 +59,7 @@ from tests.rollout.builders import (
     tick,
 )
 from tests.rollout.invariants import Checker
-from tests.rollout.scenarios import World, cluster_specs, scenarios, strategies
+from tests.rollout.scenarios import World, cluster_specs, measurement_of, scenarios, strategies
 
 # --- the properties -----------------------------------------------------------------------
 
@@ -116,7 +116,18 @@ class Run:
                 record = self.fleet.record(name)
                 current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)]
                 if current.gates and record.mode == "rollout":  # before the settling: it may move clusters
-                    self.feed(gate_result(name, current.name, "errors", True, generation=record.target))
+                    run, measurement = measurement_of(self.fleet, name, "errors")
+                    self.feed(
+                        gate_result(
+                            name,
+                            current.name,
+                            "errors",
+                            True,
+                            generation=record.target,
+                            run=run,
+                            measurement=measurement,
+                        )
+                    )
                 while settled := self.world.settle(name, 1_000, 0):  # successes free slots: repeat
                     for event in settled:
                         self.feed(event)

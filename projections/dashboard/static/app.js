@@ -273,9 +273,16 @@ function stageHolds(stage, dependsOn) {
     holds.push(h("div", { class: `hold ${w.open ? "open" : "closed"}`, testid: `window-${stage.name}` }, text));
   }
   for (const g of stage.gateStates || []) {
-    const kind = { pass: "succeeded", fail: "failed", pending: "pending" }[g.state];
+    const kind = { pass: "succeeded", fail: "failed", pending: "pending", inconclusive: "updating" }[g.state];
+    const a = g.analysis;
     holds.push(h("div", { class: "hold gate", testid: `gate-${stage.name}-${g.name}` },
       `gate ${g.name} (${g.kind}) `, badge(g.state, kind),
+      g.dryRun ? h("span", { class: "muted", testid: `dry-run-${stage.name}-${g.name}` }, " dry run: holds nothing") : null,
+      a ? h("span", { testid: `analysis-${stage.name}-${g.name}` },
+        ` analysis run ${a.run}: ${a.measured}/${a.count} measured${a.interval ? ` every ${a.interval}` : ""}, `
+        + `${a.successful} passed, ${a.failed} failed (limit ${a.failureLimit}), `
+        + `${a.inconclusive} inconclusive (limit ${a.inconclusiveLimit})`
+        + (a.phase === "Inconclusive" && !g.dryRun ? " — paused until resume" : "")) : null,
       g.soakedAt ? h("span", { class: "clock", "data-soaked": g.soakedAt }, "") : null,
       g.message ? h("span", { class: "muted" }, ` ${g.message}`) : null));
   }

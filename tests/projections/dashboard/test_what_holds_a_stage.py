@@ -139,3 +139,22 @@ def test_a_claimed_cluster_takes_its_lease_from_its_holders_latest_beat() -> Non
     assert "a-0" not in view.heartbeats  # a holder's beat names no cluster
     absorb(view, "heartbeats", record("a-0/5", claims | {"clusters": [], "at": "2026-01-01T00:00:20+00:00"}))
     assert pages.lease(view, "eu-1")["heartbeatAt"] is None  # no longer claimed
+
+
+def test_an_analysis_shows_its_phase_counts_and_limits_and_a_dry_run_says_so() -> None:
+    counted = {"run": 2, "measured": 2, "successful": 1, "failed": 0, "inconclusive": 1, "phase": "Inconclusive"}
+    gates = [
+        gate("errors", None, message="no samples") | {"count": 3, "inconclusiveLimit": 0, "analysis": counted},
+        gate("latency", True, since=1000.0) | {"dryRun": True},
+    ]
+    view = FleetView()
+    absorb(view, "module_status", record("shop", status("shop", stage("canary", "Soaking") | {"gates": gates})))
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    errors, latency = page["status"]["stages"][0]["gateStates"]
+    assert errors["state"] == "inconclusive" and errors["soakedAt"] is None
+    assert errors["analysis"] == {
+        "count": 3, "interval": None, "failureLimit": 0, "inconclusiveLimit": 0,
+        "run": 2, "measured": 2, "successful": 1, "failed": 0, "inconclusive": 1, "phase": "Inconclusive",
+    }  # fmt: skip
+    assert latency["dryRun"] is True and latency["analysis"] is None and latency["state"] == "pass"
