@@ -24,7 +24,9 @@ from rollout.wire.decision_reasons import (
     DeleteCancelled,
     DeleteWaitsForDependents,
     FailureBudgetExceeded,
+    GateAnalysisCounts,
     GateFailed,
+    GateInconclusive,
     GatePassed,
     Halted,
     HeldBehindIntents,
@@ -67,6 +69,9 @@ from tests.rollout.reasons import REASONS_OF
 
 BUDGET = FailureBudgetExceeded(stage="wave", failed=2, max_failures=1)
 GATE = GateFailed(gate="errors", stage="canary", message="error rate 7% > 5%")
+COUNTS = GateAnalysisCounts(
+    run=1, count=5, successful=1, failed=0, inconclusive=2, failure_limit=1, inconclusive_limit=1
+)
 BROKEN = RestrictionBroken(
     restriction="tenant/lane",
     rule="allowedSourcePatterns",
@@ -159,6 +164,16 @@ EXAMPLES: list[tuple[Reason, str]] = [
     ),
     (GatePassed(gate="errors", stage="canary"), "gate errors of stage canary passes"),
     (GATE, "gate errors of stage canary failed: error rate 7% > 5%"),
+    (
+        GateInconclusive(gate="errors", stage="canary", analysis=COUNTS, message="no samples"),
+        "gate errors of stage canary inconclusive — 1 passed, 0 failed (failureLimit 1), 2 inconclusive "
+        "(inconclusiveLimit 1) of 5 measurements: no samples; paused until resume",
+    ),
+    (
+        GateFailed(gate="latency", stage="canary", analysis=COUNTS, dry_run=True),
+        "gate latency of stage canary failed (dry run: it holds nothing) — 1 passed, 0 failed (failureLimit 1), "
+        "2 inconclusive (inconclusiveLimit 1) of 5 measurements",
+    ),
     (RolloutComplete(revision="v2"), "rollout of v2 complete; it is the stable revision"),
     (
         StagesPassed(
