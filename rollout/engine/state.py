@@ -355,7 +355,7 @@ class GateState(Record):
     passed: bool | None
     since: float | None = None
     message: str = ""
-    analysis: GateAnalysis | None = None
+    analysis: GateAnalysis | None = added_field()
 
 
 class ModuleRecord(Record):
