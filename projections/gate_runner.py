@@ -55,15 +55,18 @@ from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.publisher import Publish
 from rollout.api.formats import parse_duration
+from rollout.api.gates import CLUSTERS
 from rollout.wire.documents import DocumentError
 from rollout.wire.events import GateEvaluated
-from rollout.wire.status import ModuleStatus, StageGate
+from rollout.wire.status import CompareQuery, ModuleStatus, StageGate, TargetStatus
 
 log = logging.getLogger("rollout.gates")
 
 REQUEST_TIMEOUT = 10.0
 VERDICTS = {True: "passed", False: "failed", None: "inconclusive"}
 AnalysisKey = tuple[str, str, str, int]  # module, stage, gate, generation
+MAX_COMPARED = 200  # clusters per side of a comparison: the first, by name (the query stays bounded)
+REGEX_SPECIALS = frozenset("\\.+*?()|[]{}^$")
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,84 @@ def judge_samples(payload: Any, low: float | None, high: float | None) -> Result
     return Result(True, f"{len(values)} sample(s) within {bounds}, latest {values[-1]:g}")
 
 
+def cluster_regex(clusters: list[str]) -> str:
+    """`clusters` as a PromQL regex alternation inside a double-quoted string: each name's
+    RE2 metacharacters escaped (cluster names are DNS labels, which have none — escaped
+    anyway), then the backslashes and quotes escaped for the PromQL string literal."""
+    regex = "|".join("".join("\\" + ch if ch in REGEX_SPECIALS else ch for ch in name) for name in clusters)
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@dataclass(frozen=True)
+class Compared:
+    """The clusters of a comparison: the current stage's updated ones and the baseline."""
+
+    updated: list[str]
+    baseline: list[str]
+
+
+def compared_clusters(status: ModuleStatus, targets: list[TargetStatus]) -> Compared:
+    """From the engine's typed documents: the updated clusters — members of the current
+    stage that run the target generation and succeeded — and the baseline — members of the
+    stages after it still waiting to move (`pending`: on the stable revision, or none).
+    Each side sorted, at most MAX_COMPARED."""
+    names = [stage.name for stage in status.stages]
+    current = names.index(status.current_stage) if status.current_stage in names else len(names)
+    later = set(names[current + 1 :])
+    updated = sorted(
+        t.cluster
+        for t in targets
+        if t.stage == status.current_stage and t.generation == status.generation and t.state == "succeeded"
+    )
+    baseline = sorted(t.cluster for t in targets if t.stage in later and t.state == "pending")
+    return Compared(updated[:MAX_COMPARED], baseline[:MAX_COMPARED])
+
+
+def one_sample(payload: Any) -> float | str:
+    """The one value of a Prometheus instant-query answer, or why there is none (a str)."""
+    if not isinstance(payload, dict) or payload.get("status") != "success":
+        error = payload.get("error") if isinstance(payload, dict) else None
+        return f"Prometheus answered an error: {error or 'not a success'}"
+    data = payload.get("data") or {}
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "scalar" and isinstance(result, list) and len(result) == 2:
+        samples = [result[1]]
+    elif kind == "vector" and isinstance(result, list):
+        samples = [item.get("value", [None, None])[1] for item in result if isinstance(item, dict)]
+    else:
+        return f"expected a vector or scalar, got {kind}"
+    if len(samples) != 1:
+        return "no samples" if not samples else f"expected one sample (aggregate with sum or avg), got {len(samples)}"
+    try:
+        value = float(samples[0])
+    except (TypeError, ValueError):
+        return "the sample is not a number"
+    return "the sample is NaN (no data)" if math.isnan(value) else value
+
+
+def judge_comparison(spec: CompareQuery, updated: float, baseline: float) -> Result:
+    """updated ≤ baseline * maxRatio and/or updated - baseline ≤ maxDifference (both when
+    both are given). A ratio never divides: a zero baseline passes only a zero."""
+    said = f"updated {updated:g} vs baseline {baseline:g}"
+    broken = []
+    if spec.max_ratio is not None and updated > baseline * spec.max_ratio:
+        ratio = f"{updated / baseline:.3g}" if baseline else "∞"
+        broken.append(f"ratio {ratio} > maxRatio {spec.max_ratio:g}")
+    if spec.max_difference is not None and updated - baseline > spec.max_difference:
+        broken.append(f"difference {updated - baseline:.3g} > maxDifference {spec.max_difference:g}")
+    if broken:
+        return Result(False, f"{said}: {', '.join(broken)}")
+    return Result(
+        True,
+        f"{said}: within "
+        + ", ".join(
+            name
+            for name, bound in (("maxRatio", spec.max_ratio), ("maxDifference", spec.max_difference))
+            if bound is not None
+        ),
+    )
+
+
 class GateRunner:
     """Evaluates the gates of soaking stages and publishes the results."""
 
@@ -129,6 +210,9 @@ class GateRunner:
         # when this runner last measured each analysis soaking now (module, stage, gate, generation)
         self.measured_at: dict[AnalysisKey, float] = {}
         self.statuses = client.LatestReader(bootstrap, self.topics.module_status)
+        # the engine's per-cluster documents, read only once a comparative gate soaks
+        self.targets = client.LatestReader(bootstrap, self.topics.targets)
+        self.round_targets: dict[str, list[TargetStatus]] | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
@@ -145,10 +229,12 @@ class GateRunner:
                         pass
             finally:
                 await self.statuses.close()
+                await self.targets.close()
 
     async def round(self, session: aiohttp.ClientSession) -> None:
         """One evaluation of every gate of every soaking stage (of an analysis: when due)."""
         statuses = await self.statuses.latest()
+        self.round_targets = None  # read again, if a comparison asks, once this round
         analyses: set[AnalysisKey] = set()
         for module, document in sorted(statuses.items()):
             try:
@@ -224,8 +310,10 @@ class GateRunner:
                 async with session.get(url, params={"query": spec.query}) as response:
                     payload = await response.json(content_type=None)
                 return judge_samples(payload, spec.min, spec.max)
+            if gate.compare is not None:
+                return await self.compare(session, module, gate.compare, status)
             if gate.webhook is None:
-                return Result(None, "the gate has neither prometheus nor webhook")
+                return Result(None, "the gate has neither prometheus, webhook nor compare")
             facts = {
                 "module": module,
                 "stage": stage,
@@ -239,3 +327,38 @@ class GateRunner:
                 return Result(passed, f"webhook answered {response.status}" + (f": {text}" if text else ""))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             return Result(None, f"cannot evaluate: {type(error).__name__}: {error}")
+
+    async def compare(
+        self, session: aiohttp.ClientSession, module: str, spec: CompareQuery, status: ModuleStatus
+    ) -> Result:
+        """A comparative canary: the query over the updated clusters against the baseline."""
+        clusters = compared_clusters(status, (await self.module_targets()).get(module, []))
+        if not clusters.updated:
+            return Result(None, f"no updated cluster of stage {status.current_stage} to compare")
+        if not clusters.baseline:
+            return Result(None, "no baseline: no cluster of a later stage is waiting for the target")
+        values = []
+        for side in (clusters.updated, clusters.baseline):
+            query = spec.query.replace(CLUSTERS, cluster_regex(side))
+            async with session.post(spec.url.rstrip("/") + "/api/v1/query", data={"query": query}) as response:
+                value = one_sample(await response.json(content_type=None))
+            if isinstance(value, str):
+                which = "updated clusters" if side is clusters.updated else "baseline"
+                return Result(None, f"{which}: {value}")
+            values.append(value)
+        result = judge_comparison(spec, values[0], values[1])
+        counts = f" ({len(clusters.updated)} updated, {len(clusters.baseline)} baseline clusters)"
+        return Result(result.passed, result.message + counts)
+
+    async def module_targets(self) -> dict[str, list[TargetStatus]]:
+        """The rollout-targets documents per module, read once a round when asked."""
+        if self.round_targets is None:
+            grouped: dict[str, list[TargetStatus]] = {}
+            for document in (await self.targets.latest()).values():
+                try:
+                    target = TargetStatus.read(document)
+                except DocumentError:
+                    continue  # a newer release's document: not compared
+                grouped.setdefault(target.module, []).append(target)
+            self.round_targets = grouped
+        return self.round_targets

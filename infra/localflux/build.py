@@ -229,6 +229,12 @@ def _build_controller(program: GoProgram, workdir: Path) -> None:
     os.replace(output, program.target)  # atomic: a reader sees no binary or a whole one
 
 
+def go_install(module: str) -> Callable[[GoProgram, Path], None]:
+    """A builder running ``go install <module>@<the program's version>``, for
+    :func:`ensure_program` (infra/localprometheus)."""
+    return _go_install(module)
+
+
 def _go_install(module: str) -> Callable[[GoProgram, Path], None]:
     """A builder running ``go install <module>@<the program's version>``."""
 

@@ -204,7 +204,7 @@ def gate_state(gate: StageGate, soak_seconds: float) -> Document:
     soaked = since + soak_seconds if state == "pass" and since is not None and analysis is None else None
     return {
         "name": gate.name,
-        "kind": "prometheus" if gate.prometheus is not None else "webhook",
+        "kind": "prometheus" if gate.prometheus is not None else "compare" if gate.compare is not None else "webhook",
         "state": state,
         "passingSince": since if state == "pass" else None,
         "soakedAt": soaked,

@@ -1,6 +1,7 @@
 """Health gates: what must keep passing while a stage soaks, beyond Flux's Ready.
 
-    stages[].gates: [{name, prometheus: {url, query, min?, max?}} | {name, webhook: {url}}]
+    stages[].gates: [{name, prometheus: {url, query, min?, max?}} | {name, webhook: {url}}
+                     | {name, compare: {url, query with $clusters, maxRatio?, maxDifference?}}]
     gate runner ──► GateEvaluated(module, stage, gate, generation, passed) ──► the engine
     gates_passed(record, stage, now, soak) ──► may the stage pass? (stages.py)
 
@@ -21,6 +22,13 @@ A gate with `count` is an analysis ("Health gates" → "Analysis"; Argo Rollouts
 AnalysisTemplate fields): `count` measurements `interval` apart, of which more than
 `failureLimit` failing fails it and more than `inconclusiveLimit` inconclusive pauses the
 rollout until resumed; `dryRun` gates are measured and recorded but hold nothing.
+
+A **compare** gate is a comparative canary: the runner asks `query` once for the stage's
+updated clusters and once for the clusters of later stages not updated yet (the baseline),
+`$clusters` standing for each side's names as an escaped regex alternation; it passes when
+updated ≤ baseline * `maxRatio` and/or updated - baseline ≤ `maxDifference`. No updated
+cluster, no baseline cluster (the last stage, or all updated) or a side without exactly one
+sample is inconclusive.
 """
 
 from __future__ import annotations
@@ -84,8 +92,49 @@ class WebhookGate(GateSpec):
         return check_url(value, schemes=("http", "https"), what="webhook")
 
 
+CLUSTERS = "$clusters"  # in a comparative query: the clusters compared, as a regex alternation
+
+
+class CompareGate(GateSpec):
+    """A comparative canary: `query` (PromQL, instant, against `url`) asked twice — once
+    with `$clusters` standing for the stage's updated clusters, once for the module's
+    clusters not updated yet (the baseline) — each answer one sample; passes when the
+    updated value is ≤ baseline * `maxRatio` and/or ≤ baseline + `maxDifference`."""
+
+    url: str
+    query: str
+    max_ratio: float | None = Field(default=None, alias="maxRatio")
+    max_difference: float | None = Field(default=None, alias="maxDifference")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url(value, schemes=("http", "https"), what="Prometheus")
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: str) -> str:
+        if not value.strip() or len(value) > MAX_QUERY:
+            raise ValueError(f"query must be a PromQL expression of 1 to {MAX_QUERY} characters")
+        if CLUSTERS not in value:
+            raise ValueError(
+                f"query must name {CLUSTERS} where the compared clusters go, e.g. "
+                f"'sum(rate(errors{{cluster=~\"{CLUSTERS}\"}}[5m]))'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> CompareGate:
+        if self.max_ratio is None and self.max_difference is None:
+            raise ValueError("give 'maxRatio', 'maxDifference' or both: how much worse than the baseline may pass")
+        for name, bound in (("maxRatio", self.max_ratio), ("maxDifference", self.max_difference)):
+            if bound is not None and (not math.isfinite(bound) or bound < 0):
+                raise ValueError(f"{name} must be a finite number ≥ 0")
+        return self
+
+
 class HealthGate(GateSpec):
-    """One gate of a stage: exactly one of `prometheus` or `webhook`, and optionally an
+    """One gate of a stage: exactly one of `prometheus`, `webhook` or `compare`, and optionally an
     analysis — `count` measurements, taken `interval` apart by the gate runner, of which at
     most `failureLimit` may fail and at most `inconclusiveLimit` be inconclusive (without
     `count`: the latest result must be passing for the stage's soak). `dryRun`: measured
@@ -94,6 +143,7 @@ class HealthGate(GateSpec):
     name: str
     prometheus: PrometheusGate | None = None
     webhook: WebhookGate | None = None
+    compare: CompareGate | None = None
     count: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     interval: str | None = None  # between two measurements; None: the gate runner's --interval
     failure_limit: int | None = Field(default=None, alias="failureLimit", ge=0)  # None: 0
@@ -120,8 +170,8 @@ class HealthGate(GateSpec):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HealthGate:
-        if (self.prometheus is None) == (self.webhook is None):
-            raise ValueError(f"gate {shown(self.name)}: give exactly one of 'prometheus' or 'webhook'")
+        if [self.prometheus, self.webhook, self.compare].count(None) != 2:
+            raise ValueError(f"gate {shown(self.name)}: give exactly one of 'prometheus', 'webhook' or 'compare'")
         return self
 
     @field_validator("interval")

@@ -97,6 +97,10 @@ def describe_gate(gate: HealthGate) -> str:
         bounds = [f"≥ {gate.prometheus.min:g}"] if gate.prometheus.min is not None else []
         bounds += [f"≤ {gate.prometheus.max:g}"] if gate.prometheus.max is not None else []
         asks = f"Prometheus {gate.prometheus.query} {' and '.join(bounds)}"
+    elif gate.compare is not None:
+        limits = [f"ratio ≤ {gate.compare.max_ratio:g}"] if gate.compare.max_ratio is not None else []
+        limits += [f"difference ≤ {gate.compare.max_difference:g}"] if gate.compare.max_difference is not None else []
+        asks = f"compares {gate.compare.query} on the updated clusters with the baseline: {' and '.join(limits)}"
     else:
         asks = f"webhook {gate.webhook.url}"  # type: ignore[union-attr]
     if gate.count is not None:

@@ -100,6 +100,15 @@ class WebhookTarget(Part):
     url: str
 
 
+class CompareQuery(Part):
+    """A comparative canary (rollout/api/gates.py `compare`): `query` with `$clusters`."""
+
+    url: str
+    query: str
+    max_ratio: float | None = Field(default=None, alias="maxRatio")
+    max_difference: float | None = Field(default=None, alias="maxDifference")
+
+
 class GateAnalysisStatus(Part):
     """A gate analysis's current run (rollout/engine/gate_results.py): its measurements so
     far and its phase — Running, Successful, Failed or Inconclusive (the module paused)."""
@@ -121,6 +130,7 @@ class StageGate(Part):
     name: str
     prometheus: PrometheusQuery | None = None
     webhook: WebhookTarget | None = None
+    compare: CompareQuery | None = None
     count: int | None = None
     interval: str | None = None
     failure_limit: int | None = Field(default=None, alias="failureLimit")

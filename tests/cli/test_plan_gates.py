@@ -33,6 +33,9 @@ spec:
           - name: latency
             webhook: {url: http://hooks/latency}
             dryRun: true
+          - name: vs-baseline
+            compare: {url: http://prometheus:9090, query: 'avg(errors{cluster=~"$clusters"})', maxRatio: 1.2}
+            count: 3
       - name: rest
 """
 
@@ -47,7 +50,9 @@ def test_plan_shows_each_gate_analysis_and_dry_run(tmp_path: Path) -> None:
     assert (
         "health gates pass for the soak: errors (Prometheus error_rate ≤ 0.05; analysis: 5 measurement(s) every 30s, "
         "fails over failureLimit 1, pauses over inconclusiveLimit 2), latency (webhook http://hooks/latency) — "
-        "dry run: recorded, never holds the stage"
+        'dry run: recorded, never holds the stage, vs-baseline (compares avg(errors{cluster=~"$clusters"}) on the '
+        "updated clusters with the baseline: ratio ≤ 1.2; analysis: 3 measurement(s) one per gate-runner interval, "
+        "fails over failureLimit 0, pauses over inconclusiveLimit 0)"
     ) in line
     [shown] = json.loads(CliRunner().invoke(cli, [*plan, "-o", "json"]).output)
     assert "analysis: 5 measurement(s) every 30s" in shown["stages"][0]["gates"][0]

@@ -1,7 +1,7 @@
 """A tiny real HTTP server for gate tests: a Prometheus-compatible instant-query endpoint
 and webhooks, in a thread of its own (aiohttp), on a free port of 127.0.0.1.
 
-    GET  /api/v1/query?query=Q   → {"status": "success", "data": {"resultType": "vector",
+    GET  /api/v1/query?query=Q   → (or POST, form-encoded) {"status": "success", "data": {"resultType": "vector",
                                     "result": [{"metric": {}, "value": [t, "<v>"]}, ...]}}
                                     for the values `metrics[Q]` (unknown Q: no samples;
                                     Q == "broken": an error answer)
@@ -28,13 +28,15 @@ class GateServer:
     metrics: dict[str, list[float]] = field(default_factory=dict)
     hooks: dict[str, int] = field(default_factory=dict)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)  # every query asked, as sent
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     async def query(self, request: web.Request) -> web.Response:
-        query = request.query.get("query", "")
+        query = request.query.get("query") or str((await request.post()).get("query", ""))  # GET or POST form
+        self.queries.append(query)
         if query == "broken":
             return web.json_response({"status": "error", "errorType": "bad_data", "error": "parse error"}, status=400)
         samples = [{"metric": {"q": query}, "value": [time.time(), str(v)]} for v in self.metrics.get(query, [])]
@@ -51,6 +53,7 @@ def running_gate_server() -> Iterator[GateServer]:
     server = GateServer()
     app = web.Application()
     app.router.add_get("/api/v1/query", server.query)
+    app.router.add_post("/api/v1/query", server.query)
     app.router.add_post("/hooks/{name}", server.hook)
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)

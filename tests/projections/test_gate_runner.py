@@ -12,9 +12,17 @@ import aiohttp
 import pytest
 
 from infra import client
-from projections.gate_runner import GateRunner, Result, soaking_gates
+from projections.gate_runner import (
+    Compared,
+    GateRunner,
+    Result,
+    cluster_regex,
+    compared_clusters,
+    judge_comparison,
+    soaking_gates,
+)
 from rollout.wire.events import GateEvaluated, parse_event
-from rollout.wire.status import ModuleStatus, StageGate
+from rollout.wire.status import CompareQuery, ModuleStatus, StageGate, TargetStatus
 from tests.projections.gate_server import GateServer, running_gate_server
 
 STATUS = {"module": "app", "phase": "Soaking", "targetRevision": "v2", "generation": 2, "currentStage": "canary"}
@@ -200,3 +208,92 @@ def test_after_a_resume_a_failed_analysis_is_measured_as_a_new_run() -> None:
         {"name": "g", "webhook": {"url": "http://x"}, "count": 2, "analysis": {"run": 3, "phase": "Inconclusive"}}
     )
     assert failed.next_measurement() == (4, 1)
+
+
+COMPARE = 'avg(error_ratio{cluster=~"$clusters"})'
+
+
+def compare_status() -> ModuleStatus:
+    """A module soaking its canary stage, then wave: each cluster's stage from its name."""
+    return ModuleStatus.read(
+        {**STATUS, "stages": [{"name": "canary", "state": "Soaking"}, {"name": "wave", "state": "Pending"}]}
+    )
+
+
+def targets(**states: str) -> list[TargetStatus]:
+    """Rollout-targets documents: `c…` clusters in canary on generation 2, `w…` in wave on 1."""
+    return [
+        TargetStatus.read(
+            {
+                "module": "app",
+                "cluster": name.replace("_", "-"),
+                "stage": "canary" if name.startswith("c") else "wave",
+                "state": state,
+                "generation": 2 if name.startswith("c") else 1,
+            }
+        )
+        for name, state in states.items()
+    ]
+
+
+def test_updated_clusters_are_the_stages_succeeded_members_and_the_baseline_the_later_stages_pending_ones() -> None:
+    found = compared_clusters(
+        compare_status(), targets(c_2="succeeded", c_1="succeeded", c_3="failed", w_1="pending", w_2="not_ready")
+    )
+    assert found == Compared(updated=["c-1", "c-2"], baseline=["w-1"])
+
+
+def test_cluster_names_become_an_escaped_regex_alternation_inside_a_promql_string() -> None:
+    assert cluster_regex(["eu-1", "eu-2"]) == "eu-1|eu-2"
+    assert cluster_regex(["a.b", 'x"y', "c+"]) == 'a\\\\.b|x\\"y|c\\\\+'  # RE2, then the string literal
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "updated", "baseline", "passed", "said"),
+    [
+        ({"maxRatio": 1.2}, 0.011, 0.01, True, "updated 0.011 vs baseline 0.01: within maxRatio"),
+        ({"maxRatio": 1.2}, 0.02, 0.01, False, "updated 0.02 vs baseline 0.01: ratio 2 > maxRatio 1.2"),
+        ({"maxRatio": 1.2}, 0.0, 0.0, True, "updated 0 vs baseline 0: within maxRatio"),
+        ({"maxRatio": 1.2}, 0.01, 0.0, False, "updated 0.01 vs baseline 0: ratio ∞ > maxRatio 1.2"),
+        ({"maxDifference": 0.05}, 0.2, 0.1, False, "updated 0.2 vs baseline 0.1: difference 0.1 > maxDifference 0.05"),
+        ({"maxRatio": 3, "maxDifference": 0.5}, 2.0, 1.0, False, "difference 1 > maxDifference 0.5"),
+    ],
+)
+def test_a_comparison_passes_within_its_ratio_and_difference(
+    thresholds: dict[str, float], updated: float, baseline: float, passed: bool, said: str
+) -> None:
+    spec = CompareQuery.model_validate({"url": "http://p", "query": COMPARE, **thresholds})
+    result = judge_comparison(spec, updated, baseline)
+    assert result.passed is passed and said in result.message
+
+
+async def compared(server: GateServer, listed: list[TargetStatus], **thresholds: float) -> Result:
+    async def publish(key: str, value: bytes) -> None:
+        raise AssertionError("compare publishes nothing")
+
+    runner = GateRunner(bootstrap="unused:9092", prefix="t.", publish=publish)
+    runner.round_targets = {"app": listed}  # this round's rollout-targets documents
+    spec = CompareQuery.model_validate({"url": server.url, "query": COMPARE, **thresholds})
+    async with aiohttp.ClientSession() as session:
+        return await runner.compare(session, "app", spec, compare_status())
+
+
+async def test_a_comparative_gate_asks_the_query_for_each_side_and_compares(server: GateServer) -> None:
+    server.metrics['avg(error_ratio{cluster=~"c-1"})'] = [0.05]
+    server.metrics['avg(error_ratio{cluster=~"w-1|w-2"})'] = [0.01]
+    result = await compared(server, targets(c_1="succeeded", w_1="pending", w_2="pending"), maxRatio=1.5)
+    assert result == Result(
+        False, "updated 0.05 vs baseline 0.01: ratio 5 > maxRatio 1.5 (1 updated, 2 baseline clusters)"
+    )
+    assert server.queries[-2:] == ['avg(error_ratio{cluster=~"c-1"})', 'avg(error_ratio{cluster=~"w-1|w-2"})']
+
+
+async def test_a_comparison_without_baseline_clusters_is_inconclusive(server: GateServer) -> None:
+    result = await compared(server, targets(c_1="succeeded", w_1="succeeded"), maxRatio=1.5)
+    assert result == Result(None, "no baseline: no cluster of a later stage is waiting for the target")
+
+
+async def test_a_side_without_one_sample_is_inconclusive(server: GateServer) -> None:
+    server.metrics['avg(error_ratio{cluster=~"c-9"})'] = [0.01, 0.02]
+    result = await compared(server, targets(c_9="succeeded", w_9="pending"), maxRatio=1.5)
+    assert result == Result(None, "updated clusters: expected one sample (aggregate with sum or avg), got 2")

@@ -182,6 +182,30 @@ def test_plain_gates_keep_the_latest_result_rule_beside_an_analysis() -> None:
     assert fleet.revision("app", "w1") == "v1"
 
 
+COMPARE = {"url": "http://prometheus:9090", "query": 'sum(rate(errors{cluster=~"$clusters"}[5m]))', "maxRatio": 1.2}
+
+
+def test_a_comparative_canary_is_an_analysis_like_any_other() -> None:
+    fleet = canary_done({"name": "vs-baseline", "compare": COMPARE, "count": 2})
+    measure(fleet, True, 1, gate="vs-baseline", message="updated 0.01 vs baseline 0.01: within maxRatio")
+    measure(fleet, False, 2, gate="vs-baseline", message="updated 0.05 vs baseline 0.01: ratio 5 > maxRatio 1.2")
+    assert fleet.phase("app") == "Halted" and fleet.revision("app", "w1") is None
+    assert fleet.status("app")["stages"][0]["gates"][0]["compare"] == COMPARE
+
+
+@pytest.mark.parametrize(
+    ("compare", "message"),
+    [
+        ({**COMPARE, "query": "sum(rate(errors[5m]))"}, r"query must name \$clusters"),
+        ({"url": "http://p", "query": 'x{c=~"$clusters"}'}, "give 'maxRatio', 'maxDifference' or both"),
+        ({**COMPARE, "maxRatio": -1.0}, "maxRatio must be a finite number ≥ 0"),
+    ],
+)
+def test_invalid_comparison_is_refused_with_the_reason(compare: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Stage.model_validate({"name": "s", "gates": [{"name": "g", "compare": compare}]})
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

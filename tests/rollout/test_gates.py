@@ -114,7 +114,7 @@ def test_status_shows_each_gate_and_its_latest_result() -> None:
     [
         ({"name": "g", "prometheus": {"url": "http://p", "query": "up"}}, "give 'min', 'max' or both"),
         ({"name": "g", "prometheus": {"url": "http://p", "query": "up", "min": 2, "max": 1}}, "min 2.0 is above max"),
-        ({"name": "g"}, "give exactly one of 'prometheus' or 'webhook'"),
+        ({"name": "g"}, "give exactly one of 'prometheus', 'webhook' or 'compare'"),
         ({"name": "g", "webhook": {"url": "ftp://hooks"}}, "webhook URL"),
     ],
 )

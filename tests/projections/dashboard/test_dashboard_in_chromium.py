@@ -35,7 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from infra.localoidc import LocalOIDC, OIDCClientConfig, OIDCUser
-from rollout.wire.events import ModuleDeleted, RolloutCommanded, parse_event
+from rollout.wire.events import GateEvaluated, ModuleDeleted, RolloutCommanded, parse_event
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.integration.test_staged_rollout import cluster, module
 from tests.kube.cluster import KubeCluster, KubePool
@@ -322,6 +322,34 @@ def test_a_closed_maintenance_window_shows_when_the_stage_may_next_move(page: Pa
     expect(shown).to_contain_text("window closed, opens", timeout=60_000)
     expect(page.get_by_test_id("stage-all")).to_contain_text("pending 2")
     page.screenshot(path=str(ARTIFACTS / "dashboard-window.png"), full_page=True)
+    assert same_page(page)
+
+
+def test_an_analysis_shows_its_measurements_and_why_it_paused_the_rollout(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "deli", "deli", 4)  # deli-00, deli-01 in canary; deli-02, -03 in wave-1
+    errors = {"name": "errors", "prometheus": {"url": "http://127.0.0.1:9", "query": "up", "min": 1}, "count": 3}
+    shadow = {"name": "shadow", "webhook": {"url": "http://127.0.0.1:9/hook"}, "count": 2, "dryRun": True}
+    stages = [{**STAGES[0], "gates": [errors, shadow]}, {"name": "wave-1"}]
+    off_loop(stack.send, "intents", "deli", module("deli", app="deli", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/deli")
+    expect(page.get_by_test_id("gate-canary-errors")).to_contain_text("pending", timeout=90_000)
+    measured = [("errors", True, 1, ""), ("shadow", False, 1, "hook answered 500")]
+    measured += [("errors", None, 2, "no samples")]  # over inconclusiveLimit 0: paused
+    for gate, passed, number, message in measured:
+        result = GateEvaluated(
+            module="deli", stage="canary", gate=gate, generation=1, passed=passed, message=message, run=1,
+            measurement=number,
+        )  # fmt: skip
+        off_loop(stack.send, "status", "deli", result)  # as `rollout gate-runner` publishes it
+    analysis = page.get_by_test_id("analysis-canary-errors")
+    expect(analysis).to_contain_text("analysis run 1: 2/3 measured, 1 passed, 0 failed (limit 0), 1 inconclusive")
+    expect(analysis).to_contain_text("paused until resume")
+    expect(page.get_by_test_id("gate-canary-errors")).to_contain_text("inconclusive")
+    expect(page.get_by_test_id("module-phase")).to_contain_text("Paused")
+    expect(page.get_by_text("gate errors of stage canary inconclusive").first).to_be_visible()
+    expect(page.get_by_test_id("dry-run-canary-shadow")).to_contain_text("dry run: holds nothing")
+    expect(page.get_by_test_id("analysis-canary-shadow")).to_contain_text("1/2 measured, 0 passed, 1 failed")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-analysis.png"), full_page=True)
     assert same_page(page)
 
 

@@ -146,12 +146,14 @@ def test_an_analysis_shows_its_phase_counts_and_limits_and_a_dry_run_says_so() -
     gates = [
         gate("errors", None, message="no samples") | {"count": 3, "inconclusiveLimit": 0, "analysis": counted},
         gate("latency", True, since=1000.0) | {"dryRun": True},
+        {"name": "vs-baseline", "compare": {"url": "http://p", "query": 'q{c=~"$clusters"}', "maxRatio": 1.2}},
     ]
     view = FleetView()
     absorb(view, "module_status", record("shop", status("shop", stage("canary", "Soaking") | {"gates": gates})))
     page = pages.module_page(view, "shop")
     assert page is not None
-    errors, latency = page["status"]["stages"][0]["gateStates"]
+    errors, latency, compared = page["status"]["stages"][0]["gateStates"]
+    assert compared["kind"] == "compare" and compared["state"] == "pending"
     assert errors["state"] == "inconclusive" and errors["soakedAt"] is None
     assert errors["analysis"] == {
         "count": 3, "interval": None, "failureLimit": 0, "inconclusiveLimit": 0,
