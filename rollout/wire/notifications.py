@@ -43,13 +43,14 @@ EVENT_TYPES: dict[DecisionAction, str] = {
     DecisionAction.AWAITING_APPROVAL: "dev.rollout.stage.awaiting-approval",
     DecisionAction.STAGE_SUCCEEDED: "dev.rollout.stage.succeeded",
     DecisionAction.GATE_FAILED: "dev.rollout.gate.failed",
+    DecisionAction.GATE_INCONCLUSIVE: "dev.rollout.gate.inconclusive",
     DecisionAction.HALTED: "dev.rollout.module.halted",
     DecisionAction.ROLLBACK: "dev.rollout.module.rollback-started",
     DecisionAction.COMPLETE: "dev.rollout.module.complete",
     DecisionAction.ABORTED: "dev.rollout.module.aborted",
 }
 """The decisions that are notified, each with its CloudEvents `type` — one line each.
-(A gate's inconclusive result is not a decision on main yet: its line goes here when it is.)"""
+(`gate-inconclusive`: a gate analysis paused the rollout, rollout/engine/gate_results.py.)"""
 
 TYPE_PATTERN = re.compile(r"^dev\.rollout\.[a-z]+\.[a-z][a-z-]*$")
 """What a `type` looks like: reverse-DNS prefix `dev.rollout`, the thing, what happened."""

@@ -28,11 +28,12 @@ def test_every_notification_type_is_distinct_and_reverse_dns() -> None:
 
 
 def test_the_issues_notifications_are_sent() -> None:
-    """Stage started, waiting for approval, halted, rolled back, complete (issue 23, item 4);
-    a gate's inconclusive result is not a decision yet (its line is added with it)."""
+    """Stage started, waiting for approval, gate inconclusive, halted, rolled back, complete
+    (issue 23, item 4)."""
     for action in (
         DecisionAction.STAGE_STARTED,
         DecisionAction.AWAITING_APPROVAL,
+        DecisionAction.GATE_INCONCLUSIVE,
         DecisionAction.HALTED,
         DecisionAction.ROLLBACK,
         DecisionAction.COMPLETE,
