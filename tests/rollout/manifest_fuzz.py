@@ -84,8 +84,8 @@ FIELDS = (
     FieldMutation(MODULES, "minSuccessTime: 5m", "minSuccessTime: BAD", DURATIONS[2:], PODINFO, "minSuccessTime"),
     FieldMutation(
         MODULES,
-        "maxConcurrency: 1,",
-        "maxConcurrency: BAD,",
+        "maxConcurrency: 1\n",
+        "maxConcurrency: BAD\n",
         ("true", "0", '"150%"', "1.5", "-1", '"ten"', "[1]", '"1"', '"0%"'),
         PODINFO,
         "spec.rollout.stages[0].maxConcurrency",
@@ -291,7 +291,7 @@ def huge_scalar(rng: random.Random) -> tuple[bytes, tuple[str, ...]]:
 
 def huge_integer(rng: random.Random) -> tuple[bytes, tuple[str, ...]]:
     digits = "9" * rng.randrange(4301, 50_000)
-    return MODULES.replace("maxConcurrency: 1,", f"maxConcurrency: {digits},").encode(), ("4300 digits",)
+    return MODULES.replace("maxConcurrency: 1\n", f"maxConcurrency: {digits}\n").encode(), ("4300 digits",)
 
 
 def repeated_object(rng: random.Random) -> tuple[bytes, tuple[str, ...]]:
