@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from infra.localprometheus import LocalPrometheus
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
-from tests.integration.stack import Stack, free_port, wait_for
+from tests.integration.stack import EXAMPLES, Stack, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +164,32 @@ def test_the_prometheus_binary_is_cached_for_the_next_run(prometheus: LocalProme
     from infra.localprometheus import PROMETHEUS
 
     assert PROMETHEUS.is_built() and Path(PROMETHEUS.target).stat().st_size > 10_000_000
+
+
+@pytest.fixture(scope="module")
+def example(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """What `rollout up --example` runs: worker, simulating applier, gate runner, the examples."""
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("example"), tick_interval=1.0)
+    stack.start_worker()
+    stack.start_applier("--simulate-status")
+    runner = stack._spawn("gate-runner", "gate-runner", "--interval", "1s", "--web-port", "0")
+    stack.apply(EXAMPLES)
+    yield stack
+    stack._stop(runner)
+    stack.stop()
+
+
+def test_the_examples_comparative_gate_is_measured_as_a_dry_run_and_holds_nothing(example: Stack) -> None:
+    def concluded() -> dict[str, Any] | None:
+        canary = (status(example, "podinfo").get("stages") or [{}])[0]
+        gate = (canary.get("gates") or [{}])[0]
+        return gate if (gate.get("analysis") or {}).get("phase") == "Inconclusive" else None
+
+    gate = wait_for("the example's dry-run comparison concluded", concluded, 120)
+    assert gate["name"] == "errors-vs-baseline" and gate["dryRun"] is True and gate["compare"]["maxRatio"] == 1.5
+    assert gate["passed"] is None and gate["analysis"]["inconclusive"] == 1  # no Prometheus on the local stack
+    podinfo = status(example, "podinfo")
+    assert podinfo["phase"] == "Soaking" and not podinfo.get("paused")  # a dry run pauses nothing
+    decisions = [d.json() for d in example.records("decisions") if d.key == "podinfo"]
+    inconclusive = [d for d in decisions if d["action"] == "gate-inconclusive"]
+    assert len(inconclusive) == 1 and inconclusive[0]["because"]["dry_run"] is True
