@@ -23,8 +23,10 @@ What holds a stage (issue 11): its maintenance `window` (open / when it next ope
 module status), its health gates as `gateStates` (pass / fail / pending / inconclusive, an
 analysis's counts, dry run; a passing gate is
 soaked at `soakedAt` = passing since + the stage's soak), its `blocked` count with the
-module's `dependsOn`. A cluster's `lease`: left the fleet, or the latest heartbeat's time
-and `expiresAt`; the browser shows its age and whether it expired.
+module's `dependsOn`, its `held` count (owners' holds). The module's `run`: its members
+fixed at its start and who it went on without, and why (issue 23). A cluster's `lease`:
+left the fleet, or the latest heartbeat's time and `expiresAt`; the browser shows its age
+and whether it expired.
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ from rollout.api.manifests import parse_duration
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.decisions import DecisionDocument
-from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus
+from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus, run_members
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 DECISIONS_SHOWN = 50
+RUN_EXCEPTIONS_SHOWN = 50
+RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
+"""The run states the module page lists by name, with why: the members the run went on without."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,28 @@ def module_page(view: FleetView, name: str) -> Document | None:
         "failedTotal": len(failed),
         "decisions": [decision.as_json() for decision in decisions[-DECISIONS_SHOWN:][::-1]],
         "valuesRefused": values_refused(decisions),
+        "run": run_section(status, list(targets.values())) if status is not None and status.run is not None else None,
+    }
+
+
+def run_section(status: ModuleStatus, targets: list[TargetStatus]) -> Document:
+    """The module's current run (rollout/engine/runs.py): its fixed members, and who it went
+    on without — skipped offline, held, deferred by a window, left, pinned — and why, as
+    `rollout status` lists them (the same `run_members`), at most RUN_EXCEPTIONS_SHOWN."""
+    assert status.run is not None
+    run = status.run
+    members = [m for m in run_members(status, targets) if m.state in RUN_EXCEPTIONS]
+    members.sort(key=lambda m: (RUN_EXCEPTIONS.index(m.state), m.cluster))
+    return {
+        "number": run.number,
+        "mode": run.mode,
+        "generation": run.generation,
+        "startedAt": engine_time(run.started_at),
+        "adopted": run.adopted,
+        "members": sum(stage.members for stage in run.stages.values()),
+        "left": run.left,
+        "exceptions": [member.model_dump(mode="json") for member in members[:RUN_EXCEPTIONS_SHOWN]],
+        "exceptionsTotal": len(members),
     }
 
 

@@ -8,6 +8,8 @@
                    b. window waits redone  waits entered before the first tick are entered
                                            again, now that the engine can say when a window opens
                    c. progressDeadline     clusters updating for longer fail
+                   d. holds lapsed         members held until a `hold-until` now past are
+                                           released (runs.py)
                    then StageMachine.advance (soaks that ended, windows that opened, failures)
 
 The order is the contract: leases expire first so that a module moving on this tick sees
@@ -28,8 +30,9 @@ from collections.abc import Callable
 
 from rollout.api.manifests import parse_duration
 from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.runs import hold_reason
 from rollout.engine.stages import StageMachine
-from rollout.engine.state import CAPPED_TICK_IDS_KEPT, ModuleRecord, TickLog, remember, target_key
+from rollout.engine.state import CAPPED_TICK_IDS_KEPT, ModuleRecord, Target, TickLog, remember, target_key
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.wire.decision_reasons import ProgressDeadlineExceeded
@@ -75,14 +78,24 @@ class Clock:
 class ModuleTimers:
     """What time does to each module: `steps` in order, then the module advances."""
 
-    def __init__(self, tables: StateTables, book: TargetBook, stages: StageMachine) -> None:
+    def __init__(
+        self,
+        tables: StateTables,
+        book: TargetBook,
+        stages: StageMachine,
+        rejoin: Callable[[ModuleRecord, Target, Outcome], Target] | None = None,
+    ) -> None:
         self.tables = tables
         self.book = book
         self.stages = stages
+        # a member released from its hold joins as any member would (membership.py
+        # `join_at_stage_revision`: the stable revision if its stage has not started)
+        self.rejoin = rejoin if rejoin is not None else (lambda record, target, out: target)
         self.steps: list[ModuleStep] = [
             self.soak_from_first_tick,
             self.windows_from_first_tick,
             self.fail_past_deadline,
+            self.release_lapsed_holds,
         ]
 
     def on_clock_moved(self, first: bool, out: Outcome) -> None:
@@ -135,3 +148,16 @@ class ModuleTimers:
                     target.model_copy(update={"status": "failed", "status_message": message}),
                     out,
                 )
+
+    def release_lapsed_holds(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
+        """Members held by a `rollout.dev/hold-until` the engine's time has reached are
+        released (runs.py): they move as members back from a hold. Costs the module's held
+        members, which only the hold annotation puts there."""
+        tables, book = self.tables, self.book
+        for cluster in sorted(book.held_clusters(record.name)):
+            facts = tables.clusters.get(cluster)
+            target = tables.targets[target_key(record.name, cluster)]
+            if facts is None or hold_reason(facts, tables.now) is not None:
+                continue
+            released = self.rejoin(record, target.model_copy(update={"hold": None}), out)
+            book.store_target(record, target, released, out)

@@ -53,7 +53,8 @@ uses when it is built (below, bottom to top; none reaches another but through th
     targets.py          TargetBook         Targets, their indexes and counters; assign, decide,
                                            save_module, status documents        (tables, links)
     window_gate.py      WindowGate         may a stage's clusters move now?     (tables, book)
-    stages.py           StageMachine       advance, fill, budget, rollback      (tables, book, windows)
+    runs.py             Runs               a run's fixed membership; holds, offline members
+    stages.py           StageMachine       advance, fill, budget, rollback      (tables, book, windows, runs)
     membership.py       Membership         cluster events; which clusters a module covers
     reports.py          Reports            sync status reports
     clock.py            Clock, ModuleTimers  ticks; what time does to each module
@@ -112,6 +113,7 @@ from rollout.engine.membership import Membership
 from rollout.engine.outcome import Assignment, Decision, DecisionAction, Outcome, verdict
 from rollout.engine.reports import Reports
 from rollout.engine.restriction_rules import RestrictionRules
+from rollout.engine.runs import Runs
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     ENGINE_MAPPINGS,
@@ -127,6 +129,7 @@ from rollout.engine.state import (
     ModuleRecord,
     RemovedCluster,
     RestrictionRecord,
+    RunRecord,
     Sequence,
     Target,
     TickLog,
@@ -215,6 +218,7 @@ class RolloutEngine:
         holders: MutableMapping[str, HolderLease] | None = None,
         holder_claims: MutableMapping[str, ClaimChunk] | None = None,
         claims: MutableMapping[str, ClusterClaims] | None = None,
+        runs: MutableMapping[str, RunRecord] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -240,15 +244,16 @@ class RolloutEngine:
             holders=_or_new(holders),
             holder_claims=_or_new(holder_claims),
             claims=_or_new(claims),
+            runs=_or_new(runs),
             partition=partition,
         )
         # the concerns, bottom to top: each gets the collaborators it uses
         self.links = DependencyLinks(tables)
         self.book = book = TargetBook(tables, self.links)
-        self.stages = stages = StageMachine(tables, book, WindowGate(tables, book))
+        self.stages = stages = StageMachine(tables, book, WindowGate(tables, book), Runs(tables))
         self.membership = membership = Membership(tables, book, stages)
         self.reports = Reports(tables, book, stages)
-        self.timers = ModuleTimers(tables, book, stages)
+        self.timers = ModuleTimers(tables, book, stages, membership.join_at_stage_revision)
         self.live_values = LiveValues(tables, book)
         self.gate_results = GateResults(tables, book, stages)
         self.leases = Leases(tables, membership)

@@ -243,6 +243,7 @@ class ModuleIntents:
             handled_intents=remember(record.handled_intents, event.id, INTENT_IDS_KEPT),
         )
         tables.modules.pop(record.name, None)
+        tables.runs.pop(record.name, None)  # its run goes with it (runs.py)
         book.forget_module_indexes(record.name)
         out.module_status[record.name] = None
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from rollout.api.restrictions import admits
 from rollout.api.selectors import selects
 from rollout.engine.outcome import Assignment, DecisionAction, Outcome, verdict
+from rollout.engine.runs import DepartureReason, hold_reason
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     OBSERVATION_IDS_KEPT,
@@ -43,11 +44,17 @@ from rollout.wire.decision_reasons import (
     ClusterNotAllowed,
     ClusterUnselected,
     ClusterWasRemoved,
-    DecisionReason,
     ReadinessChanged,
     StableUntilStage,
 )
 from rollout.wire.events import ClusterObserved, ClusterRemoved
+
+_DROPPED: dict[DepartureReason, type[ClusterWasRemoved | ClusterUnselected | ClusterNotAllowed]] = {
+    "removed": ClusterWasRemoved,
+    "unselected": ClusterUnselected,
+    "not-allowed": ClusterNotAllowed,
+}
+"""How a member left (runs.py `Departure.reason`) → the reason of its unassignment."""
 
 
 class Membership:
@@ -195,8 +202,10 @@ class Membership:
             old = tables.targets.get(key)
             if facts is None or not self.reaches(record, facts):
                 if old is not None:
+                    how = self._departure(record, facts)
                     if old.assigned is not None:
-                        book.assign(record, old, None, self._dropped(record, cluster, facts), out)
+                        book.assign(record, old, None, _DROPPED[how](cluster=cluster), out)
+                    self.stages.runs.departed(record, old, how)
                     book.store_target(record, old, None, out)
                 continue
             stage_index, stage_name = stage_for(record, facts.labels)
@@ -209,9 +218,11 @@ class Membership:
                     "sort_key": order if has_order else None,
                     "ready": facts.ready,
                     "pinned": cluster in record.pinned,
+                    "hold": hold_reason(facts, tables.now),
                 }
             )
             if old is None:
+                self.stages.runs.joined(record, stage_name, cluster)
                 book.decide(
                     record,
                     DecisionAction.JOINED,
@@ -219,7 +230,9 @@ class Membership:
                     out,
                     cluster=cluster,
                 )
-            elif old.ready != new.ready:
+            elif old.stage != new.stage:
+                self.stages.runs.moved(record, old.stage, new.stage)
+            if old is not None and old.ready != new.ready:
                 book.decide(
                     record,
                     DecisionAction.READINESS,
@@ -236,13 +249,13 @@ class Membership:
             book.store_target(record, old, new, out)
 
     @staticmethod
-    def _dropped(record: ModuleRecord, cluster: str, facts: ClusterFacts | None) -> DecisionReason:
-        """Why a member the module no longer reaches loses its assignment."""
+    def _departure(record: ModuleRecord, facts: ClusterFacts | None) -> DepartureReason:
+        """Why a member the module no longer reaches leaves it (and loses its assignment)."""
         if facts is None:
-            return ClusterWasRemoved(cluster=cluster)
+            return "removed"
         if not selects(record.spec.selector, facts.labels):
-            return ClusterUnselected(cluster=cluster)
-        return ClusterNotAllowed(cluster=cluster)
+            return "unselected"
+        return "not-allowed"
 
     def join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
         """A ready cluster with nothing assigned, in a stage the rollout has not reached,
@@ -251,6 +264,7 @@ class Membership:
             target.assigned is None
             and target.ready
             and not target.pinned
+            and target.hold is None
             and record.mode == "rollout"
             and record.stable is not None
             and record.stable != record.target

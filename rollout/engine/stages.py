@@ -36,6 +36,7 @@ from rollout.api.manifests import Stage, parse_duration
 from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.runs import Runs
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import resolve_count, stages_of
 from rollout.engine.tables import StateTables
@@ -75,10 +76,11 @@ def stage_budget(max_concurrency: int | str | None, max_failures: int | str | No
 class StageMachine:
     """Moves clusters to the target stage by stage, within each stage's budget."""
 
-    def __init__(self, tables: StateTables, book: TargetBook, windows: WindowGate) -> None:
+    def __init__(self, tables: StateTables, book: TargetBook, windows: WindowGate, runs: Runs | None = None) -> None:
         self.tables = tables
         self.book = book
         self.windows = windows
+        self.runs = runs if runs is not None else Runs(tables)
         self.moves_per_event = MOVES_PER_EVENT  # lowered by tests
         self.moves_left = MOVES_PER_EVENT
 
@@ -123,8 +125,11 @@ class StageMachine:
         return index < record.stage_index or (index == record.stage_index and record.stage_started)
 
     def budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
+        """(maxConcurrency, maxFailures) of stage `index`, resolved against the run's fixed
+        members there (runs.py): churn during the run does not move them."""
         stage = stages_of(record)[index]
-        return stage_budget(stage.max_concurrency, stage.max_failures, self.book.counts(record, stage.name).members)
+        members = self.runs.members(record, stage.name, self.book.counts(record, stage.name).members)
+        return stage_budget(stage.max_concurrency, stage.max_failures, members)
 
     def completed(self, record: ModuleRecord) -> bool:
         """The target's rollout finished: it is the stable generation."""
@@ -134,6 +139,7 @@ class StageMachine:
         """Make every move the strategy allows now, then settle the phase."""
         book = self.book
         book.index(record.name)  # the pending queues may be cold after a restart
+        self.runs.ensure(record)  # a new generation (or a rollback) starts a run (runs.py)
         refusal = spec_refusal(record.spec)  # its spec as stored, refused by this release (applied_documents.py)
         if refusal is not None:  # nothing moves until the module is applied again
             if record.phase != "Halted":
@@ -238,7 +244,8 @@ class StageMachine:
             )
         # no soak for a stage where nothing ran (every member not ready); a member that
         # succeeded and then failed within maxFailures still ran: the stage soaks
-        ran = counts.succeeded or counts.failed
+        # (or one that did left the run since: runs.py — churn does not cut a soak short)
+        ran = counts.succeeded or counts.failed or self.runs.ran(record, stage.name)
         soak = parse_duration(stage.min_success_time) if stage.min_success_time and ran else 0.0
         if now < record.stage_completed_at + soak:
             record.phase = "Soaking"
@@ -304,7 +311,7 @@ class StageMachine:
             _, cluster = queue[0]
             target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1
-            movable = counts.members - counts.not_ready - counts.pinned
+            movable = counts.members - counts.not_ready - counts.pinned - counts.held
             because = MovedToTarget(cluster=cluster, revision=revision, stage=stage.name, slot=slot, movable=movable)
             moved = book.assign(record, target, record.target, because, out)
             book.store_target(record, target, moved, out)

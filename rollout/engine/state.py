@@ -31,6 +31,8 @@ rewrites only a handful of small values — never a value whose size grows with 
                                  chart defaults, as last observed (HelmValuesObserved)
 * ``restrictions[namespace]``    RestrictionRecord — the namespace's ModuleRestriction
                                  (restrictions.py), or its tombstone once deleted
+* ``runs[module]``               RunRecord — the module's current run: its members fixed per
+                                 stage, who left it (runs.py)
 
 Per-stage counters live in the ModuleRecord and are maintained incrementally, so a sync
 status report costs O(1) state writes whatever the fleet size.
@@ -80,8 +82,17 @@ Phase = Literal[
     "Aborted",
 ]
 # Where one cluster stands relative to the revision the rollout drives it to.
-Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked"]
-CATEGORIES: tuple[Category, ...] = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
+Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held"]
+CATEGORIES: tuple[Category, ...] = (
+    "pending",
+    "updating",
+    "succeeded",
+    "failed",
+    "not_ready",
+    "pinned",
+    "blocked",
+    "held",
+)
 UNSTAGED = "-"  # the counters' key for members that match no stage
 
 # Redelivery windows: how many recent event ids a record remembers.
@@ -97,6 +108,7 @@ CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
 RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
+DEPARTURES_KEPT = 25  # per module: the latest members that left its current run, by name (runs.py)
 
 
 def added_field(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
@@ -323,6 +335,47 @@ class StageCounts(Record):
     not_ready: int = 0
     pinned: int = 0
     blocked: int = 0  # ready, waiting for its dependencies there (dependencies.py)
+    # held by its owner (the Cluster's rollout.dev/hold annotation: runs.py). Written only
+    # when some are: counts with none are byte for byte what the release before wrote
+    # (v0.26 refuses fields it does not know, and reads every module)
+    held: int = added_field(0)
+
+
+class RunStage(Record):
+    """One stage of a run (runs.py): `members`, the clusters the run covers there — fixed
+    when the run started, plus the late joiners it took in — of which `left` left it since.
+    The stage's budgets are resolved against `members`, so churn never moves them."""
+
+    members: int = 0
+    left: int = 0
+    ran: bool = False  # a member that had succeeded or failed here left: the stage ran (its soak stands)
+
+
+class Departure(Record):
+    """A member that left the run: `reason` `removed` (ClusterRemoved), `unselected` (its
+    labels no longer match the module's selector), `not-allowed` (its namespace's
+    ModuleRestriction) — a cluster that left the fleet (`rollout cluster leave`) is still a
+    Target, not ready (its document's `offline`: `left`)."""
+
+    cluster: str
+    stage: str
+    reason: Literal["removed", "unselected", "not-allowed"]
+    at: float = 0.0  # engine time
+    generation: int | None = None  # what it was assigned when it left
+
+
+class RunRecord(Record):
+    """A module's current run (runs.py), `runs[module]`: one per target generation, and one
+    per rollback. Its membership is fixed when it starts (`stages`); kept until the next run
+    replaces it."""
+
+    number: int = 1
+    mode: Literal["rollout", "rollback"] = "rollout"
+    generation: int | None = None  # what it drives: the target, or (rollback) the stable generation
+    started_at: float = 0.0  # engine time (0: before the first tick)
+    adopted: bool = False  # started by a release that found a rollout already going (runs.py)
+    stages: dict[str, RunStage] = Field(default_factory=dict)
+    departed: list[Departure] = Field(default_factory=list)  # newest last, DEPARTURES_KEPT
 
 
 AnalysisPhase = Literal["Running", "Successful", "Failed", "Inconclusive"]
@@ -482,6 +535,11 @@ class Target(Record):
     # a Helm release's readOnly paths → the value each was first sent with (releases.py):
     # kept while the cluster is a member, so a later generation cannot change them
     read_only_values: dict[str, Any] = Field(default_factory=dict)
+    # its owner holds it (rollout.dev/hold: "true" on its Cluster, runs.py): the hold's
+    # reason (rollout.dev/hold-reason, "" when none is given); None: not held. Written only
+    # when set: a Target nobody holds is byte for byte what the release before wrote (v0.26
+    # refuses fields it does not know, and reads every Target)
+    hold: str | None = added_field(None)
 
 
 class DependentLink(Record):
@@ -585,4 +643,5 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "holders": HolderLease,
     "holder_claims": ClaimChunk,
     "claims": ClusterClaims,
+    "runs": RunRecord,
 }

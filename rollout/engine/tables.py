@@ -41,6 +41,7 @@ from rollout.engine.state import (
     ModuleRecord,
     RemovedCluster,
     RestrictionRecord,
+    RunRecord,
     Sequence,
     Target,
     TickLog,
@@ -75,6 +76,7 @@ class StateTables:
         holders: MutableMapping[str, HolderLease],
         holder_claims: MutableMapping[str, ClaimChunk],
         claims: MutableMapping[str, ClusterClaims],
+        runs: MutableMapping[str, RunRecord],
         partition: int,
     ) -> None:
         self.clusters = clusters
@@ -97,6 +99,7 @@ class StateTables:
         self.holders = holders
         self.holder_claims = holder_claims
         self.claims = claims
+        self.runs = runs
         self.partition = partition
         # module name → the copy of its record this batch made (see the module doc); None:
         # every event works on its own copies

@@ -28,6 +28,7 @@ from typing import Any
 from rollout.api.manifests import Sync
 from rollout.engine.dependency_links import DependencyLinks, dependents_ready
 from rollout.engine.outcome import DEFERRED, Assignment, Decision, DecisionAction, Outcome
+from rollout.engine.runs import offline_reason
 from rollout.engine.state import (
     REPORT_IDS_KEPT,
     Category,
@@ -72,12 +73,14 @@ class TargetBook:
         self._members: dict[str, set[str]] = {}
         self._pending: dict[tuple[str, int], PendingQueue] = {}
         self._updating: dict[str, set[str]] = {}
+        self._held: dict[str, set[str]] = {}
 
     def reset_indexes(self) -> None:
         """Drop every derived in-memory index; they are rebuilt lazily from the mappings."""
         self._members = {}
         self._pending = {}
         self._updating = {}
+        self._held = {}
 
     # -- indexes --------------------------------------------------------------------------
 
@@ -89,6 +92,7 @@ class TargetBook:
         members = set()
         self._members[module] = members
         self._updating[module] = set()
+        self._held[module] = set()
         targets = self.tables.targets
         for cluster in list(self.tables.clusters.keys()):
             target = targets.get(target_key(module, cluster))
@@ -107,6 +111,11 @@ class TargetBook:
         while storing targets)."""
         return self._updating.get(module, set())
 
+    def held_clusters(self, module: str) -> set[str]:
+        """The clusters of `module` held by their owners now (the book's own set: copy it to
+        iterate while storing targets)."""
+        return self._held.get(module, set())
+
     def _index_target(self, target: Target) -> None:
         if target.category == "pending":
             entry = (self._sort_tuple(target), target.cluster)
@@ -116,6 +125,8 @@ class TargetBook:
                 queue.insert(position, entry)
         if target.category == "updating":
             self._updating.setdefault(target.module, set()).add(target.cluster)
+        if target.category == "held":
+            self._held.setdefault(target.module, set()).add(target.cluster)
 
     def _unindex_target(self, target: Target) -> None:
         if target.category == "pending":
@@ -126,6 +137,8 @@ class TargetBook:
                 del queue[position]
         if target.category == "updating":
             self._updating.get(target.module, set()).discard(target.cluster)
+        if target.category == "held":
+            self._held.get(target.module, set()).discard(target.cluster)
 
     @staticmethod
     def _sort_tuple(target: Target) -> tuple[int, int, str]:
@@ -136,6 +149,7 @@ class TargetBook:
     def forget_module_indexes(self, module: str) -> None:
         self._members.pop(module, None)
         self._updating.pop(module, None)
+        self._held.pop(module, None)
         for key in [k for k in self._pending if k[0] == module]:
             del self._pending[key]
 
@@ -154,6 +168,8 @@ class TargetBook:
             return "failed" if target.status == "failed" else "updating"
         if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
             return "succeeded"  # unstaged and never given anything: a rollback has nothing to undo
+        if target.hold is not None and record.mode == "rollout":
+            return "held"  # its owner holds it (runs.py): not moved, not a failure; a rollback is not held
         if not target.ready and record.mode == "rollout":
             return "not_ready"
         if record.spec.depends_on and record.mode == "rollout":
@@ -212,7 +228,7 @@ class TargetBook:
             key = target_key(new.module, new.cluster)
             if old is None or old.__dict__ != new.__dict__:  # field values; faster than `!=`
                 self.tables.targets[key] = new
-                out.target_status[key] = target_view(record, new)
+                out.target_status[key] = target_view(record, new, self.offline(new))
             self.index(record.name).add(new.cluster)
         elif old is not None:
             key = target_key(old.module, old.cluster)
@@ -221,6 +237,13 @@ class TargetBook:
             out.target_status[key] = None
             self.index(record.name).discard(old.cluster)
         self.links.readiness_stored(record.name, old, new, out)
+
+    def offline(self, target: Target) -> str | None:
+        """Why a member that is not ready is not (runs.py `offline_reason`), for its document."""
+        if target.ready:
+            return None
+        facts = self.tables.clusters.get(target.cluster)
+        return offline_reason(facts) if facts is not None else None
 
     def _keep_report_ids(self, deleted: Target) -> None:
         """A deleted target's report ids go to its cluster's facts (or tombstone), so that a
@@ -418,7 +441,7 @@ class TargetBook:
         """The module-status document of `name` now, with what it holds (None: no such module)."""
         tables = self.tables
         record = tables.modules.get(name)
-        view = module_view(record, tables.now) if record is not None else None
+        view = module_view(record, tables.now, tables.runs.get(name)) if record is not None else None
         queue = tables.held_queues.get(name)
         if queue is None:
             return view

@@ -21,7 +21,8 @@ from typing import Any
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage
 from rollout.api.windows import iso, stage_window_state, stage_windows
-from rollout.engine.state import UNSTAGED, ModuleRecord, StageCounts, Target
+from rollout.engine.runs import budget_members
+from rollout.engine.state import UNSTAGED, ModuleRecord, RunRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of
 from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
@@ -29,6 +30,9 @@ from rollout.wire.status import (
     Held,
     MemberCounts,
     ModuleStatus,
+    RunDeparture,
+    RunStage,
+    RunStatus,
     StageGate,
     StageStatus,
     StageWindow,
@@ -39,13 +43,14 @@ from rollout.wire.status import (
 NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
 
 
-def module_view(record: ModuleRecord, now: float) -> dict[str, Any]:
+def module_view(record: ModuleRecord, now: float, run: RunRecord | None = None) -> dict[str, Any]:
     """The module-status document as published (the JSON object of `module_status`)."""
-    return module_status(record, now).as_json()
+    return module_status(record, now, run).as_json()
 
 
-def module_status(record: ModuleRecord, now: float) -> ModuleStatus:
-    """The compacted module-status document (size: O(stages), not O(clusters))."""
+def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None) -> ModuleStatus:
+    """The compacted module-status document (size: O(stages), not O(clusters)); `run`: the
+    module's current run (runs.py), its stages' limits resolved against its fixed members."""
     stages = stages_of(record)
     optional: dict[str, Any] = {}  # set only when they apply: absent from the document otherwise
     if record.awaiting:
@@ -56,6 +61,8 @@ def module_status(record: ModuleRecord, now: float) -> ModuleStatus:
         optional["waiting"] = waiting  # why a module whose stages all passed is not Complete
     if record.restricted is not None:
         optional["restricted"] = record.restricted  # the ModuleRestriction rule it breaks
+    if run is not None:
+        optional["run"] = run_view(run)  # the current run's fixed membership (runs.py)
     return ModuleStatus(
         module=record.name,
         kind=record.kind,
@@ -69,7 +76,7 @@ def module_status(record: ModuleRecord, now: float) -> ModuleStatus:
         mode=record.mode,
         paused=record.paused,
         current_stage=stages[min(record.stage_index, len(stages) - 1)].name,
-        stages=[stage_status(record, index, stage, now) for index, stage in enumerate(stages)],
+        stages=[stage_status(record, index, stage, now, run) for index, stage in enumerate(stages)],
         unstaged=member_counts(record.counts.get(UNSTAGED, NO_COUNTS)),
         pinned=record.pinned,
         depends_on=list(record.spec.depends_on),
@@ -80,10 +87,12 @@ def module_status(record: ModuleRecord, now: float) -> ModuleStatus:
     )
 
 
-def stage_status(record: ModuleRecord, index: int, stage: Stage, now: float) -> StageStatus:
+def stage_status(
+    record: ModuleRecord, index: int, stage: Stage, now: float, run: RunRecord | None = None
+) -> StageStatus:
     """Stage `index` of the module's rollout: its state, limits, counts, window and gates."""
     counts = record.counts.get(stage.name, NO_COUNTS)
-    members = counts.members
+    members = budget_members(run, stage.name, counts.members)  # the run's fixed set (runs.py)
     if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
         state = "Succeeded"
     elif index == record.stage_index:
@@ -121,14 +130,32 @@ def member_counts(counts: StageCounts) -> MemberCounts:
         not_ready=counts.not_ready,
         pinned=counts.pinned,
         blocked=counts.blocked,
+        held=counts.held,
+    )
+
+
+def run_view(run: RunRecord) -> RunStatus:
+    """The current run: its fixed members and departures per stage (runs.py)."""
+    return RunStatus(
+        number=run.number,
+        mode=run.mode,
+        generation=run.generation,
+        started_at=run.started_at,
+        adopted=run.adopted,
+        stages={name: RunStage(members=stage.members, left=stage.left) for name, stage in sorted(run.stages.items())},
+        departed=[
+            RunDeparture(cluster=d.cluster, stage=d.stage, reason=d.reason, at=d.at, generation=d.generation)
+            for d in run.departed
+        ],
     )
 
 
 def outstanding_members(record: ModuleRecord) -> int:
     """Staged members not running the target: pending (waiting for a window, say),
-    updating, blocked, or not ready — the members a Complete module may not have."""
+    updating, blocked, not ready, or held by their owners — the members a Complete module
+    may not have."""
     return sum(
-        counts.pending + counts.updating + counts.blocked + counts.not_ready
+        counts.pending + counts.updating + counts.blocked + counts.not_ready + counts.held
         for name, counts in record.counts.items()
         if name != UNSTAGED
     )
@@ -149,8 +176,9 @@ def outstanding(record: ModuleRecord, now: float) -> Outstanding | None:
         not_ready=sum(counts.not_ready for counts in staged),
         moving=sum(counts.pending + counts.updating + counts.blocked for counts in staged),
         windows=windows,
+        held=sum(counts.held for counts in staged),
     )
-    return found if found.not_ready or found.moving or found.windows else None
+    return found if found.not_ready or found.moving or found.windows or found.held else None
 
 
 def waiting_reason(record: ModuleRecord, now: float) -> str:
@@ -197,7 +225,7 @@ def gates_view(record: ModuleRecord, stage: Stage) -> list[StageGate]:
     return views
 
 
-def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:
+def target_view(record: ModuleRecord, target: Target, offline: str | None = None) -> dict[str, Any]:
     """The rollout-targets document as published: exactly `target_status(...).as_json()`,
     written directly because it is built once per changed target — on the path of every
     status report — where the model's validation and dump would cost twice as much as the
@@ -217,11 +245,12 @@ def target_view(record: ModuleRecord, target: Target) -> dict[str, Any]:
         "status": target.status,
         "message": blocked_message(record) if target.category == "blocked" else target.status_message,
         "updatingSince": target.updating_since,
-    }
+    } | _target_extras(target, offline)
 
 
-def target_status(record: ModuleRecord, target: Target) -> TargetStatus:
-    """The rollout-targets document of one (module, cluster)."""
+def target_status(record: ModuleRecord, target: Target, offline: str | None = None) -> TargetStatus:
+    """The rollout-targets document of one (module, cluster); `offline`: why it is not
+    ready (runs.py `offline_reason`, from its cluster's facts)."""
     revision = record.revisions.get(target.assigned) if target.assigned is not None else None
     return TargetStatus(
         module=target.module,
@@ -235,7 +264,18 @@ def target_status(record: ModuleRecord, target: Target) -> TargetStatus:
         status=target.status,
         message=blocked_message(record) if target.category == "blocked" else target.status_message,
         updating_since=target.updating_since,
+        **_target_extras(target, offline),
     )
+
+
+def _target_extras(target: Target, offline: str | None) -> dict[str, Any]:
+    """The fields a target document has only when they apply: why it is offline, its hold."""
+    extras: dict[str, Any] = {}
+    if offline is not None:
+        extras["offline"] = offline
+    if target.hold is not None:
+        extras["hold"] = target.hold
+    return extras
 
 
 def blocked_message(record: ModuleRecord) -> str:

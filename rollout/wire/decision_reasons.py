@@ -540,6 +540,7 @@ class Outstanding(Part):
     not_ready: int = 0
     moving: int = 0
     windows: list[WindowWait] = Field(default_factory=list)
+    held: int = 0  # held by their owners (rollout.dev/hold on the Cluster: rollout/engine/runs.py)
 
     def sentence(self) -> str:
         """E.g. "2 clusters not ready; stage wave waits for a maintenance window" ('': nothing)."""
@@ -548,6 +549,9 @@ class Outstanding(Part):
             reasons.append(f"{self.not_ready} cluster{'s' if self.not_ready != 1 else ''} not ready")
         if self.moving:
             reasons.append(f"{self.moving} cluster{'s' if self.moving != 1 else ''} not on the target yet")
+        if self.held:
+            whose = "their owners" if self.held != 1 else "its owner"
+            reasons.append(f"{self.held} cluster{'s' if self.held != 1 else ''} held by {whose}")
         for wait in self.windows:
             opens = f", next opens at {iso(wait.next_open)}" if wait.next_open else ""
             reasons.append(f"stage {wait.stage} waits for a maintenance window{opens}")

@@ -53,8 +53,35 @@ PENDING = "Pending"
 """The phase of a module not staged yet (the pending shape)."""
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 STAGE_STATES = ("Pending", "Running", "Soaking", "AwaitingApproval", "Succeeded")
-TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked")
+TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held")
 """Where one cluster stands in a module's rollout (rollout.engine.state.Category)."""
+RUN_STATES = (
+    "Succeeded",
+    "Failed",
+    "SkippedOffline",
+    "DeferredByWindow",
+    "Pinned",
+    "Held",
+    "Left",
+    "Pending",
+    "Updating",
+    "Blocked",
+)
+"""Where one member stands in the module's run (rollout/engine/runs.py, `run_state`): the
+first seven are where a member ends; the last three say it is still on its way."""
+SETTLED_RUN_STATES = frozenset(RUN_STATES[:7])
+OFFLINE_REASONS = {
+    "lease": "its lease expired (no heartbeat from its applier)",
+    "left": "it left the fleet (rollout cluster leave)",
+    "not-ready": "it is not ready (control plane or kubeconfig secret)",
+}
+"""Why a member is not ready (TargetStatus.offline), as `rollout status` says it."""
+DEPARTURE_REASONS = {
+    "removed": "removed from the fleet",
+    "unselected": "its labels no longer match the module's selector",
+    "not-allowed": "outside its namespace's ModuleRestriction",
+}
+"""Why a member left the run (Departure.reason), as `rollout status` says it."""
 
 
 class MemberCounts(Part):
@@ -68,6 +95,7 @@ class MemberCounts(Part):
     not_ready: int = 0
     pinned: int = 0
     blocked: int = 0  # ready, waiting for its dependencies there
+    held: int = 0  # held by its owner (rollout.dev/hold on its Cluster)
 
 
 class WindowSpec(Part):
@@ -178,6 +206,42 @@ class Held(Part):
     reason: str = ""
 
 
+class RunStage(Part):
+    """One stage of the run: the members it covers (fixed at the run's start, plus the late
+    joiners it took in) — its budgets are resolved against them — and how many left it."""
+
+    members: int = 0
+    left: int = 0
+
+
+class RunDeparture(Part):
+    """A member that left the run, and why (`DEPARTURE_REASONS`)."""
+
+    cluster: str
+    stage: str
+    reason: str  # removed | unselected | not-allowed
+    at: float = 0.0  # engine time
+    generation: int | None = None  # what it was assigned when it left
+
+
+class RunStatus(Part):
+    """The module's current run (rollout/engine/runs.py): one per target generation and
+    per rollback, its membership fixed when it started."""
+
+    number: int
+    mode: Literal["rollout", "rollback"] = "rollout"
+    generation: int | None = None  # what it drives (rollback: the stable generation)
+    started_at: float = Field(default=0.0, alias="startedAt")  # engine time
+    adopted: bool = False  # started by a release that found the rollout going
+    stages: dict[str, RunStage] = Field(default_factory=dict)
+    departed: list[RunDeparture] = Field(default_factory=list)  # the latest, newest last
+
+    @property
+    def left(self) -> int:
+        """Members that left the run, every stage (`departed` lists the latest)."""
+        return sum(stage.left for stage in self.stages.values())
+
+
 class ModuleStatus(VersionedDocument):
     """The module-status document: one module's rollout, compacted — O(stages), never
     O(clusters). Its shapes (staged, pending) are described in the module docstring."""
@@ -210,6 +274,7 @@ class ModuleStatus(VersionedDocument):
     restricted: str | None = None
     held: Held | None = None
     reason: str | None = None  # pending: why it is not staged yet
+    run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
 
     @property
     def staged(self) -> bool:
@@ -250,3 +315,57 @@ class TargetStatus(VersionedDocument):
     status: str = "none"  # the latest report about the assignment: none, updating, succeeded, failed
     message: str = ""  # the report's message, or why a blocked member waits
     updating_since: float | None = Field(default=None, alias="updatingSince")  # engine time
+    offline: str | None = None  # why it is not ready: lease | left | not-ready (OFFLINE_REASONS)
+    hold: str | None = None  # held by its owner: the hold's reason ("" none given); None: not held
+
+
+class RunMember(Part):
+    """One member of a module's run in its explicit state (`RUN_STATES`) and why — what
+    `rollout status` lists and the dashboard shows, from the documents (`run_members`)."""
+
+    cluster: str
+    stage: str
+    state: str  # one of RUN_STATES
+    why: str = ""
+
+
+def run_state(target: TargetStatus, status: ModuleStatus) -> RunMember:
+    """The explicit run state of a present member: its target state, read against the
+    module's run (a `not_ready` member whose cluster left the fleet is Left; a pending one
+    whose stage waits for a window, DeferredByWindow)."""
+    state, why = "Pending", ""
+    if target.state == "succeeded":
+        state = "Succeeded"
+    elif target.state == "failed":
+        state, why = "Failed", target.message
+    elif target.state == "pinned":
+        state, why = "Pinned", "pinned (rollout pin)"
+    elif target.state == "held":
+        state, why = "Held", "held by its owner" + (f": {target.hold}" if target.hold else "")
+    elif target.state == "not_ready":
+        state = "Left" if target.offline == "left" else "SkippedOffline"
+        why = OFFLINE_REASONS.get(target.offline or "not-ready", "not ready")
+    elif target.state == "updating":  # it finishes, offline or not: its report counts
+        state = "Updating"
+        why = f"assigned before {OFFLINE_REASONS[target.offline]}" if target.offline in OFFLINE_REASONS else ""
+    elif target.state == "blocked":
+        state, why = "Blocked", target.message
+    else:
+        stage = status.stage(target.stage)
+        waits = stage is not None and stage.state != "Pending" and stage.window is not None
+        if waits and stage is not None and stage.window is not None and not stage.window.open:
+            opens = f", next opens at {stage.window.next_open_at}" if stage.window.next_open_at else ""
+            state, why = "DeferredByWindow", f"stage {target.stage} waits for a maintenance window{opens}"
+    return RunMember(cluster=target.cluster, stage=target.stage, state=state, why=why)
+
+
+def run_members(status: ModuleStatus, targets: list[TargetStatus]) -> list[RunMember]:
+    """Every member of the module's run in its explicit state: the present members (its
+    targets, unstaged ones left out: they are not rolled out), then those that left it."""
+    members = [run_state(target, status) for target in sorted(targets, key=lambda t: t.cluster) if target.stage != "-"]
+    present = {member.cluster for member in members}
+    for departure in status.run.departed if status.run is not None else []:
+        if departure.cluster not in present:
+            why = DEPARTURE_REASONS.get(departure.reason, departure.reason)
+            members.append(RunMember(cluster=departure.cluster, stage=departure.stage, state="Left", why=why))
+    return members

@@ -1,7 +1,8 @@
 """`rollout status MODULE`: the module's status, targets, latest decisions and, for a Helm
 module, its values per cluster — read from the topics once, or every 2 s with `--watch`
 (rich Live) until Ctrl-C, rendered by views/status.py and views/values.py; with -o json|yaml
-the module-status document as the topic holds it (and `values`)."""
+the module-status document as the topic holds it (and `values`, and `members`: every
+member of its run in its explicit state, rollout/wire/status.py `run_members`)."""
 
 from __future__ import annotations
 
@@ -62,4 +63,10 @@ def status_document(ctx: Any, module: str) -> dict[str, Any]:
     status = module_status(module, document)
     decisions = decisions_for(ctx.records(ctx.topics.decisions), module)
     values = module_values(ctx, module, status, decisions)  # a Helm module: its values per cluster
-    return status.as_json() if values is None else {**status.as_json(), "values": values}
+    shown = status.as_json()
+    if status.run is not None:  # every member of its run in its explicit state, and why (runs.py)
+        from rollout.wire.status import run_members
+
+        targets = target_statuses(ctx.latest(ctx.topics.targets), module)
+        shown["members"] = [member.model_dump(mode="json") for member in run_members(status, targets)]
+    return shown if values is None else {**shown, "values": values}

@@ -14,7 +14,15 @@ from rollout_cli.views import terminal
 
 if TYPE_CHECKING:
     from rollout.wire.decisions import DecisionDocument
-    from rollout.wire.status import MemberCounts, ModuleStatus, StageGate, StageStatus, StageWindow, TargetStatus
+    from rollout.wire.status import (
+        MemberCounts,
+        ModuleStatus,
+        RunStatus,
+        StageGate,
+        StageStatus,
+        StageWindow,
+        TargetStatus,
+    )
 
 BAR_WIDTH = 24
 
@@ -76,6 +84,8 @@ def status_renderable(
         header.add_row("Restricted", Text(status.restricted, style="red"))
     for why in paused_by_gates(status):
         header.add_row("Paused", Text(why, style="yellow"))
+    if status.run is not None:  # the current run (rollout/engine/runs.py)
+        header.add_row("Run", _run_line(status.run))
     parts: list[Any] = [header]
     if status.stages:
         parts += [Text(""), _stages_table(status.stages)]
@@ -92,6 +102,8 @@ def status_renderable(
         parts.append(Text("\nFailed clusters:", style="red"))
         for target in failed:
             parts.append(Text(f"  {target.cluster} at {target.revision}: {target.message}"))
+    if status.run is not None:
+        parts += _run_exceptions(status, targets)
     if decisions:
         table = Table("TIME", "ACTION", "CLUSTER", "REASON", box=None, title="Latest decisions", title_justify="left")
         for decision in decisions:
@@ -113,6 +125,7 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
         "NOT READY",
         "BLOCKED",
         "PINNED",
+        "HELD",
         "LIMITS",
         box=None,
     )
@@ -136,6 +149,7 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
             str(c.not_ready),
             str(c.blocked),
             str(c.pinned),
+            str(c.held),
             limits,
         )
     return stages
@@ -218,3 +232,40 @@ def _gate_result(gate: StageGate) -> str:
     if gate.passed is None:
         return f"inconclusive: {gate.message}" if gate.message else "not evaluated yet"
     return "passing" if gate.passed else "failing" + (f": {gate.message}" if gate.message else "")
+
+
+RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
+"""The run states `rollout status` lists by name, with why: the members the run went on without."""
+
+
+def _run_line(run: RunStatus) -> str:
+    """The run's number, what it drives, when it started and its fixed members."""
+    members = sum(stage.members for stage in run.stages.values())
+    what = "rollback to" if run.mode == "rollback" else "rollout of"
+    line = f"#{run.number}, {what} generation {run.generation}, {members} member(s) fixed at its start"
+    if run.started_at:
+        line += f" ({terminal.local_time(run.started_at)})"
+    if run.left:
+        line += f", {run.left} left since"
+    return line + (" — adopted by this release" if run.adopted else "")
+
+
+def _run_exceptions(status: ModuleStatus, targets: list[TargetStatus]) -> list[Text]:
+    """The members the run went on without, by state: who and why (rollout/wire/status.py)."""
+    from rollout.wire.status import run_members
+
+    members = run_members(status, targets)
+    parts: list[Text] = []
+    for state in RUN_EXCEPTIONS:
+        chosen = [member for member in members if member.state == state]
+        if not chosen:
+            continue
+        parts.append(Text(f"\n{state} ({len(chosen)}):", style="yellow"))
+        for member in chosen:
+            why = f": {member.why}" if member.why else ""
+            parts.append(Text(f"  {member.cluster} (stage {member.stage}){why}"))
+    present = {target.cluster for target in targets}
+    listed = sum(1 for member in members if member.state == "Left" and member.cluster not in present)
+    if status.run is not None and status.run.left > listed:
+        parts.append(Text(f"  … and {status.run.left - listed} more that left (the latest are listed)"))
+    return parts

@@ -70,3 +70,35 @@ def test_status_wait_does_not_pass_a_module_that_deployed_nothing() -> None:
     assert judge(status, parse_condition("phase=Complete")) is None  # `--wait` waits on, then times out: exit 2
     assert progress_line(status).endswith("0/1 cluster(s) on v1 — waiting: 1 cluster not ready")
     assert "1 cluster not ready" in printed(fleet.status("app"))
+
+
+def test_status_lists_who_the_run_went_on_without_and_why() -> None:
+    from rollout.wire.status import TargetStatus
+    from tests.rollout.builders import cluster_command, heartbeat
+
+    hold = {"rollout.dev/hold": "true", "rollout.dev/hold-reason": "retail peak"}
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1", {"ring": "wave"}, annotations=hold),
+        cluster("w2", {"ring": "wave"}),
+        cluster("w3", {"ring": "wave"}),
+        cluster("w4", {"ring": "wave"}),
+        module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave")),
+    )
+    fleet.send(heartbeat("w2", 30))
+    fleet.wait(31)
+    fleet.remove("w3")
+    fleet.send(cluster_command("w4", "leave"))
+    fleet.succeed("app", "c1")
+    targets = [TargetStatus.read(v) for k, v in sorted(fleet.target_status.items()) if v is not None]
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(ModuleStatus.read(fleet.status("app")), targets, []))
+    text = console.export_text()
+    assert "#1, rollout of generation 1, 5 member(s) fixed at its start" in text
+    assert "1 left since" in text
+    assert "SkippedOffline (1):\n  w2 (stage wave): its lease expired (no heartbeat from its applier)" in text
+    assert "Held (1):\n  w1 (stage wave): held by its owner: retail peak" in text
+    assert (
+        "Left (2):\n  w4 (stage wave): it left the fleet (rollout cluster leave)\n"
+        "  w3 (stage wave): removed from the fleet" in text
+    )

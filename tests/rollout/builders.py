@@ -45,6 +45,7 @@ from rollout.wire.events import (
     SyncStatusReported,
     Tick,
 )
+from rollout.wire.status import ModuleStatus, TargetStatus, run_members
 from tests.rollout.reasons import check_reasons
 
 API = "rollout.dev/v1alpha1"
@@ -524,6 +525,22 @@ class Fleet:
         assert view is not None, f"no status published for {module_name}"
         return view
 
+    def run_members(self, module_name: str) -> dict[str, tuple[str, str]]:
+        """cluster → (its explicit run state, why), from the published documents, as
+        `rollout status` and the dashboard read them (rollout/wire/status.py `run_members`)."""
+        status = ModuleStatus.read(self.status(module_name))
+        targets = [
+            TargetStatus.read(view)
+            for key, view in sorted(self.target_status.items())
+            if view is not None and key.startswith(f"{module_name}/")
+        ]
+        return {member.cluster: (member.state, member.why) for member in run_members(status, targets)}
+
+    def run(self, module_name: str) -> dict[str, Any]:
+        """The module's current run, as published (`run` of its status)."""
+        found: dict[str, Any] = self.status(module_name)["run"]
+        return found
+
     def counts(self, module_name: str, stage_name: str) -> dict[str, int]:
         """The published counts of one stage (`-`: the unstaged members)."""
         view = self.status(module_name)
@@ -587,6 +604,8 @@ def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, 
         return "failed" if target.status == "failed" else "updating"
     if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
         return "succeeded"  # unstaged, never given anything: nothing for a rollback to undo
+    if target.hold is not None and record.mode == "rollout":
+        return "held"  # its owner holds it (rollout.dev/hold): not moved, not failed
     if not target.ready and record.mode == "rollout":
         return "not_ready"
     if record.mode == "rollout":

@@ -6,6 +6,7 @@ without Hypothesis."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import strategies as st
@@ -139,6 +140,8 @@ OPERATIONS: dict[str, Any] = {
         st.sampled_from(["next", "next", "again", "new-run", "dry-run"]),
     ),
     "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
+    # the cluster's owner holds it (runs.py: rollout.dev/hold), for good or for 10 minutes, or lets it go
+    "hold": st.tuples(st.just("hold"), st.integers(0, 99), st.sampled_from(["on", "until", "off"])),
     # the namespace's ModuleRestriction (restriction_rules.py): clusters narrowed, sources
     # the modules do not use (they halt), or none
     "restrict": st.tuples(st.just("restrict"), st.sampled_from(["prod", "canary", "sources", "none"])),
@@ -224,6 +227,16 @@ class World:
             events.append(applied(self.manifest(index, spec, 1)))
         return events
 
+    def release_holds(self) -> list[Any]:
+        """Every cluster's hold lifted by its owner (the observations that say so)."""
+        events = []
+        for name in sorted(self.clusters):
+            spec = self.clusters[name]
+            if spec.get("annotations"):
+                self.clusters[name] = {**spec, "annotations": {}}
+                events.append(observed(cluster(name, spec["labels"], ready=spec["ready"])))
+        return events
+
     def events_for(self, step: tuple[Any, ...]) -> list[Any]:
         if step[0] == "settle":
             return self.settle(*step[1:])
@@ -296,6 +309,13 @@ class World:
             if state == "stale":
                 return reported(name, found.cluster, "v0", "failed")
             return reported(name, found.cluster, label, state)
+        if kind == "hold":
+            if not names:
+                return None
+            name = names[step[1] % len(names)]
+            spec = {**self.clusters[name], "annotations": hold_annotations(step[2], fleet.now)}
+            self.clusters[name] = spec
+            return observed(cluster(name, spec["labels"], ready=spec["ready"], annotations=spec["annotations"]))
         if kind in ("ready", "leave", "relabel"):
             if not names:
                 return None
@@ -312,7 +332,7 @@ class World:
                     labels["ring"] = step[2]
                 spec = {**spec, "labels": labels}
             self.clusters[name] = spec
-            return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+            return observed(cluster(name, spec["labels"], ready=spec["ready"], annotations=spec.get("annotations")))
         if kind == "gate":  # a health gate result for the stage running now (or a stale one)
             _, name, passed, stale, which = step
             if name not in self.modules():
@@ -341,7 +361,7 @@ class World:
                     return None
                 self.gone.pop(name, None)
             self.clusters[name] = spec
-            return observed(cluster(name, spec["labels"], ready=spec["ready"]))
+            return observed(cluster(name, spec["labels"], ready=spec["ready"], annotations=spec.get("annotations")))
         if kind == "command":
             _, what, name, number = step
             if name not in self.modules():
@@ -388,6 +408,17 @@ class World:
         raise AssertionError(kind)
 
 
+def hold_annotations(how: str, now: float) -> dict[str, str]:
+    """A Cluster's hold annotations (rollout/engine/runs.py): held for good (`on`), until
+    10 minutes from `now` (`until`), or not (`off`)."""
+    if how == "off":
+        return {}
+    held = {"rollout.dev/hold": "true", "rollout.dev/hold-reason": "owner's freeze"}
+    if how == "until":
+        held["rollout.dev/hold-until"] = datetime.fromtimestamp(max(now, 1_000.0) + 600, tz=UTC).isoformat()
+    return held
+
+
 def fixed_scenario() -> dict[str, Any]:
     """A busy scenario built without Hypothesis, for comparing separate processes."""
     rings = ["canary", "wave", "wave", None]
@@ -418,6 +449,7 @@ def fixed_scenario() -> dict[str, Any]:
             ("ready", round_ * 7),
             ("join", round_, {"labels": {"env": "prod", "ring": "wave"}, "ready": True}),
             ("leave", round_ * 3),
+            ("hold", round_ * 5, ["on", "until", "off"][round_ % 3]),
             ("command", "resume", "app", 0),
             ("dup",),
         ]

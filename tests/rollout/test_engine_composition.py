@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, get_args
 
 import pytest
@@ -103,6 +104,15 @@ def progress_deadline(fleet: Fleet) -> None:
     fleet.wait(121)
 
 
+def hold_lapsed(fleet: Fleet) -> None:
+    """w1's owner holds it until T0 + 10 minutes: the tick past it releases it, and it moves."""
+    until = datetime.fromtimestamp(T0 + 600, tz=UTC).isoformat()
+    held = cluster("w1", WAVE, annotations={"rollout.dev/hold": "true", "rollout.dev/hold-until": until})
+    fleet.send(tick(T0), cluster("c1", CANARY), held, app())
+    fleet.succeed("app", "c1")
+    fleet.wait(601)
+
+
 def dependency_answered_after_its_intent(fleet: Fleet) -> None:
     """app applied with base's intent (`after`), its link folded before that intent: base
     answers once the intent is applied (the `after_intent` hook), and app moves."""
@@ -175,6 +185,7 @@ SCENARIOS: list[Callable[[Fleet], None]] = [
     soak_from_the_first_tick,
     window_waits_from_the_first_tick,
     progress_deadline,
+    hold_lapsed,
     dependency_answered_after_its_intent,
     lease_expiry_redone,
     report_redone,

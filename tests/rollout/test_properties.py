@@ -45,11 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rollout.engine.core import Outcome, stages_of
 from rollout.wire.events import RestrictionDeleted
+from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
     Fleet,
     command,
@@ -59,7 +60,7 @@ from tests.rollout.builders import (
     tick,
 )
 from tests.rollout.invariants import Checker
-from tests.rollout.scenarios import World, cluster_specs, measurement_of, scenarios, strategies
+from tests.rollout.scenarios import OPERATIONS, World, cluster_specs, measurement_of, scenarios, strategies
 
 # --- the properties -----------------------------------------------------------------------
 
@@ -92,6 +93,8 @@ class Run:
         """Drive every module to Complete: (a new revision,) resume, approve every stage,
         let every updating cluster succeed, let time pass — then check where members are."""
         self.feed(RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane"))  # restrictions lifted
+        for event in self.world.release_holds():  # and every owner's hold
+            self.feed(event)
         for name in self.world.missing():  # modules the restriction refused: applied again
             self.feed(self.world.event_for(("revision", name)))
         if self.scenario.get("depends"):
@@ -283,6 +286,69 @@ def test_every_rollout_completes_when_clusters_succeed(scenario: dict[str, Any])
     for found in checked.fleet.targets.values():
         if found.stage_index is None:
             assert found.assigned is None, f"unstaged {found.cluster} was rolled out"
+
+
+CHURN = st.one_of(
+    OPERATIONS["join"],
+    OPERATIONS["leave"],
+    OPERATIONS["ready"],
+    OPERATIONS["relabel"],
+    OPERATIONS["participate"],
+    OPERATIONS["heartbeat"],
+    OPERATIONS["holder"],
+    OPERATIONS["hold"],
+)
+"""What happens to a fleet by itself: clusters joining, removed, relabelled, not ready,
+leaving and joining, leases renewed and running out, owners holding them."""
+
+
+@st.composite
+def churning_runs(draw: st.DrawFn) -> dict[str, Any]:
+    """One module's run with every cluster succeeding (no deadline: nothing fails by
+    itself), the fleet churning between its moves."""
+    size = draw(st.integers(1, 30))
+    strategy = {**draw(strategies()), "deadline": None}
+    progress = st.one_of(
+        st.tuples(st.just("settle"), st.just("app"), st.integers(1, 8), st.just(0)),
+        OPERATIONS["tick"],
+        st.tuples(st.just("command"), st.just("approve"), st.just("app"), st.integers(0, 99)),
+    )
+    return {
+        "clusters": draw(st.lists(cluster_specs(), min_size=size, max_size=size)),
+        "strategies": [strategy],
+        "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
+        "first_tick": True,
+        "steps": draw(st.lists(st.one_of(CHURN, progress), min_size=10, max_size=60)),
+    }
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.generate],
+)
+@given(churning_runs())
+def test_random_fleet_churn_during_a_run_never_aborts_or_stalls_it(scenario: dict[str, Any]) -> None:
+    """Whatever the fleet does during a run, the run is the one that started (no new run,
+    never halted, aborted or rolled back), each stage's fixed set only grows by joiners,
+    and once its clusters succeed it completes — but for members still offline, which
+    keep it Progressing — with every member in an explicit, settled state."""
+    checked = Run(scenario)
+    for outcome in checked.fleet.outcomes:
+        for decision in outcome.decisions:
+            assert decision.action not in ("halted", "aborted", "rollback", "failed"), decision.reason
+    run = checked.fleet.run("app")
+    assert (run["number"], run["generation"]) == (1, 1), "churn started another run"
+    checked.finish(new_revision=False)
+    assert checked.fleet.run("app")["number"] == 1
+    states = checked.fleet.run_members("app")
+    for cluster_name, (state, why) in states.items():
+        assert state in SETTLED_RUN_STATES, f"{cluster_name} is still {state}: {why}"
+        if state in ("SkippedOffline", "Left"):
+            assert why, f"{cluster_name} is {state} without a reason"
 
 
 def test_outcomes_do_not_depend_on_the_hash_seed() -> None:

@@ -17,6 +17,7 @@ def test_the_directly_written_target_document_is_the_models_json_in_every_state(
         cluster("w3", {"ring": "wave"}),
         cluster("off", {"ring": "wave"}, ready=False),
         cluster("edge", {"ring": "edge"}),
+        cluster("kept", {"ring": "wave"}, annotations={"rollout.dev/hold": "true", "rollout.dev/hold-reason": "peak"}),
     )
     fleet.send(applied(module("base", {"ring": "wave"}, "v1")))
     fleet.send(
@@ -31,8 +32,9 @@ def test_the_directly_written_target_document_is_the_models_json_in_every_state(
     seen = set()
     for target in fleet.targets.values():
         record = fleet.modules[target.module]
-        written = target_view(record, target)
-        assert written == target_status(record, target).as_json()
+        offline = fleet.engine.book.offline(target)
+        written = target_view(record, target, offline)
+        assert written == target_status(record, target, offline).as_json()
         assert TargetStatus.read(written).as_json() == written
         seen.add(target.category)
-    assert {"pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked"} <= seen, seen
+    assert {"pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held"} <= seen, seen

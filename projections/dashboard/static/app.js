@@ -21,7 +21,7 @@
 
 const PAGE_SIZE = 500;
 const VERDICT_WAIT_MS = 15000;
-const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned", "blocked"];
+const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned", "blocked", "held"];
 const app = { view: null, skew: 0, live: null, me: null };
 
 function h(tag, attrs, ...children) {
@@ -134,6 +134,7 @@ function moduleView(root, name) {
   const clusters = h("div", { testid: "stage-clusters" });
   const decisions = h("div", { testid: "decisions" });
   const refused = h("div", { testid: "values-refused" });
+  const run = h("div", { testid: "run" });
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   let currentStage = "";
   let dependsOn = [];
@@ -148,7 +149,7 @@ function moduleView(root, name) {
     { name: "q", placeholder: "cluster name" },
     { name: "state", options: [["", "any state"], ...STATE_ORDER.map((s) => [s, s])] },
   ], (values) => { Object.assign(selection, values, { offset: 0 }); loadClusters(); });
-  root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, controls, verdict, h("h2", {}, "Stages"), stages,
+  root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, controls, verdict, h("h2", {}, "Stages"), stages, run,
     h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, refused, h("h2", {}, "Decisions"), decisions);
 
   async function loadClusters() {
@@ -215,6 +216,7 @@ function moduleView(root, name) {
       stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
         h("button", { class: value === shownStage() ? "tab active" : "tab", testid: `tab-${value || "all"}`,
           onclick: () => { selection.stage = value; selection.offset = 0; this.refresh(); } }, label)));
+      run.replaceChildren(...runSection(page.run));
       refused.replaceChildren(...(page.valuesRefused || []).length ? [h("h2", {}, "Helm values refused (readOnly)"),
         h("ul", {}, page.valuesRefused.map((r) => h("li", { class: "warning", testid: "value-refused" }, r.reason)))] : []);
       decisions.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Time", "Action", "Cluster", "Reason"].map((c) => h("th", {}, c)))),
@@ -290,7 +292,28 @@ function stageHolds(stage, dependsOn) {
     holds.push(h("div", { class: "hold blocked", testid: `blocked-${stage.name}` },
       `${stage.blocked} blocked, waiting for ${dependsOn.join(", ") || "dependencies"}`));
   }
+  if (stage.counts && stage.counts.held) {
+    holds.push(h("div", { class: "hold blocked", testid: `held-${stage.name}` },
+      `${stage.counts.held} held by their owners (rollout.dev/hold)`));
+  }
   return holds;
+}
+
+// The module's run: its members fixed at its start, and who it went on without, and why.
+function runSection(r) {
+  if (!r) return [];
+  const what = r.mode === "rollback" ? "rollback to" : "rollout of";
+  const facts = `run #${r.number}, ${what} generation ${r.generation}: ${r.members} member(s) fixed at its start`
+    + (r.startedAt ? ` (${engineWhen(r.startedAt)})` : "") + (r.left ? `, ${r.left} left since` : "");
+  const rows = r.exceptions.map((m) => h("tr", { testid: `run-member-${m.cluster}`, "data-state": m.state },
+    h("td", {}, link(`#/clusters/${encodeURIComponent(m.cluster)}`, m.cluster)), h("td", {}, m.stage),
+    h("td", {}, badge(m.state, m.state === "Left" || m.state === "SkippedOffline" ? "not_ready" : "pending")),
+    h("td", {}, m.why || "")));
+  const more = r.exceptionsTotal > r.exceptions.length
+    ? h("p", { class: "muted" }, `… and ${r.exceptionsTotal - r.exceptions.length} more`) : null;
+  return [h("h2", {}, "Run"), h("p", { testid: "run-facts" }, facts),
+    rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Cluster", "Stage", "State", "Why"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, rows)) : h("p", { class: "muted" }, "every member is on its way or on the target"), more];
 }
 
 // A cluster's lease: left the fleet, the age of its latest heartbeat (expired past its lease), or none.

@@ -353,6 +353,40 @@ def test_an_analysis_shows_its_measurements_and_why_it_paused_the_rollout(page: 
     assert same_page(page)
 
 
+def test_the_run_lists_who_it_went_on_without_and_why(page: Page, stack: Stack) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import ClusterObserved, ClusterRemoved
+
+    publish_fleet(stack, "churn", "churn", 2)
+    hold = {"rollout.dev/hold": "true", "rollout.dev/hold-reason": "retail peak"}
+    held = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": "churn-held", "namespace": "fleet", "labels": {"app": "churn"}, "annotations": hold},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+    )
+    off_loop(stack.send, "clusters", "churn-held", ClusterObserved(cluster=held))
+    stages = [{"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}, {"name": "rest"}]
+    off_loop(stack.send, "intents", "churn", module("churn", app="churn", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/churn")
+    member = page.get_by_test_id("run-member-churn-held")
+    expect(member).to_have_attribute("data-state", "Held", timeout=60_000)
+    expect(member).to_contain_text("held by its owner: retail peak")
+    expect(page.get_by_test_id("held-rest")).to_contain_text("1 held by their owners")
+    expect(page.get_by_test_id("run-facts")).to_contain_text("run #1, rollout of generation")
+    expect(page.get_by_test_id("run-facts")).to_contain_text("3 member(s) fixed at its start")
+    off_loop(stack.send, "clusters", "churn-01", ClusterRemoved(name="churn-01"))
+    left = page.get_by_test_id("run-member-churn-01")
+    expect(left).to_have_attribute("data-state", "Left", timeout=60_000)
+    expect(left).to_contain_text("removed from the fleet")
+    expect(page.get_by_test_id("run-facts")).to_contain_text("1 left since")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Progressing")  # the held member runs nothing yet
+    page.screenshot(path=str(ARTIFACTS / "dashboard-run.png"), full_page=True)
+    assert same_page(page)
+
+
 def intents(stack: Stack, module_name: str) -> list[RolloutCommanded]:
     events = (parse_event(r.value) for r in off_loop(stack.records, "intents") if r.key == module_name)
     return [e for e in events if isinstance(e, RolloutCommanded)]

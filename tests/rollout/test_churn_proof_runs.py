@@ -1,0 +1,305 @@
+"""Churn-proof runs (docs/rollout-semantics.md, "Churn-proof runs"; rollout/engine/runs.py):
+one given/when/then test per rule."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from rollout.engine.state import DEPARTURES_KEPT
+from tests.rollout.builders import (
+    T0,
+    cluster,
+    cluster_command,
+    given,
+    heartbeat,
+    module,
+    stage,
+)
+
+CANARY = {"ring": "canary"}
+WAVE = {"ring": "wave"}
+EVENINGS = {"schedule": "0 22 * * 1-5", "duration": "4h", "timeZone": "Europe/Berlin"}
+
+
+def app(tag: str = "v1", **limits: Any) -> Any:
+    return module("app", {}, tag, stage("canary", CANARY), stage("wave", WAVE, **limits))
+
+
+def held(name: str, labels: dict[str, str], *, reason: str = "", until: float | None = None) -> Any:
+    annotations = {"rollout.dev/hold": "true"}
+    if reason:
+        annotations["rollout.dev/hold-reason"] = reason
+    if until is not None:
+        annotations["rollout.dev/hold-until"] = datetime.fromtimestamp(until, tz=UTC).isoformat()
+    return cluster(name, labels, annotations=annotations)
+
+
+# -- a run fixes its membership ------------------------------------------------------------
+
+
+def test_a_run_fixes_its_membership_per_stage_when_it_starts() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), app())
+    run = fleet.run("app")
+    assert (run["number"], run["mode"], run["generation"]) == (1, "rollout", 1)
+    assert run["stages"] == {"canary": {"members": 1, "left": 0}, "wave": {"members": 2, "left": 0}}
+    assert run["startedAt"] == T0
+
+
+def test_each_new_generation_and_each_rollback_starts_a_run_of_its_own() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app("v1"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(app("v2"))
+    assert (fleet.run("app")["number"], fleet.run("app")["generation"]) == (2, 2)
+    fleet.rollback("app")
+    run = fleet.run("app")
+    assert (run["number"], run["mode"], run["generation"]) == (3, "rollback", 1)
+
+
+def test_stage_budget_counts_against_the_fixed_member_set() -> None:
+    # the wave's 4 members at 50 %: 2 at once, however many of them leave mid-run
+    fleet = given(cluster("c1", CANARY), *(cluster(f"w{i}", WAVE) for i in range(1, 5)), app(concurrency="50%"))
+    fleet.succeed("app", "c1")
+    assert fleet.on("app", "v1") == ["c1", "w1", "w2"]
+    fleet.remove("w3")  # 3 members now: 50 % of them would be 1
+    fleet.succeed("app", "w1")
+    assert fleet.revision("app", "w4") == "v1"  # still 2 at once: w2 updating, w4 moved
+    wave = next(s for s in fleet.status("app")["stages"] if s["name"] == "wave")
+    assert wave["maxConcurrency"] == 2
+    assert fleet.run("app")["stages"]["wave"] == {"members": 4, "left": 1}
+
+
+def test_failure_budget_counts_against_the_fixed_member_set() -> None:
+    # maxFailures 50 % of 4 is 2: two failures are within it even after two members left
+    fleet = given(
+        cluster("c1", CANARY),
+        *(cluster(f"w{i}", WAVE) for i in range(1, 5)),
+        module("app", {}, "v1", stage("canary", CANARY), stage("wave", WAVE, failures="50%", concurrency=2)),
+    )
+    fleet.succeed("app", "c1")
+    fleet.remove("w3")
+    fleet.remove("w4")
+    fleet.fail("app", "w1", "w2")
+    assert fleet.phase("app") == "Complete"  # 2 failures ≤ 2: over a set of 2 it would be 1, halted
+
+
+def test_a_cluster_joining_mid_run_is_taken_into_the_run_in_its_stage() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.send(cluster("w2", WAVE))
+    assert fleet.run("app")["stages"]["wave"] == {"members": 2, "left": 0}
+    fleet.succeed("app", "c1")
+    assert fleet.on("app", "v1") == ["c1", "w1", "w2"]
+
+
+def test_a_member_leaving_mid_run_drops_out_with_the_state_left() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), app())
+    fleet.succeed("app", "c1")
+    fleet.remove("w1")
+    fleet.succeed("app", "w2")
+    assert fleet.phase("app") == "Complete"
+    departed = fleet.run("app")["departed"]
+    assert [(d["cluster"], d["stage"], d["reason"]) for d in departed] == [("w1", "wave", "removed")]
+    assert departed[0]["generation"] == 1  # it had been assigned the target
+    assert fleet.run_members("app")["w1"] == ("Left", "removed from the fleet")
+
+
+def test_a_member_unselected_mid_run_is_left_saying_why() -> None:
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", {**WAVE, "env": "prod"}),
+        module("app", {"env": "prod"}, "v1", stage("canary", {"ring": "canary"}), stage("wave")),
+    )
+    fleet.send(cluster("w1", WAVE))  # its env label gone: the selector no longer matches it
+    assert fleet.run_members("app")["w1"] == ("Left", "its labels no longer match the module's selector")
+
+
+def test_a_cluster_that_left_the_fleet_is_left_in_the_run() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.send(cluster_command("w1", "leave"))
+    fleet.succeed("app", "c1")
+    assert fleet.run_members("app")["w1"] == ("Left", "it left the fleet (rollout cluster leave)")
+
+
+def test_a_member_that_left_and_came_back_is_the_member_it_was() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.remove("w1")
+    fleet.send(cluster("w1", WAVE))
+    assert fleet.run("app")["stages"]["wave"] == {"members": 1, "left": 0}
+    assert fleet.run("app")["departed"] == []
+
+
+def test_offline_member_is_skipped_and_the_run_goes_on() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE))
+    fleet.send(heartbeat("w1", 30))
+    fleet.apply(app())
+    fleet.wait(31)  # w1's lease runs out before its stage starts
+    fleet.succeed("app", "c1")
+    fleet.succeed("app", "w2")
+    assert fleet.run_members("app")["w1"] == ("SkippedOffline", "its lease expired (no heartbeat from its applier)")
+    stages = {s["name"]: s["state"] for s in fleet.status("app")["stages"]}
+    assert stages == {"canary": "Succeeded", "wave": "Succeeded"}  # the run went on without it
+    assert fleet.phase("app") == "Progressing"  # and says so: not Complete while w1 runs nothing
+    assert fleet.status("app")["waiting"] == "1 cluster not ready"
+    fleet.send(heartbeat("w1", 30))
+    assert fleet.revision("app", "w1") == "v1"  # back: it gets the revision its stage is at
+    fleet.succeed("app", "w1")
+    assert fleet.phase("app") == "Complete"
+
+
+def test_a_member_leaving_during_the_soak_does_not_cut_it_short() -> None:
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        module("app", {}, "v1", stage("canary", CANARY, soak="5m"), stage("wave", WAVE)),
+    )
+    fleet.succeed("app", "c1")
+    fleet.remove("c1")  # the canary that ran leaves while its stage soaks
+    assert fleet.revision("app", "w1") is None
+    fleet.wait(300)
+    assert fleet.revision("app", "w1") == "v1"
+
+
+# -- cluster-side holds -------------------------------------------------------------------
+
+
+def test_held_cluster_is_deferred_without_failing_the_run() -> None:
+    fleet = given(
+        cluster("c1", CANARY), held("w1", WAVE, reason="retail peak until Monday"), cluster("w2", WAVE), app()
+    )
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "w1") is None  # not moved
+    assert fleet.category("app", "w1") == "held"
+    fleet.succeed("app", "w2")
+    stages = {s["name"]: s["state"] for s in fleet.status("app")["stages"]}
+    assert stages == {"canary": "Succeeded", "wave": "Succeeded"}  # the stage was done with it held
+    assert "halted" not in fleet.actions("app")
+    assert fleet.phase("app") == "Progressing"  # the truth: not every member runs the target
+    assert fleet.status("app")["waiting"] == "1 cluster held by its owner"
+    assert fleet.run_members("app")["w1"] == ("Held", "held by its owner: retail peak until Monday")
+    assert fleet.counts("app", "wave")["held"] == 1
+
+
+def test_a_held_cluster_moves_once_its_owner_lifts_the_hold() -> None:
+    fleet = given(cluster("c1", CANARY), held("w1", WAVE), app())
+    fleet.succeed("app", "c1")
+    fleet.send(cluster("w1", WAVE))  # the annotation removed
+    assert fleet.revision("app", "w1") == "v1"
+    fleet.succeed("app", "w1")
+    assert fleet.phase("app") == "Complete"
+
+
+def test_a_hold_until_lapses_at_the_engines_time() -> None:
+    fleet = given(cluster("c1", CANARY), held("w1", WAVE, until=T0 + 600), app())
+    fleet.succeed("app", "c1")
+    fleet.wait(599)
+    assert fleet.revision("app", "w1") is None
+    fleet.wait(1)
+    assert fleet.revision("app", "w1") == "v1"
+
+
+def test_a_held_cluster_of_a_stage_not_reached_gets_nothing_until_released() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app("v1"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(app("v2"))
+    fleet.send(held("w2", WAVE))  # joins while v2's canary runs: not given stable either
+    assert fleet.revision("app", "w2") is None
+    fleet.send(cluster("w2", WAVE))
+    assert fleet.revision("app", "w2") == "v1"  # released: the stable revision its stage is at
+
+
+def test_an_updating_cluster_held_finishes_and_counts() -> None:
+    fleet = given(cluster("c1", CANARY), app())
+    fleet.send(held("c1", CANARY))
+    assert fleet.category("app", "c1") == "updating"
+    fleet.succeed("app", "c1")
+    assert fleet.category("app", "c1") == "succeeded"
+
+
+def test_a_rollback_is_not_held() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app("v1"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(app("v2"))
+    fleet.succeed("app", "c1")
+    fleet.send(held("c1", CANARY))
+    fleet.rollback("app")
+    assert fleet.revision("app", "c1") == "v1"
+
+
+# -- every member ends in an explicit state --------------------------------------------------
+
+
+def test_every_member_ends_in_an_explicit_state() -> None:
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("c2", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        held("w3", WAVE, reason="freeze"),
+        cluster("w4", WAVE),
+        cluster("w5", WAVE),
+        cluster("w6", WAVE),
+        module("app", {}, "v1", stage("canary", CANARY, failures=1), stage("wave", WAVE)),
+    )
+    fleet.send(heartbeat("w4", 30))
+    fleet.pin("app", "w5")
+    fleet.wait(31)  # w4's lease ran out
+    fleet.remove("w6")
+    fleet.send(cluster_command("w2", "leave"))
+    fleet.succeed("app", "c1")
+    fleet.fail("app", "c2")
+    fleet.succeed("app", "w1")
+    states = {name: state for name, (state, _) in fleet.run_members("app").items()}
+    assert states == {
+        "c1": "Succeeded",
+        "c2": "Failed",
+        "w1": "Succeeded",
+        "w2": "Left",
+        "w3": "Held",
+        "w4": "SkippedOffline",
+        "w5": "Pinned",
+        "w6": "Left",
+    }
+
+
+def test_a_member_waiting_for_a_maintenance_window_is_deferred_by_it() -> None:
+    monday_20h = datetime(2026, 3, 2, 20, 0, tzinfo=UTC).timestamp()  # 21:00 in Berlin
+    fleet = given(
+        cluster("c1", CANARY),
+        module("app", {}, "v1", stage("canary", CANARY), rollout=True, windows=[EVENINGS]),
+        at=monday_20h,
+    )
+    state, why = fleet.run_members("app")["c1"]
+    assert state == "DeferredByWindow"
+    assert why == "stage canary waits for a maintenance window, next opens at 2026-03-02T21:00:00Z"
+
+
+def test_only_the_latest_departures_are_listed_and_every_one_is_counted() -> None:
+    names = [f"w{i:02d}" for i in range(DEPARTURES_KEPT + 5)]
+    fleet = given(cluster("c1", CANARY), *(cluster(name, WAVE) for name in names), app())
+    for name in names:
+        fleet.remove(name)
+    run = fleet.run("app")
+    assert run["stages"]["wave"] == {"members": len(names), "left": len(names)}
+    assert [d["cluster"] for d in run["departed"]] == names[-DEPARTURES_KEPT:]
+
+
+# -- upgrades -----------------------------------------------------------------------------------
+
+
+def test_a_rollout_stored_before_runs_existed_adopts_a_run_and_goes_on() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), app(concurrency=1))
+    fleet.succeed("app", "c1")
+    # the state as the release before left it: no runs; its targets written as it wrote them
+    fleet.state["runs"].clear()
+    for key, target in list(fleet.targets.items()):
+        data = json.loads(target.model_dump_json())
+        assert "hold" not in data  # nobody holds: byte for byte as before
+        fleet.targets[key] = type(target).model_validate(data)
+    fleet.restart()
+    fleet.succeed("app", "w1")
+    run = fleet.run("app")
+    assert (run["number"], run["generation"], run["adopted"]) == (1, 1, True)
+    assert run["stages"] == {"canary": {"members": 1, "left": 0}, "wave": {"members": 2, "left": 0}}
+    fleet.succeed("app", "w2")
+    assert fleet.phase("app") == "Complete"
