@@ -1,0 +1,154 @@
+"""Churn-proof runs end to end on the real broker (docs/rollout-semantics.md, "Churn-proof
+runs"): a real worker (ticks every second) and a real directory-sink applier (simulating
+success, claiming the clusters it writes and beating with a 3 s lease).
+
+While the run waits for the wave's approval the fleet churns: a cluster whose only
+heartbeat's lease runs out goes offline, one is removed, one leaves the fleet (`rollout
+cluster leave`), one joins, and one is held by its owner (`rollout.dev/hold`). Approved, the
+wave runs without them and is done: the run never halts or stalls, every member ends in an
+explicit state, and `rollout status` (text and `-o json`) says who was skipped, held and
+left, and why. Lifting the hold lets the held cluster move, and the module completes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterHeartbeat, ClusterObserved, ClusterRemoved, ModuleApplied, RolloutCommanded
+from rollout_cli.main import cli
+from tests.integration.stack import Stack, wait_for
+
+pytestmark = pytest.mark.integration
+
+HOLD = {"rollout.dev/hold": "true", "rollout.dev/hold-reason": "store opening hours"}
+
+
+def cluster(name: str, ring: str, annotations: dict[str, str] | None = None) -> ClusterObserved:
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {
+                "name": name,
+                "namespace": "fleet",
+                "labels": {"app": "churned", "ring": ring},
+                "annotations": annotations or {},
+            },
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+    )
+    return ClusterObserved(cluster=manifest)
+
+
+def module(tag: str) -> ModuleApplied:
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": "churned", "namespace": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "churned"}},
+                "sync": {"source": {"git": {"url": "https://example.com/repo", "version": {"tag": tag}}}},
+                "rollout": {
+                    "stages": [
+                        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+                        {"name": "wave", "maxConcurrency": "30%", "requireApproval": True},
+                    ]
+                },
+            },
+        }
+    )
+    return ModuleApplied(module=manifest)
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("churn"), partitions=2, tick_interval=1.0)
+    stack.start_worker()
+    stack.start_applier("--simulate-status", "--lease-seconds", "3")
+    yield stack
+    stack.stop()
+
+
+def rollout(stack: Stack, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
+    return result.exit_code, result.output
+
+
+def status(stack: Stack) -> dict[str, Any]:
+    return stack.latest("module_status").get("churned") or {}
+
+
+def target(stack: Stack, name: str) -> dict[str, Any]:
+    return stack.latest("targets").get(f"churned/{name}") or {}
+
+
+def members(stack: Stack) -> dict[str, tuple[str, str]]:
+    """Every member of the run in its explicit state, as `rollout status -o json` says it."""
+    code, output = rollout(stack, "status", "churned", "-o", "json")
+    assert code == 0, output
+    return {m["cluster"]: (m["state"], m["why"]) for m in json.loads(output).get("members", [])}
+
+
+def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_state(stack: Stack) -> None:
+    for name, ring in [("c1", "canary"), ("w1", "wave"), ("w2", "wave"), ("w3", "wave"), ("o1", "wave")]:
+        stack.send("clusters", name, cluster(name, ring))
+    stack.send("clusters", "l1", cluster("l1", "wave"))
+    stack.send("clusters", "h1", cluster("h1", "wave", HOLD))
+    stack.send("intents", "churned", module("1.0.0"))
+    wait_for("the wave awaiting approval", lambda: status(stack).get("phase") == "AwaitingApproval", timeout=90)
+    run = status(stack)["run"]
+    assert (run["number"], run["generation"]) == (1, 1)
+    assert run["stages"] == {"canary": {"members": 1, "left": 0}, "wave": {"members": 6, "left": 0}}
+
+    # the fleet churns while the run waits: o1's only heartbeat runs out (nothing it was
+    # assigned, so no applier claims it), l1 is removed, w2 leaves the fleet, j1 joins
+    stack.send("heartbeats", "o1", ClusterHeartbeat(cluster="o1", lease_seconds=2.0))
+    wait_for("o1 offline", lambda: target(stack, "o1").get("offline") == "lease", timeout=60)
+    stack.send("clusters", "l1", ClusterRemoved(name="l1"))
+    code, output = rollout(stack, "cluster", "leave", "w2")
+    assert code == 0, output
+    stack.send("clusters", "j1", cluster("j1", "wave"))
+    wait_for("j1 in the run", lambda: status(stack)["run"]["stages"]["wave"] == {"members": 7, "left": 1}, timeout=60)
+
+    stack.send("intents", "churned", RolloutCommanded(module="churned", command="approve", stage="wave"))
+    wait_for(
+        "the run's stages passed, waiting for the held and offline members",
+        lambda: status(stack).get("stableRevision") == "1.0.0" and bool(status(stack).get("waiting")),
+        timeout=120,
+    )
+    assert status(stack)["phase"] == "Progressing"  # the truth: not every member runs 1.0.0
+    assert status(stack)["waiting"] == "2 clusters not ready; 1 cluster held by its owner"
+    assert "halted" not in json.dumps(status(stack)).lower()
+    wave = next(stage for stage in status(stack)["stages"] if stage["name"] == "wave")
+    assert wave["maxConcurrency"] == 2  # 30 % of the 6 fixed at its start and the joiner; of the 6 left, 1
+    assert members(stack) == {
+        "c1": ("Succeeded", ""),
+        "w1": ("Succeeded", ""),
+        "w3": ("Succeeded", ""),
+        "j1": ("Succeeded", ""),
+        "o1": ("SkippedOffline", "its lease expired (no heartbeat from its applier)"),
+        "h1": ("Held", "held by its owner: store opening hours"),
+        "w2": ("Left", "it left the fleet (rollout cluster leave)"),
+        "l1": ("Left", "removed from the fleet"),
+    }
+    code, output = rollout(stack, "status", "churned")
+    assert code == 0, output
+    assert "SkippedOffline (1):" in output and "o1 (stage wave): its lease expired" in output, output
+    assert "Held (1):" in output and "h1 (stage wave): held by its owner: store opening hours" in output, output
+    assert "l1 (stage wave): removed from the fleet" in output, output
+
+    # the owner lifts the hold: h1 moves; w2 joins the fleet again: it moves too
+    stack.send("clusters", "h1", cluster("h1", "wave"))
+    code, output = rollout(stack, "cluster", "join", "w2")
+    assert code == 0, output
+    wait_for("h1 on 1.0.0", lambda: target(stack, "h1").get("state") == "succeeded", timeout=60)
+    wait_for("w2 on 1.0.0", lambda: target(stack, "w2").get("state") == "succeeded", timeout=60)
+    assert status(stack)["waiting"] == "1 cluster not ready"  # o1 only: its applier never came back
+    assert status(stack)["run"]["number"] == 1  # the same run all along
