@@ -92,15 +92,20 @@ def hold_until(annotations: dict[str, str]) -> float | None:
 
 
 def hold_reason(facts: ClusterFacts, now: float) -> str | None:
-    """The reason the cluster's owner holds it now ("" when none is given; None: not held):
-    `rollout.dev/hold: "true"` and, with a `hold-until`, the engine's time before it (before
-    the first tick: held)."""
-    if facts.annotations.get(HOLD_ANNOTATION, "").strip().lower() != "true":
+    """The reason the cluster's owner holds it now ("" when none is given; None: not held)."""
+    return owner_hold(facts.annotations, now)
+
+
+def owner_hold(annotations: dict[str, str], now: float) -> str | None:
+    """The hold a Cluster's `annotations` put on it at `now` — its reason, "" when none is
+    given; None: not held: `rollout.dev/hold: "true"` and, with a `hold-until`, the time
+    before it (before the first tick: held). `rollout plan` reads it too."""
+    if annotations.get(HOLD_ANNOTATION, "").strip().lower() != "true":
         return None
-    until = hold_until(facts.annotations)
+    until = hold_until(annotations)
     if until is not None and now > 0.0 and now >= until:
         return None
-    return facts.annotations.get(HOLD_REASON_ANNOTATION, "")[:HOLD_REASON_KEPT]
+    return annotations.get(HOLD_REASON_ANNOTATION, "")[:HOLD_REASON_KEPT]
 
 
 def offline_reason(facts: ClusterFacts) -> Offline | None:

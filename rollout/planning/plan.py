@@ -4,8 +4,10 @@ A pure function of a module manifest and the fleet as it is now. It uses the eng
 rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine will do if
 every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
 `maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
-which the engine does not move either — are listed as skipped; clusters that match the
-selector but no stage as not rolled out.
+which the engine does not move either — are listed as skipped, clusters their owners hold
+(`rollout.dev/hold`, rollout/engine/runs.py) as held; clusters that match the selector but no
+stage as not rolled out. The stage's clusters are the membership its run fixes when it
+starts (budgets resolved against them; docs/rollout-semantics.md, "Churn-proof runs").
 
 For a Helm module the plan also gives each selected cluster's values (`values`): what its
 HelmRelease would get, and which layer and policy decided each path — the same merge the
@@ -24,6 +26,7 @@ from rollout.api.gates import HealthGate
 from rollout.api.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest, Stage
 from rollout.api.selectors import selects
 from rollout.api.windows import iso, stage_window_state, stage_windows
+from rollout.engine.runs import owner_hold
 from rollout.engine.state import ModuleRecord
 from rollout.engine.strategy import resolve_count, sort_key, stage_for, stages_of
 from rollout.values.bindings import binding_values
@@ -39,6 +42,7 @@ class StagePlan(BaseModel):
     require_approval: bool
     batches: list[list[str]]
     skipped_not_ready: list[str]
+    held: dict[str, str] = {}  # cluster → its hold's reason: held by its owner (rollout.dev/hold), not moved
     gates: list[str] = []  # its health gates (rollout/api/gates.py), described
     windows: list[str] = []  # its maintenance windows (rollout/api/windows.py), described
     window_open: bool | None = None  # at the plan's `now` (None: no windows, or no time given)
@@ -157,8 +161,10 @@ def plan_rollout(
         ordered = sorted(members[index], key=lambda c: sort_key(c.metadata.name, dict(c.metadata.labels), sorting))
         total = len(ordered)
         concurrency = max(resolve_count(stage.max_concurrency, total=total, default=max(total, 1)), 1)
+        holds = {c.metadata.name: owner_hold(dict(c.metadata.annotations), now or 0.0) for c in ordered}
+        held = {name: reason for name, reason in holds.items() if reason is not None}
         movable = {c.metadata.name for c in ordered if c.status.ready and c.metadata.name not in left}
-        ready = [c.metadata.name for c in ordered if c.metadata.name in movable]
+        ready = [c.metadata.name for c in ordered if c.metadata.name in movable and c.metadata.name not in held]
         plans.append(
             StagePlan(
                 name=stage.name,
@@ -167,7 +173,10 @@ def plan_rollout(
                 min_success_time=stage.min_success_time,
                 require_approval=stage.require_approval,
                 batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
-                skipped_not_ready=[c.metadata.name for c in ordered if c.metadata.name not in movable],
+                skipped_not_ready=[
+                    c.metadata.name for c in ordered if c.metadata.name not in movable and c.metadata.name not in held
+                ],
+                held=held,
                 **window_plan(record, stage, now),
                 gates=[describe_gate(gate) for gate in stage.gates],
             )

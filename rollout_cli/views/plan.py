@@ -36,6 +36,17 @@ def print_plan(plan: Any) -> None:
             terminal.console.print(f"       batch {number}: {', '.join(batch)}")
         if stage.skipped_not_ready:
             terminal.console.print(f"       skipped, not ready: {', '.join(stage.skipped_not_ready)}", style="yellow")
+        for cluster, reason in sorted(stage.held.items()):
+            terminal.console.print(
+                f"       held by its owner: {cluster}" + (f" ({reason})" if reason else ""), style="yellow"
+            )
+    members = sum(
+        sum(len(b) for b in stage.batches) + len(stage.skipped_not_ready) + len(stage.held) for stage in plan.stages
+    )
+    terminal.console.print(
+        f"  run: {members} member(s) fixed when it starts, the limits resolved against them; clusters joining "
+        "mid-run are taken in, clusters leaving drop out as Left, offline ones are skipped, held ones deferred"
+    )
     if plan.unstaged:
         terminal.console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")
     terminal.console.print(f"  not selected: {plan.not_selected} cluster(s)")

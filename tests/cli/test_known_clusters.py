@@ -122,3 +122,20 @@ def test_plan_lists_a_left_cluster_in_its_stage_as_skipped(monkeypatch: pytest.M
     canary = plan["stages"][0]
     assert canary["batches"] == [] and canary["skipped_not_ready"] == ["c1"]
     assert plan["not_selected"] == 0
+
+
+def test_plan_lists_a_held_cluster_in_its_stage_as_held(capsys: pytest.CaptureFixture[str]) -> None:
+    from rollout.planning.plan import plan_rollout
+    from rollout_cli.views.plan import print_plan
+    from tests.rollout.builders import cluster
+
+    hold = {"rollout.dev/hold": "true", "rollout.dev/hold-reason": "peak season"}
+    app = module("app", {}, "v1", stage("canary", CANARY), stage("rest"))
+    fleet = [cluster("c1", CANARY), cluster("r1", {"ring": "rest"}, annotations=hold), cluster("r2", {"ring": "rest"})]
+    plan = plan_rollout(app, fleet)  # type: ignore[arg-type]
+    rest = plan.stages[1]
+    assert (rest.batches, rest.held, rest.skipped_not_ready) == ([["r2"]], {"r1": "peak season"}, [])
+    print_plan(plan)
+    printed = capsys.readouterr().out
+    assert "held by its owner: r1 (peak season)" in printed
+    assert "run: 3 member(s) fixed when it starts" in printed
