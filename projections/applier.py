@@ -7,6 +7,16 @@ snapshot or a tombstone; `Sink.write` makes the target match it. Offsets are com
 after the batch was written: a crash re-applies some snapshots, which sinks ignore by
 version or rewrite identically.
 
+Superseded snapshots are not applied. The topics are compacted — only a cluster's latest
+snapshot matters — and a consumer batch that holds several records of one (kind, cluster)
+applies only what applying them all in order would end with: its newest snapshot, after its
+last tombstone if it has one (projections/coalescing.py: the rules, and what happens when
+the one applied fails). The others are counted `superseded`
+(`rollout_applies_total{outcome="superseded"}`); their offsets are committed with the batch,
+as an applied one's are.
+Snapshots are decoded by a `SnapshotDecoder` (projections/snapshot_decoder.py): each distinct
+sync is validated once, not again in every snapshot of every cluster that carries it.
+
 The consumer reads with `isolation_level="read_committed"`: the worker writes the
 projections in Kafka transactions, and an aborted snapshot must never be applied.
 
@@ -47,9 +57,11 @@ from infra.denials import refused_by_acls
 from infra.observability import RATE_LIMITED, Health, Metrics, log_fields
 from infra.settings import kafka_client_options
 from infra.topics import TopicNames
+from projections.coalescing import Apply, coalesce
 from projections.heartbeats import Heartbeats
 from projections.sinks import Sink, SinkResult
-from rollout.wire.assemblages import Assemblage
+from projections.snapshot_decoder import SnapshotDecoder
+from rollout.wire.assemblages import Assemblage, AssignedSync
 from rollout.wire.events import SyncStatusReported
 
 log = logging.getLogger("rollout.applier")
@@ -84,6 +96,7 @@ class ApplierStats:
     pruned: int = 0
     stale: int = 0
     errors: int = 0
+    superseded: int = 0  # not applied: a later snapshot of the same (kind, cluster) was in the batch
     clusters: set[str] = field(default_factory=set)
 
 
@@ -144,6 +157,7 @@ class Applier:
         self.health = health
         self.heartbeats = heartbeats
         self.stats = ApplierStats()
+        self.decoder = SnapshotDecoder()
         self.handled: dict[Any, set[tuple[str, str]]] = {}  # TopicPartition -> (kind, cluster) seen there
         # with `report`: per (kind, cluster), module -> (generation, revision) reported
         self.reported: dict[tuple[str, str], dict[str, tuple[int | None, str]]] = {}
@@ -277,22 +291,23 @@ class Applier:
             self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
 
     async def _apply_batch(self, batch: dict[Any, list[Any]], producer: AIOKafkaProducer | None) -> None:
-        """Write a batch's snapshots, inside the sink's `batch()` when it has one (the
-        directory sink then writes its state file once); then send the batch's simulated
-        status reports, each cluster's in the order of its snapshots, and wait until they
-        are delivered.
+        """Write a batch's snapshots — of each cluster's, the ones `coalesce` keeps (the module
+        doc) — inside the sink's `batch()` when it has one (the directory sink then writes its
+        state file once); then send the batch's simulated status reports, in the order of
+        the snapshots written, and wait until they are delivered.
 
-        A synchronous sink (directory) writes them one after the other, in the batch's
-        order, the event loop run in between once `HOLD_LOOP_AT_MOST` seconds have passed: a
-        write holds the loop, and the consumer's group heartbeats are sent from it — 500
-        snapshots at 25 ms each (the sink before its state file was written per batch) held
-        it 12 s, past the 10 s session timeout, and the group rebalanced again and again,
+        A synchronous sink (directory) writes them one after the other, cluster after cluster
+        in the order of each one's last record in the batch, the event loop run in between
+        once `HOLD_LOOP_AT_MOST` seconds have passed: a write holds the loop, and the
+        consumer's group heartbeats are sent from it — 500 snapshots at 25 ms each (the sink
+        before its state file was written per batch) held it 12 s, past the 10 s session
+        timeout, and the group rebalanced again and again,
         every replica replaying its partitions from the start. (Run after every snapshot, the
         loop cost ~0.5 ms of CPU each, the aiokafka tasks waking each time: the 10,000-cluster
-        rollout took 48 s instead of 25.) An asynchronous one (Kubernetes: a write waits for the cluster's converge,
-        a dozen API round trips) writes each cluster's snapshots in order, and up to
-        `APPLY_CONCURRENCY` clusters at once: one after the other, a replica applied one
-        cluster per converge latency, whatever the sink's own `max_parallel`."""
+        rollout took 48 s instead of 25.) An asynchronous one (Kubernetes: a write waits for
+        the cluster's converge, a dozen API round trips) writes up to `APPLY_CONCURRENCY`
+        clusters at once: one after the other, a replica applied one cluster per converge
+        latency, whatever the sink's own `max_parallel`."""
         reports: list[SyncStatusReported] = []
         batching = getattr(self.sink, "batch", None)
         with batching() if batching is not None else contextlib.nullcontext():
@@ -301,8 +316,8 @@ class Applier:
             else:
                 held_since = time.monotonic()
                 for tp, messages in batch.items():
-                    for message in messages:
-                        await self._apply(tp, message, reports if producer is not None else None)
+                    for records in coalesce(messages):
+                        await self._apply_cluster(tp, records, reports if producer is not None else None)
                         if time.monotonic() - held_since >= HOLD_LOOP_AT_MOST:
                             await asyncio.sleep(0)  # let the consumer's heartbeat out (see above)
                             held_since = time.monotonic()
@@ -314,38 +329,49 @@ class Applier:
     async def _apply_clusters_concurrently(
         self, batch: dict[Any, list[Any]], reports: list[SyncStatusReported] | None
     ) -> None:
-        """Each (topic, cluster)'s snapshots in order; up to `APPLY_CONCURRENCY` of them at once."""
-        by_cluster: dict[tuple[str, bytes | None], list[tuple[Any, Any]]] = {}
-        for tp, messages in batch.items():
-            for message in messages:
-                by_cluster.setdefault((tp.topic, message.key), []).append((tp, message))
+        """Each (topic, cluster)'s records to apply, in order; up to `APPLY_CONCURRENCY`
+        clusters at once."""
+        clusters = [(tp, records) for tp, messages in batch.items() for records in coalesce(messages)]
         slots = asyncio.Semaphore(APPLY_CONCURRENCY)
-        reported: list[list[SyncStatusReported]] = [[] for _ in by_cluster]
+        reported: list[list[SyncStatusReported]] = [[] for _ in clusters]
 
-        async def apply_in_order(records: list[tuple[Any, Any]], into: list[SyncStatusReported]) -> None:
+        async def apply_in_order(tp: Any, records: list[Apply], into: list[SyncStatusReported]) -> None:
             async with slots:
-                for tp, message in records:
-                    await self._apply(tp, message, into if reports is not None else None)
+                await self._apply_cluster(tp, records, into if reports is not None else None)
 
         async with asyncio.TaskGroup() as group:
-            for records, into in zip(by_cluster.values(), reported, strict=True):
-                group.create_task(apply_in_order(records, into))
+            for (tp, records), into in zip(clusters, reported, strict=True):
+                group.create_task(apply_in_order(tp, records, into))
         if reports is not None:
             reports.extend(event for events in reported for event in events)
 
-    async def _apply(self, tp: Any, message: Any, reports: list[SyncStatusReported] | None) -> None:
-        """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted.
-        With `reports`, the status reports to simulate for it are added there."""
+    async def _apply_cluster(self, tp: Any, records: list[Apply], reports: list[SyncStatusReported] | None) -> None:
+        """Apply a cluster's records of the batch (`coalesce`); the ones a record supersedes are
+        counted if it applies, applied in order if it fails (see projections/coalescing.py)."""
+        kind = self.kinds[tp.topic]
+        for apply in records:
+            if await self._apply(tp, apply.record, reports):
+                for _ in apply.supersedes:
+                    self.metrics.events_consumed.labels(tp.topic).inc()
+                    self.metrics.applies.labels(kind, "superseded").inc()
+                self.stats.superseded += len(apply.supersedes)
+                continue
+            for message in apply.supersedes:
+                await self._apply(tp, message, reports)
+
+    async def _apply(self, tp: Any, message: Any, reports: list[SyncStatusReported] | None) -> bool:
+        """Write one snapshot (or tombstone) to the sink; one that fails is logged and counted
+        (False). With `reports`, the status reports to simulate for it are added there."""
         kind = self.kinds[tp.topic]
         self.metrics.events_consumed.labels(tp.topic).inc()
         cluster = message.key.decode() if message.key else ""
         try:
-            assemblage = Assemblage.model_validate_json(message.value) if message.value is not None else None
+            assemblage = self.decoder.decode(message.value) if message.value is not None else None
             written = self.sink.write(kind, cluster, assemblage)  # type: ignore[arg-type]
             result = await written if inspect.isawaitable(written) else written
         except Exception as error:  # one bad snapshot must not stall the others
             self._failed(kind, cluster, message.offset, error)
-            return
+            return False
         if self.heartbeats is not None:
             # a tombstone written is a cluster served with nothing assigned: it is still
             # reached and keeps its lease, so a module assigned to it later finds it ready
@@ -355,6 +381,7 @@ class Applier:
             self.on_result(result)
         if reports is not None and not result.stale:
             reports.extend(self._unreported(kind, cluster, assemblage))
+        return True
 
     def _unreported(self, kind: str, cluster: str, assemblage: Assemblage | None) -> list[SyncStatusReported]:
         """The simulated reports of the syncs this snapshot changed: a snapshot carries every
@@ -366,11 +393,11 @@ class Applier:
         before = self.reported.get((kind, cluster), {})
         now = {sync.module: (sync.generation, sync.revision) for sync in assemblage.spec.syncs}
         self.reported[(kind, cluster)] = now
-        return [
-            report
-            for report in simulated_reports(cluster, assemblage)
-            if before.get(report.module) != now[report.module]
-        ]
+        return simulated_reports(
+            cluster,
+            assemblage,
+            only=[sync for sync in assemblage.spec.syncs if before.get(sync.module) != now[sync.module]],
+        )
 
     def _failed(self, kind: str, cluster: str, offset: int, error: Exception) -> None:
         if self.heartbeats is not None:
@@ -397,8 +424,10 @@ class Applier:
             self.metrics.apply_latency.labels(kind).observe(max(time.time() - timestamp / 1000, 0.0))
 
 
-def simulated_reports(cluster: str, assemblage: Assemblage) -> list[SyncStatusReported]:
-    """`report`: every sync written is reported `succeeded` (see the module doc)."""
+def simulated_reports(
+    cluster: str, assemblage: Assemblage, only: list[AssignedSync] | None = None
+) -> list[SyncStatusReported]:
+    """`report`: every sync written (or those of `only`) is reported `succeeded` (see the module doc)."""
     return [
         SyncStatusReported(
             cluster=cluster,
@@ -408,7 +437,7 @@ def simulated_reports(cluster: str, assemblage: Assemblage) -> list[SyncStatusRe
             message="simulated: written by the directory sink",
             generation=sync.generation,  # answers this assignment, not a tag that can repeat
         )
-        for sync in assemblage.spec.syncs
+        for sync in (assemblage.spec.syncs if only is None else only)
     ]
 
 

@@ -13,7 +13,9 @@ dry run, or read by tests. It is kept exactly equal to the latest snapshot:
 - every object is rendered and validated against its CRD before anything is written, so an
   invalid snapshot changes nothing;
 - each file is written atomically (temporary file in the same directory, fsync,
-  `os.replace`), and a file whose content would not change is not rewritten;
+  `os.replace`), and a file whose content would not change is not rewritten — nor rendered
+  again: a sync equal to the one its file was last rendered from, whose file is untouched
+  since (same inode, size, mtime and ctime), is left as it is (`_render`);
 - files of syncs no longer in the snapshot are removed, and so are directories left empty;
   a tombstone removes everything of that cluster and kind;
 - the highest snapshot version written per (kind, cluster) is remembered in
@@ -44,7 +46,9 @@ import json
 import logging
 import os
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -53,7 +57,7 @@ import yaml
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
 from rollout.api.manifests import DNS1123_LABEL
-from rollout.wire.assemblages import Assemblage, AssemblageKind
+from rollout.wire.assemblages import Assemblage, AssemblageKind, AssignedSync
 
 __all__ = ["STATE_FILE", "DirectorySink"]
 
@@ -73,11 +77,30 @@ def _digest(*parts: bytes) -> bytes:
     return hashed.digest()
 
 
-def _file_digest(path: Path) -> bytes | None:
+_Stamp = tuple[int, int, int, int]
+
+
+def _file_stamp(path: Path) -> _Stamp | None:
+    """(inode, size, mtime, ctime) of a file: what changes when anyone writes, replaces or
+    touches it (ctime cannot be set back); None when it is not there."""
     try:
-        return _digest(path.read_bytes())
+        status = os.stat(path)
     except OSError:
         return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+@dataclass(slots=True)
+class _Rendered:
+    """What one sync's file was last rendered from and what the file was then: `sync`, a weak
+    reference to the sync object (the applier's decoder hands the same object for the same
+    sync, so an unchanged one is recognised without serialising it again); `source`, the
+    digest of the kind, metadata and sync it was rendered from; `stamp`, the file's
+    `_file_stamp` once written."""
+
+    sync: weakref.ref[AssignedSync]
+    source: bytes
+    stamp: _Stamp | None
 
 
 def _path_segment(value: str, what: str) -> str:
@@ -164,9 +187,10 @@ class DirectorySink:
         self._state_stamp: tuple[int, int, int] | None = None  # (inode, size, mtime) of the file read or written
         self._batching = False
         self._state_dirty = False
-        # per "<kind>/<cluster>", per file: digests of what it was rendered from and of what
-        # was written — a sync unchanged since is not rendered again (`_render`)
-        self._rendered: dict[str, dict[str, tuple[bytes, bytes]]] = {}
+        # per "<kind>/<cluster>": the metadata last rendered with and, per file, what it was
+        # rendered from and the file's stamp — a sync unchanged since, whose file is
+        # untouched, is not rendered again (`_render`)
+        self._rendered: dict[str, tuple[bytes, dict[str, _Rendered]]] = {}
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -214,9 +238,10 @@ class DirectorySink:
             return SinkResult(kind=kind, cluster=cluster, version=assemblage.version, stale=True)
 
         directory = self._directory(kind, cluster, assemblage)
-        files = self._render(key, directory, assemblage)  # renders and validates all before any write
+        files, rendered = self._render(key, directory, assemblage)  # renders and validates all before any write
 
         written = unchanged = 0
+        self._rendered.pop(key, None)  # a write that fails half-way leaves nothing to trust
         for file_name, content in files.items():
             if content is None:  # rendered from the same sync before, and the file still holds it
                 unchanged += 1
@@ -224,9 +249,11 @@ class DirectorySink:
             path = directory / file_name
             if path.is_file() and path.read_bytes() == content:
                 unchanged += 1
-                continue
-            _atomic_write(path, content)
-            written += 1
+            else:
+                _atomic_write(path, content)
+                written += 1
+            rendered[1][file_name].stamp = _file_stamp(path)
+        self._rendered[key] = rendered
         pruned = self._clear(directory, keep=set(files))
         for other in self._cluster_directories(kind, cluster):
             if other != directory:  # the cluster moved to another namespace
@@ -257,15 +284,21 @@ class DirectorySink:
         directory = self.root / _SUBDIR[kind] / cluster
         return [directory] if directory.is_dir() else []
 
-    def _render(self, key: str, directory: Path, assemblage: Assemblage) -> dict[str, bytes | None]:
+    def _render(
+        self, key: str, directory: Path, assemblage: Assemblage
+    ) -> tuple[dict[str, bytes | None], tuple[bytes, dict[str, _Rendered]]]:
         """Each sync's file content — or None for a sync rendered from the same input before
-        whose file still holds what was written then. A ProxyAssemblage carries every module
-        of its cluster, and a move of one rewrote them all: with 100 modules rolling out
-        together over 1,000 clusters, each move rendered, validated and dumped 100 syncs."""
+        whose file is untouched since (its `_file_stamp`) — and what each was rendered from. A
+        ProxyAssemblage carries every module of its cluster, and a move of one rewrote them
+        all: with 100 modules rolling out together over 1,000 clusters, each move rendered,
+        validated and dumped 100 syncs. (And then serialised each unchanged sync to compare
+        it, and read its file back to hash it: the same sync object as last time is now
+        recognised as such, and the file by its stamp.)"""
         files: dict[str, bytes | None] = {}
-        before = self._rendered.get(key, {})
-        after: dict[str, tuple[bytes, bytes]] = {}
         where = assemblage.metadata.model_dump_json().encode()
+        rendered_where, before = self._rendered.get(key, (b"", {}))
+        same_place = rendered_where == where
+        after: dict[str, _Rendered] = {}
         for sync in assemblage.spec.syncs:
             file_name = f"{_path_segment(sync.module, 'module name')}.yaml"
             if file_name in files:
@@ -273,30 +306,36 @@ class DirectorySink:
                     f"{assemblage.kind} {assemblage.metadata.name!r} version {assemblage.version} "
                     f"has two syncs for module {sync.module!r}"
                 )
-            source = _digest(assemblage.kind.encode(), where, sync.model_dump_json().encode())
             known = before.get(file_name)
-            if known is not None and known[0] == source and _file_digest(directory / file_name) == known[1]:
+            if known is not None and same_place and known.sync() is sync:
+                source = known.source
+            else:
+                source = _digest(assemblage.kind.encode(), where, sync.model_dump_json().encode())
+            if (
+                known is not None
+                and known.source == source
+                and known.stamp is not None
+                and _file_stamp(directory / file_name) == known.stamp
+            ):
                 files[file_name] = None
-                after[file_name] = known
+                after[file_name] = _Rendered(weakref.ref(sync), source, known.stamp)
                 continue
-            content = _dump(self.renderer.render(assemblage, sync))
-            files[file_name] = content
-            after[file_name] = (source, _digest(content))
-        self._rendered[key] = after
-        return files
+            files[file_name] = _dump(self.renderer.render(assemblage, sync))
+            after[file_name] = _Rendered(weakref.ref(sync), source, None)
+        return files, (where, after)
 
     def _clear(self, directory: Path, keep: set[str] | frozenset[str] = frozenset()) -> int:
         """Remove sync files not in `keep` and leftover temporary files; then empty dirs."""
         if not directory.is_dir():
             return 0
         pruned = 0
-        for path in directory.iterdir():
-            if not path.is_file():
-                continue
-            if path.name.startswith(".") and path.name.endswith(_TEMP_SUFFIX):
-                path.unlink(missing_ok=True)  # a write interrupted by a crash
-            elif path.suffix == ".yaml" and path.name not in keep:
-                path.unlink(missing_ok=True)
+        with os.scandir(directory) as entries:  # the entries' types come with the listing: no stat each
+            found = [entry.name for entry in entries if entry.is_file()]
+        for name in found:
+            if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+                (directory / name).unlink(missing_ok=True)  # a write interrupted by a crash
+            elif os.path.splitext(name)[1] == ".yaml" and name not in keep:
+                (directory / name).unlink(missing_ok=True)
                 pruned += 1
         if pruned:
             _fsync_directory(directory)

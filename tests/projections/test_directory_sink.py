@@ -393,3 +393,36 @@ def test_a_file_changed_on_disk_is_written_again_though_its_sync_did_not_change(
     result = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo")))
 
     assert result.written == 1 and written.read_bytes() == original
+
+
+def test_a_file_rewritten_on_disk_with_content_of_the_same_size_is_written_again(tmp_path: Path) -> None:
+    sink = DirectorySink(tmp_path / "out", FluxRenderer())
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    written = tmp_path / "out/proxy/prod-eu-1/podinfo.yaml"
+    original = written.read_bytes()
+    written.write_bytes(original.replace(b"podinfo", b"PODINFO"))  # same size, in place
+
+    result = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo")))
+
+    assert result.written == 1 and written.read_bytes() == original
+
+
+def test_the_same_sync_object_in_a_snapshot_with_other_metadata_is_rendered_again(tmp_path: Path) -> None:
+    renderer = CountingRenderer()
+    sink = DirectorySink(tmp_path / "out", renderer)
+    first = snapshot(1, sync("podinfo"), kind="RemoteAssemblage", namespace="team-a")
+    sink.write("RemoteAssemblage", "prod-eu-1", first)
+    moved = Assemblage.model_validate(
+        {**first.model_dump(by_alias=True), "metadata": {"name": "prod-eu-1", "namespace": "team-b"}, "version": 2}
+    ).model_copy(update={"spec": first.spec})  # the very same sync objects
+    renderer.rendered.clear()
+
+    sink.write("RemoteAssemblage", "prod-eu-1", moved)
+
+    assert renderer.rendered == ["podinfo"]
+    assert files(sink.root) == [
+        "remote",
+        "remote/team-b",
+        "remote/team-b/prod-eu-1",
+        "remote/team-b/prod-eu-1/podinfo.yaml",
+    ]

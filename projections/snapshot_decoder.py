@@ -1,0 +1,86 @@
+"""Decoding assemblage snapshots for the applier: each distinct sync validated once.
+
+What flows through here: the bytes of one RemoteAssemblage/ProxyAssemblage record go in; the
+`Assemblage` the sinks write comes out — the same model, with the same errors for a
+malformed record, as `Assemblage.model_validate_json`.
+
+Why: a snapshot is a full document, and a ProxyAssemblage carries every module of its
+cluster. When 100 modules roll out together, each move of one module delivers a snapshot of
+up to 100 syncs, 99 of them unchanged — and validating them (the Sync model's checks of
+URLs, paths and names) was ~1.2 ms of a 50-sync snapshot: more than rendering the one that
+changed. A sync's validation depends on nothing but its own JSON, so its validated
+`AssignedSync` can be reused wherever the same JSON appears again — in this cluster's next
+snapshot, and in every other cluster given the same module without per-cluster bindings.
+
+How: the record is parsed with orjson (~20x faster than the validator); each sync's
+canonical bytes (`orjson.dumps` with sorted keys, what the assembler writes) key a
+least-recently-used table of validated syncs (`DECODED_SYNCS` of them at most, so memory is
+bounded whatever the fleet); a sync not in it is validated from those bytes by
+`AssignedSync.model_validate_json`, exactly as the whole document would validate it. The
+envelope (kind, metadata, version) is validated the same way, without its syncs, and the
+validated parts are put together. Anything off the expected shape, or any validation error,
+falls back to `Assemblage.model_validate_json` of the whole record: the error a malformed
+record gives (and the dead-end it is) does not change.
+
+Reused objects are safe to share: `AssignedSync` and everything in it is frozen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from rollout.wire.assemblages import Assemblage, AssemblageSpec, AssignedSync
+
+__all__ = ["DECODED_SYNCS", "SnapshotDecoder"]
+
+DECODED_SYNCS = 4096
+"""Validated syncs kept for reuse (each a few KB): a fleet's distinct (module, generation)
+pairs fit many times over; per-cluster bindings make each cluster's sync distinct, and those
+are validated again once evicted (as every sync was before)."""
+
+
+class SnapshotDecoder:
+    """`decode(bytes) -> Assemblage`, validating each distinct sync once (see the module doc)."""
+
+    def __init__(self, capacity: int = DECODED_SYNCS) -> None:
+        self.capacity = capacity
+        self._syncs: OrderedDict[bytes, AssignedSync] = OrderedDict()
+        self.validated = 0  # syncs validated (a miss), for tests and benchmarks
+        self.reused = 0  # syncs taken from the table
+
+    def decode(self, value: bytes) -> Assemblage:
+        """The snapshot in `value`; raises what `Assemblage.model_validate_json` raises."""
+        try:
+            document = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return Assemblage.model_validate_json(value)  # its error, or whatever it accepts
+        spec = document.get("spec") if isinstance(document, dict) else None
+        if not isinstance(spec, dict):
+            return Assemblage.model_validate_json(value)
+        syncs = spec.get("syncs")
+        if not isinstance(syncs, list) or not all(isinstance(sync, dict) for sync in syncs):
+            return Assemblage.model_validate_json(value)
+        try:
+            envelope = Assemblage.model_validate_json(orjson.dumps({**document, "spec": {**spec, "syncs": []}}))
+            decoded = [self._sync(sync) for sync in syncs]
+        except ValidationError:
+            return Assemblage.model_validate_json(value)  # the error names the sync's place in the document
+        return envelope.model_copy(update={"spec": AssemblageSpec(syncs=decoded)})
+
+    def _sync(self, document: dict[str, Any]) -> AssignedSync:
+        key = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+        known = self._syncs.get(key)
+        if known is not None:
+            self._syncs.move_to_end(key)
+            self.reused += 1
+            return known
+        sync = AssignedSync.model_validate_json(key)
+        self.validated += 1
+        self._syncs[key] = sync
+        if len(self._syncs) > self.capacity:
+            self._syncs.popitem(last=False)
+        return sync
