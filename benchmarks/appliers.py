@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/appliers.py                          # both sinks
     .venv/bin/python benchmarks/appliers.py --sink dir --clusters 10000
     .venv/bin/python benchmarks/appliers.py --sink kubernetes --kube-clusters 400 --workloads 2
+    .venv/bin/python benchmarks/appliers.py --sink dir --clusters 100 --modules 50 --replicas 2
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`); fresh topics
 (a random prefix, 4 partitions: at most 4 replicas get a share), deleted at the end.
@@ -11,6 +12,12 @@ What is fed: one ProxyAssemblage snapshot per cluster (version 1, one sync: the 
 Module of the 10,000-cluster rollout, Git source and a Kustomization), serialized as the
 assembler writes it, published straight onto the proxy-assemblages topic the appliers
 consume — not through the engine, so the worker's pace does not bound what is measured.
+With `--modules N` (directory sink), N modules roll out to every cluster together: each
+cluster gets N snapshots, the k-th (version k) carrying modules m-000 … m-(k-1) — every
+move a full snapshot of the cluster's modules, as the assembler publishes them — published
+round by round (every cluster's version 1, then every cluster's version 2, …); a replica
+behind may then apply only a cluster's newest of a batch (the others count as applies,
+outcome `superseded`), as it would in a rollout.
 Everything after the topic is the user's path: each replica is a `rollout applier`
 subprocess (same `--group-id`, its own `--web-port`), started before the snapshots are
 published and left until every replica is assigned and the group has settled.
@@ -28,8 +35,8 @@ published and left until every replica is assigned and the group has settled.
 The clock runs from the first snapshot published until the replicas' `rollout_applies_total`
 (`/metrics`) add up to the snapshots fed. Printed per replica count: the total rate, the
 ratio to one replica, the replicas' CPU time per snapshot (user + system, from /proc: the
-figure that holds when the machine is shared) and each replica's share of the rate (its
-applies over the same window).
+figure that holds when the machine is shared), each replica's share of the rate (its
+applies over the same window) and how many of the applies were superseded snapshots.
 
 The code run is the Python path's: `PYTHONPATH=<an export of another commit>` measures that
 commit (`git archive <commit> | tar -x -C DIR`).
@@ -68,32 +75,49 @@ SETTLE = 6.0  # seconds every replica must stay assigned before publishing (a gr
 TIMEOUT = 900.0
 
 
-def snapshot(cluster: str) -> bytes:
-    """The ProxyAssemblage the assembler publishes for `cluster` (streams/assembler.py's encoding)."""
+def snapshot(cluster: str, version: int = 1, modules: list[str] | None = None) -> bytes:
+    """The ProxyAssemblage the assembler publishes for `cluster` (streams/assembler.py's
+    encoding): the podinfo sync as module "app", or as each of `modules`."""
     sync = Sync.model_validate(
         {
             "source": {"git": {"url": "https://github.com/stefanprodan/podinfo", "version": {"tag": "6.7.0"}}},
             "package": {"kustomize": {"path": "./kustomize"}},
         }
     )
-    assigned = AssignedSync(module="app", module_namespace=NAMESPACE, revision="6.7.0", generation=1, sync=sync)
+    syncs = [
+        AssignedSync(module=module, module_namespace=NAMESPACE, revision="6.7.0", generation=1, sync=sync)
+        for module in modules or ["app"]
+    ]
     document = Assemblage.model_validate(
         {
             "kind": "ProxyAssemblage",
             "metadata": {"name": cluster, "namespace": NAMESPACE},
-            "version": 1,
-            "spec": {"syncs": [assigned.model_dump(by_alias=True)]},
+            "version": version,
+            "spec": {"syncs": [assigned.model_dump(by_alias=True) for assigned in syncs]},
         }
     )
     return orjson.dumps(document.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
 
 
-async def publish(bootstrap: str, topic: str, clusters: list[str]) -> None:
+def snapshots(clusters: list[str], modules: int) -> list[tuple[str, bytes]]:
+    """What is fed: one snapshot per cluster, or (`modules` > 1) `modules` rounds of a
+    snapshot per cluster, round k adding module k (see the module doc)."""
+    if modules <= 1:
+        return [(cluster, snapshot(cluster)) for cluster in clusters]
+    names = [f"m-{index:03d}" for index in range(modules)]
+    return [
+        (cluster, snapshot(cluster, version, names[:version]))
+        for version in range(1, modules + 1)
+        for cluster in clusters
+    ]
+
+
+async def publish(bootstrap: str, topic: str, records: list[tuple[str, bytes]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
-        for cluster in clusters:
-            await producer.send(topic, key=cluster.encode(), value=snapshot(cluster))
+        for cluster, value in records:
+            await producer.send(topic, key=cluster.encode(), value=value)
         await producer.flush()
     finally:
         await producer.stop()
@@ -105,22 +129,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape(port: int) -> tuple[bool, int]:
-    """(ready, applies so far) of the replica serving on `port`."""
+def scrape(port: int) -> tuple[bool, int, int]:
+    """(ready, applies so far, of which superseded) of the replica serving on `port`."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
             ready = answer.status == 200
     except (urllib.error.URLError, OSError):
         ready = False
-    applies = 0
+    applies = superseded = 0
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
             for line in answer.read().decode().splitlines():
                 if line.startswith("rollout_applies_total{"):
                     applies += int(float(line.rsplit(" ", 1)[1]))
+                    superseded += int(float(line.rsplit(" ", 1)[1])) if 'outcome="superseded"' in line else 0
     except (urllib.error.URLError, OSError):
         pass
-    return ready, applies
+    return ready, applies, superseded
 
 
 @contextmanager
@@ -155,20 +180,21 @@ def replicas(
             process.wait(timeout=60)
 
 
-def measure(bootstrap: str, topic: str, clusters: list[str], replicas: list[tuple[int, int]]) -> Measured:
+def measure(bootstrap: str, topic: str, records: list[tuple[str, bytes]], replicas: list[tuple[int, int]]) -> Measured:
     """From the first snapshot published until all are applied: seconds, and per replica
     its applies and the CPU seconds it used."""
     cpu_before = [cpu_seconds(pid) for _, pid in replicas]
     started = time.monotonic()
-    asyncio.run(publish(bootstrap, topic, clusters))
+    asyncio.run(publish(bootstrap, topic, records))
     while True:
-        counts = [scrape(port)[1] for port, _ in replicas]
-        if sum(counts) >= len(clusters):
+        scraped = [scrape(port) for port, _ in replicas]
+        counts = [applies for _, applies, _ in scraped]
+        if sum(counts) >= len(records):
             seconds = time.monotonic() - started
             cpu = [cpu_seconds(pid) - before for (_, pid), before in zip(replicas, cpu_before, strict=True)]
-            return Measured(seconds, counts, cpu)
+            return Measured(seconds, counts, cpu, sum(superseded for _, _, superseded in scraped))
         if time.monotonic() - started > TIMEOUT:
-            sys.exit(f"only {sum(counts)} of {len(clusters)} snapshots applied after {TIMEOUT:.0f}s")
+            sys.exit(f"only {sum(counts)} of {len(records)} snapshots applied after {TIMEOUT:.0f}s")
         time.sleep(0.1)
 
 
@@ -177,6 +203,7 @@ class Measured:
     seconds: float
     applies: list[int]  # per replica
     cpu: list[float]  # per replica, seconds
+    superseded: int = 0  # of the applies: snapshots a later one of the same cluster in the batch superseded
 
 
 def report(sink: str, count: int, clusters: int, measured: Measured, single: float | None) -> float:
@@ -186,14 +213,16 @@ def report(sink: str, count: int, clusters: int, measured: Measured, single: flo
     cpu = 1000 * sum(measured.cpu) / clusters
     ratio = f"{total / single:.2f}x" if single else "1.00x"
     print(
-        f"{sink:<10} {count:>8}  {clusters:>8}  {seconds:>7.1f}s  {total:>8.0f}/s  {ratio:>6}  {cpu:>9.2f}  [{shares}]",
+        f"{sink:<10} {count:>8}  {clusters:>8}  {seconds:>7.1f}s  {total:>8.0f}/s  {ratio:>6}  {cpu:>9.2f}  [{shares}]"
+        f"  superseded {measured.superseded}",
         flush=True,
     )
     return total
 
 
-def run_dir(bootstrap: str, counts: list[int], clusters: int) -> None:
+def run_dir(bootstrap: str, counts: list[int], clusters: int, modules: int) -> None:
     names = [f"c-{index:05d}" for index in range(clusters)]
+    records = snapshots(names, modules)
     single = None
     for count in counts:
         prefix = f"bench-{uuid.uuid4().hex[:8]}."
@@ -203,8 +232,8 @@ def run_dir(bootstrap: str, counts: list[int], clusters: int) -> None:
         try:
             sink_args = [["--sink", f"dir:{workdir / f'sink-{i}'}", "--simulate-status"] for i in range(count)]
             with replicas(env, workdir, count, sink_args) as ports:
-                measured = measure(bootstrap, TopicNames(prefix).proxy, names, ports)
-            total = report("dir", count, clusters, measured, single)
+                measured = measure(bootstrap, TopicNames(prefix).proxy, records, ports)
+            total = report("dir", count, len(records), measured, single)
             single = single or total
         finally:
             asyncio.run(delete_topics(bootstrap, prefix))
@@ -258,7 +287,7 @@ def run_kubernetes(bootstrap: str, counts: list[int], clusters: int, workloads: 
                 sink = ["--sink", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE]
                 sink_args = [sink] * count
                 with replicas(env, workdir, count, sink_args) as ports:
-                    measured = measure(bootstrap, TopicNames(prefix).proxy, names, ports)
+                    measured = measure(bootstrap, TopicNames(prefix).proxy, snapshots(names, 1), ports)
                 total = report("kubernetes", count, clusters, measured, single)
                 single = single or total
             finally:
@@ -273,6 +302,9 @@ def main() -> None:
     parser.add_argument("--sink", choices=("dir", "kubernetes", "both"), default="both")
     parser.add_argument("--replicas", default="1,2,4", help="replica counts to run, comma-separated")
     parser.add_argument("--clusters", type=int, default=5000, help="snapshots fed to the directory sink")
+    parser.add_argument(
+        "--modules", type=int, default=1, help="directory sink: modules rolled out to every cluster together"
+    )
     parser.add_argument("--kube-clusters", type=int, default=400, help="snapshots fed to the Kubernetes sink")
     parser.add_argument("--workloads", type=int, default=2, help="workload kube-apiservers (LocalKube)")
     arguments = parser.parse_args()
@@ -281,11 +313,11 @@ def main() -> None:
         sys.exit("no broker: start one with `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     counts = [int(count) for count in arguments.replicas.split(",")]
     print(
-        f"{'sink':<10} {'replicas':>8}  {'clusters':>8}  {'elapsed':>8}  {'total':>10}  {'ratio':>6}  "
+        f"{'sink':<10} {'replicas':>8}  {'snapshots':>9} {'elapsed':>8}  {'total':>10}  {'ratio':>6}  "
         f"{'CPU ms/snap':>9}  [per replica /s]"
     )
     if arguments.sink in ("dir", "both"):
-        run_dir(bootstrap, counts, arguments.clusters)
+        run_dir(bootstrap, counts, arguments.clusters, arguments.modules)
     if arguments.sink in ("kubernetes", "both"):
         run_kubernetes(bootstrap, counts, arguments.kube_clusters, arguments.workloads)
 
