@@ -7,9 +7,10 @@ and what each supersedes come out (`coalesce`).
 Why: the topics are compacted — only a cluster's latest snapshot matters, each one a full
 document — and a sink makes its target match the snapshot it is given, ignoring one older
 than it already applied. Applying a cluster's records one after the other therefore ends
-where applying only the one that counts ends. An applier behind the rollout (100 modules
-moving the same clusters) got up to a dozen snapshots of a cluster in one batch, each
-rendered, written and reported in turn.
+where applying only the one that counts ends. An applier behind the rollout (many modules
+moving the same clusters) gets several snapshots of a cluster in one batch, and rendered,
+wrote and reported each in turn: in `benchmarks/appliers.py --modules 50` (100 clusters, 50
+modules each, two replicas) 3,386 of 5,000 snapshots are now superseded.
 
 The rules keep what applying every record in order would leave:
 
