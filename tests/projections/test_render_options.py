@@ -278,6 +278,11 @@ def doc_examples() -> list[Any]:
 
 @pytest.mark.parametrize("example", doc_examples())
 def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(example: dict[str, Any]) -> None:
+    if "gates" in example and "kind" not in example:  # a stage's `gates:` fragment: in a Module's stage
+        example = {
+            "sync": {"source": {"git": {"url": "https://git.example.com/app", "version": {"tag": "v1"}}}},
+            "rollout": {"stages": [{"name": "canary", **example}]},
+        }
     if "kind" not in example:  # a `sync:` fragment
         example = {
             "apiVersion": "rollout.dev/v1alpha1",
@@ -286,7 +291,7 @@ def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(e
             "spec": {"selector": {}, **example},
         }
     [loaded] = load_manifests(yaml.safe_dump(example).encode(), file="docs/modules.md")
-    if loaded.manifest.kind == "ModuleRestriction":  # loads, renders nothing (tests/rollout/test_restrictions.py)
+    if loaded.manifest.kind in ("ModuleRestriction", "Cluster"):  # load, render nothing
         return
     for kind in ("ProxyAssemblage", "RemoteAssemblage"):
         render(loaded.manifest.spec.sync.model_dump(by_alias=True, exclude_none=True), kind=kind)
