@@ -436,6 +436,37 @@ def _check_int_or_percent(value: Any, field: str) -> IntOrPercent | None:
     return value
 
 
+MAX_WAVE_SEED = 2**63 - 1  # a seed is a signed 64-bit integer, as Kubernetes' int64
+
+
+class Waves(Strict):
+    """`stages[].waves`: the stage moves its members in waves of `size` (an integer, or a
+    percentage of the stage's members: rounded down, at least 1), in a seeded random order
+    (`order: Random`, the default) or in the stage's sorting order (`Sorted`); each wave
+    starts once the one before is done (nothing updating, failures within `maxFailures`)
+    and `delay` has passed since. `seed` fixes the order for every revision; without it the
+    seed is derived from the module's name and the revision it rolls out, so a new revision
+    reshuffles and `rollout plan` can say the order before apply (rollout/engine/waves.py)."""
+
+    size: IntOrPercent
+    order: Literal["Random", "Sorted"] = "Random"
+    seed: int | None = Field(default=None, ge=0, le=MAX_WAVE_SEED)
+    delay: str | None = None
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> IntOrPercent:
+        checked = _check_int_or_percent(value, "waves.size")
+        if checked is None or checked == 0 or checked == "0%":
+            raise ValueError("waves.size must be at least 1 (or a percentage above 0%)")
+        return checked
+
+    @field_validator("delay")
+    @classmethod
+    def _delay(cls, value: str | None) -> str | None:
+        return check_duration(value, field="waves.delay", positive=False) if value is not None else None
+
+
 class Stage(Strict):
     name: str
     selector: LabelSelector | None = None
@@ -447,6 +478,8 @@ class Stage(Strict):
     windows: list[MaintenanceWindow] = Field(default_factory=list)
     # health gates that must pass while the stage soaks (rollout/api/gates.py)
     gates: list[HealthGate] = Field(default_factory=list)
+    # the stage's members move in waves (Waves above; rollout/engine/waves.py)
+    waves: Waves | None = None
 
     @field_validator("gates")
     @classmethod

@@ -35,7 +35,7 @@ from rollout.engine.state import (
     remember,
     target_key,
 )
-from rollout.engine.strategy import sort_key, stage_for
+from rollout.engine.strategy import moving_key, stage_for, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.wire.assemblages import ASSEMBLAGE_FOR
@@ -209,13 +209,12 @@ class Membership:
                     book.store_target(record, old, None, out)
                 continue
             stage_index, stage_name = stage_for(record, facts.labels)
-            _, order, _ = sort_key(cluster, facts.labels, sorting)
-            has_order = sorting is not None and sort_key(cluster, facts.labels, sorting)[0] == 0
+            stage = stages_of(record)[stage_index] if stage_index is not None else None
             new = (old or Target(module=record.name, cluster=cluster)).model_copy(
                 update={
                     "stage": stage_name,
                     "stage_index": stage_index,
-                    "sort_key": order if has_order else None,
+                    "sort_key": moving_key(record, stage, cluster, facts.labels, sorting),  # waves.py
                     "ready": facts.ready,
                     "pinned": cluster in record.pinned,
                     "hold": hold_reason(facts, tables.now),

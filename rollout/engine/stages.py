@@ -5,7 +5,8 @@
 The module's *target* generation is driven stage by stage. Within the started stages,
 ready, unpinned clusters not yet on the target are moved (`fill`) in sorting order while
 fewer than `maxConcurrency` of the stage are updating — and while its maintenance windows
-are open (window_gate.py). A stage is done when none of its clusters is pending or updating
+are open (window_gate.py) and, in a stage with waves, while its open wave has room
+(waves.py). A stage is done when none of its clusters is pending or updating
 and its failures are within `maxFailures`; the next stage starts after the soak
 (`minSuccessTime`), its health gates (gate_results.py) and, if it asks for one, an
 approval. Over the failure budget (`over_budget`) the rollout halts or rolls back to the
@@ -42,6 +43,7 @@ from rollout.engine.strategy import resolve_count, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.engine.views import outstanding, outstanding_members
+from rollout.engine.waves import WaveGate
 from rollout.engine.window_gate import WindowGate
 from rollout.wire.decision_reasons import (
     AwaitingApproval,
@@ -83,6 +85,7 @@ class StageMachine:
         self.runs = runs if runs is not None else Runs(tables)
         self.moves_per_event = MOVES_PER_EVENT  # lowered by tests
         self.moves_left = MOVES_PER_EVENT
+        self.waves = WaveGate(tables, book)
 
     def begin_event(self) -> None:
         """A new event's fold: its moves are counted from zero."""
@@ -306,8 +309,14 @@ class StageMachine:
         revision = record.revisions[record.target].revision
         if not self.windows.window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
             return  # outside its maintenance windows (window_gate.py)
+        room = self.waves.room(record, index, stage, queue, counts, out)  # its waves (waves.py)
+        limit = None if room is None else counts.updating + counts.succeeded + counts.failed + room
         targets = self.tables.targets
-        while queue and counts.updating < concurrency and self._may_move(record, out):
+        while queue and counts.updating < concurrency:
+            if limit is not None and counts.updating + counts.succeeded + counts.failed >= limit:
+                break  # the open wave has started its share
+            if not self._may_move(record, out):
+                break  # this event's moves are spent: the module continues in the next (see above)
             _, cluster = queue[0]
             target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1

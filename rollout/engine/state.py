@@ -411,6 +411,16 @@ class GateState(Record):
     analysis: GateAnalysis | None = added_field()
 
 
+class WaveProgress(Record):
+    """Where a stage with waves is (waves.py): the open wave (0-based) of stage `stage` for
+    target `generation`, and the engine time it was done (the next opens `delay` after)."""
+
+    stage: str
+    generation: int
+    wave: int = 0
+    done_at: float | None = None
+
+
 class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
@@ -455,6 +465,10 @@ class ModuleRecord(Record):
     # event"): equal when no continuation is outstanding
     continuations: int = added_field(0)
     continued: int = added_field(0)
+    # the current stage's waves (waves.py); None: it has none, or none started yet. Reset
+    # to None by a release that does not know it, the waves go on at the wave the stage's
+    # members already started: never a member counted twice, never a wave early
+    waves: WaveProgress | None = added_field(None)
 
 
 class RestrictionRecord(Record):
@@ -522,7 +536,7 @@ class Target(Record):
     cluster: str
     stage: str = UNSTAGED
     stage_index: int | None = None
-    sort_key: int | None = None
+    sort_key: int | None = None  # its place in its stage's moving order (waves.py `moving_key`)
     ready: bool = False
     pinned: bool = False
     assigned: int | None = None  # the generation currently in the cluster's assemblage

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from rollout.api.gates import gate_key
-from rollout.api.manifests import Stage
+from rollout.api.manifests import Stage, Waves, parse_duration
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.runs import budget_members
 from rollout.engine.state import UNSTAGED, ModuleRecord, RunRecord, StageCounts, Target
-from rollout.engine.strategy import resolve_count, stages_of
+from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_seed, wave_size
 from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
     PENDING,
@@ -35,6 +35,7 @@ from rollout.wire.status import (
     RunStatus,
     StageGate,
     StageStatus,
+    StageWaves,
     StageWindow,
     TargetStatus,
     WindowSpec,
@@ -107,6 +108,8 @@ def stage_status(
         optional["window"] = window
     if stage.gates:
         optional["gates"] = gates_view(record, stage)
+    if stage.waves is not None:
+        optional["waves"] = waves_view(record, stage, stage.waves, counts, state)
     return StageStatus(
         name=stage.name,
         state=state,
@@ -117,6 +120,30 @@ def stage_status(
         approved=stage.name in record.approvals,
         counts=member_counts(counts),
         **optional,
+    )
+
+
+def waves_view(record: ModuleRecord, stage: Stage, waves: Waves, counts: StageCounts, state: str) -> StageWaves:
+    """A stage's waves: their size and count, the seed, the open wave and when the next starts."""
+    size = wave_size(waves, counts.members)
+    progress = record.waves
+    current = None
+    next_wave = None
+    if progress is not None and progress.stage == stage.name and progress.generation == record.target:
+        current = progress.wave + 1
+        if progress.done_at is not None and state == "Running" and counts.pending:
+            next_wave = progress.done_at + (parse_duration(waves.delay) if waves.delay else 0.0)
+    elif state == "Succeeded":
+        current = wave_count(size, counts)
+    return StageWaves(
+        size=size,
+        count=max(wave_count(size, counts), current or 0),
+        order=waves.order,
+        seed=wave_seed(record, waves) if waves.order == "Random" else None,
+        delay=waves.delay,
+        current=current,
+        next_wave=next_wave,
+        next_wave_at=iso(next_wave) if next_wave is not None else None,
     )
 
 

@@ -41,6 +41,7 @@ class DecisionAction(StrEnum):
     STAGE_STARTED = "stage-started"
     STAGE_SKIPPED = "stage-skipped"
     STAGE_SUCCEEDED = "stage-succeeded"
+    WAVE_STARTED = "wave-started"  # (waves.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"

@@ -74,6 +74,7 @@ class ReasonCode(StrEnum):
     STAGE_STARTED = "stage-started"
     STAGE_SKIPPED = "stage-skipped"
     STAGE_SUCCEEDED = "stage-succeeded"
+    WAVE_STARTED = "wave-started"  # (waves.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"
@@ -403,6 +404,33 @@ class StageSkipped(Reason):
         return f"stage {self.stage} has no members: skipped"
 
 
+class WaveStarted(Reason):
+    """A wave of a stage started (rollout/engine/waves.py): the `wave`-th of `waves`, of
+    `size` members, in the order `seed` shuffles (None: `order: Sorted`, the sorting order);
+    `members` it takes, in order — the first 100 named in `clusters` — and the SHA-256
+    (16 hex digits) of all their names, one a line."""
+
+    code: Literal[ReasonCode.WAVE_STARTED] = ReasonCode.WAVE_STARTED
+    stage: str
+    wave: int
+    waves: int
+    size: int
+    order: Literal["Random", "Sorted"]
+    seed: int | None
+    clusters: list[str]
+    members: int
+    digest: str
+
+    def sentence(self) -> str:
+        named = ", ".join(self.clusters) + (
+            f" and {self.members - len(self.clusters)} more" if self.members > len(self.clusters) else ""
+        )
+        order = f"seed {self.seed}" if self.seed is not None else "sorted"
+        return f"stage {self.stage} wave {self.wave}/{self.waves} started ({order}, size {self.size}): " + (
+            named if named else "no member to move yet"
+        )
+
+
 class StageSucceeded(Reason):
     """The stage's counts when it was done (its failures within maxFailures)."""
 
@@ -730,6 +758,7 @@ DecisionReason = Annotated[
     | StageStarted
     | StageSkipped
     | StageSucceeded
+    | WaveStarted
     | AwaitingApproval
     | AwaitingWindow
     | GatePassed

@@ -182,6 +182,22 @@ class StageGate(Part):
         return None
 
 
+class StageWaves(Part):
+    """A stage's waves (rollout/engine/waves.py): `size` members each, `count` of them, in
+    the order `seed` shuffles (None: `order: Sorted`); `current` the open wave (1-based;
+    None: none started yet), `nextWave` when the next one starts — engine time, and ISO
+    8601 UTC in `nextWaveAt` — once the open one is done (None: it is not, or none is left)."""
+
+    size: int
+    count: int
+    order: Literal["Random", "Sorted"] = "Random"
+    seed: int | None = None
+    delay: str | None = None
+    current: int | None = None
+    next_wave: float | None = Field(default=None, alias="nextWave")
+    next_wave_at: str | None = Field(default=None, alias="nextWaveAt")
+
+
 class StageStatus(Part):
     """One stage of the module's rollout, in the order the stages run."""
 
@@ -195,6 +211,7 @@ class StageStatus(Part):
     counts: MemberCounts = Field(default_factory=MemberCounts)
     window: StageWindow | None = None  # absent: the stage has no maintenance windows
     gates: list[StageGate] = Field(default_factory=list)  # absent: the stage has no gates
+    waves: StageWaves | None = None  # absent: the stage has no waves
 
 
 class Held(Part):

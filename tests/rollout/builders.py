@@ -30,6 +30,7 @@ from rollout.api.restrictions import admits
 from rollout.api.selectors import selects
 from rollout.engine.core import Decision, Outcome, RolloutEngine, stage_for, stages_of
 from rollout.engine.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
+from rollout.engine.strategy import moving_key
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.wire.events import (
     ClusterCommanded,
@@ -104,6 +105,7 @@ def stage(
     failures: int | str | None = None,
     soak: str | None = None,
     approval: bool = False,
+    waves: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A stage; `labels` None means no selector (the stage takes every remaining member)."""
     spec: dict[str, Any] = {"name": name}
@@ -117,6 +119,8 @@ def stage(
         spec["minSuccessTime"] = soak
     if approval:
         spec["requireApproval"] = True
+    if waves is not None:
+        spec["waves"] = waves
     return spec
 
 
@@ -669,6 +673,11 @@ def check_consistency(fleet: Fleet) -> None:
             assert (found.stage_index, found.stage) == stage_for(record, facts.labels)
             assert found.ready == facts.ready
             assert found.pinned == (found.cluster in record.pinned)
+            stage_of = stages[found.stage_index] if found.stage_index is not None else None
+            sorting = record.spec.rollout.sorting_label_key if record.spec.rollout else None
+            assert found.sort_key == moving_key(record, stage_of, found.cluster, facts.labels, sorting), (
+                f"{name}/{found.cluster}: stale place in its stage's moving order"
+            )
             expected = expected_category(record, found, fleet.state["upstream"])
             assert found.category == expected, (
                 f"{name}/{found.cluster}: stored category {found.category}, the rules say {expected}"

@@ -14,7 +14,7 @@ from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.wire.decision_actions import DecisionAction
-from rollout.wire.decision_reasons import Approved, StageSkipped, StageStarted, StageSucceeded
+from rollout.wire.decision_reasons import Approved, StageSkipped, StageStarted, StageSucceeded, WaveStarted
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
@@ -73,11 +73,30 @@ def over_budget(fleet: Fleet, record: ModuleRecord) -> bool:
     return False
 
 
+def wave_key(record: ModuleRecord, index: int) -> tuple[str, int, str, str] | None:
+    """The identity of stage `index`'s waves for the module's current target (None: the
+    stage has none): its waves' spec is part of it, so a respec starts a new one."""
+    spec = stages_of(record)[index]
+    if spec.waves is None:
+        return None
+    return (record.name, record.target, spec.name, spec.waves.model_dump_json())
+
+
+@dataclass
+class WaveTracker:
+    """One stage's waves for one target, learnt from the decisions and the targets alone."""
+
+    opened: int = 0  # the highest wave a wave-started decision opened
+    size: int = 0  # the members per wave it said
+    busy_at: float | None = None  # the latest engine time a member of the stage was seen updating
+
+
 @dataclass
 class Checker:
     fleet: Fleet
     trackers: dict[str, StageTracker] = field(default_factory=dict)
     halted: set[str] = field(default_factory=set)
+    waves: dict[tuple[str, int, str, str], WaveTracker] = field(default_factory=dict)
 
     def before(self) -> dict[str, Any]:
         fleet = self.fleet
@@ -102,6 +121,7 @@ class Checker:
         self.check_windows(outcome)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
+            self.check_waves(outcome, record)
             if record.mode == "rollback" and record.phase == "RolledBack":
                 for t in fleet.targets.values():
                     never_given = t.stage_index is None and t.assigned is None  # a rollback undoes nothing
@@ -134,6 +154,44 @@ class Checker:
                 assert updating <= max(concurrency, previously.get(name, 0)), (
                     f"{record.name} stage {name}: {updating} updating > maxConcurrency {concurrency}"
                 )
+
+    def check_waves(self, outcome: Outcome, record: ModuleRecord) -> None:
+        """In the current stage of a rollout, moves never start more members than the waves
+        opened allow, and a wave follows the one before only `delay` after the stage last
+        had a member updating (waves.py)."""
+        if record.mode != "rollout" or record.stable == record.target:
+            return
+        index = min(record.stage_index, len(stages_of(record)) - 1)
+        key = wave_key(record, index)
+        if key is None:
+            return
+        waves = stages_of(record)[index].waves
+        assert waves is not None
+        tracker = self.waves.setdefault(key, WaveTracker())
+        for decision in outcome.decisions:
+            if decision.module != record.name or decision.action != DecisionAction.WAVE_STARTED:
+                continue
+            because = decision.because
+            assert isinstance(because, WaveStarted) and because.stage == key[2]
+            if because.wave == tracker.opened + 1 and tracker.opened > 0 and tracker.busy_at is not None:
+                delay = parse_duration(waves.delay) if waves.delay else 0.0
+                assert decision.at >= tracker.busy_at + delay, (
+                    f"{record.name}: wave {because.wave} at {decision.at}, the one before busy at {tracker.busy_at}"
+                )
+            tracker.opened, tracker.size = because.wave, because.size
+        members = [t for t in self.fleet.targets.values() if t.module == record.name and t.stage_index == index]
+        on_target = [t for t in members if t.assigned == record.target and not t.pinned]
+        moved = any(
+            d.module == record.name and d.action == DecisionAction.ASSIGN and d.generation == record.target
+            for d in outcome.decisions
+            if any(t.cluster == d.cluster for t in members)
+        )
+        if moved and tracker.opened:
+            assert len(on_target) <= tracker.opened * tracker.size, (
+                f"{record.name}: {len(on_target)} members moved with {tracker.opened} wave(s) of {tracker.size} open"
+            )
+        if any(t.status == "updating" for t in on_target):
+            tracker.busy_at = self.fleet.now
 
     def check_gates_passed(self, record: ModuleRecord, stage: Any, at: float, generation: int) -> None:
         """A stage with health gates passed only after each passed for its soak."""

@@ -54,6 +54,16 @@ HOURLY = {"schedule": "0 * * * *", "duration": "50m"}
 DENY = {"kind": "deny", "schedule": "30 * * * *", "duration": "5m"}
 
 limits = st.one_of(st.none(), st.integers(1, 5), st.sampled_from(["1%", "10%", "25%", "50%", "100%"]))
+# randomized waves (rollout/engine/waves.py): a seed given or derived, delays shorter than
+# the ticks of `finish`, so that every wave starts within it
+waves = st.fixed_dictionaries(
+    {"size": st.one_of(st.integers(1, 4), st.sampled_from(["10%", "34%", "100%"]))},
+    optional={
+        "order": st.sampled_from(["Random", "Sorted"]),
+        "seed": st.integers(0, 2**63 - 1),
+        "delay": st.sampled_from(["0s", "1m", "5m"]),
+    },
+)
 failure_limits = st.one_of(st.none(), st.integers(0, 3), st.sampled_from(["0%", "10%", "50%"]))
 
 
@@ -74,7 +84,8 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
         )
         drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
         gates = draw(st.sampled_from(GATE_CHOICES)) if draw(st.integers(0, 3)) == 0 else None
-        stages.append({**drawn, "gates": gates} if gates else drawn)
+        drawn = {**drawn, "gates": gates} if gates else drawn
+        stages.append({**drawn, "waves": draw(waves)} if draw(st.integers(0, 2)) == 0 else drawn)
     return {
         "windows": draw(st.sampled_from([None, None, None, [HOURLY], [HOURLY, DENY]])),
         "stages": stages,

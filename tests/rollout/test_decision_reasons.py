@@ -61,6 +61,7 @@ from rollout.wire.decision_reasons import (
     Unpinned,
     UnrecognisedReason,
     ValuesRefused,
+    WaveStarted,
     WindowWait,
     render,
 )
@@ -151,6 +152,34 @@ EXAMPLES: list[tuple[Reason, str]] = [
     (
         StageSucceeded(stage="wave", succeeded=7, failed=1, not_ready=0, pinned=0),
         "stage wave succeeded: 7 succeeded, 1 failed, 0 not ready, 0 pinned",
+    ),
+    (
+        WaveStarted(
+            stage="wave",
+            wave=2,
+            waves=4,
+            size=2,
+            order="Random",
+            seed=7,
+            clusters=["eu-3", "eu-1"],
+            members=2,
+            digest="0123456789abcdef",
+        ),
+        "stage wave wave 2/4 started (seed 7, size 2): eu-3, eu-1",
+    ),
+    (
+        WaveStarted(
+            stage="wave",
+            wave=1,
+            waves=3,
+            size=2,
+            order="Sorted",
+            seed=None,
+            clusters=["a"],
+            members=3,
+            digest="0123456789abcdef",
+        ),
+        "stage wave wave 1/3 started (sorted, size 2): a and 2 more",
     ),
     (AwaitingApproval(stage="prod"), "stage prod waits for approval"),
     (
