@@ -26,7 +26,9 @@ soaked at `soakedAt` = passing since + the stage's soak), its `blocked` count wi
 module's `dependsOn`, its `held` count (owners' holds). The module's `run`: its members
 fixed at its start and who it went on without, and why (issue 23). A cluster's `lease`:
 left the fleet, or the latest heartbeat's time and `expiresAt`; the browser shows its age
-and whether it expired.
+and whether it expired. A stage's `waves` (the open wave, when the next starts: the browser
+counts down to `nextWave`) and the members of the open wave, from its `wave-started`
+decision (`waveMembers`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from projections.dashboard.fleet import Document, FleetView
 from rollout.api.manifests import parse_duration
 from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decision_actions import DecisionAction
+from rollout.wire.decision_reasons import WaveStarted
 from rollout.wire.decisions import DecisionDocument
 from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus, run_members
 
@@ -159,7 +162,12 @@ def module_page(view: FleetView, name: str) -> Document | None:
         return None
     shown = status.stages if status is not None else []
     stages = [
-        {**_stage_json(stage), **_stage_clocks(shown, index, decisions), **_stage_holds(stage)}
+        {
+            **_stage_json(stage),
+            **_stage_clocks(shown, index, decisions),
+            **_stage_holds(stage),
+            **_wave_members(stage, decisions),
+        }
         for index, stage in enumerate(shown)
     ]
     targets = view.targets.get(name, {})
@@ -245,6 +253,21 @@ def _stage_holds(stage: StageStatus) -> Document:
     """What may hold a stage: its gates' states and its blocked count (window: as it is)."""
     soak = _soak_seconds(stage)
     return {"gateStates": [gate_state(g, soak) for g in stage.gates], "blocked": stage.counts.blocked}
+
+
+def _wave_members(stage: StageStatus, decisions: list[DecisionDocument]) -> Document:
+    """`waveMembers` of a stage with waves: its latest `wave-started` decision's wave and the
+    members it named (rollout/engine/waves.py), in moving order — for the open wave."""
+    if stage.waves is None or stage.waves.current is None:
+        return {}
+    for decision in reversed(decisions):
+        because = decision.because
+        if isinstance(because, WaveStarted) and because.stage == stage.name:
+            if because.wave != stage.waves.current:
+                return {}  # the open wave's decision is older than the decisions kept here
+            more = because.members - len(because.clusters)
+            return {"waveMembers": {"wave": because.wave, "clusters": because.clusters, "more": more}}
+    return {}
 
 
 def values_refused(decisions: list[DecisionDocument]) -> list[Document]:

@@ -309,7 +309,8 @@ class StageMachine:
         revision = record.revisions[record.target].revision
         if not self.windows.window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
             return  # outside its maintenance windows (window_gate.py)
-        room = self.waves.room(record, index, stage, queue, counts, out)  # its waves (waves.py)
+        members = self.runs.members(record, stage.name, counts.members)  # the run's fixed set (runs.py)
+        room = self.waves.room(record, index, stage, queue, counts, members, out)  # its waves (waves.py)
         limit = None if room is None else counts.updating + counts.succeeded + counts.failed + room
         targets = self.tables.targets
         while queue and counts.updating < concurrency:

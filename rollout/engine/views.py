@@ -109,7 +109,7 @@ def stage_status(
     if stage.gates:
         optional["gates"] = gates_view(record, stage)
     if stage.waves is not None:
-        optional["waves"] = waves_view(record, stage, stage.waves, counts, state)
+        optional["waves"] = waves_view(record, stage, stage.waves, counts, members, state)
     return StageStatus(
         name=stage.name,
         state=state,
@@ -123,9 +123,12 @@ def stage_status(
     )
 
 
-def waves_view(record: ModuleRecord, stage: Stage, waves: Waves, counts: StageCounts, state: str) -> StageWaves:
-    """A stage's waves: their size and count, the seed, the open wave and when the next starts."""
-    size = wave_size(waves, counts.members)
+def waves_view(
+    record: ModuleRecord, stage: Stage, waves: Waves, counts: StageCounts, members: int, state: str
+) -> StageWaves:
+    """A stage's waves: their size (of the run's `members`) and count, the seed, the open
+    wave and when the next starts."""
+    size = wave_size(waves, members)
     progress = record.waves
     current = None
     next_wave = None

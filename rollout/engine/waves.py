@@ -66,16 +66,24 @@ class WaveGate:
         self.book = book
 
     def room(
-        self, record: ModuleRecord, index: int, stage: Stage, queue: PendingQueue, counts: StageCounts, out: Outcome
+        self,
+        record: ModuleRecord,
+        index: int,
+        stage: Stage,
+        queue: PendingQueue,
+        counts: StageCounts,
+        members: int,
+        out: Outcome,
     ) -> int | None:
         """How many more members of stage `index` may start now (None: the stage has no
-        waves, or they are over — a passed stage's joiners move as in any stage)."""
+        waves, or they are over — a passed stage's joiners move as in any stage). `members`:
+        what the stage's budgets are resolved against (its run's fixed set: runs.py)."""
         waves = stage.waves
         if waves is None or record.mode != "rollout" or index != record.stage_index:
             return None
         if record.stable == record.target:
             return None  # the rollout completed: its last stage's joiners move as in any stage
-        size = wave_size(waves, counts.members)
+        size = wave_size(waves, members)
         moved = started(counts)
         progress = record.waves
         if progress is None or progress.stage != stage.name or progress.generation != record.target:

@@ -1,9 +1,11 @@
 """`rollout plan`: which clusters a module's rollout would move, in which stage and order.
 
 A pure function of a module manifest and the fleet as it is now. It uses the engine's own
-rules (`stage_for`, `sort_key`, `resolve_count`), so the plan is what the engine will do if
-every cluster succeeds: stage by stage, each stage in sorting order, in batches of at most
-`maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
+rules (`stage_for`, `moving_key`, `resolve_count`, `wave_size`), so the plan is what the
+engine will do if every cluster succeeds: stage by stage, each stage in sorting order — or,
+in a stage with random waves, in the order its seed gives (the seed the engine derives when
+the manifest has none: from the module's name, revision and bindings) — cut into waves, in
+batches of at most `maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
 which the engine does not move either — are listed as skipped, clusters their owners hold
 (`rollout.dev/hold`, rollout/engine/runs.py) as held; clusters that match the selector but no
 stage as not rolled out. The stage's clusters are the membership its run fixes when it
@@ -27,8 +29,16 @@ from rollout.api.manifests import BootstrapModuleManifest, ClusterManifest, Modu
 from rollout.api.selectors import selects
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.runs import owner_hold
-from rollout.engine.state import ModuleRecord
-from rollout.engine.strategy import resolve_count, sort_key, stage_for, stages_of
+from rollout.engine.state import ModuleRecord, Revision
+from rollout.engine.strategy import (
+    bindings_digest,
+    moving_key,
+    resolve_count,
+    stage_for,
+    stages_of,
+    wave_seed,
+    wave_size,
+)
 from rollout.values.bindings import binding_values
 from rollout.values.layers import PathDecision, Refusal, Values
 from rollout.values.releases import release_sync
@@ -47,6 +57,11 @@ class StagePlan(BaseModel):
     windows: list[str] = []  # its maintenance windows (rollout/api/windows.py), described
     window_open: bool | None = None  # at the plan's `now` (None: no windows, or no time given)
     next_window: str | None = None  # when the next window opens (ISO 8601, UTC)
+    # its waves (rollout/engine/waves.py): the ready members of each, in moving order
+    waves: list[list[str]] = []
+    wave_order: str | None = None  # Random or Sorted (None: no waves)
+    wave_seed: int | None = None  # the seed of a Random order, given or derived
+    wave_delay: str | None = None
 
 
 class ClusterValues(BaseModel):
@@ -126,6 +141,28 @@ def window_plan(record: ModuleRecord, stage: Stage, now: float | None) -> dict[s
     return {"windows": described, "window_open": state.open, "next_window": iso(state.next_open)}
 
 
+def chunks(names: list[str], size: int) -> list[list[str]]:
+    return [names[i : i + size] for i in range(0, len(names), size)]
+
+
+def moving_order(
+    record: ModuleRecord, stage: Stage, cluster: ClusterManifest, sorting: str | None
+) -> tuple[int, int, str]:
+    """The engine's moving order of a stage's members (targets.py): the seeded rank in a
+    stage of random waves, else the sorting label, then the name."""
+    key = moving_key(record, stage, cluster.metadata.name, dict(cluster.metadata.labels), sorting)
+    return (1, 0, cluster.metadata.name) if key is None else (0, key, cluster.metadata.name)
+
+
+def wave_plan(record: ModuleRecord, stage: Stage, waves: list[list[str]]) -> dict[str, Any]:
+    """A stage's waves: the members of each, the order, the seed (given, or as the engine
+    derives it from the module's name, revision and bindings) and the delay between them."""
+    if stage.waves is None:
+        return {}
+    seed = wave_seed(record, stage.waves) if stage.waves.order == "Random" else None
+    return {"waves": waves, "wave_order": stage.waves.order, "wave_seed": seed, "wave_delay": stage.waves.delay}
+
+
 def plan_rollout(
     module: ModuleManifest | BootstrapModuleManifest,
     fleet: Iterable[ClusterManifest],
@@ -135,8 +172,18 @@ def plan_rollout(
 ) -> RolloutPlan:
     """The plan; with `now` (seconds since the epoch), each stage's window state then.
     `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
+    revision = Revision(
+        generation=1,
+        revision=module.spec.sync.revision,
+        sync=module.spec.sync,
+        bindings_digest=bindings_digest(module.spec.bindings),
+    )
     record = ModuleRecord(
-        name=module.metadata.name, kind=module.kind, namespace=module.metadata.namespace, spec=module.spec
+        name=module.metadata.name,
+        kind=module.kind,
+        namespace=module.metadata.namespace,
+        spec=module.spec,
+        revisions={1: revision},  # the seed of random waves is derived from it (strategy.py)
     )
     sorting = module.spec.rollout.sorting_label_key if module.spec.rollout else None
     stages = stages_of(record)
@@ -158,13 +205,14 @@ def plan_rollout(
             members[index].append(cluster)
     plans = []
     for index, stage in enumerate(stages):
-        ordered = sorted(members[index], key=lambda c: sort_key(c.metadata.name, dict(c.metadata.labels), sorting))
+        ordered = sorted(members[index], key=lambda c: moving_order(record, stage, c, sorting))
         total = len(ordered)
         concurrency = max(resolve_count(stage.max_concurrency, total=total, default=max(total, 1)), 1)
         holds = {c.metadata.name: owner_hold(dict(c.metadata.annotations), now or 0.0) for c in ordered}
         held = {name: reason for name, reason in holds.items() if reason is not None}
         movable = {c.metadata.name for c in ordered if c.status.ready and c.metadata.name not in left}
         ready = [c.metadata.name for c in ordered if c.metadata.name in movable and c.metadata.name not in held]
+        waves = [ready] if stage.waves is None else chunks(ready, wave_size(stage.waves, total))
         plans.append(
             StagePlan(
                 name=stage.name,
@@ -172,12 +220,13 @@ def plan_rollout(
                 max_failures=resolve_count(stage.max_failures, total=total, default=0),
                 min_success_time=stage.min_success_time,
                 require_approval=stage.require_approval,
-                batches=[ready[i : i + concurrency] for i in range(0, len(ready), concurrency)],
+                batches=[batch for wave in waves for batch in chunks(wave, concurrency)],
                 skipped_not_ready=[
                     c.metadata.name for c in ordered if c.metadata.name not in movable and c.metadata.name not in held
                 ],
                 held=held,
                 **window_plan(record, stage, now),
+                **wave_plan(record, stage, waves),
                 gates=[describe_gate(gate) for gate in stage.gates],
             )
         )

@@ -32,6 +32,12 @@ def print_plan(plan: Any) -> None:
             f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"
             + (f"; {', '.join(gates)}" if gates else "")
         )
+        if stage.wave_order is not None:
+            order = f"random order, seed {stage.wave_seed}" if stage.wave_seed is not None else "sorting order"
+            delay = f", {stage.wave_delay} apart" if stage.wave_delay else ""
+            terminal.console.print(f"       {len(stage.waves)} wave(s) in {order}{delay}:")
+            for number, wave in enumerate(stage.waves, start=1):
+                terminal.console.print(f"       wave {number}: {', '.join(wave)}")
         for number, batch in enumerate(stage.batches, start=1):
             terminal.console.print(f"       batch {number}: {', '.join(batch)}")
         if stage.skipped_not_ready:

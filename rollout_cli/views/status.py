@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         RunStatus,
         StageGate,
         StageStatus,
+        StageWaves,
         StageWindow,
         TargetStatus,
     )
@@ -138,6 +139,7 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
             limits += ", approval " + ("given" if stage.approved else "required")
         limits += _window_limits(stage.window)
         limits += _gate_limits(stage.gates)
+        limits += _wave_limits(stage.waves)
         stages.add_row(
             stage.name,
             stage.state,
@@ -212,6 +214,20 @@ def _analysis_table(analyses: list[tuple[StageStatus, StageGate]]) -> Table:
             a.phase if a else "not measured yet",
         )
     return table
+
+
+def _wave_limits(waves: StageWaves | None) -> str:
+    """A stage's waves — their size, order, the open one, when the next starts — for LIMITS."""
+    if waves is None:
+        return ""
+    order = f"seed {waves.seed}" if waves.seed is not None else "sorted"
+    text = f", waves of {waves.size} ({order}"
+    text += f", delay {waves.delay})" if waves.delay else ")"
+    if waves.current is not None:
+        text += f", wave {waves.current}/{waves.count}"
+    if waves.next_wave_at is not None:
+        text += f", next wave at {waves.next_wave_at}"
+    return text
 
 
 def _gate_limits(gates: list[StageGate]) -> str:

@@ -102,3 +102,12 @@ def test_status_lists_who_the_run_went_on_without_and_why() -> None:
         "Left (2):\n  w4 (stage wave): it left the fleet (rollout cluster leave)\n"
         "  w3 (stage wave): removed from the fleet" in text
     )
+
+
+def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
+    waves = {"size": 2, "seed": 7, "delay": "10m"}
+    fleet = given(*[cluster(f"c{n}") for n in range(1, 6)], module("app", {}, "v1", stage("all", waves=waves)))
+    assert "waves of 2 (seed 7, delay 10m), wave 1/3" in printed(fleet.status("app"))
+    fleet.succeed("app", *[t.cluster for t in fleet.targets.values() if t.category == "updating"])
+    next_at = fleet.status("app")["stages"][0]["waves"]["nextWaveAt"]
+    assert next_at and f"wave 1/3, next wave at {next_at}" in printed(fleet.status("app"))

@@ -264,7 +264,7 @@ async function sendCommand(module, request, box) {
 
 // --- clusters ------------------------------------------------------------------------------
 
-// What holds a stage: its maintenance window, its health gates, clusters blocked by dependencies.
+// What holds a stage: its maintenance window, its health gates, its waves, clusters blocked by dependencies.
 function stageHolds(stage, dependsOn) {
   const holds = [];
   const w = stage.window;
@@ -287,6 +287,17 @@ function stageHolds(stage, dependsOn) {
         + (a.phase === "Inconclusive" && !g.dryRun ? " — paused until resume" : "")) : null,
       g.soakedAt ? h("span", { class: "clock", "data-soaked": g.soakedAt }, "") : null,
       g.message ? h("span", { class: "muted" }, ` ${g.message}`) : null));
+  }
+  const v = stage.waves;
+  if (v) {
+    const order = v.seed !== null && v.seed !== undefined ? `random order, seed ${v.seed}` : "sorting order";
+    const members = stage.waveMembers;
+    holds.push(h("div", { class: "hold waves", testid: `waves-${stage.name}` },
+      `waves of ${v.size} in ${order}${v.delay ? `, ${v.delay} apart` : ""}`,
+      v.current ? h("span", { testid: `wave-${stage.name}` }, ` · wave ${v.current}/${v.count}`) : null,
+      v.nextWave ? h("span", { class: "clock", "data-wave-at": v.nextWave, testid: `next-wave-${stage.name}` }, "") : null,
+      members ? h("div", { class: "muted mono", testid: `wave-members-${stage.name}` },
+        `wave ${members.wave}: ${members.clusters.join(", ")}${members.more > 0 ? ` and ${members.more} more` : ""}`) : null));
   }
   if (stage.blocked) {
     holds.push(h("div", { class: "hold blocked", testid: `blocked-${stage.name}` },
@@ -478,6 +489,10 @@ function tickClocks() {
     const age = `${duration(now - Number(node.dataset.leaseAt))} ago`;
     node.textContent = now > Number(node.dataset.leaseExpires) ? `${age} (expired)` : age;
     node.classList.toggle("expired", now > Number(node.dataset.leaseExpires));
+  }
+  for (const node of document.querySelectorAll("[data-wave-at]")) {
+    const left = Number(node.dataset.waveAt) - now;
+    node.textContent = left > 0 ? ` · next wave in ${duration(left)}` : " · next wave at the next tick";
   }
   for (const node of document.querySelectorAll("[data-since]")) {
     node.textContent = `awaiting approval for ${duration(now - Number(node.dataset.since))}`;

@@ -35,6 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from infra.localoidc import LocalOIDC, OIDCClientConfig, OIDCUser
+from rollout.engine.strategy import wave_rank
 from rollout.wire.events import GateEvaluated, ModuleDeleted, RolloutCommanded, parse_event
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.integration.test_staged_rollout import cluster, module
@@ -384,6 +385,28 @@ def test_the_run_lists_who_it_went_on_without_and_why(page: Page, stack: Stack) 
     expect(page.get_by_test_id("run-facts")).to_contain_text("1 left since")
     expect(page.get_by_test_id("module-phase")).to_have_text("Progressing")  # the held member runs nothing yet
     page.screenshot(path=str(ARTIFACTS / "dashboard-run.png"), full_page=True)
+    assert same_page(page)
+
+
+def test_a_stage_with_waves_shows_the_open_wave_its_members_and_when_the_next_starts(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "tide", "tide", 6)
+    stages = [{"name": "all", "waves": {"size": 2, "seed": 3, "delay": "1h"}}]
+    off_loop(stack.send, "intents", "tide", module("tide", app="tide", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/tide")
+    card = page.get_by_test_id("stage-all")
+    expect(card.get_by_test_id("waves-all")).to_contain_text("waves of 2 in random order, seed 3, 1h apart")
+    expect(card.get_by_test_id("wave-all")).to_have_text(" · wave 1/3")
+    expect(card.get_by_test_id("next-wave-all")).to_contain_text("next wave in 59m", timeout=60_000)
+    names = [f"tide-{i:02d}" for i in range(6)]
+    members = card.get_by_test_id("wave-members-all").inner_text().removeprefix("wave 1: ").split(", ")
+    assert members == sorted(names, key=lambda name: wave_rank(3, name))[:2], members  # the seeded order
+    for name in names:
+        state = "succeeded" if name in members else "pending"  # the second wave waits an hour
+        expect(page.get_by_test_id(f"cell-{name}")).to_have_attribute("data-state", state)
+    expect(page.get_by_test_id("decisions")).to_contain_text(
+        f"stage all wave 1/3 started (seed 3, size 2): {', '.join(members)}"
+    )
+    page.screenshot(path=str(ARTIFACTS / "dashboard-waves.png"), full_page=True)
     assert same_page(page)
 
 

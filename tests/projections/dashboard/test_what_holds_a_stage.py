@@ -160,3 +160,28 @@ def test_an_analysis_shows_its_phase_counts_and_limits_and_a_dry_run_says_so() -
         "run": 2, "measured": 2, "successful": 1, "failed": 0, "inconclusive": 1, "phase": "Inconclusive",
     }  # fmt: skip
     assert latency["dryRun"] is True and latency["analysis"] is None and latency["state"] == "pass"
+
+
+def test_a_stage_with_waves_shows_the_open_wave_its_members_and_when_the_next_starts() -> None:
+    from rollout.wire.decision_reasons import WaveStarted, render
+
+    waves = {"size": 2, "count": 3, "order": "Random", "seed": 7, "delay": "10m", "current": 2, "nextWave": 1600.0}
+    view = FleetView()
+    absorb(view, "module_status", record("shop", status("shop", stage("all", "Running") | {"waves": waves})))
+    for wave, clusters in ((1, ["eu-3", "eu-1"]), (2, ["eu-2", "eu-5"])):
+        because = WaveStarted(
+            stage="all", wave=wave, waves=3, size=2, order="Random", seed=7, clusters=clusters, members=2, digest="0"
+        )
+        decision = {
+            "id": f"d{wave}",
+            "module": "shop",
+            "action": "wave-started",
+            "reason": render(because),
+            "because": because.model_dump(mode="json"),
+        }
+        absorb(view, "decisions", record("shop", decision))
+    page = pages.module_page(view, "shop")
+    assert page is not None
+    shown = page["status"]["stages"][0]
+    assert shown["waves"] == waves
+    assert shown["waveMembers"] == {"wave": 2, "clusters": ["eu-2", "eu-5"], "more": 0}
