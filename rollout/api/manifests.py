@@ -478,8 +478,9 @@ class Stage(Strict):
     windows: list[MaintenanceWindow] = Field(default_factory=list)
     # health gates that must pass while the stage soaks (rollout/api/gates.py)
     gates: list[HealthGate] = Field(default_factory=list)
-    # the stage's members move in waves (Waves above; rollout/engine/waves.py)
-    waves: Waves | None = None
+    # the stage's members move in waves (Waves above; rollout/engine/waves.py); left out of
+    # a dump when None, so that a module's spec is stored as the release before stored it
+    waves: Waves | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("gates")
     @classmethod

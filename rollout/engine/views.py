@@ -16,6 +16,7 @@ too. Pure functions: the engine calls them whenever it stores a record and puts 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rollout.api.gates import gate_key
@@ -146,7 +147,7 @@ def waves_view(
         delay=waves.delay,
         current=current,
         next_wave=next_wave,
-        next_wave_at=iso(next_wave) if next_wave is not None else None,
+        next_wave_at=iso(math.ceil(next_wave)) if next_wave is not None else None,  # the second it is due
     )
 
 

@@ -186,7 +186,8 @@ class StageWaves(Part):
     """A stage's waves (rollout/engine/waves.py): `size` members each, `count` of them, in
     the order `seed` shuffles (None: `order: Sorted`); `current` the open wave (1-based;
     None: none started yet), `nextWave` when the next one starts — engine time, and ISO
-    8601 UTC in `nextWaveAt` — once the open one is done (None: it is not, or none is left)."""
+    8601 UTC to the second (rounded up) in `nextWaveAt` — once the open one is done (None:
+    it is not, or none is left)."""
 
     size: int
     count: int

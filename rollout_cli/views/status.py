@@ -87,6 +87,8 @@ def status_renderable(
         header.add_row("Paused", Text(why, style="yellow"))
     if status.run is not None:  # the current run (rollout/engine/runs.py)
         header.add_row("Run", _run_line(status.run))
+    for line in filter(None, map(wave_line, status.stages)):  # randomized waves (rollout/engine/waves.py)
+        header.add_row("Waves", line)
     parts: list[Any] = [header]
     if status.stages:
         parts += [Text(""), _stages_table(status.stages)]
@@ -217,17 +219,23 @@ def _analysis_table(analyses: list[tuple[StageStatus, StageGate]]) -> Table:
 
 
 def _wave_limits(waves: StageWaves | None) -> str:
-    """A stage's waves — their size, order, the open one, when the next starts — for LIMITS."""
+    """A stage's waves, short, for LIMITS: the open one of how many (the Waves line says more)."""
     if waves is None:
         return ""
-    order = f"seed {waves.seed}" if waves.seed is not None else "sorted"
-    text = f", waves of {waves.size} ({order}"
-    text += f", delay {waves.delay})" if waves.delay else ")"
-    if waves.current is not None:
-        text += f", wave {waves.current}/{waves.count}"
-    if waves.next_wave_at is not None:
-        text += f", next wave at {waves.next_wave_at}"
-    return text
+    return f", waves of {waves.size}" + (f" ({waves.current}/{waves.count})" if waves.current is not None else "")
+
+
+def wave_line(stage: StageStatus) -> str | None:
+    """The header's Waves line of a stage with waves: the open wave, the order and seed,
+    the delay and when the next wave starts (None: the stage has no waves)."""
+    waves = stage.waves
+    if waves is None:
+        return None
+    at = f"wave {waves.current}/{waves.count}" if waves.current is not None else f"{waves.count} wave(s)"
+    order = f"seed {waves.seed}" if waves.seed is not None else "sorting order"
+    apart = f", {waves.delay} apart" if waves.delay else ""
+    following = f"; next wave at {waves.next_wave_at}" if waves.next_wave_at is not None else ""
+    return f"stage {stage.name}: {at} of {waves.size} ({order}{apart}){following}"
 
 
 def _gate_limits(gates: list[StageGate]) -> str:

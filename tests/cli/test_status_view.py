@@ -107,7 +107,10 @@ def test_status_lists_who_the_run_went_on_without_and_why() -> None:
 def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
     waves = {"size": 2, "seed": 7, "delay": "10m"}
     fleet = given(*[cluster(f"c{n}") for n in range(1, 6)], module("app", {}, "v1", stage("all", waves=waves)))
-    assert "waves of 2 (seed 7, delay 10m), wave 1/3" in printed(fleet.status("app"))
+    shown = printed(fleet.status("app"))
+    assert "Waves   stage all: wave 1/3 of 2 (seed 7, 10m apart)\n" in shown
+    assert "waves of 2 (1/3)" in shown  # LIMITS
     fleet.succeed("app", *[t.cluster for t in fleet.targets.values() if t.category == "updating"])
     next_at = fleet.status("app")["stages"][0]["waves"]["nextWaveAt"]
-    assert next_at and f"wave 1/3, next wave at {next_at}" in printed(fleet.status("app"))
+    assert next_at == "1970-01-01T00:26:40Z"  # the wave was done at 1000.0 (the first tick), + 10m
+    assert f"wave 1/3 of 2 (seed 7, 10m apart); next wave at {next_at}" in printed(fleet.status("app"))

@@ -1,11 +1,11 @@
 """Randomized waves end to end on the real broker: a real `rollout worker` (ticks every
 second) runs the engine; the test plays the appliers (tests/integration/test_staged_rollout.py's
 Driver), reporting `succeeded` for every cluster the engine moves. A stage of nine clusters
-in waves of three, seeded, with a 4 s delay and maxConcurrency 2 moves wave by wave in the
-order `rollout plan` printed before the apply; `rollout status` (and its JSON) shows the open
-wave and when the next starts; `rollout history` has each wave's start with its members and
-seed; and the delay is kept: each wave starts at least 4 s of engine time after the last
-member of the one before succeeded."""
+in waves of three, seeded, 20 s apart (time for the CLI to look between two waves), with
+maxConcurrency 2, moves wave by wave in the order `rollout plan` printed before the apply;
+`rollout status` (and its JSON) shows the open wave and when the next starts; `rollout
+history` has each wave's start with its members and seed; and the delay is kept: each wave
+starts at least 20 s of engine time after the last member of the one before succeeded."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tests.integration.test_staged_rollout import Driver, cluster, module
 pytestmark = pytest.mark.integration
 
 NAMES = [f"tide-{i}" for i in range(9)]
-WAVES = {"size": 3, "seed": 11, "delay": "4s"}
+WAVES = {"size": 3, "seed": 11, "delay": "20s"}
 STAGES = [{"name": "all", "maxConcurrency": 2, "waves": WAVES}]
 
 
@@ -73,13 +73,13 @@ def test_a_stage_moves_in_seeded_waves_with_a_delay_between_them(stack: Stack, t
         return waves if waves.get("nextWaveAt") else None
 
     waves = wait_for("the first wave to be done", between_waves, timeout=120, interval=0.2)
-    assert (waves["current"], waves["count"], waves["seed"], waves["delay"]) == (1, 3, 11, "4s")
+    assert (waves["current"], waves["count"], waves["seed"], waves["delay"]) == (1, 3, 11, "20s")
     moved = {name for name, t in driver.targets().items() if t["revision"] == "1.0.0"}
     assert moved == set(plan[0]), "the first wave is not the one the plan printed"
-    code, output = rollout(stack, "status", "tide")
-    assert code == 0 and f"waves of 3 (seed 11, delay 4s), wave 1/3, next wave at {waves['nextWaveAt']}" in output
     code, output = rollout(stack, "status", "tide", "-o", "json")
-    assert code == 0 and json.loads(output)["stages"][0]["waves"]["nextWaveAt"] == waves["nextWaveAt"]
+    assert code == 0 and json.loads(output)["stages"][0]["waves"] == waves
+    code, text = rollout(stack, "status", "tide")
+    assert f"stage all: wave 1/3 of 3 (seed 11, 20s apart); next wave at {waves['nextWaveAt']}" in text, text
 
     driver.until("Complete", timeout=240)
     assert driver.max_updating["all"] <= 2  # maxConcurrency holds within each wave
@@ -92,7 +92,7 @@ def test_a_stage_moves_in_seeded_waves_with_a_delay_between_them(stack: Stack, t
     assigned_at = {d.cluster: d.at for d in log if d.action == "assign"}
     for number, (wave, before) in enumerate(zip(started[1:], plan, strict=False), start=2):
         done = max(succeeded_at[name] for name in before)
-        assert wave.at >= done + 4, f"wave {number} started {wave.at - done:.1f} s after the one before was done"
+        assert wave.at >= done + 20, f"wave {number} started {wave.at - done:.1f} s after the one before was done"
         members = plan[number - 1]
         assert min(assigned_at[name] for name in members) >= wave.at  # nobody moved before its wave
     code, output = rollout(stack, "history", "tide")
