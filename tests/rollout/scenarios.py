@@ -444,7 +444,7 @@ def fixed_scenario() -> dict[str, Any]:
         "stages": [
             stage("s0", {"ring": "canary"}, concurrency=2, failures="50%", soak="30s"),
             stage("s1", {"ring": "wave"}, concurrency="25%", failures=1, approval=True),
-            stage("s2", concurrency=3),
+            stage("s2", concurrency=3, waves={"size": 4, "delay": "1m"}),  # seed derived
         ],
         "on_failure": "Halt",
         "deadline": "2m",
