@@ -13,6 +13,7 @@ from rollout.api.manifests import parse_duration
 from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
+from rollout.engine.strategy import wave_size
 from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.decision_reasons import Approved, StageSkipped, StageStarted, StageSucceeded, WaveStarted
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
@@ -161,34 +162,42 @@ class Checker:
         had a member updating (waves.py)."""
         if record.mode != "rollout" or record.stable == record.target:
             return
-        index = min(record.stage_index, len(stages_of(record)) - 1)
-        key = wave_key(record, index)
-        if key is None:
-            return
-        waves = stages_of(record)[index].waves
-        assert waves is not None
-        tracker = self.waves.setdefault(key, WaveTracker())
-        for decision in outcome.decisions:
+        stages = stages_of(record)
+        for decision in outcome.decisions:  # each about its own stage: one may pass in the event
             if decision.module != record.name or decision.action != DecisionAction.WAVE_STARTED:
                 continue
             because = decision.because
-            assert isinstance(because, WaveStarted) and because.stage == key[2]
+            assert isinstance(because, WaveStarted)
+            index = [stage.name for stage in stages].index(because.stage)
+            key, waves = wave_key(record, index), stages[index].waves
+            assert key is not None and waves is not None, f"{record.name}: {decision.reason} in a stage without waves"
+            tracker = self.waves.setdefault(key, WaveTracker())
             if because.wave == tracker.opened + 1 and tracker.opened > 0 and tracker.busy_at is not None:
                 delay = parse_duration(waves.delay) if waves.delay else 0.0
                 assert decision.at >= tracker.busy_at + delay, (
                     f"{record.name}: wave {because.wave} at {decision.at}, the one before busy at {tracker.busy_at}"
                 )
             tracker.opened, tracker.size = because.wave, because.size
+        index = min(record.stage_index, len(stages) - 1)
+        key, waves = wave_key(record, index), stages[index].waves
+        if key is None or waves is None:
+            return
+        tracker = self.waves.setdefault(key, WaveTracker())
         members = [t for t in self.fleet.targets.values() if t.module == record.name and t.stage_index == index]
         on_target = [t for t in members if t.assigned == record.target and not t.pinned]
+        names = {t.cluster for t in members}
         moved = any(
-            d.module == record.name and d.action == DecisionAction.ASSIGN and d.generation == record.target
+            d.module == record.name
+            and d.action == DecisionAction.ASSIGN
+            and d.generation == record.target
+            and d.cluster in names
             for d in outcome.decisions
-            if any(t.cluster == d.cluster for t in members)
         )
         if moved and tracker.opened:
-            assert len(on_target) <= tracker.opened * tracker.size, (
-                f"{record.name}: {len(on_target)} members moved with {tracker.opened} wave(s) of {tracker.size} open"
+            # the size as resolved when the wave opened, or now: a percentage grows with the stage
+            size = max(tracker.size, wave_size(waves, len(members)))
+            assert len(on_target) <= tracker.opened * size, (
+                f"{record.name}: {len(on_target)} members moved with {tracker.opened} wave(s) of {size} open"
             )
         if any(t.status == "updating" for t in on_target):
             tracker.busy_at = self.fleet.now
