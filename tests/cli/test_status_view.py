@@ -108,7 +108,7 @@ def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
     waves = {"size": 2, "seed": 7, "delay": "10m"}
     fleet = given(*[cluster(f"c{n}") for n in range(1, 6)], module("app", {}, "v1", stage("all", waves=waves)))
     shown = printed(fleet.status("app"))
-    assert "Waves   stage all: wave 1/3 of 2 (seed 7, 10m apart)\n" in shown
+    assert "Waves   stage all: wave 1/3 of 2 (seed 7, 10m apart)" in [line.rstrip() for line in shown.splitlines()]
     assert "waves of 2 (1/3)" in shown  # LIMITS
     fleet.succeed("app", *[t.cluster for t in fleet.targets.values() if t.category == "updating"])
     next_at = fleet.status("app")["stages"][0]["waves"]["nextWaveAt"]
