@@ -14,7 +14,17 @@ current stage is `Soaking` and has gates (the status carries each gate's definit
   is outside; inconclusive (`passed: null`) when the server cannot be reached, answers an
   error or something else than a vector or scalar, has no samples or a NaN one;
 * webhook — POST `url` with JSON `{module, stage, gate, revision, generation}`; a 2xx
-  answer passes, any other status fails, no answer is inconclusive.
+  answer passes, any other status fails, no answer is inconclusive;
+* compare — a comparative canary: the same query asked (a form POST to `/api/v1/query`)
+  with `$clusters` standing for the stage's updated clusters, then for the baseline — the
+  later stages' members still pending (`compared_clusters`, from the module status and the
+  engine's rollout-targets documents, read once a round and only when a comparison soaks);
+  names escaped into a regex alternation (`cluster_regex`), at most MAX_COMPARED a side;
+  each side must answer one sample; passed by `judge_comparison` (maxRatio, maxDifference).
+  No updated cluster, no baseline cluster, or a side without one sample: inconclusive.
+  Cost: from the first comparison on, the runner keeps the latest rollout-targets document
+  of every (module, cluster) — as `rollout status` reads them — and groups them by module
+  once a round (O(fleet × modules) memory, O(targets) a round, outside the engine).
 
 A gate with `count` is an analysis (rollout/engine/gate_results.py): the runner measures it
 at most once per gate `interval` (none: its own `--interval`; shorter than that: once a
