@@ -24,7 +24,7 @@ current stage is `Soaking` and has gates (the status carries each gate's definit
   No updated cluster, no baseline cluster, or a side without one sample: inconclusive.
   Cost: from the first comparison on, the runner keeps the latest rollout-targets document
   of every (module, cluster) — as `rollout status` reads them — and groups them by module
-  once a round (O(fleet × modules) memory, O(targets) a round, outside the engine).
+  once a round (O(fleet * modules) memory, O(targets) a round, outside the engine).
 
 A gate with `count` is an analysis (rollout/engine/gate_results.py): the runner measures it
 at most once per gate `interval` (none: its own `--interval`; shorter than that: once a
