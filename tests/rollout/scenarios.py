@@ -68,10 +68,7 @@ failure_limits = st.one_of(st.none(), st.integers(0, 3), st.sampled_from(["0%", 
 
 
 @st.composite
-def strategies(draw: st.DrawFn, analyses: bool = False) -> dict[str, Any]:
-    """A module's rollout strategy. `analyses`: its gates may be analyses and dry runs
-    (GATE_CHOICES) — drawn only then, so that the draws without them, and with them the
-    examples of the tests that do not ask for them, stay what they were."""
+def strategies(draw: st.DrawFn) -> dict[str, Any]:
     count = draw(st.integers(1, 3))
     stages = []
     for index in range(count):
@@ -86,8 +83,7 @@ def strategies(draw: st.DrawFn, analyses: bool = False) -> dict[str, Any]:
             approval=draw(st.booleans()) and draw(st.booleans()),
         )
         drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
-        gated = draw(st.integers(0, 1 if analyses else 3)) == 0
-        gates = (draw(st.sampled_from(GATE_CHOICES)) if analyses else [GATE]) if gated else None
+        gates = draw(st.sampled_from(GATE_CHOICES)) if draw(st.integers(0, 3)) == 0 else None
         drawn = {**drawn, "gates": gates} if gates else drawn
         stages.append({**drawn, "waves": draw(waves)} if draw(st.integers(0, 2)) == 0 else drawn)
     return {
@@ -148,7 +144,11 @@ OPERATIONS: dict[str, Any] = {
         st.sampled_from([30.0, 60.0, 600.0]),
     ),
     "gate": st.tuples(
-        st.just("gate"), st.sampled_from(MODULES), st.sampled_from([True, True, False, None]), st.booleans()
+        st.just("gate"),
+        st.sampled_from(MODULES),
+        st.sampled_from([True, True, False, None]),
+        st.booleans(),
+        st.sampled_from(["next", "next", "again", "new-run", "dry-run"]),
     ),
     "participate": st.tuples(st.just("participate"), st.integers(0, 99), st.sampled_from(["leave", "join"])),
     # the cluster's owner holds it (runs.py: rollout.dev/hold), for good or for 10 minutes, or lets it go
@@ -162,40 +162,23 @@ WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready":
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
     lambda kind: OPERATIONS[kind]
 )
-# with analyses (gate_results.py): a gate result also names which measurement it is — the
-# next one, the latest counted once more, the first of a run not started, or the dry run's
-ANALYSIS_OPERATIONS = {
-    **OPERATIONS,
-    "gate": st.tuples(
-        st.just("gate"),
-        st.sampled_from(MODULES),
-        st.sampled_from([True, True, False, None]),
-        st.booleans(),
-        st.sampled_from(["next", "next", "again", "new-run", "dry-run"]),
-    ),
-}
-ANALYSIS_WEIGHTS = {**WEIGHTS, "gate": 8}  # measurements as often as reports
-analysis_operations = st.sampled_from(
-    [kind for kind in ANALYSIS_OPERATIONS for _ in range(ANALYSIS_WEIGHTS.get(kind, 1))]
-).flatmap(lambda kind: ANALYSIS_OPERATIONS[kind])
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60, analyses: bool = False) -> dict[str, Any]:
+def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> dict[str, Any]:
     size = draw(st.integers(1, max_clusters))
     clusters = draw(st.lists(cluster_specs(), min_size=size, max_size=size))
-    specs = [draw(strategies(analyses))]
+    specs = [draw(strategies())]
     if draw(st.booleans()):
-        specs.append(draw(strategies(analyses)))
-    steps = analysis_operations if analyses else operations
+        specs.append(draw(strategies()))
     return {
         "clusters": clusters,
         "strategies": specs,
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
         "first_tick": draw(st.booleans()),
-        "final_strategy": draw(strategies(analyses)),
+        "final_strategy": draw(strategies()),
         "depends": draw(st.booleans()),  # base dependsOn app
-        "steps": draw(st.lists(steps, min_size=max_steps // 3, max_size=max_steps)),
+        "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
     }
 
 
@@ -362,8 +345,7 @@ class World:
             self.clusters[name] = spec
             return observed(cluster(name, spec["labels"], ready=spec["ready"], annotations=spec.get("annotations")))
         if kind == "gate":  # a health gate result for the stage running now (or a stale one)
-            _, name, passed, stale, *drawn = step
-            which = drawn[0] if drawn else "next"
+            _, name, passed, stale, which = step
             if name not in self.modules():
                 return None
             record = fleet.record(name)

@@ -238,27 +238,6 @@ def test_redelivered_suffixes_change_nothing_and_emit_nothing(scenario: dict[str
     assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(max_clusters=20, max_steps=60, analyses=True))
-def test_analyses_hold_the_invariants_fold_the_same_and_count_each_measurement_once(scenario: dict[str, Any]) -> None:
-    """Gate analyses and dry runs (gate_results.py) beside plain gates, their measurements
-    drawn as the next one, a repeat, one of a run not started or the dry run's: the
-    invariants hold after every event (a stage passes only with every analysis Successful),
-    the journal refolds to the same outcomes — fresh and restarted before every event — and
-    every redelivered suffix emits nothing and changes nothing."""
-    run = Run(scenario)
-    run.finish(new_revision=True)
-    fleet, journal = run.fleet, run.journal
-    expected = [serialize(o) for o in fleet.outcomes]
-    assert [serialize(o) for o in refold(journal, restart=False).outcomes] == expected
-    assert [serialize(o) for o in refold(journal, restart=True).outcomes] == expected
-    snapshot = fleet.snapshot()
-    for start in range(0, len(journal), 3):
-        for position in range(start, len(journal)):
-            assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
-        assert fleet.snapshot() == snapshot, f"suffix from {start} changed the state"
-
-
 @settings(
     max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
