@@ -64,6 +64,7 @@ COMMANDS: dict[str, Lazy] = {
     "abort": Lazy("steering:abort", "Stop MODULE's rollout where it stands (phase Aborted) until a new revision."),
     "rollback": Lazy("steering:rollback", "Return every cluster on MODULE's target revision to its stable revision."),
     "approve": Lazy("steering:approve", "Approve STAGE of MODULE's rollout to start."),
+    "reject": Lazy("steering:reject", "Reject MODULE's target at STAGE, saying why: it halts or rolls back."),
     "pin": Lazy("steering:pin", "Hold CLUSTER at its current revision of MODULE, whatever happens."),
     "unpin": Lazy("steering:unpin", "Let CLUSTER follow MODULE's rollout again."),
     "cluster": Lazy("cluster:cluster_group", "Take a cluster out of the fleet's rollouts (leave) or back in (join)."),

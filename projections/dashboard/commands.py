@@ -1,9 +1,10 @@
 """The dashboard's buttons: the CLI's commands, as the same `RolloutCommanded` intents.
 
 `command_event` turns a button's request into the event (a bad request is a
-`CommandRefused` saying what is wrong), signed with the verified identity's user name and
-`via="dashboard"` — never a name of the dashboard's own: the engine records who asked and
-through which door; `required_permission` names the RBAC resource a user must be allowed to
+`CommandRefused` saying what is wrong), signed with the verified identity's user name, its
+groups (what a stage's `approval.groups` is checked against: the identity's, never the
+request's) and `via="dashboard"` — never a name of the dashboard's own: the engine records
+who asked and through which door; `required_permission` names the RBAC resource a user must be allowed to
 create for it (server.py asks a SubjectAccessReview); `send_command` publishes it on the intents topic,
 keyed by module like `rollout approve|pause|resume|abort|rollback`. The engine judges it
 there; the browser then asks for the verdict on the event's id (pages.verdict).
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from infra import client
 from infra.topics import TopicNames
 from projections.dashboard.kube_access import APPROVALS
@@ -23,15 +26,17 @@ from projections.dashboard.kube_access import COMMANDS as COMMAND_OBJECTS
 from rollout.api.manifests import check_dns1123_label
 from rollout.wire.events import RolloutCommanded
 
-COMMANDS = ("approve", "pause", "resume", "abort", "rollback")
+COMMANDS = ("approve", "reject", "pause", "resume", "abort", "rollback")
+STAGE_COMMANDS = ("approve", "reject")
 
 
 class CommandRefused(ValueError):
     """A request the dashboard cannot turn into a command (it never reaches the engine)."""
 
 
-def command_event(module: str, request: Any, *, user: str) -> RolloutCommanded:
-    """The `RolloutCommanded` for a POSTed `{"command": ..., "stage": ...}` on `module` by `user`."""
+def command_event(module: str, request: Any, *, user: str, groups: tuple[str, ...] = ()) -> RolloutCommanded:
+    """The `RolloutCommanded` for a POSTed `{"command": ..., "stage": ..., "reason": ...}` on
+    `module` by `user`, a member of `groups` (both from the verified identity)."""
     try:
         check_dns1123_label(module)
     except ValueError as error:
@@ -42,16 +47,27 @@ def command_event(module: str, request: Any, *, user: str) -> RolloutCommanded:
     if command not in COMMANDS:
         raise CommandRefused(f"command {str(command)[:40]!r}: expected one of {', '.join(COMMANDS)}")
     stage = request.get("stage")
-    if command == "approve" and (not isinstance(stage, str) or not stage):
-        raise CommandRefused("approve needs the stage to approve")
-    if command != "approve" and stage is not None:
+    if command in STAGE_COMMANDS and (not isinstance(stage, str) or not stage):
+        raise CommandRefused(f"{command} needs the stage to {command}")
+    if command not in STAGE_COMMANDS and stage is not None:
         raise CommandRefused(f"{command} takes no stage")
-    return RolloutCommanded(module=module, command=command, stage=stage, user=user, via="dashboard")
+    reason = request.get("reason")
+    if command == "reject" and (not isinstance(reason, str) or not reason.strip()):
+        raise CommandRefused("reject needs a reason: say why")
+    if command != "reject" and reason is not None:
+        raise CommandRefused(f"{command} takes no reason")
+    try:
+        return RolloutCommanded(
+            module=module, command=command, stage=stage, reason=reason, user=user, groups=list(groups), via="dashboard"
+        )
+    except ValidationError as error:  # a reason too long, too many groups
+        raise CommandRefused("; ".join(str(e["msg"]) for e in error.errors())[:300]) from None
 
 
 def required_permission(event: RolloutCommanded) -> str:
-    """The rollout.dev resource whose `create` allows `event` (the CRD that means the same)."""
-    return APPROVALS if event.command == "approve" else COMMAND_OBJECTS
+    """The rollout.dev resource whose `create` allows `event` (the CRD that means the same):
+    whoever may approve a stage may also reject it."""
+    return APPROVALS if event.command in STAGE_COMMANDS else COMMAND_OBJECTS
 
 
 async def send_command(bootstrap: str, topics: TopicNames, event: RolloutCommanded) -> str:

@@ -113,7 +113,7 @@ async def command(request: web.Request) -> web.Response:
     except ValueError:
         body = None
     try:
-        event = command_event(request.match_info["name"], body, user=identity.user)
+        event = command_event(request.match_info["name"], body, user=identity.user, groups=identity.groups)
     except CommandRefused as error:
         return web.json_response({"error": str(error)}, status=400)
     if not guard.insecure:

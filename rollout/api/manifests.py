@@ -467,6 +467,50 @@ class Waves(Strict):
         return check_duration(value, field="waves.delay", positive=False) if value is not None else None
 
 
+MAX_APPROVERS = 20  # approval.required at most: who would wait for more people?
+MAX_APPROVAL_GROUPS = 20
+MAX_GROUP_NAME = 256
+
+
+class ApprovalPolicy(Strict):
+    """Who must approve a stage before it starts (`Stage.approval`).
+
+    `required` distinct people — distinct verified identities: an approval through the
+    dashboard (OIDC or a Kubernetes token) or a RolloutApproval object (its approver checked
+    by admission), never an unverified `rollout approve` from the CLI — and, when `groups`
+    is given, only people who belong (by the same verified identity, never by a claim of the
+    client's) to at least one of those groups count. The same person approving twice counts
+    once; approvals count for the target generation they were given for (a new target
+    starts from none)."""
+
+    required: int = Field(default=1, description="Distinct approvers needed, 1 to 20.")
+    groups: list[str] = Field(
+        default_factory=list,
+        description="Only members of one of these groups count (empty: anyone allowed to approve).",
+    )
+
+    @field_validator("required")
+    @classmethod
+    def _required(cls, value: int) -> int:
+        if not 1 <= value <= MAX_APPROVERS:
+            raise ValueError(f"approval.required must be 1 to {MAX_APPROVERS}, not {value}")
+        return value
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_APPROVAL_GROUPS:
+            raise ValueError(f"approval.groups: at most {MAX_APPROVAL_GROUPS} groups")
+        for group in value:
+            if not group or len(group) > MAX_GROUP_NAME:
+                raise ValueError(
+                    f"approval.groups: a group name of 1 to {MAX_GROUP_NAME} characters, not {shown(group)}"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("approval.groups: each group once")
+        return value
+
+
 class Stage(Strict):
     name: str
     selector: LabelSelector | None = None
@@ -474,6 +518,8 @@ class Stage(Strict):
     max_failures: IntOrPercent | None = Field(default=None, alias="maxFailures")
     min_success_time: str | None = Field(default=None, alias="minSuccessTime")
     require_approval: bool = Field(default=False, alias="requireApproval")
+    # N of M distinct verified approvers, optionally from groups (implies requireApproval)
+    approval: ApprovalPolicy | None = None
     # maintenance windows of this stage (rollout/api/windows.py), replacing the module's
     windows: list[MaintenanceWindow] = Field(default_factory=list)
     # health gates that must pass while the stage soaks (rollout/api/gates.py)
@@ -486,6 +532,11 @@ class Stage(Strict):
     @classmethod
     def _gates(cls, value: list[HealthGate]) -> list[HealthGate]:
         return check_gates(value)
+
+    @property
+    def needs_approval(self) -> bool:
+        """The stage waits for approval: `requireApproval`, or an `approval` policy."""
+        return self.require_approval or self.approval is not None
 
     @field_validator("name")
     @classmethod

@@ -6,7 +6,8 @@
                         again from the first stage
     ModuleDeleted    -> every assignment removed; a DeletedModule tombstone keeps the
                         generation counter and the ids of the intents handled
-    RolloutCommanded -> pause, resume, abort, rollback, approve (a stage), pin/unpin (a cluster)
+    RolloutCommanded -> pause, resume, abort, rollback, approve or reject (a stage: approvals.py),
+                        pin/unpin (a cluster)
 
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from rollout.api.restrictions import RestrictionViolation
 from rollout.engine.applied_documents import spec_refusal
+from rollout.engine.approvals import approve, reject, rejection_text
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.restriction_rules import RestrictionRules
@@ -43,11 +45,13 @@ from rollout.engine.tombstones import first_generation
 from rollout.wire.decision_reasons import (
     Aborted,
     Approved,
+    Halted,
     ModuleCreated,
     ModuleWasDeleted,
     NewRevision,
     Paused,
     Pinned,
+    Rejected,
     RestrictionMet,
     Resumed,
     RollbackRequested,
@@ -205,6 +209,8 @@ class ModuleIntents:
         record.stage_started = False
         record.stage_completed_at = None
         record.approvals = []
+        record.approvers = {}
+        record.rejection = None
         record.phase = "Progressing"  # not Complete/RolledBack any more: advance settles it
         self.book.decide(
             record,
@@ -218,6 +224,15 @@ class ModuleIntents:
             generation=record.generation,
             revision=sync.revision,
         )
+
+    def _rejected(self, record: ModuleRecord, cause: Rejected, out: Outcome) -> None:
+        """The target rejected: roll back or halt, as the module's onFailure says."""
+        on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
+        if on_failure == "Rollback":
+            self.stages.start_rollback(record, cause, out)
+        elif not record.halted:
+            record.halted = True
+            self.book.decide(record, DecisionAction.HALTED, Halted(cause=cause), out, stage=cause.stage)
 
     def on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
         tables, book = self.tables, self.book
@@ -277,16 +292,22 @@ class ModuleIntents:
                 book.decide(record, DecisionAction.ABORTED, Aborted(user=event.user, via=event.via), out)
         elif command == "rollback":
             self.stages.start_rollback(record, RollbackRequested(user=event.user, via=event.via), out)
-        elif command == "approve":
-            names = [s.name for s in stages_of(record)]
-            if event.stage is None or event.stage not in names:
-                out.rejections.append(f"module {record.name} has no stage {event.stage!r} (stages: {', '.join(names)})")
+        elif command in ("approve", "reject"):
+            stage = next((s for s in stages_of(record) if s.name == event.stage), None)
+            if stage is None:
+                names = ", ".join(s.name for s in stages_of(record))
+                out.rejections.append(f"module {record.name} has no stage {event.stage!r} (stages: {names})")
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
                 return
-            if event.stage not in record.approvals:
-                record.approvals.append(event.stage)
-                approved = Approved(stage=event.stage, user=event.user, via=event.via)
-                book.decide(record, DecisionAction.APPROVED, approved, out)
+            decided = approve(record, stage, event) if command == "approve" else reject(record, stage, event)
+            if isinstance(decided, str):  # refused, saying why (approvals.py)
+                out.rejections.append(f"{command} {record.name}: {decided}")
+                tables.modules[record.name] = record  # remembers the command's id, nothing else
+                return
+            if isinstance(decided, Approved):
+                book.decide(record, DecisionAction.APPROVED, decided, out, stage=stage.name)
+            elif decided is not None:
+                self._rejected(record, decided, out)
         elif command in ("pin", "unpin"):
             if event.cluster is None:
                 out.rejections.append(f"{command} {record.name}: a cluster is required")
@@ -322,8 +343,11 @@ class ModuleIntents:
 
 def standing_halt(record: ModuleRecord) -> str | None:
     """Why `record`'s module is halted by a cause `rollout resume` cannot lift (None: none):
-    its stored spec refused by this release's rules, or its namespace's ModuleRestriction
-    broken. Only applying the module again (or changing the restriction) lifts those."""
+    its stored spec refused by this release's rules, its namespace's ModuleRestriction
+    broken, or its target rejected (approvals.py). Only applying the module again (or
+    changing the restriction) lifts those."""
+    if record.rejection is not None:
+        return f"{rejection_text(record.rejection)}; apply a new revision to roll out again"
     refusal = spec_refusal(record.spec)
     if refusal is not None:
         return (

@@ -8,8 +8,9 @@ fewer than `maxConcurrency` of the stage are updating — and while its maintena
 are open (window_gate.py) and, in a stage with waves, while its open wave has room
 (waves.py). A stage is done when none of its clusters is pending or updating
 and its failures are within `maxFailures`; the next stage starts after the soak
-(`minSuccessTime`), its health gates (gate_results.py) and, if it asks for one, an
-approval. Over the failure budget (`over_budget`) the rollout halts or rolls back to the
+(`minSuccessTime`), its health gates (gate_results.py) and, if it asks for them, its
+approvals (approvals.py: one by anyone, or N distinct verified people). Over the failure
+budget (`over_budget`) the rollout halts or rolls back to the
 *stable* generation (`start_rollback`, then `move_rollback` returns every cluster at once).
 The phase settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what
 module-status shows.
@@ -36,6 +37,7 @@ from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, parse_duration
 from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
+from rollout.engine.approvals import approval_met
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.runs import Runs
 from rollout.engine.state import ModuleRecord, target_key
@@ -192,11 +194,15 @@ class StageMachine:
     def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Start the current stage; False while it waits for an approval."""
         book = self.book
-        if stage.require_approval and stage.name not in record.approvals:
+        if not approval_met(record, stage):  # approvals.py
             if record.phase != "AwaitingApproval":
-                book.decide(
-                    record, DecisionAction.AWAITING_APPROVAL, AwaitingApproval(stage=stage.name), out, stage=stage.name
+                policy = stage.approval
+                waits = (
+                    AwaitingApproval(stage=stage.name)
+                    if policy is None
+                    else AwaitingApproval(stage=stage.name, required=policy.required, groups=policy.groups)
                 )
+                book.decide(record, DecisionAction.AWAITING_APPROVAL, waits, out, stage=stage.name)
             record.phase = "AwaitingApproval"
             return False
         now = self.tables.now

@@ -421,6 +421,24 @@ class WaveProgress(Record):
     done_at: float | None = None
 
 
+class StageApproval(Record):
+    """One person's approval of a stage (approvals.py): who, through which door, and the
+    groups of their verified identity (empty: the door verifies none)."""
+
+    user: str | None = None
+    via: str | None = None
+    groups: list[str] = Field(default_factory=list)
+
+
+class Rejection(Record):
+    """The target generation was rejected (approvals.py): at which stage, by whom, why."""
+
+    stage: str
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+
 class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
@@ -440,7 +458,11 @@ class ModuleRecord(Record):
     stage_started: bool = False
     stage_started_at: float | None = None  # engine time the current stage started (time in stage)
     stage_completed_at: float | None = None
-    approvals: list[str] = Field(default_factory=list)
+    approvals: list[str] = Field(default_factory=list)  # stages approved by anyone (requireApproval)
+    # stage → the approvals given for the target, one per person (approvals.py); a stage's
+    # `approval` policy counts these
+    approvers: dict[str, list[StageApproval]] = Field(default_factory=dict)
+    rejection: Rejection | None = None  # the target was rejected (approvals.py): it stays halted
     pinned: list[str] = Field(default_factory=list)
     counts: dict[str, StageCounts] = Field(default_factory=dict)
     # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT); also

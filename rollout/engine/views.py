@@ -22,6 +22,7 @@ from typing import Any
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, Waves, parse_duration
 from rollout.api.windows import iso, stage_window_state, stage_windows
+from rollout.engine.approvals import approval_met, counted
 from rollout.engine.runs import budget_members
 from rollout.engine.state import UNSTAGED, ModuleRecord, RunRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_seed, wave_size
@@ -31,9 +32,11 @@ from rollout.wire.status import (
     Held,
     MemberCounts,
     ModuleStatus,
+    RejectionStatus,
     RunDeparture,
     RunStage,
     RunStatus,
+    StageApprover,
     StageGate,
     StageStatus,
     StageWaves,
@@ -65,6 +68,8 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         optional["restricted"] = record.restricted  # the ModuleRestriction rule it breaks
     if run is not None:
         optional["run"] = run_view(run)  # the current run's fixed membership (runs.py)
+    if record.rejection is not None:  # approvals.py
+        optional["rejection"] = RejectionStatus.model_validate(record.rejection.model_dump())
     return ModuleStatus(
         module=record.name,
         kind=record.kind,
@@ -111,14 +116,16 @@ def stage_status(
         optional["gates"] = gates_view(record, stage)
     if stage.waves is not None:
         optional["waves"] = waves_view(record, stage, stage.waves, counts, members, state)
+    if stage.needs_approval:
+        optional.update(approvals_view(record, stage))
     return StageStatus(
         name=stage.name,
         state=state,
         max_concurrency=resolve_count(stage.max_concurrency, total=members, default=max(members, 1)),
         max_failures=resolve_count(stage.max_failures, total=members, default=0),
         min_success_time=stage.min_success_time,
-        require_approval=stage.require_approval,
-        approved=stage.name in record.approvals,
+        require_approval=stage.needs_approval,
+        approved=stage.needs_approval and approval_met(record, stage),
         counts=member_counts(counts),
         **optional,
     )
@@ -149,6 +156,21 @@ def waves_view(
         next_wave=next_wave,
         next_wave_at=iso(math.ceil(next_wave)) if next_wave is not None else None,  # the second it is due
     )
+
+
+def approvals_view(record: ModuleRecord, stage: Stage) -> dict[str, Any]:
+    """A stage's approvals for the target (approvals.py): who, whether each counts, and its
+    policy — the StageStatus fields, set only for a stage that waits for approval."""
+    counting = counted(record, stage)
+    view: dict[str, Any] = {
+        "approvals": [
+            StageApprover(user=a.user, via=a.via, counted=a in counting) for a in record.approvers.get(stage.name, [])
+        ]
+    }
+    if stage.approval is not None:
+        view["approvals_required"] = stage.approval.required
+        view["approval_groups"] = list(stage.approval.groups)
+    return view
 
 
 def member_counts(counts: StageCounts) -> MemberCounts:

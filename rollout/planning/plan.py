@@ -49,7 +49,7 @@ class StagePlan(BaseModel):
     max_concurrency: int
     max_failures: int
     min_success_time: str | None
-    require_approval: bool
+    require_approval: bool  # requireApproval, or an approval policy
     batches: list[list[str]]
     skipped_not_ready: list[str]
     held: dict[str, str] = {}  # cluster → its hold's reason: held by its owner (rollout.dev/hold), not moved
@@ -62,6 +62,8 @@ class StagePlan(BaseModel):
     wave_order: str | None = None  # Random or Sorted (None: no waves)
     wave_seed: int | None = None  # the seed of a Random order, given or derived
     wave_delay: str | None = None
+    approvals_required: int | None = None  # its approval policy: distinct verified approvers (None: one by anyone)
+    approval_groups: list[str] = []  # ... from one of these groups
 
 
 class ClusterValues(BaseModel):
@@ -219,7 +221,9 @@ def plan_rollout(
                 max_concurrency=concurrency,
                 max_failures=resolve_count(stage.max_failures, total=total, default=0),
                 min_success_time=stage.min_success_time,
-                require_approval=stage.require_approval,
+                require_approval=stage.needs_approval,
+                approvals_required=stage.approval.required if stage.approval else None,
+                approval_groups=list(stage.approval.groups) if stage.approval else [],
                 batches=[batch for wave in waves for batch in chunks(wave, concurrency)],
                 skipped_not_ready=[
                     c.metadata.name for c in ordered if c.metadata.name not in movable and c.metadata.name not in held

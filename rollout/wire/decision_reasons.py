@@ -90,6 +90,7 @@ class ReasonCode(StrEnum):
     FAILURE_BUDGET_EXCEEDED = "failure-budget-exceeded"
     RESTRICTION_BROKEN = "restriction-broken"
     ROLLBACK_REQUESTED = "rollback-requested"
+    REJECTED = "rejected"
     # commands (intents.py)
     PAUSED = "paused"
     RESUMED = "resumed"
@@ -449,11 +450,21 @@ class StageSucceeded(Reason):
 
 
 class AwaitingApproval(Reason):
+    """The stage waits for approval: by anyone (`required` None: requireApproval), or by
+    `required` distinct verified people, from one of `groups` when given (approvals.py)."""
+
     code: Literal[ReasonCode.AWAITING_APPROVAL] = ReasonCode.AWAITING_APPROVAL
     stage: str
+    required: int | None = None
+    groups: list[str] = Field(default_factory=list)
 
     def sentence(self) -> str:
-        return f"stage {self.stage} waits for approval"
+        if self.required is None:
+            return f"stage {self.stage} waits for approval"
+        people = f"{self.required} distinct approver{'s' if self.required != 1 else ''}"
+        return f"stage {self.stage} waits for approval by {people}" + (
+            f" from {' or '.join(self.groups)}" if self.groups else ""
+        )
 
 
 class AwaitingWindow(Reason):
@@ -633,9 +644,22 @@ class RollbackRequested(CommandReason):
         return f"rollback requested{self.by()}"
 
 
-HaltCause = Annotated[FailureBudgetExceeded | GateFailed | RestrictionBroken, Field(discriminator="code")]
+class Rejected(CommandReason):
+    """An operator rejected the target at `stage`, saying why (`reason`, their words)."""
+
+    code: Literal[ReasonCode.REJECTED] = ReasonCode.REJECTED
+    stage: str
+    reason: str
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} rejected{self.by()}: {self.reason}"
+
+
+HaltCause = Annotated[FailureBudgetExceeded | GateFailed | RestrictionBroken | Rejected, Field(discriminator="code")]
 """What halts a rollout (onFailure Halt, or a rule broken)."""
-RollbackCause = Annotated[FailureBudgetExceeded | GateFailed | RollbackRequested, Field(discriminator="code")]
+RollbackCause = Annotated[
+    FailureBudgetExceeded | GateFailed | RollbackRequested | Rejected, Field(discriminator="code")
+]
 """What rolls a rollout back (onFailure Rollback, or a command)."""
 
 
@@ -711,11 +735,17 @@ class Aborted(CommandReason):
 
 
 class Approved(CommandReason):
+    """A stage approved; under an `approval` policy, the `approvals` counted so far of the
+    `required` (None: requireApproval, one approval by anyone)."""
+
     code: Literal[ReasonCode.APPROVED] = ReasonCode.APPROVED
     stage: str
+    approvals: int | None = None
+    required: int | None = None
 
     def sentence(self) -> str:
-        return f"stage {self.stage} approved{self.by()}"
+        counted = f" ({self.approvals} of {self.required})" if self.required is not None else ""
+        return f"stage {self.stage} approved{self.by()}{counted}"
 
 
 class Pinned(CommandReason):

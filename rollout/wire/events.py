@@ -65,11 +65,14 @@ MAX_REASON_CHARS = 1000  # a rejection reason never grows with the input
 MAX_FLEET_PARTITIONS = 4096  # entries in ModuleApplied.fleet
 MAX_AFTER_DEPENDENCIES = 256  # entries in ModuleApplied.after
 MAX_INTENT_ID = 200  # characters of an intent id named in ModuleApplied.after
+MAX_COMMAND_REASON = 1000  # characters of a command's reason (reject)
+MAX_IDENTITY_GROUPS = 256  # groups of a command's verified identity
+MAX_IDENTITY_GROUP = 256  # characters of one group name
 # Tick.now must be a plausible wall-clock time: after the epoch, before 2200-01-01.
 LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
 SyncState = Literal["succeeded", "failed", "updating"]
-CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "pin", "unpin"]
+CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "reject", "pin", "unpin"]
 CommandDoor = Literal["cli", "dashboard", "crd"]
 """Where an operator's command came in: `rollout <verb>` (cli), the dashboard's buttons
 (dashboard), or a RolloutCommand / RolloutApproval object the module watcher turned into the
@@ -172,11 +175,41 @@ class RolloutCommanded(EventBase):
     """Who asked: the CLI's local user, the dashboard's verified identity (OIDC or Kubernetes
     token), the object's `spec.approver` / `spec.requestedBy` (checked by admission)."""
     via: CommandDoor | None = None
+    groups: list[str] | None = None
+    """The groups of the verified identity that gave the command — the dashboard's OIDC
+    groups claim or TokenReview answer; None from a door that verifies none (the CLI). What
+    `approval.groups` of a stage is checked against (rollout/engine/approvals.py)."""
+    reason: str | None = None
+    """Why, in the operator's words: required by `reject` (shown in the decision and status)."""
 
     @field_validator("module")
     @classmethod
     def _module(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        if value is not None and not 0 < len(value.strip()) <= MAX_COMMAND_REASON:
+            raise ValueError(f"a reason of 1 to {MAX_COMMAND_REASON} characters")
+        return value
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if len(value) > MAX_IDENTITY_GROUPS:
+            raise ValueError(f"at most {MAX_IDENTITY_GROUPS} groups")
+        if any(not 0 < len(group) <= MAX_IDENTITY_GROUP for group in value):
+            raise ValueError(f"group names of 1 to {MAX_IDENTITY_GROUP} characters")
+        return sorted(set(value))
+
+    @model_validator(mode="after")
+    def _reject_says_why(self) -> RolloutCommanded:
+        if self.command == "reject" and (self.stage is None or self.reason is None):
+            raise ValueError("reject needs the stage rejected and a reason")
+        return self
 
 
 class ClusterObserved(EventBase):

@@ -199,6 +199,26 @@ class StageWaves(Part):
     next_wave_at: str | None = Field(default=None, alias="nextWaveAt")
 
 
+class StageApprover(Part):
+    """One person's approval of a stage for the target (rollout/engine/approvals.py);
+    `counted`: it counts toward the stage's `approval` policy (a verified person, in one of
+    its groups)."""
+
+    user: str | None = None
+    via: str | None = None
+    counted: bool = True
+
+
+class RejectionStatus(Part):
+    """The target was rejected at `stage` by `user` via `via`, because `reason`: it stays
+    halted (or rolls back, per onFailure) until a new revision is applied."""
+
+    stage: str
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+
 class StageStatus(Part):
     """One stage of the module's rollout, in the order the stages run."""
 
@@ -207,8 +227,12 @@ class StageStatus(Part):
     max_concurrency: int = Field(default=1, alias="maxConcurrency")
     max_failures: int = Field(default=0, alias="maxFailures")
     min_success_time: str | None = Field(default=None, alias="minSuccessTime")  # the soak, "10m"
-    require_approval: bool = Field(default=False, alias="requireApproval")
-    approved: bool = False
+    require_approval: bool = Field(default=False, alias="requireApproval")  # requireApproval or approval
+    approved: bool = False  # the approvals it needs are in
+    # its `approval` policy: distinct verified approvers needed (None: one by anyone), from these groups
+    approvals_required: int | None = Field(default=None, alias="approvalsRequired")
+    approval_groups: list[str] = Field(default_factory=list, alias="approvalGroups")
+    approvals: list[StageApprover] = Field(default_factory=list)  # who approved, for the target
     counts: MemberCounts = Field(default_factory=MemberCounts)
     window: StageWindow | None = None  # absent: the stage has no maintenance windows
     gates: list[StageGate] = Field(default_factory=list)  # absent: the stage has no gates
@@ -291,6 +315,7 @@ class ModuleStatus(VersionedDocument):
     # the rule of its namespace's ModuleRestriction it breaks (halted until it complies)
     restricted: str | None = None
     held: Held | None = None
+    rejection: RejectionStatus | None = None  # the target was rejected (halted or rolled back)
     reason: str | None = None  # pending: why it is not staged yet
     run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
 

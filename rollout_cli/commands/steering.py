@@ -1,5 +1,5 @@
 """The commands that steer a module's rollout: `pause`, `resume`, `abort`, `rollback`,
-`approve`, `pin` and `unpin`. Each publishes a RolloutCommanded intent and, unless
+`approve`, `reject`, `pin` and `unpin`. Each publishes a RolloutCommanded intent and, unless
 `--no-wait`, reports the engine's verdict on it (rollout_cli/publishing/verdicts.py)."""
 
 from __future__ import annotations
@@ -47,6 +47,25 @@ def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
     check_name(module)
     event = RolloutCommanded(module=module, command="approve", stage=stage, user=current_user(), via="cli")
     ask_engine(ctx, wait, event, module, f"module/{module}: approve stage {stage}")
+
+
+@click.command()
+@click.argument("module")
+@click.option("--stage", required=True, help="The stage whose rollout of the target is rejected.")
+@click.option("--reason", required=True, help="Why: recorded in the decision and shown by status.")
+@verdict_options
+@kafka_options
+def reject(ctx: Context, module: str, stage: str, reason: str, wait: Wait) -> None:
+    """Reject MODULE's target at STAGE: it halts (or rolls back, per onFailure) until a new revision."""
+    from rollout.wire.events import RolloutCommanded
+
+    check_name(module)
+    if not reason.strip():
+        raise click.BadParameter("say why the rollout is rejected", param_hint="--reason")
+    event = RolloutCommanded(
+        module=module, command="reject", stage=stage, reason=reason, user=current_user(), via="cli"
+    )
+    ask_engine(ctx, wait, event, module, f"module/{module}: reject stage {stage}")
 
 
 def pin_verb(verb: str, help_text: str) -> click.Command:

@@ -17,7 +17,13 @@ def print_plan(plan: Any) -> None:
         )
     for index, stage in enumerate(plan.stages, start=1):
         gates = []
-        if stage.require_approval:
+        if stage.approvals_required is not None:
+            people = (
+                f"{stage.approvals_required} distinct verified approver{'s' if stage.approvals_required != 1 else ''}"
+            )
+            groups = f" from {' or '.join(stage.approval_groups)}" if stage.approval_groups else ""
+            gates.append(f"waits for approval by {people}{groups}")
+        elif stage.require_approval:
             gates.append("waits for approval")
         if stage.min_success_time:
             gates.append(f"soaks {stage.min_success_time} after success")

@@ -89,6 +89,14 @@ def status_renderable(
         header.add_row("Run", _run_line(status.run))
     for line in filter(None, map(wave_line, status.stages)):  # randomized waves (rollout/engine/waves.py)
         header.add_row("Waves", line)
+    if status.rejection is not None:  # rollout/engine/approvals.py
+        rejection = status.rejection
+        by = f" by {rejection.user}" + (f" via {rejection.via}" if rejection.via else "") if rejection.user else ""
+        header.add_row("Rejected", Text(f"at stage {rejection.stage}{by}: {rejection.reason}", style="red"))
+    for stage in status.stages:
+        line = approvals_line(stage)
+        if line:
+            header.add_row("Approvals", line)
     parts: list[Any] = [header]
     if status.stages:
         parts += [Text(""), _stages_table(status.stages)]
@@ -137,7 +145,10 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
         limits = f"conc {stage.max_concurrency}, fail {stage.max_failures}"
         if stage.min_success_time:
             limits += f", soak {stage.min_success_time}"
-        if stage.require_approval:
+        if stage.approvals_required is not None:
+            counted = sum(1 for a in stage.approvals if a.counted)
+            limits += f", approvals {min(counted, stage.approvals_required)}/{stage.approvals_required}"
+        elif stage.require_approval:
             limits += ", approval " + ("given" if stage.approved else "required")
         limits += _window_limits(stage.window)
         limits += _gate_limits(stage.gates)
@@ -157,6 +168,20 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
             limits,
         )
     return stages
+
+
+def approvals_line(stage: StageStatus) -> str:
+    """Who approved `stage` for the target and how many more it waits for ('' : it asks for
+    no approval, or none was given and it is not waiting), e.g. "wave: alice@example.com
+    (dashboard); waiting for 1 more from sre or release-managers"."""
+    if not stage.require_approval or (not stage.approvals and stage.state != "AwaitingApproval"):
+        return ""
+    who = ", ".join(f"{a.user or '?'} ({a.via or '?'}{'' if a.counted else ', not counted'})" for a in stage.approvals)
+    required = stage.approvals_required or 1
+    missing = 0 if stage.approved else max(required - sum(1 for a in stage.approvals if a.counted), 1)
+    groups = f" from {' or '.join(stage.approval_groups)}" if stage.approval_groups else ""
+    waiting = f"waiting for {missing} more{groups}" if missing else "approved"
+    return f"{stage.name}: {who + '; ' if who else ''}{waiting}"
 
 
 def _window_limits(window: StageWindow | None) -> str:

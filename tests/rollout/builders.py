@@ -104,10 +104,11 @@ def stage(
     concurrency: int | str | None = None,
     failures: int | str | None = None,
     soak: str | None = None,
-    approval: bool = False,
+    approval: bool | dict[str, Any] = False,
     waves: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A stage; `labels` None means no selector (the stage takes every remaining member)."""
+    """A stage; `labels` None means no selector (the stage takes every remaining member).
+    `approval`: True is `requireApproval`, a dict the stage's `approval` policy."""
     spec: dict[str, Any] = {"name": name}
     if labels is not None:
         spec["selector"] = selector(labels)
@@ -117,7 +118,9 @@ def stage(
         spec["maxFailures"] = failures
     if soak is not None:
         spec["minSuccessTime"] = soak
-    if approval:
+    if isinstance(approval, dict):
+        spec["approval"] = approval
+    elif approval:
         spec["requireApproval"] = True
     if waves is not None:
         spec["waves"] = waves
@@ -258,7 +261,17 @@ def tick(now: float) -> Tick:
     return Tick(id=next_id(), at=AT, now=now)
 
 
-def command(module_name: str, name: str, *, stage: str | None = None, cluster: str | None = None) -> RolloutCommanded:
+def command(
+    module_name: str,
+    name: str,
+    *,
+    stage: str | None = None,
+    cluster: str | None = None,
+    user: str | None = None,
+    via: str | None = None,
+    groups: list[str] | None = None,
+    reason: str | None = None,
+) -> RolloutCommanded:
     return RolloutCommanded(
         id=next_id(),
         at=AT,
@@ -266,6 +279,10 @@ def command(module_name: str, name: str, *, stage: str | None = None, cluster: s
         command=name,  # type: ignore[arg-type]
         stage=stage,
         cluster=cluster,
+        user=user,
+        via=via,  # type: ignore[arg-type]
+        groups=groups,
+        reason=reason,
     )
 
 

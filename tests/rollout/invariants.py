@@ -15,7 +15,7 @@ from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import wave_size
 from rollout.wire.decision_actions import DecisionAction
-from rollout.wire.decision_reasons import Approved, StageSkipped, StageStarted, StageSucceeded, WaveStarted
+from rollout.wire.decision_reasons import Approved, Rejected, StageSkipped, StageStarted, StageSucceeded, WaveStarted
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
@@ -35,7 +35,8 @@ class StageTracker:
     trusted: bool = True  # False after a strategy change: stage identities moved
     started: set[str] = field(default_factory=set)
     succeeded: dict[str, tuple[float, int]] = field(default_factory=dict)  # stage -> (at, succeeded)
-    approved: set[str] = field(default_factory=set)
+    approved: set[str] = field(default_factory=set)  # stages with the approvals their policy asks for
+    rejected: bool = False  # the target was rejected (approvals.py): no stage of it may start
 
     def reset(self, generation: int) -> None:
         self.generation = generation
@@ -44,6 +45,7 @@ class StageTracker:
         self.started.clear()
         self.succeeded.clear()
         self.approved.clear()
+        self.rejected = False
 
 
 def stage_limits(fleet: Fleet, record: ModuleRecord) -> list[tuple[str, int, int, int, int]]:
@@ -268,7 +270,13 @@ class Checker:
                 continue
             elif decision.action == DecisionAction.APPROVED:
                 assert isinstance(decision.because, Approved)
-                tracker.approved.add(decision.because.stage)
+                given, required = decision.because.approvals, decision.because.required
+                if required is None or (given is not None and given >= required):
+                    tracker.approved.add(decision.because.stage)
+            elif decision.action == DecisionAction.HALTED and isinstance(
+                getattr(decision.because, "cause", None), Rejected
+            ):
+                tracker.rejected = True
             elif decision.action == DecisionAction.STAGE_SUCCEEDED:
                 assert isinstance(decision.because, StageSucceeded)
                 tracker.succeeded[decision.because.stage] = (decision.at, decision.because.succeeded)
@@ -277,8 +285,9 @@ class Checker:
                 started = decision.because.stage
                 stages = stages_of(record)
                 index = [s.name for s in stages].index(started)
-                if stages[index].require_approval:
+                if stages[index].needs_approval:
                     assert started in tracker.approved, f"{name}: stage {started} started unapproved"
+                assert not tracker.rejected, f"{name}: stage {started} started after the target was rejected"
                 if index > 0:
                     previous = stages[index - 1]
                     assert previous.name in tracker.started, f"{name}: {started} started before {previous.name}"

@@ -80,7 +80,7 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
             concurrency=draw(limits),
             failures=draw(failure_limits),
             soak=draw(st.sampled_from([None, None, "30s", "5m"])),
-            approval=draw(st.booleans()) and draw(st.booleans()),
+            approval=draw(st.sampled_from([False, False, False, True, TWO_SRES])),
         )
         drawn = {**drawn, "windows": [HOURLY]} if draw(st.integers(0, 5)) == 0 else drawn
         gates = draw(st.sampled_from(GATE_CHOICES)) if draw(st.integers(0, 3)) == 0 else None
@@ -106,6 +106,11 @@ def cluster_specs(draw: st.DrawFn) -> dict[str, Any]:
     return {"labels": labels, "ready": draw(st.integers(0, 4)) > 0}
 
 
+TWO_SRES = {"required": 2, "groups": ["sre"]}  # an approval policy: two verified people from sre
+APPROVERS = ["alice", "bob"]
+DOORS = ["dashboard", "cli", "crd"]
+APPROVER_GROUPS = [["sre"], ["dev"]]
+
 OPERATIONS: dict[str, Any] = {
     "report": st.tuples(
         st.just("report"),
@@ -121,7 +126,21 @@ OPERATIONS: dict[str, Any] = {
     "tick": st.tuples(st.just("tick"), st.sampled_from([1, 10, 30, 60, 120, 300, 900])),
     "command": st.tuples(
         st.just("command"),
-        st.sampled_from(["pause", "resume", "resume", "approve", "approve", "pin", "unpin", "rollback", "abort"]),
+        st.sampled_from(
+            [
+                "pause",
+                "resume",
+                "resume",
+                "approve",
+                "approve",
+                "approve",
+                "reject",
+                "pin",
+                "unpin",
+                "rollback",
+                "abort",
+            ]
+        ),
         st.sampled_from(MODULES),
         st.integers(0, 99),
     ),
@@ -377,9 +396,19 @@ class World:
             _, what, name, number = step
             if name not in self.modules():
                 return None
-            if what == "approve":
+            if what in ("approve", "reject"):
                 stages = [s["name"] for s in self.specs[name]["stages"]]
-                return command(name, "approve", stage=stages[number % len(stages)])
+                named = stages[number % len(stages)]
+                if what == "reject":
+                    return command(name, "reject", stage=named, user="carol", via="dashboard", reason="no")
+                return command(
+                    name,
+                    "approve",
+                    stage=named,
+                    user=APPROVERS[number % 2],
+                    via=DOORS[number // 2 % 3],
+                    groups=APPROVER_GROUPS[number // 6 % 2],
+                )
             if what == "unpin" and fleet.record(name).pinned:
                 pinned = fleet.record(name).pinned
                 return command(name, "unpin", cluster=pinned[number % len(pinned)])

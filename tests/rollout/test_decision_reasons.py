@@ -43,6 +43,7 @@ from rollout.wire.decision_reasons import (
     ReadinessChanged,
     Reason,
     ReasonCode,
+    Rejected,
     RestrictionBroken,
     RestrictionMet,
     Resumed,
@@ -251,10 +252,31 @@ EXAMPLES: list[tuple[Reason, str]] = [
     (Resumed(via="crd"), "resumed via crd"),
     (Aborted(user="alice"), "aborted by alice: the rollout stops where it stands"),
     (Approved(stage="prod", user="alice", via="cli"), "stage prod approved by alice via cli"),
+    (
+        Approved(stage="prod", user="alice@example.com", via="dashboard", approvals=1, required=2),
+        "stage prod approved by alice@example.com via dashboard (1 of 2)",
+    ),
+    (
+        AwaitingApproval(stage="prod", required=2, groups=["sre", "release-managers"]),
+        "stage prod waits for approval by 2 distinct approvers from sre or release-managers",
+    ),
+    (
+        Halted(cause=Rejected(stage="prod", reason="p99 doubled", user="carol", via="dashboard")),
+        "halted: stage prod rejected by carol via dashboard: p99 doubled",
+    ),
+    (
+        RollbackStarted(cause=Rejected(stage="prod", reason="bad build", user="carol", via="crd"), stable="v1"),
+        "stage prod rejected by carol via crd: bad build: every cluster on the target returns to v1",
+    ),
     (Pinned(cluster="eu-1", user="alice"), "eu-1 pinned at its current revision by alice"),
     (Unpinned(cluster="eu-1"), "eu-1 unpinned"),
 ]
-CAUSES = {ReasonCode.FAILURE_BUDGET_EXCEEDED, ReasonCode.RESTRICTION_BROKEN, ReasonCode.ROLLBACK_REQUESTED}
+CAUSES = {
+    ReasonCode.FAILURE_BUDGET_EXCEEDED,
+    ReasonCode.RESTRICTION_BROKEN,
+    ReasonCode.ROLLBACK_REQUESTED,
+    ReasonCode.REJECTED,
+}
 """The codes that only say why a rollout halted or rolled back: inside `Halted` / `RollbackStarted`."""
 
 

@@ -136,6 +136,7 @@ function moduleView(root, name) {
   const refused = h("div", { testid: "values-refused" });
   const run = h("div", { testid: "run" });
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
+  const rejectReasons = {};  // stage → the reason typed so far: the cards are rebuilt on every refresh
   let currentStage = "";
   let dependsOn = [];
   let namespace = null;
@@ -166,7 +167,10 @@ function moduleView(root, name) {
   function stageCard(stage) {
     const limits = [`concurrency ${stage.maxConcurrency}`, `max failures ${stage.maxFailures}`];
     if (stage.minSuccessTime) limits.push(`soak ${stage.minSuccessTime}`);
-    if (stage.requireApproval) limits.push(stage.approved ? "approved" : "needs approval");
+    if (stage.approvalsRequired) {
+      const counted = (stage.approvals || []).filter((a) => a.counted).length;
+      limits.push(`approvals ${Math.min(counted, stage.approvalsRequired)}/${stage.approvalsRequired}`);
+    } else if (stage.requireApproval) limits.push(stage.approved ? "approved" : "needs approval");
     const clock = stage.soakEndsAt
       ? h("div", { class: "clock", testid: "soak-clock", "data-until": stage.soakEndsAt }, "")
       : stage.awaitingApprovalSince
@@ -176,11 +180,19 @@ function moduleView(root, name) {
       ? h("button", { class: "approve", testid: `approve-${stage.name}`,
           onclick: () => sendCommand(name, { command: "approve", stage: stage.name }, verdict) }, `approve ${stage.name}`)
       : null;
+    const reason = h("input", { class: "reject-reason", testid: `reject-reason-${stage.name}`, placeholder: "why reject",
+      value: rejectReasons[stage.name] || "", oninput: (event) => { rejectReasons[stage.name] = event.target.value; } });
+    const reject = stage.requireApproval && stage.state !== "Succeeded" && may(namespace, "approvals")
+      ? h("div", { class: "reject" }, reason, h("button", { class: "reject", testid: `reject-${stage.name}`,
+          onclick: () => sendCommand(name, { command: "reject", stage: stage.name, reason: rejectReasons[stage.name] || "" }, verdict) },
+          `reject ${stage.name}`))
+      : null;
     return h("section", { class: `stage-card ${stage.state.toLowerCase()}`, testid: `stage-${stage.name}` },
       h("div", { class: "stage-title" }, h("strong", {}, stage.name), h("span", { testid: "stage-state" }, badge(stage.state))),
       progressBar(stage.counts, `stage-bar-${stage.name}`),
       h("div", { class: "muted" }, STATE_ORDER.map((s) => `${s.replace("_", " ")} ${stage.counts[s]}`).join(" · ")),
-      h("div", { class: "muted" }, limits.join(" · ")), clock, approve, ...stageHolds(stage, dependsOn));
+      h("div", { class: "muted" }, limits.join(" · ")), clock, approvalsLine(stage), approve, reject,
+      ...stageHolds(stage, dependsOn));
   }
 
   const missing = () => h("p", { class: "warning", testid: "module-missing" },
@@ -207,7 +219,9 @@ function moduleView(root, name) {
         h("dt", {}, "Stable"), h("dd", { class: "mono" }, s.stableRevision || "-"),
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
         h("dt", {}, "Depends on"), h("dd", { testid: "depends-on" }, (s.dependsOn || []).join(", ") || "-"),
-        h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"))
+        h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"),
+        ...(s.rejection ? [h("dt", {}, "Rejected"), h("dd", { class: "warning", testid: "rejection" },
+          `at stage ${s.rejection.stage}${s.rejection.user ? ` by ${s.rejection.user}` : ""}: ${s.rejection.reason}`)] : []))
         : missing());
       const stageList = s ? s.stages : [];
       dependsOn = s ? s.dependsOn || [] : [];
@@ -263,6 +277,18 @@ async function sendCommand(module, request, box) {
 }
 
 // --- clusters ------------------------------------------------------------------------------
+
+// Who approved a stage for the target and how many more it waits for (rollout/engine/approvals.py).
+function approvalsLine(stage) {
+  const given = stage.approvals || [];
+  if (!stage.requireApproval || (!given.length && stage.state !== "AwaitingApproval")) return null;
+  const counted = given.filter((a) => a.counted).length;
+  const missing = stage.approved ? 0 : Math.max((stage.approvalsRequired || 1) - counted, 1);
+  const groups = (stage.approvalGroups || []).length ? ` from ${stage.approvalGroups.join(" or ")}` : "";
+  const who = given.map((a) => `${a.user || "?"} (${a.via || "?"}${a.counted ? "" : ", not counted"})`).join(", ");
+  const text = (who ? `approved by ${who}` : "no approval yet") + (missing ? `; waiting for ${missing} more${groups}` : "");
+  return h("div", { class: "hold approvals", testid: `approvals-${stage.name}` }, text);
+}
 
 // What holds a stage: its maintenance window, its health gates, its waves, clusters blocked by dependencies.
 function stageHolds(stage, dependsOn) {

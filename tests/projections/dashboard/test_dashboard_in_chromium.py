@@ -10,7 +10,10 @@ command: the group `rollout-operators` may create RolloutCommands and RolloutApp
 `fleet`; alice is in it, vera (a viewer) is not. The tests open the page in Debian's
 Chromium (driven by Playwright), publish clusters and a staged module, and watch the page —
 never reloaded — follow the rollout through its stages; they approve the gated stage with
-the button and see the engine refuse a command; vera sees everything and can press nothing;
+the button and see the engine refuse a command; a stage asking for two release managers
+waits for bob and carol (alice, allowed to approve but in neither group, is refused by the
+engine: the groups are the ID token's), and a rejection halts a rollout with its reason;
+vera sees everything and can press nothing;
 a page of another loopback origin cannot abort through alice's browser. Screenshots go to
 tests/artifacts/.
 
@@ -47,6 +50,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 CLIENT_ID, CLIENT_SECRET = "rollout-dashboard", "dashboard-client-secret"
 ALICE = OIDCUser("alice", "alice", "alice-password", "alice@example.com", ["rollout-operators"])
 VERA = OIDCUser("vera", "vera", "vera-password", "vera@example.com", ["rollout-viewers"])
+# release managers, who may also press the buttons: the approvers a stage's approval.groups names
+BOB = OIDCUser("bob", "bob", "bob-password", "bob@example.com", ["rollout-operators", "release-managers"])
+CAROL = OIDCUser("carol", "carol", "carol-password", "carol@example.com", ["rollout-operators", "release-managers"])
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 T = TypeVar("T")
 _kafka_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
@@ -91,7 +97,7 @@ def stack(kafka_bootstrap: str, kube_pool: KubePool, tmp_path_factory: pytest.Te
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     client = OIDCClientConfig(CLIENT_ID, CLIENT_SECRET, [f"{url}/auth/callback"])
-    provider = LocalOIDC(workdir / "oidc", [client], [ALICE, VERA]).start()
+    provider = LocalOIDC(workdir / "oidc", [client], [ALICE, VERA, BOB, CAROL]).start()
     stack = off_loop(lambda: Stack(kafka_bootstrap, workdir, partitions=2, tick_interval=1.0))
     stack.start_worker()
     stack.start_applier("--simulate-status")
@@ -236,6 +242,89 @@ def test_a_staged_rollout_progresses_on_screen_and_is_approved_with_the_button(p
     page.screenshot(path=str(ARTIFACTS / "dashboard-complete.png"), full_page=True)
     assert same_page(page), "the page was reloaded"
     assert page.requests_elsewhere == []  # type: ignore[attr-defined]
+    assert page.csp_violations == []  # type: ignore[attr-defined]
+
+
+def test_two_release_managers_approve_a_stage_and_a_third_user_outside_the_group_does_not_count(
+    stack: Stack, browser: Browser
+) -> None:
+    publish_fleet(stack, "bank", "bank", 6)
+    stages = [
+        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+        {"name": "wave-1", "approval": {"required": 2, "groups": ["release-managers"]}},
+    ]
+    off_loop(stack.send, "intents", "bank", module("bank", app="bank", tag="1.0.0", stages=stages))
+    pages = {}
+    for user in (ALICE, BOB, CAROL):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        pages[user.username] = watch_page(log_in(context, stack, user), stack)
+        open_dashboard(pages[user.username], stack, "#/modules/bank")
+    alice, bob, carol = pages["alice"], pages["bob"], pages["carol"]
+    expect(alice.get_by_test_id("module-phase")).to_have_text("AwaitingApproval", timeout=60_000)
+    line = alice.get_by_test_id("approvals-wave-1")
+    expect(line).to_have_text("no approval yet; waiting for 2 more from release-managers")
+
+    alice.get_by_test_id("approve-wave-1").click()  # RBAC lets her; the engine counts only the group
+    verdict = alice.get_by_test_id("verdict")
+    expect(verdict).to_have_attribute("data-state", "refused", timeout=20_000)
+    expect(verdict).to_contain_text(
+        "stage wave-1 counts approvals by members of release-managers; alice@example.com is in none"
+    )
+    bob.get_by_test_id("approve-wave-1").click()
+    expect(bob.get_by_test_id("verdict")).to_contain_text(
+        "stage wave-1 approved by bob@example.com via dashboard (1 of 2)", timeout=20_000
+    )
+    expect(carol.get_by_test_id("approvals-wave-1")).to_have_text(
+        "approved by bob@example.com (dashboard); waiting for 1 more from release-managers", timeout=20_000
+    )
+    expect(carol.get_by_test_id("stage-wave-1")).to_contain_text("approvals 1/2")
+    carol.screenshot(path=str(ARTIFACTS / "dashboard-one-of-two-approvals.png"), full_page=True)
+    bob.get_by_test_id("approve-wave-1").click()  # bob again: counts once
+    expect(bob.get_by_test_id("verdict")).to_have_attribute("data-state", "accepted", timeout=20_000)
+    expect(carol.get_by_test_id("module-phase")).to_have_text("AwaitingApproval")
+    carol.get_by_test_id("approve-wave-1").click()
+    expect(carol.get_by_test_id("verdict")).to_contain_text("(2 of 2)", timeout=20_000)
+    expect(carol.get_by_test_id("module-phase")).to_have_text("Complete", timeout=60_000)
+    approvals = [e for e in intents(stack, "bank") if e.command == "approve"]
+    assert [(e.user, e.via, e.groups) for e in approvals] == [
+        ("alice@example.com", "dashboard", ["rollout-operators"]),
+        ("bob@example.com", "dashboard", ["release-managers", "rollout-operators"]),
+        ("bob@example.com", "dashboard", ["release-managers", "rollout-operators"]),
+        ("carol@example.com", "dashboard", ["release-managers", "rollout-operators"]),
+    ]
+    for page in pages.values():
+        assert page.csp_violations == []  # type: ignore[attr-defined]
+        page.context.close()
+
+
+def test_a_rejection_with_its_reason_halts_the_rollout_on_screen(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "tram", "tram", 4)
+    stages = [
+        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+        {"name": "wave-1", "requireApproval": True},
+    ]
+    off_loop(stack.send, "intents", "tram", module("tram", app="tram", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/tram")
+    expect(page.get_by_test_id("module-phase")).to_have_text("AwaitingApproval", timeout=60_000)
+    page.get_by_test_id("reject-wave-1").click()  # without a reason: the dashboard refuses to send it
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text("reject wave-1: not sent — reject needs a reason", timeout=20_000)
+    page.get_by_test_id("reject-reason-wave-1").fill("canary latency p99 doubled")
+    page.get_by_test_id("reject-wave-1").click()
+    expect(verdict).to_contain_text(
+        "halted: stage wave-1 rejected by alice@example.com via dashboard: canary latency p99 doubled", timeout=20_000
+    )
+    expect(page.get_by_test_id("module-phase")).to_have_text("Halted", timeout=30_000)
+    expect(page.get_by_test_id("rejection")).to_have_text(
+        "at stage wave-1 by alice@example.com: canary latency p99 doubled", timeout=30_000
+    )
+    page.screenshot(path=str(ARTIFACTS / "dashboard-rejected.png"), full_page=True)
+    [rejected] = [e for e in intents(stack, "tram") if e.command == "reject"]
+    assert (rejected.user, rejected.via, rejected.reason) == (
+        "alice@example.com",
+        "dashboard",
+        "canary latency p99 doubled",
+    )
     assert page.csp_violations == []  # type: ignore[attr-defined]
 
 

@@ -277,10 +277,24 @@ def test_commands_are_the_clis_rollout_commanded_events_in_the_users_name_via_th
     assert pause.stage is None and required_permission(pause) == "rolloutcommands"
 
 
+def test_a_rejection_carries_the_reason_and_an_approval_the_verified_identitys_groups() -> None:
+    body = {"command": "reject", "stage": "wave-2", "reason": "p99 doubled"}
+    reject = command_event("shop", body, user="carol@example.com", groups=("sre",))
+    assert (reject.command, reject.stage, reject.reason, reject.groups) == ("reject", "wave-2", "p99 doubled", ["sre"])
+    assert required_permission(reject) == "rolloutapprovals"  # whoever may approve may reject
+    claimed = {"command": "approve", "stage": "wave-2", "groups": ["release-managers"]}
+    approve = command_event("shop", claimed, user="bob", groups=("sre", "ops"))
+    assert approve.groups == ["ops", "sre"]  # the verified identity's; the request's claim is not read
+
+
 @pytest.mark.parametrize(
     ("module", "body", "message"),
     [
         ("shop", {"command": "approve"}, "approve needs the stage"),
+        ("shop", {"command": "reject", "stage": "wave-2"}, "reject needs a reason"),
+        ("shop", {"command": "reject", "stage": "wave-2", "reason": "  "}, "reject needs a reason"),
+        ("shop", {"command": "approve", "stage": "wave-2", "reason": "why"}, "approve takes no reason"),
+        ("shop", {"command": "reject", "stage": "wave-2", "reason": "x" * 1001}, "a reason of 1 to 1000"),
         ("shop", {"command": "delete"}, "command 'delete': expected one of approve"),
         ("shop", {"command": "pause", "stage": "x"}, "pause takes no stage"),
         ("Shop!", {"command": "pause"}, "module:"),
