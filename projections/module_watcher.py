@@ -482,6 +482,7 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
             command="approve",
             stage=approval.stage,
             user=approval.approver,
+            groups=approval.approver_groups,
             via="crd",
         )
     command = CommandSpec.model_validate(obj.get("spec") or {})

@@ -519,7 +519,8 @@ class Stage(Strict):
     min_success_time: str | None = Field(default=None, alias="minSuccessTime")
     require_approval: bool = Field(default=False, alias="requireApproval")
     # N of M distinct verified approvers, optionally from groups (implies requireApproval)
-    approval: ApprovalPolicy | None = None
+    # (not serialized when absent: stored specs and events stay the bytes they were before it)
+    approval: ApprovalPolicy | None = Field(default=None, exclude_if=lambda value: value is None)
     # maintenance windows of this stage (rollout/api/windows.py), replacing the module's
     windows: list[MaintenanceWindow] = Field(default_factory=list)
     # health gates that must pass while the stage soaks (rollout/api/gates.py)

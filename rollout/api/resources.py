@@ -9,7 +9,9 @@ resources (`rollout.dev/v1alpha1`, CRDs generated from those models by
   `spec.approver`. The chart's ValidatingAdmissionPolicy admits the object only when
   `spec.approver` is the Kubernetes user who creates it, and makes the spec immutable, so
   the approver recorded in the engine's history is the authenticated user and RBAC (who
-  may create `rolloutapprovals`) decides who may approve.
+  may create `rolloutapprovals`) decides who may approve. `spec.approverGroups`, admitted
+  only when each is a group of that user, are the groups a stage's `approval.groups`
+  counts (rollout/engine/approvals.py).
 - `RolloutCommand` (`CommandSpec`): pause / resume / abort / rollback a module, or pin /
   unpin one of its clusters; `spec.requestedBy` checked the same way. A kind of its own,
   so that "may approve" and "may roll back" are separate RBAC grants.
@@ -47,6 +49,14 @@ class ApprovalSpec(_Spec):
     stage: str = Field(description="The stage that may start.")
     approver: str = Field(
         description="The Kubernetes user creating this object; the admission policy refuses any other value."
+    )
+    approver_groups: list[str] | None = Field(
+        default=None,
+        alias="approverGroups",
+        description=(
+            "Groups of the approver that a stage's approval.groups may count; the admission policy refuses any "
+            "group the user creating this object is not in."
+        ),
     )
 
     @field_validator("module", "stage")

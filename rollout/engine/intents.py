@@ -305,7 +305,7 @@ class ModuleIntents:
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
                 return
             if isinstance(decided, Approved):
-                book.decide(record, DecisionAction.APPROVED, decided, out, stage=stage.name)
+                book.decide(record, DecisionAction.APPROVED, decided, out)
             elif decided is not None:
                 self._rejected(record, decided, out)
         elif command in ("pin", "unpin"):

@@ -455,8 +455,9 @@ class AwaitingApproval(Reason):
 
     code: Literal[ReasonCode.AWAITING_APPROVAL] = ReasonCode.AWAITING_APPROVAL
     stage: str
-    required: int | None = None
-    groups: list[str] = Field(default_factory=list)
+    # left out when unset: a plain requireApproval's reason is written as it always was
+    required: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    groups: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
 
     def sentence(self) -> str:
         if self.required is None:
@@ -740,8 +741,9 @@ class Approved(CommandReason):
 
     code: Literal[ReasonCode.APPROVED] = ReasonCode.APPROVED
     stage: str
-    approvals: int | None = None
-    required: int | None = None
+    # left out when unset: a plain requireApproval's reason is written as it always was
+    approvals: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    required: int | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def sentence(self) -> str:
         counted = f" ({self.approvals} of {self.required})" if self.required is not None else ""

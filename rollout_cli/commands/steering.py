@@ -56,7 +56,7 @@ def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
 @verdict_options
 @kafka_options
 def reject(ctx: Context, module: str, stage: str, reason: str, wait: Wait) -> None:
-    """Reject MODULE's target at STAGE: it halts (or rolls back, per onFailure) until a new revision."""
+    """Reject MODULE's target at STAGE, saying why: it halts or rolls back."""
     from rollout.wire.events import RolloutCommanded
 
     check_name(module)

@@ -5,7 +5,10 @@ Two users, the service accounts `alice` and `bob` (bearer tokens from the TokenR
 API: real authenticated users to RBAC and to the policy): a Role lets alice create
 RolloutApprovals; bob has no grant. alice's approval in her own name is admitted and
 reaches the intents topic with `user` = her username; an approval she signs as someone
-else is refused by the policy; bob's is refused by RBAC."""
+else is refused by the policy; bob's is refused by RBAC. The groups an approval claims
+(`spec.approverGroups`, what a stage's `approval.groups` counts) are admitted only when
+they are the creating user's own: alice's service-account group travels to the engine as
+`groups`; a group she is not in is refused by the policy."""
 
 from __future__ import annotations
 
@@ -77,12 +80,15 @@ async def create_as(cluster: KubeCluster, token: str, body: dict[str, Any]) -> d
         )
 
 
-def approval(name: str, approver: str) -> dict[str, Any]:
+def approval(name: str, approver: str, groups: list[str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"module": "web", "stage": "prod", "approver": approver}
+    if groups is not None:
+        spec["approverGroups"] = groups
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "RolloutApproval",
         "metadata": {"name": name, "namespace": "fleet"},
-        "spec": {"module": "web", "stage": "prod", "approver": approver},
+        "spec": spec,
     }
 
 
@@ -199,14 +205,28 @@ async def test_rbac_decides_who_approves_and_the_approver_is_the_kubernetes_user
         await create_as(rbac_cluster, bob, approval("by-bob", "system:serviceaccount:fleet:bob"))
     assert forbidden.value.status == 403 and "cannot create resource" in json.loads(forbidden.value.body)["message"]
 
+    with pytest.raises(ApiException) as not_her_group:
+        await create_as(rbac_cluster, alice, approval("claims-a-group", alice_name, ["release-managers"]))
+    assert not_her_group.value.status == 422 or not_her_group.value.status == 403
+    assert (
+        "spec.approverGroups must be groups of the user creating the approval"
+        in json.loads(not_her_group.value.body)["message"]
+    )
+
     async with running_watcher(rbac_cluster, kafka_bootstrap, topic_prefix):
         await create_as(rbac_cluster, alice, approval("by-alice", alice_name))
+        await create_as(
+            rbac_cluster, alice, approval("by-alice-in-group", alice_name, ["system:serviceaccounts:fleet"])
+        )
 
         async def approvals() -> list[Any]:
             records = await client.read_all(kafka_bootstrap, TopicNames(topic_prefix).intents)
-            return [e for e in map(parse_event, (r.value for r in records)) if isinstance(e, RolloutCommanded)]
+            found = [e for e in map(parse_event, (r.value for r in records)) if isinstance(e, RolloutCommanded)]
+            return found if len(found) >= 2 else []
 
-        [approved] = await eventually(approvals)
+        approved, in_group = sorted(await eventually(approvals), key=lambda e: e.groups is not None)
         await asyncio.sleep(0.5)
     assert (approved.command, approved.module, approved.stage, approved.user) == ("approve", "web", "prod", alice_name)
-    assert len(await approvals()) == 1
+    assert approved.groups is None  # claims no group: counts only where a stage names none
+    assert (in_group.user, in_group.groups, in_group.via) == (alice_name, ["system:serviceaccounts:fleet"], "crd")
+    assert len(await approvals()) == 2
