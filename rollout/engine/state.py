@@ -461,12 +461,8 @@ class ModuleRecord(Record):
     approvals: list[str] = Field(default_factory=list)  # stages approved by anyone (requireApproval)
     # stage → the approvals given for the target, one per person (approvals.py); a stage's
     # `approval` policy counts these
-    # (both left out of the stored JSON when not given: a record is written byte for byte as
-    # before change control, and the release before — which forbids fields it does not
-    # know — reads every ModuleRecord nobody approved through a policy nor rejected)
-    approvers: dict[str, list[StageApproval]] = Field(default_factory=dict, exclude_if=lambda value: not value)
-    # the target was rejected (approvals.py): it stays halted
-    rejection: Rejection | None = Field(default=None, exclude_if=lambda value: value is None)
+    approvers: dict[str, list[StageApproval]] = added_field(factory=dict)
+    rejection: Rejection | None = added_field()  # the target was rejected (approvals.py): it stays halted
     pinned: list[str] = Field(default_factory=list)
     counts: dict[str, StageCounts] = Field(default_factory=dict)
     # ids of the intents (apply, delete, command) handled, newest last (INTENT_IDS_KEPT); also

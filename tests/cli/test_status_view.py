@@ -114,3 +114,37 @@ def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
     next_at = fleet.status("app")["stages"][0]["waves"]["nextWaveAt"]
     assert next_at == "1970-01-01T00:26:40Z"  # the wave was done at 1000.0 (the first tick), + 10m
     assert f"wave 1/3 of 2 (seed 7, 10m apart); next wave at {next_at}" in printed(fleet.status("app"))
+
+
+def test_status_says_who_approved_how_many_more_are_needed_and_who_rejected() -> None:
+    from tests.rollout.builders import command
+
+    policy = {"required": 2, "groups": ["sre"]}
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1"),
+        module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", approval=policy)),
+    )
+    fleet.succeed("app", "c1")
+    fleet.send(command("app", "approve", stage="wave", user="alice@example.com", via="dashboard", groups=["sre"]))
+    shown = printed(fleet.status("app"))
+    assert "wave: alice@example.com (dashboard); waiting for 1 more from sre" in shown
+    assert "approvals 1/2" in shown
+    fleet.send(command("app", "reject", stage="wave", user="carol", via="cli", reason="p99 doubled"))
+    rejected = [line.split() for line in printed(fleet.status("app")).splitlines() if line.startswith("Rejected")]
+    assert rejected == ["Rejected at stage wave by carol via cli: p99 doubled".split()]
+
+
+def test_plan_says_how_many_verified_approvers_a_stage_waits_for() -> None:
+    from rollout.planning.plan import plan_rollout
+    from rollout_cli.views import plan as plan_view
+
+    policy = {"required": 2, "groups": ["sre", "release-managers"]}
+    manifest = module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", approval=policy))
+    console = Console(width=400, record=True, file=io.StringIO())
+    original, plan_view.terminal.console = plan_view.terminal.console, console
+    try:
+        plan_view.print_plan(plan_rollout(manifest, [cluster("c1", {"ring": "canary"}), cluster("w1")]))
+    finally:
+        plan_view.terminal.console = original
+    assert "waits for approval by 2 distinct verified approvers from sre or release-managers" in console.export_text()
