@@ -54,14 +54,18 @@ def test_two_verified_approvers_let_the_stage_start_and_a_rejection_halts_the_ne
     stack.send("intents", "vault", approval_by("alice@example.com", ["sre"]))
     stack.send("intents", "vault", approval_by("alice@example.com", ["sre"]))  # again: counted once
     stack.send("intents", "vault", approval_by("mallory@example.com", ["dev"]))  # not in the group
+    stack.send("intents", "vault", RolloutCommanded(module="vault", command="pause"))  # a marker: folded after them
+    driver.until("Paused")
     code, output = rollout(stack, "status", "vault", "-o", "json")
     assert code == 0, output
     wave = next(s for s in json.loads(output)["stages"] if s["name"] == "wave")
-    assert (wave["state"], wave["approvalsRequired"], wave["approvalGroups"]) == ("AwaitingApproval", 2, ["sre"])
+    assert (wave["approvalsRequired"], wave["approvalGroups"], wave["approved"]) == (2, ["sre"], False)
     assert [(a["user"], a["counted"]) for a in wave["approvals"]] == [("alice@example.com", True)]
     code, output = rollout(stack, "status", "vault")
     assert "wave: alice@example.com (dashboard); waiting for 1 more from sre" in " ".join(output.split()), output
 
+    stack.send("intents", "vault", RolloutCommanded(module="vault", command="resume"))
+    driver.until("AwaitingApproval")
     stack.send("intents", "vault", approval_by("bob@example.com", ["ops", "sre"]))
     driver.until("Complete")
 
