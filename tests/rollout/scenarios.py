@@ -387,7 +387,7 @@ class World:
             if what == "approve":  # one in ten a rejection (no draw of its own: the examples stay as they were)
                 stages = [s["name"] for s in self.specs[name]["stages"]]
                 named = stages[number % len(stages)]
-                if number % 10 == 9:
+                if number % 10 == 9 and self.scenario.get("rejections", True):
                     return command(name, "reject", stage=named, user="carol", via="dashboard", reason="no")
                 return command(
                     name,

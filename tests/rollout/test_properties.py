@@ -125,8 +125,9 @@ class Run:
                     if spec["name"] not in self.fleet.record(name).approvals:
                         self.feed(approval(name, spec["name"], "alice"))
                     policy = next((s for s in stages_of(self.fleet.record(name)) if s.name == spec["name"]), None)
-                    if policy is not None and not approval_met(self.fleet.record(name), policy):
-                        self.feed(approval(name, spec["name"], "bob"))  # the second person an N-of-M stage asks for
+                    for person in ("alice", "bob"):  # the distinct people an N-of-M stage asks for
+                        if policy is not None and not approval_met(self.fleet.record(name), policy):
+                            self.feed(approval(name, spec["name"], person))
                 record = self.fleet.record(name)
                 current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)]
                 if current.gates and record.mode == "rollout":  # before the settling: it may move clusters
@@ -328,6 +329,7 @@ def churning_runs(draw: st.DrawFn) -> dict[str, Any]:
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
         "first_tick": True,
         "steps": draw(st.lists(st.one_of(CHURN, progress), min_size=10, max_size=60)),
+        "rejections": False,  # an operator's rejection halts a run on purpose: not churn
     }
 
 
