@@ -10,9 +10,7 @@ and webhooks, in a thread of its own (aiohttp), on a free port of 127.0.0.1.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.http_server import serving
 
 
 @dataclass
@@ -55,25 +55,6 @@ def running_gate_server() -> Iterator[GateServer]:
     app.router.add_get("/api/v1/query", server.query)
     app.router.add_post("/api/v1/query", server.query)
     app.router.add_post("/hooks/{name}", server.hook)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        server.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
+    with serving(app) as port:
+        server.port = port
         yield server
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)

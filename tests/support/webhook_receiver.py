@@ -11,7 +11,6 @@ and the headers are kept for the test to check.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from rollout.wire.notifications import DecisionCloudEvent
+from tests.support.http_server import serving
 
 
 @dataclass(frozen=True)
@@ -71,25 +71,6 @@ def running_receiver(answer: Answer | None = None) -> Iterator[Receiver]:
     receiver = Receiver() if answer is None else Receiver(answer=answer)
     app = web.Application()
     app.router.add_post("/hooks/{name}", receiver.hook)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        receiver.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
+    with serving(app) as port:
+        receiver.port = port
         yield receiver
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
