@@ -279,16 +279,14 @@ def doc_examples() -> list[Any]:
 @pytest.mark.parametrize("example", doc_examples())
 def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(example: dict[str, Any]) -> None:
     if "gates" in example and "kind" not in example:  # a stage's `gates:` fragment: in a Module's stage
-        example = {
-            "sync": {"source": {"git": {"url": "https://git.example.com/app", "version": {"tag": "v1"}}}},
-            "rollout": {"stages": [{"name": "canary", **example}]},
-        }
-    if "kind" not in example:  # a `sync:` fragment
+        example = {"rollout": {"stages": [{"name": "canary", **example}]}}
+    if "kind" not in example:  # a fragment of a Module's spec (`sync:`, `rollout:`): in a Module
+        sync = {"source": {"git": {"url": "https://git.example.com/app", "version": {"tag": "v1"}}}}
         example = {
             "apiVersion": "rollout.dev/v1alpha1",
             "kind": "Module",
             "metadata": {"name": "app", "namespace": "fleet"},
-            "spec": {"selector": {}, **example},
+            "spec": {"selector": {}, "sync": sync, **example},
         }
     [loaded] = load_manifests(yaml.safe_dump(example).encode(), file="docs/modules.md")
     if loaded.manifest.kind in ("ModuleRestriction", "Cluster"):  # load, render nothing
