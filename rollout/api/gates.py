@@ -48,14 +48,12 @@ class GateSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
-class PrometheusGate(GateSpec):
-    """`query` (PromQL, instant) against `url` (the Prometheus base URL: the runner asks
-    `<url>/api/v1/query`); passes when every sample is ≥ `min` and ≤ `max`."""
+class PromQLGate(GateSpec):
+    """A PromQL `query` (instant) against `url`, the Prometheus base URL: the runner asks
+    `<url>/api/v1/query`. What the answer must be is the subclass's."""
 
     url: str
     query: str
-    min: float | None = None
-    max: float | None = None
 
     @field_validator("url")
     @classmethod
@@ -68,6 +66,13 @@ class PrometheusGate(GateSpec):
         if not value.strip() or len(value) > MAX_QUERY:
             raise ValueError(f"query must be a PromQL expression of 1 to {MAX_QUERY} characters")
         return value
+
+
+class PrometheusGate(PromQLGate):
+    """`query` against `url`; passes when every sample is ≥ `min` and ≤ `max`."""
+
+    min: float | None = None
+    max: float | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> PrometheusGate:
@@ -95,27 +100,18 @@ class WebhookGate(GateSpec):
 CLUSTERS = "$clusters"  # in a comparative query: the clusters compared, as a regex alternation
 
 
-class CompareGate(GateSpec):
+class CompareGate(PromQLGate):
     """A comparative canary: `query` (PromQL, instant, against `url`) asked twice — once
     with `$clusters` standing for the stage's updated clusters, once for the module's
     clusters not updated yet (the baseline) — each answer one sample; passes when the
     updated value is ≤ baseline * `maxRatio` and/or ≤ baseline + `maxDifference`."""
 
-    url: str
-    query: str
     max_ratio: float | None = Field(default=None, alias="maxRatio")
     max_difference: float | None = Field(default=None, alias="maxDifference")
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return check_url(value, schemes=("http", "https"), what="Prometheus")
-
     @field_validator("query")
     @classmethod
-    def _query(cls, value: str) -> str:
-        if not value.strip() or len(value) > MAX_QUERY:
-            raise ValueError(f"query must be a PromQL expression of 1 to {MAX_QUERY} characters")
+    def _names_the_clusters(cls, value: str) -> str:
         if CLUSTERS not in value:
             raise ValueError(
                 f"query must name {CLUSTERS} where the compared clusters go, e.g. "
