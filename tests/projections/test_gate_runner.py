@@ -140,7 +140,8 @@ async def test_runner_reads_statuses_with_one_consumer_and_logs_each_result(
             await runner.round(session)
     assert started == ["t.module-status"]  # one consumer for every round, not one a round
     assert len(published) == 3
-    assert caplog.messages[-1] == "gate smoke of app stage canary (generation 2): passed: webhook answered 204"
+    logged = [r.getMessage() for r in caplog.records if r.name == "rollout.gates"]
+    assert logged[-1] == "gate smoke of app stage canary (generation 2): passed: webhook answered 204"
 
 
 def runner_over(
