@@ -511,6 +511,42 @@ class ApprovalPolicy(Strict):
         return value
 
 
+QUORUMS = ("All", "OneOf")
+MAX_UPSTREAMS = 32  # upstream stages of one stage: more than any fleet's environments
+
+
+class StageUpstream(Strict):
+    """One edge of the stage graph (`stages[].after[]`): the stage waits for upstream
+    `stage` to pass, then for `soak` more (engine time, from Ticks) before that edge
+    counts (rollout/engine/stage_graph.py)."""
+
+    stage: str = Field(description="The upstream stage's name (a stage of this rollout, not this one).")
+    soak: str | None = Field(
+        default=None,
+        description="How long after the upstream stage passed this edge counts, e.g. 30m (default: at once).",
+        exclude_if=lambda value: value is None,
+    )
+
+    @field_validator("soak")
+    @classmethod
+    def _soak(cls, value: str | None) -> str | None:
+        return check_duration(value, field="after[].soak", positive=False) if value is not None else None
+
+
+def check_quorum(value: Any) -> str | None:
+    """`All`, `OneOf` or a percentage of the upstream stages, 1% to 100%."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"quorum must be All, OneOf or a percentage such as '50%', not {shown(value)}")
+    if value in QUORUMS:
+        return value
+    match = PERCENT.match(value)
+    if not match or not 1 <= int(match.group(1)) <= 100:
+        raise ValueError(f"quorum {shown(value)} must be All, OneOf or a percentage 1%..100%")
+    return value
+
+
 class Stage(Strict):
     name: str
     selector: LabelSelector | None = None
@@ -528,6 +564,24 @@ class Stage(Strict):
     # the stage's members move in waves (Waves above; rollout/engine/waves.py); left out of
     # a dump when None, so that a module's spec is stored as the release before stored it
     waves: Waves | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the stage graph (rollout/engine/stage_graph.py): the stages this one follows (None:
+    # the stage before it in the list, none for the first; []: a root) and how many of them
+    # must have passed (`All`, `OneOf`, `N%`); left out when unset, so that a linear
+    # strategy's spec is stored as the release before stored it
+    after: list[StageUpstream] | None = Field(default=None, exclude_if=lambda value: value is None)
+    quorum: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @field_validator("quorum", mode="before")
+    @classmethod
+    def _quorum(cls, value: Any) -> str | None:
+        return check_quorum(value)
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: list[StageUpstream] | None) -> list[StageUpstream] | None:
+        if value is not None and len(value) > MAX_UPSTREAMS:
+            raise ValueError(f"after: at most {MAX_UPSTREAMS} upstream stages, not {len(value)}")
+        return value
 
     @field_validator("gates")
     @classmethod
@@ -597,7 +651,75 @@ class RolloutStrategy(Strict):
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"stage names must be unique; repeated: {', '.join(duplicated)}")
+        check_stage_graph(self.stages)
         return self
+
+
+def stage_upstreams(stages: list[Stage]) -> dict[str, list[StageUpstream]]:
+    """Each stage's upstream edges: its `after`, or (None) the stage before it in the list —
+    none for the first. A strategy without any `after` is the chain it always was."""
+    return {
+        stage.name: list(stage.after)
+        if stage.after is not None
+        else ([StageUpstream(stage=stages[index - 1].name)] if index else [])
+        for index, stage in enumerate(stages)
+    }
+
+
+def check_stage_graph(stages: list[Stage]) -> None:
+    """The stage graph's rules: every upstream a stage of this rollout, other than the
+    stage itself, named once; a quorum only with `after`; at least one root (a stage that
+    follows none); no cycle. The message names the stage (`stages[i]`) and the edge."""
+    names = {stage.name for stage in stages}
+    for index, stage in enumerate(stages):
+        where = f"stages[{index}] ({stage.name})"
+        if stage.quorum is not None and stage.after is None:
+            raise ValueError(f"{where}.quorum needs after: the upstream stages the quorum counts")
+        seen: set[str] = set()
+        for position, edge in enumerate(stage.after or []):
+            if edge.stage == stage.name:
+                raise ValueError(f"{where}.after[{position}]: a stage cannot follow itself")
+            if edge.stage not in names:
+                known = ", ".join(sorted(names - {stage.name})) or "none"
+                raise ValueError(
+                    f"{where}.after[{position}]: no stage {shown(edge.stage)} in this rollout (stages: {known})"
+                )
+            if edge.stage in seen:
+                raise ValueError(f"{where}.after[{position}]: upstream {edge.stage} named twice")
+            seen.add(edge.stage)
+    upstreams = stage_upstreams(stages)
+    if stages and all(upstreams[stage.name] for stage in stages):
+        raise ValueError(
+            "the stage graph has no root: every stage follows another, so none could ever start "
+            "(give one stage after: [], or leave the first stage's after out)"
+        )
+    cycle = _cycle(stages, upstreams)
+    if cycle:
+        raise ValueError(f"the stage graph has a cycle: {' -> '.join(cycle)} (a stage would wait for itself)")
+
+
+def _cycle(stages: list[Stage], upstreams: dict[str, list[StageUpstream]]) -> list[str]:
+    """A cycle of the graph as the stages on it, first repeated last ([]: none), found by a
+    depth-first walk in the stages' order (the same cycle named for the same manifest)."""
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
+    path: list[str] = []
+
+    def walk(name: str) -> list[str]:
+        state[name] = 1
+        path.append(name)
+        for edge in upstreams[name]:
+            if state.get(edge.stage) == 1:
+                return [*path[path.index(edge.stage) :], edge.stage][::-1]
+            if edge.stage not in state and (found := walk(edge.stage)):
+                return found
+        path.pop()
+        state[name] = 2
+        return []
+
+    for stage in stages:
+        if stage.name not in state and (found := walk(stage.name)):
+            return found
+    return []
 
 
 class ModuleSpec(Strict):

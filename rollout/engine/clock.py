@@ -31,6 +31,7 @@ from collections.abc import Callable
 from rollout.api.manifests import parse_duration
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.runs import hold_reason
+from rollout.engine.stage_graph import first_tick
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import CAPPED_TICK_IDS_KEPT, ModuleRecord, Target, TickLog, remember, target_key
 from rollout.engine.tables import StateTables
@@ -118,6 +119,8 @@ class ModuleTimers:
         """A stage done before the engine saw any tick starts its soak at the first one."""
         if first and record.stage_completed_at is not None:
             record.stage_completed_at = self.tables.now
+        if first and record.graph:
+            first_tick(record, self.tables.now)  # a stage graph's stages and edges (stage_graph.py)
 
     def windows_from_first_tick(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
         """Waits entered before the engine knew the time are entered again, now that it can

@@ -41,7 +41,6 @@ from rollout.api.gates import HealthGate, gate_key
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import GATE_IDS_KEPT, AnalysisPhase, GateAnalysis, GateState, ModuleRecord, remember
-from rollout.engine.strategy import stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.wire.decision_reasons import GateAnalysisCounts, GateFailed, GateInconclusive, GatePassed, Halted
@@ -80,10 +79,8 @@ class GateResults:
 
     def _gate(self, record: ModuleRecord, event: GateEvaluated) -> HealthGate | None:
         """The gate of the stage running now `event` is about, if it is for the target."""
-        if record.mode != "rollout" or self.stages.completed(record) or not record.stage_started:
-            return None
-        stage = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)]
-        if event.generation != record.target or event.stage != stage.name:
+        stage = self.stages.gated_stage(record, event.stage)  # started, not passed (stages.py)
+        if stage is None or event.generation != record.target:
             return None
         return next((gate for gate in stage.gates if gate.name == event.gate), None)
 

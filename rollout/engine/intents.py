@@ -28,6 +28,7 @@ from rollout.engine.approvals import approve, reject, rejection_text
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.restriction_rules import RestrictionRules
+from rollout.engine.stage_graph import follow_strategy
 from rollout.engine.stages import StageMachine
 from rollout.engine.state import (
     INTENT_IDS_KEPT,
@@ -183,6 +184,7 @@ class ModuleIntents:
             record.stage_index = len(stages_of(record)) - 1
             record.stage_started = True
             record.stage_completed_at = None
+        follow_strategy(record, self.tables.now)  # a chain became a graph, or back (stage_graph.py)
         if new_sync:
             self._retarget(record, event, digest, out)
         self.membership.refresh_membership(record, book.index(name) | self.membership.all_clusters(), out)
@@ -208,6 +210,7 @@ class ModuleIntents:
         record.stage_index = 0
         record.stage_started = False
         record.stage_completed_at = None
+        record.graph = {}  # a stage graph's progress (stage_graph.py)
         record.approvals = []
         record.approvers = {}
         record.rejection = None

@@ -145,7 +145,7 @@ class Runs:
         goal = self.goal(record)
         if run is not None and run.mode == record.mode and run.generation == goal:
             return run
-        adopted = run is None and record.stage_index + int(record.stage_started) > 0
+        adopted = run is None and (record.stage_index + int(record.stage_started) > 0 or bool(record.graph))
         run = RunRecord(
             number=run.number + 1 if run is not None else 1,
             mode=record.mode,

@@ -40,7 +40,10 @@ from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approval_met
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.runs import Runs
-from rollout.engine.state import ModuleRecord, target_key
+from rollout.engine.stage_graph import announced, is_graph, progress, wait_key
+from rollout.engine.stage_graph import passed as graph_passed
+from rollout.engine.stage_graph import waiting as graph_waiting
+from rollout.engine.state import ModuleRecord, Phase, StageProgress, target_key
 from rollout.engine.strategy import resolve_count, stages_of
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
@@ -63,6 +66,7 @@ from rollout.wire.decision_reasons import (
 )
 from rollout.wire.events import RolloutContinued
 
+APPROVAL_WAIT = "approval"  # StageProgress.waiting of a graph's stage that waits for its approvals
 MOVES_PER_EVENT = 2_000
 """The most clusters one fold moves (module doc, "Moves per event"). Part of the engine's
 rules: a journal folded with another limit slices its moves differently."""
@@ -127,7 +131,31 @@ class StageMachine:
 
     def stage_open(self, record: ModuleRecord, index: int) -> bool:
         """Whether clusters of stage `index` may be moved to the target."""
+        if is_graph(record):  # stage_graph.py: started (or passed), whatever the others do
+            name = stages_of(record)[index].name
+            return progress(record, name).started or graph_passed(record, name)
         return index < record.stage_index or (index == record.stage_index and record.stage_started)
+
+    def started_stages(self, record: ModuleRecord) -> list[int]:
+        """The indexes of the stages started for the target, in the list's order."""
+        stages = stages_of(record)
+        if is_graph(record):
+            return [index for index in range(len(stages)) if self.stage_open(record, index)]
+        return list(range(min(record.stage_index, len(stages) - 1) + 1))
+
+    def gated_stage(self, record: ModuleRecord, name: str) -> Stage | None:
+        """The stage `name` if its health gates are measured now: started, not passed
+        (gate_results.py takes results only for such a stage)."""
+        if record.mode != "rollout" or self.completed(record):
+            return None
+        stages = stages_of(record)
+        if is_graph(record):
+            found = next((stage for stage in stages if stage.name == name), None)
+            if found is None or not progress(record, name).started or progress(record, name).passed:
+                return None
+            return found
+        stage = stages[min(record.stage_index, len(stages) - 1)]
+        return stage if record.stage_started and stage.name == name else None
 
     def budget(self, record: ModuleRecord, index: int) -> tuple[int, int]:
         """(maxConcurrency, maxFailures) of stage `index`, resolved against the run's fixed
@@ -174,6 +202,9 @@ class StageMachine:
     def _progress(self, record: ModuleRecord, out: Outcome) -> None:
         """Fill the open stages; start, pass or wait on the current one, as far as it goes."""
         stages = stages_of(record)
+        if is_graph(record):
+            self._progress_graph(record, stages, out)
+            return
         while True:
             for index in range(min(record.stage_index, len(stages) - 1) + 1):
                 if self.stage_open(record, index):
@@ -193,26 +224,34 @@ class StageMachine:
 
     def _start_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Start the current stage; False while it waits for an approval."""
-        book = self.book
         if not approval_met(record, stage):  # approvals.py
             if record.phase != "AwaitingApproval":
-                policy = stage.approval
-                waits = (
-                    AwaitingApproval(stage=stage.name)
-                    if policy is None
-                    else AwaitingApproval(stage=stage.name, required=policy.required, groups=policy.groups)
-                )
-                book.decide(record, DecisionAction.AWAITING_APPROVAL, waits, out, stage=stage.name)
+                self._awaiting_approval(record, stage, out)
             record.phase = "AwaitingApproval"
             return False
         now = self.tables.now
         record.stage_started = True
         record.stage_started_at = now
+        if self._announce_start(record, stage, out):
+            record.stage_completed_at = now
+        return True
+
+    def _awaiting_approval(self, record: ModuleRecord, stage: Stage, out: Outcome) -> None:
+        policy = stage.approval
+        waits = (
+            AwaitingApproval(stage=stage.name)
+            if policy is None
+            else AwaitingApproval(stage=stage.name, required=policy.required, groups=policy.groups)
+        )
+        self.book.decide(record, DecisionAction.AWAITING_APPROVAL, waits, out, stage=stage.name)
+
+    def _announce_start(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """The decision that `stage` started — or, with no members, was skipped (True)."""
+        book = self.book
         counts = book.counts(record, stage.name)
         if counts.members == 0:
             # nothing to move — of the fleet the module's publisher knew (causal order):
             # the stage is passed with no soak; members joining later get the target
-            record.stage_completed_at = now
             book.decide(record, DecisionAction.STAGE_SKIPPED, StageSkipped(stage=stage.name), out, stage=stage.name)
             return True
         book.decide(
@@ -222,21 +261,43 @@ class StageMachine:
             out,
             stage=stage.name,
         )
-        return True
+        return False
 
     def _pass_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
         """Settle the started current stage; True when the next stage is up."""
-        counts = self.book.counts(record, stage.name)
-        _, max_failures = self.budget(record, record.stage_index)
-        done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
-        if not done:
+        done_at, through = self._settle(record, record.stage_index, stage, record.stage_completed_at, out)
+        if done_at is None:
             if record.stage_completed_at is not None or record.phase != "Progressing":  # most reports: as they were
                 record.stage_completed_at = None
                 record.phase = "Progressing"
             return False
+        record.stage_completed_at = done_at
+        if not through:
+            record.phase = "Soaking"  # its soak, or its health gates (gate_results.py)
+            return False
+        if record.stage_index == len(stages_of(record)) - 1:
+            self._complete(record, out)
+            return False
+        record.stage_index += 1
+        record.stage_started = False
+        record.stage_completed_at = None
+        return True
+
+    def _settle(
+        self, record: ModuleRecord, index: int, stage: Stage, done_at: float | None, out: Outcome
+    ) -> tuple[float | None, bool]:
+        """A started stage after this event: when it was done (None: it is not — members
+        pending, updating or blocked, or failures over its budget) and whether it passed:
+        soaked its minSuccessTime and its health gates passed for it."""
+        counts = self.book.counts(record, stage.name)
+        _, max_failures = self.budget(record, index)
+        done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
+        if not done:
+            return None, False
         now = self.tables.now
-        if record.stage_completed_at is None:
-            record.stage_completed_at = now
+        if done_at is None:
+            done_at = now
+            started_at = record.stage_started_at if not is_graph(record) else progress(record, stage.name).started_at
             self.book.decide(
                 record,
                 DecisionAction.STAGE_SUCCEEDED,
@@ -249,27 +310,101 @@ class StageMachine:
                 ),
                 out,
                 stage=stage.name,
-                stage_seconds=None if record.stage_started_at is None else now - record.stage_started_at,
+                stage_seconds=None if started_at is None else now - started_at,
             )
         # no soak for a stage where nothing ran (every member not ready); a member that
         # succeeded and then failed within maxFailures still ran: the stage soaks
         # (or one that did left the run since: runs.py — churn does not cut a soak short)
         ran = counts.succeeded or counts.failed or self.runs.ran(record, stage.name)
         soak = parse_duration(stage.min_success_time) if stage.min_success_time and ran else 0.0
-        if now < record.stage_completed_at + soak:
-            record.phase = "Soaking"
-            return False
+        if now < done_at + soak:
+            return done_at, False
         gate_soak = parse_duration(stage.min_success_time) if stage.min_success_time else 0.0
         if stage.gates and not gates_passed(record, stage, now, gate_soak):
-            record.phase = "Soaking"  # its health gates have not passed for the soak yet (gate_results.py)
+            return done_at, False  # its health gates have not passed for the soak yet (gate_results.py)
+        return done_at, True
+
+    # -- stage graphs (stage_graph.py) ----------------------------------------------------
+
+    def _progress_graph(self, record: ModuleRecord, stages: list[Stage], out: Outcome) -> None:
+        """Fill every started stage; start each stage whose upstream quorum counts, settle
+        each started one — repeated while a stage starts or passes (at most twice a stage)."""
+        moved_on = True
+        while moved_on:
+            for index in range(len(stages)):
+                if self.stage_open(record, index):
+                    self.fill(record, index, out)
+            if self.completed(record):
+                record.phase = "Progressing" if outstanding_members(record) else "Complete"
+                return
+            moved_on = False
+            for index, stage in enumerate(stages):
+                state = record.graph.get(stage.name)
+                if state is not None and state.passed:
+                    continue
+                if state is None or not state.started:
+                    moved_on = self._start_graph_stage(record, stage, out) or moved_on
+                else:
+                    moved_on = self._pass_graph_stage(record, index, stage, state, out) or moved_on
+            if all(progress(record, stage.name).passed for stage in stages):
+                self._complete(record, out)
+                return
+        record.phase = self._graph_phase(record, stages)
+
+    def _start_graph_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
+        """Start `stage` once its upstream quorum counts and its approvals are in (True)."""
+        now = self.tables.now
+        state = record.graph.get(stage.name) or StageProgress()
+        wait = graph_waiting(record, stage, now)
+        if wait is not None:
+            key = wait_key(wait) if announced(wait) else ""
+            if state.waiting != key:  # a new wait: said once (a stage with nothing passed upstream says nothing)
+                record.graph[stage.name] = state.model_copy(update={"waiting": key})
+                if key:
+                    self.book.decide(record, DecisionAction.STAGE_WAITING, wait, out, stage=stage.name)
             return False
-        if record.stage_index == len(stages_of(record)) - 1:
-            self._complete(record, out)
+        if not approval_met(record, stage):  # approvals.py
+            if state.waiting != APPROVAL_WAIT:
+                record.graph[stage.name] = state.model_copy(update={"waiting": APPROVAL_WAIT})
+                self._awaiting_approval(record, stage, out)
             return False
-        record.stage_index += 1
-        record.stage_started = False
-        record.stage_completed_at = None
+        skipped = self._announce_start(record, stage, out)
+        record.graph[stage.name] = StageProgress(started=True, started_at=now, done_at=now if skipped else None)
         return True
+
+    def _pass_graph_stage(
+        self, record: ModuleRecord, index: int, stage: Stage, state: StageProgress, out: Outcome
+    ) -> bool:
+        """Settle a started stage of the graph; True when it passed now."""
+        done_at, through = self._settle(record, index, stage, state.done_at, out)
+        if done_at != state.done_at or through:
+            update: dict[str, object] = {"done_at": done_at}
+            if through:
+                update |= {"passed": True, "passed_at": self.tables.now}
+            record.graph[stage.name] = state.model_copy(update=update)
+        return through
+
+    def _graph_phase(self, record: ModuleRecord, stages: list[Stage]) -> Phase:
+        """The module's phase while its graph runs: Progressing while a started stage is
+        not done, else AwaitingApproval while a stage waits only for approvals, else
+        Soaking while a stage or an edge soaks."""
+        found: set[Phase] = set()
+        now = self.tables.now
+        for stage in stages:
+            state = progress(record, stage.name)
+            if state.passed:
+                continue
+            if state.started:
+                found.add("Progressing" if state.done_at is None else "Soaking")
+                continue
+            wait = graph_waiting(record, stage, now)
+            if wait is None:
+                found.add("AwaitingApproval")
+            elif wait.soaking:
+                found.add("Soaking")
+        return next(
+            (phase for phase in ("Progressing", "AwaitingApproval", "Soaking") if phase in found), "Progressing"
+        )
 
     def _complete(self, record: ModuleRecord, out: Outcome) -> None:
         """The last stage passed: the target becomes the stable generation. The phase is
@@ -291,7 +426,7 @@ class StageMachine:
 
     def over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
         stages = stages_of(record)
-        for index in range(min(record.stage_index, len(stages) - 1) + 1):
+        for index in self.started_stages(record):
             counts = self.book.counts(record, stages[index].name)
             _, max_failures = self.budget(record, index)
             if counts.failed > max_failures:

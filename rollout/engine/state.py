@@ -421,6 +421,22 @@ class WaveProgress(Record):
     done_at: float | None = None
 
 
+class StageProgress(Record):
+    """Where one stage of a stage graph is for the target (stage_graph.py): started (and
+    when), done (`done_at`: none pending or updating, failures within maxFailures — as
+    `stage_completed_at` for a chain), passed (its soak and gates behind it: its downstream
+    edges start counting from `passed_at`), its waves (waves.py), and the last wait on its
+    upstreams it decided (`waiting`: the decision is not repeated while the wait is the same)."""
+
+    started: bool = False
+    started_at: float | None = None
+    done_at: float | None = None
+    passed: bool = False
+    passed_at: float | None = None
+    waves: WaveProgress | None = None
+    waiting: str = ""
+
+
 class StageApproval(Record):
     """One person's approval of a stage (approvals.py): who, through which door, and the
     groups of their verified identity (empty: the door verifies none)."""
@@ -491,6 +507,9 @@ class ModuleRecord(Record):
     # to None by a release that does not know it, the waves go on at the wave the stage's
     # members already started: never a member counted twice, never a wave early
     waves: WaveProgress | None = added_field(None)
+    # a stage graph's progress, stage → StageProgress (stage_graph.py); empty for a chain of
+    # stages (no `after`), which keeps `stage_index` & co. — and its record's bytes
+    graph: dict[str, StageProgress] = added_field(factory=dict)
 
 
 class RestrictionRecord(Record):

@@ -24,6 +24,8 @@ from rollout.api.manifests import Stage, Waves, parse_duration
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.approvals import approval_met, counted
 from rollout.engine.runs import budget_members
+from rollout.engine.stage_graph import edges, is_graph, needed, progress, running, waiting, wave_progress
+from rollout.engine.stage_graph import passed as graph_passed
 from rollout.engine.state import UNSTAGED, ModuleRecord, RunRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_seed, wave_size
 from rollout.wire.decision_reasons import Outstanding, WindowWait
@@ -82,7 +84,7 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         phase=record.phase,
         mode=record.mode,
         paused=record.paused,
-        current_stage=stages[min(record.stage_index, len(stages) - 1)].name,
+        current_stage=current_stage(record),
         stages=[stage_status(record, index, stage, now, run) for index, stage in enumerate(stages)],
         unstaged=member_counts(record.counts.get(UNSTAGED, NO_COUNTS)),
         pinned=record.pinned,
@@ -100,7 +102,10 @@ def stage_status(
     """Stage `index` of the module's rollout: its state, limits, counts, window and gates."""
     counts = record.counts.get(stage.name, NO_COUNTS)
     members = budget_members(run, stage.name, counts.members)  # the run's fixed set (runs.py)
-    if index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
+    graph = is_graph(record)
+    if graph:
+        state = graph_stage_state(record, stage, now)
+    elif index < record.stage_index or (record.mode == "rollout" and record.stable == record.target):
         state = "Succeeded"
     elif index == record.stage_index:
         state = {"Soaking": "Soaking", "AwaitingApproval": "AwaitingApproval"}.get(
@@ -118,6 +123,9 @@ def stage_status(
         optional["waves"] = waves_view(record, stage, stage.waves, counts, members, state)
     if stage.needs_approval:
         optional.update(approvals_view(record, stage))
+    if graph:  # its upstream edges (stage_graph.py)
+        found = edges(record, stage, now)
+        optional.update(after=found, quorum=stage.quorum or "All", needed=needed(stage.quorum, len(found)))
     return StageStatus(
         name=stage.name,
         state=state,
@@ -131,13 +139,35 @@ def stage_status(
     )
 
 
+def current_stage(record: ModuleRecord) -> str:
+    """The stage status calls current: a chain's; in a stage graph the first started and
+    not passed, else the first not passed (else the last)."""
+    stages = stages_of(record)
+    if is_graph(record):
+        return running(record) or stages[-1].name
+    return stages[min(record.stage_index, len(stages) - 1)].name
+
+
+def graph_stage_state(record: ModuleRecord, stage: Stage, now: float) -> str:
+    """A stage graph's stage: Succeeded once passed; Running, then Soaking once done;
+    not started, AwaitingApproval when only its approvals keep it, else Pending."""
+    if graph_passed(record, stage.name):
+        return "Succeeded"
+    state = progress(record, stage.name)
+    if state.started:
+        return "Running" if state.done_at is None else "Soaking"
+    if record.mode == "rollout" and waiting(record, stage, now) is None and not approval_met(record, stage):
+        return "AwaitingApproval"
+    return "Pending"
+
+
 def waves_view(
     record: ModuleRecord, stage: Stage, waves: Waves, counts: StageCounts, members: int, state: str
 ) -> StageWaves:
     """A stage's waves: their size (of the run's `members`) and count, the seed, the open
     wave and when the next starts."""
     size = wave_size(waves, members)
-    progress = record.waves
+    progress = wave_progress(record, stage)
     current = None
     next_wave = None
     if progress is not None and progress.stage == stage.name and progress.generation == record.target:

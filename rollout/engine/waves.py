@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from rollout.api.manifests import Stage, Waves, parse_duration
 from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.stage_graph import is_graph, keep_wave_progress, wave_progress
+from rollout.engine.stage_graph import progress as stage_progress
 from rollout.engine.state import ModuleRecord, StageCounts, WaveProgress
 from rollout.engine.strategy import ordered_digest, started, wave_count, wave_seed, wave_size
 from rollout.engine.tables import StateTables
@@ -79,18 +81,18 @@ class WaveGate:
         waves, or they are over — a passed stage's joiners move as in any stage). `members`:
         what the stage's budgets are resolved against (its run's fixed set: runs.py)."""
         waves = stage.waves
-        if waves is None or record.mode != "rollout" or index != record.stage_index:
+        if waves is None or record.mode != "rollout" or not self._current_stage(record, index, stage):
             return None
         if record.stable == record.target:
             return None  # the rollout completed: its last stage's joiners move as in any stage
         size = wave_size(waves, members)
         moved = started(counts)
-        progress = record.waves
+        progress = wave_progress(record, stage)
         if progress is None or progress.stage != stage.name or progress.generation != record.target:
             # the stage starts (or a new generation, or waves were added to it): at the wave
             # its members already started, so that none is counted twice
             progress = WaveProgress(stage=stage.name, generation=record.target, wave=max(moved - 1, 0) // size)
-            record.waves = progress
+            keep_wave_progress(record, stage, progress)
             self._started(record, stage, waves, progress, size, queue, counts, out)
         quota = (progress.wave + 1) * size
         if moved < quota:
@@ -110,6 +112,15 @@ class WaveGate:
         progress.done_at = None
         self._started(record, stage, waves, progress, size, queue, counts, out)
         return (progress.wave + 1) * size - moved
+
+    @staticmethod
+    def _current_stage(record: ModuleRecord, index: int, stage: Stage) -> bool:
+        """Whether stage `index` is one the rollout runs now: the current stage of a chain;
+        in a stage graph (stage_graph.py), any started and not passed."""
+        if is_graph(record):
+            state = stage_progress(record, stage.name)
+            return state.started and not state.passed
+        return index == record.stage_index
 
     def _started(
         self,

@@ -42,6 +42,7 @@ class DecisionAction(StrEnum):
     STAGE_SKIPPED = "stage-skipped"
     STAGE_SUCCEEDED = "stage-succeeded"
     WAVE_STARTED = "wave-started"  # (waves.py)
+    STAGE_WAITING = "stage-waiting"  # on its upstream stages (stage_graph.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"

@@ -75,6 +75,7 @@ class ReasonCode(StrEnum):
     STAGE_SKIPPED = "stage-skipped"
     STAGE_SUCCEEDED = "stage-succeeded"
     WAVE_STARTED = "wave-started"  # (waves.py)
+    STAGE_WAITING = "stage-waiting"  # on its upstream stages (stage_graph.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
     GATE_PASSED = "gate-passed"
@@ -429,6 +430,41 @@ class WaveStarted(Reason):
         order = f"seed {self.seed}" if self.seed is not None else "sorted"
         return f"stage {self.stage} wave {self.wave}/{self.waves} started ({order}, size {self.size}): " + (
             named if named else "no member to move yet"
+        )
+
+
+class EdgeSoaking(Part):
+    """An upstream edge whose stage passed and which soaks `until` (engine time; None:
+    before the first tick, its soak starts at it)."""
+
+    upstream: str
+    until: float | None = None
+    until_at: str | None = None  # `until` in ISO 8601 (UTC), rounded up to the second
+
+
+class StageWaiting(Reason):
+    """A stage of a stage graph waits on its upstream stages (rollout/engine/stage_graph.py):
+    its `quorum` asks for `needed` counting edges; `counting` do, `missing` have not
+    passed, `soaking` passed and soak until when."""
+
+    code: Literal[ReasonCode.STAGE_WAITING] = ReasonCode.STAGE_WAITING
+    stage: str
+    quorum: str
+    needed: int
+    counting: list[str]
+    missing: list[str]
+    soaking: list[EdgeSoaking]
+
+    def sentence(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"waiting for {', '.join(self.missing)}")
+        for edge in self.soaking:
+            until = edge.until_at or ("the first tick" if edge.until is None else f"{edge.until:g}")
+            parts.append(f"after {edge.upstream} soaking until {until}")
+        return (
+            f"stage {self.stage} waits for its upstream stages ({self.quorum}: "
+            f"{len(self.counting)} of {self.needed} needed): " + "; ".join(parts)
         )
 
 
@@ -791,6 +827,7 @@ DecisionReason = Annotated[
     | StageSkipped
     | StageSucceeded
     | WaveStarted
+    | StageWaiting
     | AwaitingApproval
     | AwaitingWindow
     | GatePassed

@@ -219,6 +219,19 @@ class RejectionStatus(Part):
     via: str | None = None
 
 
+class StageEdge(Part):
+    """One upstream edge of a stage in a stage graph (rollout/engine/stage_graph.py): its
+    stage, its soak; whether that stage passed and whether the edge counts toward the
+    quorum now (passed and soaked); while it soaks, until when."""
+
+    stage: str
+    soak: str | None = None
+    passed: bool = False
+    counts: bool = False
+    soak_until: float | None = Field(default=None, alias="soakUntil")  # engine time
+    soak_until_at: str | None = Field(default=None, alias="soakUntilAt")  # ISO 8601, UTC
+
+
 class StageStatus(Part):
     """One stage of the module's rollout, in the order the stages run."""
 
@@ -237,6 +250,11 @@ class StageStatus(Part):
     window: StageWindow | None = None  # absent: the stage has no maintenance windows
     gates: list[StageGate] = Field(default_factory=list)  # absent: the stage has no gates
     waves: StageWaves | None = None  # absent: the stage has no waves
+    # a stage graph's (absent for a chain of stages): its upstream edges, the quorum, how
+    # many edges must count (the stage waits while fewer do)
+    after: list[StageEdge] | None = None
+    quorum: str | None = None
+    needed: int | None = None
 
 
 class Held(Part):

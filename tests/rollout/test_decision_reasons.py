@@ -23,6 +23,7 @@ from rollout.wire.decision_reasons import (
     ClusterWasRemoved,
     DeleteCancelled,
     DeleteWaitsForDependents,
+    EdgeSoaking,
     FailureBudgetExceeded,
     GateAnalysisCounts,
     GateFailed,
@@ -56,6 +57,7 @@ from rollout.wire.decision_reasons import (
     StagesPassed,
     StageStarted,
     StageSucceeded,
+    StageWaiting,
     StoredSpecRefused,
     SyncFailed,
     SyncSucceeded,
@@ -181,6 +183,24 @@ EXAMPLES: list[tuple[Reason, str]] = [
             digest="0123456789abcdef",
         ),
         "stage wave wave 1/3 started (sorted, size 2): a and 2 more",
+    ),
+    (
+        StageWaiting(
+            stage="prod",
+            quorum="All",
+            needed=2,
+            counting=[],
+            missing=["us"],
+            soaking=[EdgeSoaking(upstream="eu", until=1_700_000_000.0, until_at="2023-11-14T22:13:20Z")],
+        ),
+        "stage prod waits for its upstream stages (All: 0 of 2 needed): waiting for us; "
+        "after eu soaking until 2023-11-14T22:13:20Z",
+    ),
+    (
+        StageWaiting(
+            stage="prod", quorum="OneOf", needed=1, counting=[], missing=[], soaking=[EdgeSoaking(upstream="eu")]
+        ),
+        "stage prod waits for its upstream stages (OneOf: 0 of 1 needed): after eu soaking until the first tick",
     ),
     (AwaitingApproval(stage="prod"), "stage prod waits for approval"),
     (
