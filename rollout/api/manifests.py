@@ -568,8 +568,16 @@ class Stage(Strict):
     # the stage before it in the list, none for the first; []: a root) and how many of them
     # must have passed (`All`, `OneOf`, `N%`); left out when unset, so that a linear
     # strategy's spec is stored as the release before stored it
-    after: list[StageUpstream] | None = Field(default=None, exclude_if=lambda value: value is None)
-    quorum: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    after: list[StageUpstream] | None = Field(
+        default=None,
+        description="The stages this stage follows (default: the stage before it in the list; []: a root).",
+        exclude_if=lambda value: value is None,
+    )
+    quorum: str | None = Field(
+        default=None,
+        description="How many upstream stages must have passed: All (default), OneOf, or a percentage such as 50%.",
+        exclude_if=lambda value: value is None,
+    )
 
     @field_validator("quorum", mode="before")
     @classmethod

@@ -116,6 +116,10 @@ class StageMachine:
             )
         return False
 
+    def spent(self, record: ModuleRecord) -> bool:
+        """Whether `record` stopped at this fold's limit and asked to be continued."""
+        return self.moves_left <= 0 and record.continued != record.continuations
+
     def on_continued(self, event: RolloutContinued, out: Outcome) -> None:
         """The module's latest request to be continued: advance it from where it stopped."""
         tables = self.tables
@@ -334,6 +338,11 @@ class StageMachine:
             for index in range(len(stages)):
                 if self.stage_open(record, index):
                     self.fill(record, index, out)
+                if self.spent(record):
+                    # this fold's moves are spent: the continuation fills the rest, then
+                    # settles — in the order one unbounded fold would (module doc)
+                    record.phase = "Progressing"
+                    return
             if self.completed(record):
                 record.phase = "Progressing" if outstanding_members(record) else "Complete"
                 return

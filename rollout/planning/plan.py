@@ -2,7 +2,8 @@
 
 A pure function of a module manifest and the fleet as it is now. It uses the engine's own
 rules (`stage_for`, `moving_key`, `resolve_count`, `wave_size`), so the plan is what the
-engine will do if every cluster succeeds: stage by stage, each stage in sorting order — or,
+engine will do if every cluster succeeds: stage by stage (in a stage graph, each stage once
+its upstream stages' quorum has passed and soaked: `after`, `quorum`), each stage in sorting order — or,
 in a stage with random waves, in the order its seed gives (the seed the engine derives when
 the manifest has none: from the module's name, revision and bindings) — cut into waves, in
 batches of at most `maxConcurrency`. Not-ready clusters — and those `rollout cluster leave` took out (`left`),
@@ -25,10 +26,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from rollout.api.gates import HealthGate
-from rollout.api.manifests import BootstrapModuleManifest, ClusterManifest, ModuleManifest, Stage
+from rollout.api.manifests import (
+    BootstrapModuleManifest,
+    ClusterManifest,
+    ModuleManifest,
+    Stage,
+    StageUpstream,
+    stage_upstreams,
+)
 from rollout.api.selectors import selects
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.runs import owner_hold
+from rollout.engine.stage_graph import is_graph, needed
 from rollout.engine.state import ModuleRecord, Revision
 from rollout.engine.strategy import (
     bindings_digest,
@@ -42,6 +51,13 @@ from rollout.engine.strategy import (
 from rollout.values.bindings import binding_values
 from rollout.values.layers import PathDecision, Refusal, Values
 from rollout.values.releases import release_sync
+
+
+class PlanEdge(BaseModel):
+    """An upstream edge of a stage in a stage graph (rollout/engine/stage_graph.py)."""
+
+    stage: str
+    soak: str | None = None  # counted from the upstream's pass
 
 
 class StagePlan(BaseModel):
@@ -64,6 +80,11 @@ class StagePlan(BaseModel):
     wave_delay: str | None = None
     approvals_required: int | None = None  # its approval policy: distinct verified approvers (None: one by anyone)
     approval_groups: list[str] = []  # ... from one of these groups
+    # a stage graph's (None for a chain of stages): the stages this one waits for, its
+    # quorum and how many of them must have passed (and soaked) before it starts
+    after: list[PlanEdge] | None = None
+    quorum: str | None = None
+    needed: int | None = None
 
 
 class ClusterValues(BaseModel):
@@ -156,6 +177,18 @@ def moving_order(
     return (1, 0, cluster.metadata.name) if key is None else (0, key, cluster.metadata.name)
 
 
+def graph_plan(stage: Stage, upstreams: list[StageUpstream], graph: bool) -> dict[str, Any]:
+    """A stage's place in a stage graph: its upstream edges, quorum and how many must count
+    (nothing for a chain of stages)."""
+    if not graph:
+        return {}
+    return {
+        "after": [PlanEdge(stage=edge.stage, soak=edge.soak) for edge in upstreams],
+        "quorum": stage.quorum or "All",
+        "needed": needed(stage.quorum, len(upstreams)),
+    }
+
+
 def wave_plan(record: ModuleRecord, stage: Stage, waves: list[list[str]]) -> dict[str, Any]:
     """A stage's waves: the members of each, the order, the seed (given, or as the engine
     derives it from the module's name, revision and bindings) and the delay between them."""
@@ -206,6 +239,8 @@ def plan_rollout(
         else:
             members[index].append(cluster)
     plans = []
+    graph = is_graph(record)
+    upstreams = stage_upstreams(stages)
     for index, stage in enumerate(stages):
         ordered = sorted(members[index], key=lambda c: moving_order(record, stage, c, sorting))
         total = len(ordered)
@@ -232,6 +267,7 @@ def plan_rollout(
                 **window_plan(record, stage, now),
                 **wave_plan(record, stage, waves),
                 gates=[describe_gate(gate) for gate in stage.gates],
+                **graph_plan(stage, upstreams[stage.name], graph),
             )
         )
     return RolloutPlan(

@@ -1,11 +1,20 @@
-"""`rollout plan`: per module, its stages in order — batches, gates, windows — and what no
-stage selects. The Helm values of each plan are views/values.py."""
+"""`rollout plan`: per module, its stages in order — batches, gates, windows, in a stage
+graph the stages each waits for — and what no stage selects. The Helm values of each plan are views/values.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rollout_cli.views import terminal
+
+
+def graph_line(stage: Any) -> str:
+    """Which stages `stage` of a stage graph waits for, its quorum and each edge's soak."""
+    if not stage.after:
+        return "a root: starts when the rollout starts"
+    edges = ", ".join(edge.stage + (f" (then soaks {edge.soak})" if edge.soak else "") for edge in stage.after)
+    count = len(stage.after)
+    return f"after {edges}: starts once {stage.needed} of {count} passed (quorum {stage.quorum})"
 
 
 def print_plan(plan: Any) -> None:
@@ -38,6 +47,8 @@ def print_plan(plan: Any) -> None:
             f"maxConcurrency {stage.max_concurrency}, maxFailures {stage.max_failures}"
             + (f"; {', '.join(gates)}" if gates else "")
         )
+        if stage.after is not None:  # a stage graph (rollout/engine/stage_graph.py)
+            terminal.console.print(f"       {graph_line(stage)}")
         if stage.wave_order is not None:
             order = f"random order, seed {stage.wave_seed}" if stage.wave_seed is not None else "sorting order"
             delay = f", {stage.wave_delay} apart" if stage.wave_delay else ""

@@ -89,6 +89,8 @@ def status_renderable(
         header.add_row("Run", _run_line(status.run))
     for line in filter(None, map(wave_line, status.stages)):  # randomized waves (rollout/engine/waves.py)
         header.add_row("Waves", line)
+    for line in filter(None, map(upstreams_line, status.stages)):  # stage graphs (rollout/engine/stage_graph.py)
+        header.add_row("Upstream", line)
     if status.rejection is not None:  # rollout/engine/approvals.py
         rejection = status.rejection
         by = f" by {rejection.user}" + (f" via {rejection.via}" if rejection.via else "") if rejection.user else ""
@@ -153,6 +155,9 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
         limits += _window_limits(stage.window)
         limits += _gate_limits(stage.gates)
         limits += _wave_limits(stage.waves)
+        if stage.after is not None:  # a stage graph: the stages it follows
+            limits += f", after {'+'.join(edge.stage for edge in stage.after) or 'nothing (a root)'}"
+            limits += f" ({stage.quorum})" if len(stage.after) > 1 else ""
         stages.add_row(
             stage.name,
             stage.state,
@@ -261,6 +266,24 @@ def wave_line(stage: StageStatus) -> str | None:
     apart = f", {waves.delay} apart" if waves.delay else ""
     following = f"; next wave at {waves.next_wave_at}" if waves.next_wave_at is not None else ""
     return f"stage {stage.name}: {at} of {waves.size} ({order}{apart}){following}"
+
+
+def upstreams_line(stage: StageStatus) -> str | None:
+    """The header's Upstream line of a stage of a stage graph not started yet: each upstream
+    edge — counting, soaking until when, or waiting for its stage — and how many must count
+    (None: a chain's stage, a root, or a stage already under way)."""
+    if not stage.after or stage.state not in ("Pending", "AwaitingApproval"):
+        return None
+    edges = []
+    for edge in stage.after:
+        if edge.counts:
+            edges.append(f"{edge.stage} passed")
+        elif edge.passed:
+            edges.append(f"{edge.stage} passed, soaking until {edge.soak_until_at or 'the first tick'}")
+        else:
+            edges.append(f"waiting for {edge.stage}")
+    counting = sum(1 for edge in stage.after if edge.counts)
+    return f"stage {stage.name}: {'; '.join(edges)} ({counting} of {stage.needed} needed, quorum {stage.quorum})"
 
 
 def _gate_limits(gates: list[StageGate]) -> str:

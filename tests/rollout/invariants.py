@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout.api.manifests import parse_duration
+from rollout.api.manifests import parse_duration, stage_upstreams
 from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
@@ -24,6 +24,15 @@ from tests.rollout.builders import (
 from tests.rollout.reasons import check_reasons
 
 # --- the invariants -----------------------------------------------------------------------
+
+
+def running(record: ModuleRecord) -> list[int]:
+    """The stages a rollout moves now: a chain's current stage; every started stage of a
+    stage graph not passed."""
+    stages = stages_of(record)
+    if record.graph:
+        return [i for i, s in enumerate(stages) if (p := record.graph.get(s.name)) and p.started and not p.passed]
+    return [min(record.stage_index, len(stages) - 1)]
 
 
 @dataclass
@@ -69,8 +78,13 @@ def over_budget(fleet: Fleet, record: ModuleRecord) -> bool:
     """A started stage has more failed members than its maxFailures (recounted)."""
     if record.mode != "rollout" or record.stable == record.target or record.aborted:
         return False
+    stages = stages_of(record)
     for index, (_, _, _, failed, failures) in enumerate(stage_limits(fleet, record)):
-        started = index < record.stage_index or (index == record.stage_index and record.stage_started)
+        if record.graph:  # a stage graph (stage_graph.py): every started stage counts
+            found = record.graph.get(stages[index].name)
+            started = found is not None and found.started
+        else:
+            started = index < record.stage_index or (index == record.stage_index and record.stage_started)
         if started and failed > failures:
             return True
     return False
@@ -180,7 +194,12 @@ class Checker:
                     f"{record.name}: wave {because.wave} at {decision.at}, the one before busy at {tracker.busy_at}"
                 )
             tracker.opened, tracker.size = because.wave, because.size
-        index = min(record.stage_index, len(stages) - 1)
+        for index in running(record):
+            self.check_stage_waves(outcome, record, index)
+
+    def check_stage_waves(self, outcome: Outcome, record: ModuleRecord, index: int) -> None:
+        """A running stage's moves stay within the waves opened for it."""
+        stages = stages_of(record)
         key, waves = wave_key(record, index), stages[index].waves
         if key is None or waves is None:
             return
@@ -288,7 +307,9 @@ class Checker:
                 if stages[index].needs_approval:
                     assert started in tracker.approved, f"{name}: stage {started} started unapproved"
                 assert not tracker.rejected, f"{name}: stage {started} started after the target was rejected"
-                if index > 0:
+                if record.graph or any(s.after is not None for s in stages):
+                    self.check_upstreams(record, stages[index], decision.at, tracker)
+                elif index > 0:
                     previous = stages[index - 1]
                     assert previous.name in tracker.started, f"{name}: {started} started before {previous.name}"
                     assert previous.name in tracker.succeeded, f"{name}: {started} started, {previous.name} not done"
@@ -308,6 +329,29 @@ class Checker:
                 found = self.fleet.targets.get(target_key(name, decision.cluster or ""))
                 if found is not None and found.stage_index is not None:
                     assert found.stage in tracker.started, f"{name}: {decision.reason} before its stage started"
+
+    def check_upstreams(self, record: ModuleRecord, stage: Any, at: float, tracker: StageTracker) -> None:
+        """A stage of a stage graph starts only once its quorum of upstream edges counts:
+        each such upstream started, succeeded, soaked its minSuccessTime and then the edge's
+        soak (recounted from the decisions; the quorum rounded up); with quorum All, every
+        upstream's gates passed."""
+        stages = stages_of(record)
+        edges = stage_upstreams(stages)[stage.name]
+        counting = []
+        for edge in edges:
+            upstream = next(s for s in stages if s.name == edge.stage)
+            if edge.stage not in tracker.started or edge.stage not in tracker.succeeded:
+                continue
+            done_at, succeeded = tracker.succeeded[edge.stage]
+            soak = parse_duration(upstream.min_success_time) if upstream.min_success_time and succeeded else 0.0
+            if at >= done_at + soak + (parse_duration(edge.soak) if edge.soak else 0.0):
+                counting.append(upstream)
+        quorum = stage.quorum or "All"
+        need = len(edges) if quorum == "All" else 1 if quorum == "OneOf" else -(-len(edges) * int(quorum[:-1]) // 100)
+        assert len(counting) >= need, f"{record.name}: {stage.name} started with {len(counting)} of {need} upstreams"
+        if quorum == "All":
+            for upstream in counting:
+                self.check_gates_passed(record, upstream, at, tracker.generation)
 
     def note_respec(self, event: Any, before: dict[str, Any]) -> None:
         if isinstance(event, ModuleApplied):

@@ -97,6 +97,41 @@ def strategies(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+# stage graphs (rollout/engine/stage_graph.py): every strategy of a scenario shaped alike —
+# each stage a root, a fan out of the first stage, or the last stage joining all the others
+# with a quorum — with a soak on the first edge of a stage; None: the chain it was
+graph_shapes = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "shape": st.sampled_from(["fan", "roots", "join"]),
+            "quorum": st.sampled_from([None, "All", "OneOf", "50%"]),
+            "soak": st.sampled_from([None, "1m", "5m"]),
+        }
+    ),
+)
+
+
+def shaped(stages: list[dict[str, Any]], graph: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """`stages` with the `after` edges (and quorum) of the drawn graph shape."""
+    if graph is None:
+        return stages
+    names = [spec["name"] for spec in stages]
+    result = []
+    for index, spec in enumerate(stages):
+        if graph["shape"] == "roots":
+            upstreams: list[str] = []
+        elif graph["shape"] == "fan":
+            upstreams = names[:1] if index else []
+        else:
+            upstreams = names[:index] if index == len(stages) - 1 else []
+        soak = {"soak": graph["soak"]} if graph["soak"] else {}
+        edges = [{"stage": name, **(soak if position == 0 else {})} for position, name in enumerate(upstreams)]
+        quorum = {"quorum": graph["quorum"]} if graph["quorum"] and edges else {}
+        result.append({**spec, "after": edges, **quorum})
+    return result
+
+
 @st.composite
 def cluster_specs(draw: st.DrawFn) -> dict[str, Any]:
     labels: dict[str, str] = {"env": draw(st.sampled_from(["prod", "prod", "prod", "dev"]))}
@@ -186,6 +221,7 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "final_strategy": draw(strategies()),
         "depends": draw(st.booleans()),  # base dependsOn app
         "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
+        "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
     }
 
 
@@ -213,7 +249,7 @@ class World:
             name,
             self.selectors.get(name, self.scenario["selector"]),
             f"v{tag}",
-            *spec["stages"],
+            *shaped(spec["stages"], self.scenario.get("graph")),
             kind="Module" if index == 0 else "BootstrapModule",
             on_failure=spec["on_failure"],
             deadline=spec["deadline"],
@@ -486,13 +522,15 @@ def fixed_scenario() -> dict[str, Any]:
     return {"clusters": clusters, "strategies": [spec, spec], "selector": {}, "first_tick": True, "steps": steps}
 
 
-def measurement_of(fleet: Fleet, name: str, gate: str, which: str = "next") -> tuple[int | None, int | None]:
-    """(run, measurement) of a result for `gate` of the module's current stage, as the gate
-    runner numbers them from the status (StageGate.next_measurement) — "again": the latest
-    counted once more, "new-run": the first of a run not started; (None, None) for a gate
-    without `count` (or none)."""
+def measurement_of(
+    fleet: Fleet, name: str, gate: str, which: str = "next", stage_name: str | None = None
+) -> tuple[int | None, int | None]:
+    """(run, measurement) of a result for `gate` of the module's current stage (or
+    `stage_name`), as the gate runner numbers them from the status
+    (StageGate.next_measurement) — "again": the latest counted once more, "new-run": the
+    first of a run not started; (None, None) for a gate without `count` (or none)."""
     status = ModuleStatus.model_validate(fleet.status(name))
-    stage = status.stage(status.current_stage)
+    stage = status.stage(stage_name or status.current_stage)
     found = next((g for g in stage.gates if g.name == gate), None) if stage is not None else None
     if found is None or found.count is None:
         return None, None

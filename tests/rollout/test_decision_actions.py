@@ -14,7 +14,8 @@ from streams.chain import decision_body
 WIRE = {
     "assign", "unassign", "succeeded", "failed", "joined", "readiness", "values", "values-refused",
     "created", "new-revision", "deleted", "delete-waits", "delete-cancelled", "held",
-    "stage-started", "stage-skipped", "stage-succeeded", "wave-started", "stage-waiting", "awaiting-approval", "awaiting-window",
+    "stage-started", "stage-skipped", "stage-succeeded", "wave-started", "stage-waiting", "awaiting-approval",
+    "awaiting-window",
     "gate-passed", "gate-failed", "gate-inconclusive", "complete", "halted", "rollback", "restriction-met",
     "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
 }  # fmt: skip

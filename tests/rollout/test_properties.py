@@ -50,8 +50,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from rollout.api.manifests import Stage
 from rollout.engine.approvals import approval_met
 from rollout.engine.core import Outcome, stages_of
+from rollout.engine.state import ModuleRecord
 from rollout.wire.events import RestrictionDeleted
 from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
@@ -63,7 +65,15 @@ from tests.rollout.builders import (
     tick,
 )
 from tests.rollout.invariants import Checker
-from tests.rollout.scenarios import OPERATIONS, World, cluster_specs, measurement_of, scenarios, strategies
+from tests.rollout.scenarios import (
+    OPERATIONS,
+    World,
+    cluster_specs,
+    graph_shapes,
+    measurement_of,
+    scenarios,
+    strategies,
+)
 
 # --- the properties -----------------------------------------------------------------------
 
@@ -71,6 +81,15 @@ from tests.rollout.scenarios import OPERATIONS, World, cluster_specs, measuremen
 def approval(module: str, stage: str, user: str) -> Any:
     """An approval by `user` of group sre through the dashboard: it counts under every policy drawn."""
     return command(module, "approve", stage=stage, user=user, via="dashboard", groups=["sre"])
+
+
+def running_stages(record: ModuleRecord) -> list[Stage]:
+    """The stages whose gates are measured now: a chain's current stage; in a stage graph
+    every stage started and not passed."""
+    stages = stages_of(record)
+    if record.graph:
+        return [s for s in stages if (p := record.graph.get(s.name)) is not None and p.started and not p.passed]
+    return [stages[min(record.stage_index, len(stages) - 1)]]
 
 
 @dataclass
@@ -129,9 +148,10 @@ class Run:
                         if policy is not None and not approval_met(self.fleet.record(name), policy):
                             self.feed(approval(name, spec["name"], person))
                 record = self.fleet.record(name)
-                current = stages_of(record)[min(record.stage_index, len(stages_of(record)) - 1)]
-                if current.gates and record.mode == "rollout":  # before the settling: it may move clusters
-                    run, measurement = measurement_of(self.fleet, name, "errors")
+                for current in running_stages(record):
+                    if not current.gates or record.mode != "rollout":
+                        continue  # before the settling: it may move clusters
+                    run, measurement = measurement_of(self.fleet, name, "errors", stage_name=current.name)
                     self.feed(
                         gate_result(
                             name,
@@ -283,6 +303,7 @@ def plain_rollouts(draw: st.DrawFn) -> dict[str, Any]:
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
         "first_tick": draw(st.booleans()),
         "steps": draw(st.lists(st.tuples(st.just("ready"), st.integers(0, 99)), max_size=5)),
+        "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
     }
 
 
@@ -330,6 +351,7 @@ def churning_runs(draw: st.DrawFn) -> dict[str, Any]:
         "first_tick": True,
         "steps": draw(st.lists(st.one_of(CHURN, progress), min_size=10, max_size=60)),
         "rejections": False,  # an operator's rejection halts a run on purpose: not churn
+        "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
     }
 
 

@@ -332,45 +332,93 @@ spec:
 STAGES"""
 
 
-def problem_of(stages: str) -> str:
+def problem_of(*stages: str) -> str:
+    """The one problem of the manifest with `stages` (one flow mapping each)."""
+    text = MANIFEST.replace("STAGES", "".join(f"      - {line}\n" for line in stages))
     with pytest.raises(ManifestError) as error:
-        load_manifests(MANIFEST.replace("STAGES", stages).encode(), file="app.yaml")
+        load_manifests(text.encode(), file="app.yaml")
     (problem,) = error.value.problems
     assert (problem.file, problem.document, problem.identity) == ("app.yaml", 1, "Module/podinfo")
     return f"{problem.field}: {problem.reason}"
 
 
 def test_a_manifest_whose_stage_follows_an_unknown_stage_is_refused_naming_it() -> None:
-    found = problem_of("      - {name: canary}\n      - {name: prod, after: [{stage: cannary}]}\n")
+    found = problem_of("{name: canary}", "{name: prod, after: [{stage: cannary}]}")
     assert found.startswith("spec.rollout: ")
     assert "stages[1] (prod).after[0]: no stage 'cannary' in this rollout (stages: canary)" in found
 
 
 def test_a_manifest_whose_stage_follows_itself_is_refused() -> None:
-    found = problem_of("      - {name: canary}\n      - {name: prod, after: [{stage: prod}]}\n")
+    found = problem_of("{name: canary}", "{name: prod, after: [{stage: prod}]}")
     assert "stages[1] (prod).after[0]: a stage cannot follow itself" in found
 
 
 def test_a_manifest_with_a_cycle_of_stages_is_refused_naming_the_cycle() -> None:
-    stages = "      - {name: canary}\n      - {name: eu, after: [{stage: us}]}\n      - {name: us, after: [{stage: eu}]}\n"
-    assert "the stage graph has a cycle: eu -> us -> eu" in problem_of(stages)
+    stages = ("{name: canary}", "{name: eu, after: [{stage: us}]}", "{name: us, after: [{stage: eu}]}")
+    assert "the stage graph has a cycle: eu -> us -> eu" in problem_of(*stages)
 
 
 def test_a_manifest_whose_graph_has_no_root_is_refused() -> None:
-    stages = "      - {name: canary, after: [{stage: prod}]}\n      - {name: prod}\n"
-    assert "the stage graph has no root" in problem_of(stages)
+    assert "the stage graph has no root" in problem_of("{name: canary, after: [{stage: prod}]}", "{name: prod}")
 
 
 def test_a_manifest_with_a_quorum_but_no_after_is_refused() -> None:
-    assert "stages[1] (prod).quorum needs after" in problem_of("      - {name: canary}\n      - {name: prod, quorum: OneOf}\n")
+    assert "stages[1] (prod).quorum needs after" in problem_of("{name: canary}", "{name: prod, quorum: OneOf}")
 
 
 @pytest.mark.parametrize("quorum", ["0%", "101%", "Some", "2"])
 def test_a_quorum_that_is_not_all_one_of_or_a_percentage_is_refused(quorum: str) -> None:
-    found = problem_of(f"      - {{name: canary}}\n      - {{name: prod, after: [{{stage: canary}}], quorum: '{quorum}'}}\n")
+    found = problem_of("{name: canary}", f"{{name: prod, after: [{{stage: canary}}], quorum: '{quorum}'}}")
     assert found.startswith("spec.rollout.stages[1].quorum: ") and "All, OneOf or a percentage" in found
 
 
 def test_an_edge_soak_that_is_not_a_duration_is_refused_at_its_field() -> None:
-    found = problem_of("      - {name: canary}\n      - {name: prod, after: [{stage: canary, soak: soon}]}\n")
+    found = problem_of("{name: canary}", "{name: prod, after: [{stage: canary, soak: soon}]}")
     assert found.startswith("spec.rollout.stages[1].after[0].soak: ")
+
+
+# --- where users look ---------------------------------------------------------------------
+
+
+def test_status_prints_which_upstreams_a_waiting_stage_has_and_which_edge_soaks() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rollout_cli.views.status import status_renderable
+
+    fleet = fleet_of(graph(prod={"after": after(("eu", "30m"), "us")}))
+    fleet.succeed("app", "can-1")
+    fleet.succeed("app", "eu-1", "eu-2")
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(ModuleStatus.read(fleet.status("app")), [], []))
+    text = console.export_text()
+    until = stage_status(fleet, "prod").after[0].soak_until_at
+    assert until is not None
+    assert f"stage prod: eu passed, soaking until {until}; waiting for us (0 of 2 needed, quorum All)" in text
+    assert "after eu+us (All)" in text  # LIMITS
+
+
+def test_plan_shows_which_stage_waits_for_which_with_quorum_and_soak(tmp_path: Any) -> None:
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from rollout_cli.main import cli
+
+    manifest = graph(prod={"after": after(("eu", "30m"), "us"), "quorum": "OneOf"})
+    (tmp_path / "app.yaml").write_text(yaml.safe_dump(manifest.model_dump(mode="json", by_alias=True)))
+    documents = [cluster(name, {"ring": ring}).model_dump(mode="json", by_alias=True) for name, ring in MEMBERS.items()]
+    (tmp_path / "clusters.yaml").write_text(yaml.safe_dump_all(documents))
+    command = ["plan", "-f", str(tmp_path / "app.yaml"), "--clusters", str(tmp_path / "clusters.yaml")]
+    result = CliRunner().invoke(cli, [*command, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    [plan] = json.loads(result.output)
+    prod = plan["stages"][3]
+    assert prod["after"] == [{"stage": "eu", "soak": "30m"}, {"stage": "us", "soak": None}]
+    assert (prod["quorum"], prod["needed"]) == ("OneOf", 1)
+    assert plan["stages"][0]["after"] == []  # the canary: a root
+    text = CliRunner().invoke(cli, command).output
+    assert "a root: starts when the rollout starts" in text
+    assert "after eu (then soaks 30m), us: starts once 1 of 2 passed (quorum OneOf)" in text
