@@ -16,8 +16,9 @@ writes them with (rollout/wire/status.py) and answer JSON with the documents' ow
 
 Clocks: a stage's soak ends `minSuccessTime` after the engine decided `stage-succeeded` for
 it (the decision's `stage`; its time is the engine's Tick time), and a gated stage awaits
-approval from the end of the previous stage's soak. The browser counts down (and up) from
-these instants.
+approval from the end of the previous stage's soak (in a stage graph, from the latest of its
+counting upstream edges: the upstream's pass plus the edge's soak). The browser counts down
+(and up) from these instants.
 
 What holds a stage (issue 11): its maintenance `window` (open / when it next opens, from the
 module status), its health gates as `gateStates` (pass / fail / pending / inconclusive, an
@@ -28,7 +29,9 @@ fixed at its start and who it went on without, and why (issue 23). A cluster's `
 left the fleet, or the latest heartbeat's time and `expiresAt`; the browser shows its age
 and whether it expired. A stage's `waves` (the open wave, when the next starts: the browser
 counts down to `nextWave`) and the members of the open wave, from its `wave-started`
-decision (`waveMembers`).
+decision (`waveMembers`). A stage of a stage graph: its `after` edges (passed, counting,
+soaking until when), `quorum` and `needed`, as the module status has them
+(rollout/engine/stage_graph.py).
 """
 
 from __future__ import annotations
@@ -147,6 +150,15 @@ def _stage_clocks(stages: list[StageStatus], index: int, decisions: list[Decisio
     if stage.state == "Soaking":
         ends = _succeeded_at(stage, decisions)
         return {"soakEndsAt": ends} if ends is not None else {}
+    if stage.state == "AwaitingApproval" and stage.after is not None:  # a stage graph: its last edge counting
+        by_name = {s.name: s for s in stages}
+        counted = [
+            (_succeeded_at(by_name[edge.stage], decisions), parse_duration(edge.soak) if edge.soak else 0.0)
+            for edge in stage.after
+            if edge.counts and edge.stage in by_name
+        ]
+        times = [at + soak for at, soak in counted if at is not None]
+        return {"awaitingApprovalSince": max(times)} if times else {}
     if stage.state == "AwaitingApproval" and index > 0:
         since = _succeeded_at(stages[index - 1], decisions)
         return {"awaitingApprovalSince": since} if since is not None else {}

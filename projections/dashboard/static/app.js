@@ -290,9 +290,29 @@ function approvalsLine(stage) {
   return h("div", { class: "hold approvals", testid: `approvals-${stage.name}` }, text);
 }
 
-// What holds a stage: its maintenance window, its health gates, its waves, clusters blocked by dependencies.
+// A stage of a stage graph (rollout/engine/stage_graph.py): each upstream edge — passed, soaking
+// until when, or waited for — and how many must count (the quorum).
+function upstreamHold(stage) {
+  if (!stage.after) return null;
+  if (!stage.after.length) {
+    return h("div", { class: "hold upstream", testid: `upstream-${stage.name}` }, "a root: starts with the rollout");
+  }
+  const edges = stage.after.map((e) => h("span", { testid: `edge-${stage.name}-${e.stage}`, "data-counts": String(e.counts) },
+    e.counts ? `${e.stage} passed` : e.passed ? `${e.stage} passed, soaking until ${e.soakUntil ? when(e.soakUntil) : "the first tick"}`
+      : `waiting for ${e.stage}`));
+  const counting = stage.after.filter((e) => e.counts).length;
+  const parts = [];
+  edges.forEach((edge, i) => { if (i) parts.push("; "); parts.push(edge); });
+  return h("div", { class: "hold upstream", testid: `upstream-${stage.name}` }, "after ", ...parts,
+    ` — ${counting} of ${stage.needed} needed (quorum ${stage.quorum})`);
+}
+
+// What holds a stage: its upstream stages, its maintenance window, its health gates, its waves,
+// clusters blocked by dependencies.
 function stageHolds(stage, dependsOn) {
   const holds = [];
+  const upstream = upstreamHold(stage);
+  if (upstream) holds.push(upstream);
   const w = stage.window;
   if (w) {
     const text = w.open

@@ -499,6 +499,33 @@ def test_a_stage_with_waves_shows_the_open_wave_its_members_and_when_the_next_st
     assert same_page(page)
 
 
+def test_a_stage_graph_shows_which_upstreams_each_stage_waits_for_and_the_edge_soak(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "delta", "delta", 6)  # delta-00, -01 canary; -02, -03 wave-1; -04, -05 the rest
+    stages = [
+        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+        {"name": "wave-1", "selector": {"matchLabels": {"ring": "wave-1"}}, "after": [{"stage": "canary"}]},
+        {"name": "wave-2", "after": [{"stage": "canary"}]},
+        {"name": "final", "after": [{"stage": "wave-1", "soak": "1h"}, {"stage": "wave-2"}], "quorum": "All"},
+    ]
+    off_loop(stack.send, "intents", "delta", module("delta", app="delta", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/delta")
+    final = page.get_by_test_id("upstream-final")
+    expect(final).to_contain_text("wave-1 passed, soaking until", timeout=90_000)
+    expect(final).to_contain_text("wave-2 passed — 1 of 2 needed (quorum All)")
+    expect(page.get_by_test_id("edge-final-wave-1")).to_have_attribute("data-counts", "false")
+    expect(page.get_by_test_id("edge-final-wave-2")).to_have_attribute("data-counts", "true")
+    expect(page.get_by_test_id("upstream-canary")).to_have_text("a root: starts with the rollout")
+    expect(page.get_by_test_id("upstream-wave-2")).to_contain_text("after canary passed — 1 of 1 needed (quorum All)")
+    expect(page.get_by_test_id("stage-final").get_by_test_id("stage-state")).to_contain_text("Pending")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Soaking")
+    decisions = page.get_by_test_id("decisions")
+    expect(decisions).to_contain_text("stage wave-1 started")
+    expect(decisions).to_contain_text("stage wave-2 started")
+    expect(decisions).to_contain_text("stage final waits for its upstream stages (All: 1 of 2 needed)")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-stage-graph.png"), full_page=True)
+    assert same_page(page)
+
+
 def intents(stack: Stack, module_name: str) -> list[RolloutCommanded]:
     events = (parse_event(r.value) for r in off_loop(stack.records, "intents") if r.key == module_name)
     return [e for e in events if isinstance(e, RolloutCommanded)]
