@@ -6,7 +6,7 @@
 
 Every `interval` seconds the runner reads the latest module statuses (a compacted topic,
 each document read with its model, rollout/wire/status.py) and, for each module whose
-current stage is `Soaking` and has gates (the status carries each gate's definition,
+current stage (in a stage graph: any stage) is `Soaking` and has gates (the status carries each gate's definition,
 `StageGate`), evaluates every gate and publishes the result:
 
 * prometheus — GET `<url>/api/v1/query?query=…` (the instant-query API); passed when the
@@ -86,11 +86,9 @@ class Result:
 
 
 def soaking_gates(status: ModuleStatus) -> list[tuple[str, StageGate]]:
-    """(stage, gate) of every gate of the module's current stage, if it soaks."""
-    stage = status.stage(status.current_stage)
-    if stage is None or stage.state != "Soaking":
-        return []
-    return [(stage.name, gate) for gate in stage.gates]
+    """(stage, gate) of every gate of every stage that soaks: a chain's current stage; in a
+    stage graph (rollout/engine/stage_graph.py) each of the stages soaking at once."""
+    return [(stage.name, gate) for stage in status.stages if stage.state == "Soaking" for gate in stage.gates]
 
 
 def judge_samples(payload: Any, low: float | None, high: float | None) -> Result:
@@ -137,18 +135,18 @@ class Compared:
     baseline: list[str]
 
 
-def compared_clusters(status: ModuleStatus, targets: list[TargetStatus]) -> Compared:
-    """From the engine's typed documents: the updated clusters — members of the current
-    stage that run the target generation and succeeded — and the baseline — members of the
-    stages after it still waiting to move (`pending`: on the stable revision, or none).
-    Each side sorted, at most MAX_COMPARED."""
+def compared_clusters(status: ModuleStatus, targets: list[TargetStatus], stage: str | None = None) -> Compared:
+    """From the engine's typed documents: the updated clusters — members of the gate's
+    stage (default: the current stage) that run the target generation and succeeded — and
+    the baseline — members of the stages after it in the list still waiting to move
+    (`pending`: on the stable revision, or none). Each side sorted, at most MAX_COMPARED."""
     names = [stage.name for stage in status.stages]
-    current = names.index(status.current_stage) if status.current_stage in names else len(names)
+    measured = stage or status.current_stage
+    current = names.index(measured) if measured in names else len(names)
     later = set(names[current + 1 :])
+    generation = status.generation
     updated = sorted(
-        t.cluster
-        for t in targets
-        if t.stage == status.current_stage and t.generation == status.generation and t.state == "succeeded"
+        t.cluster for t in targets if t.stage == measured and t.generation == generation and t.state == "succeeded"
     )
     baseline = sorted(t.cluster for t in targets if t.stage in later and t.state == "pending")
     return Compared(updated[:MAX_COMPARED], baseline[:MAX_COMPARED])
@@ -321,7 +319,7 @@ class GateRunner:
                     payload = await response.json(content_type=None)
                 return judge_samples(payload, spec.min, spec.max)
             if gate.compare is not None:
-                return await self.compare(session, module, gate.compare, status)
+                return await self.compare(session, module, gate.compare, status, stage)
             if gate.webhook is None:
                 return Result(None, "the gate has neither prometheus, webhook nor compare")
             facts = {
@@ -339,12 +337,18 @@ class GateRunner:
             return Result(None, f"cannot evaluate: {type(error).__name__}: {error}")
 
     async def compare(
-        self, session: aiohttp.ClientSession, module: str, spec: CompareQuery, status: ModuleStatus
+        self,
+        session: aiohttp.ClientSession,
+        module: str,
+        spec: CompareQuery,
+        status: ModuleStatus,
+        stage: str | None = None,
     ) -> Result:
-        """A comparative canary: the query over the updated clusters against the baseline."""
-        clusters = compared_clusters(status, (await self.module_targets()).get(module, []))
+        """A comparative canary: the query over the updated clusters of `stage` (default: the
+        current stage) against the baseline."""
+        clusters = compared_clusters(status, (await self.module_targets()).get(module, []), stage)
         if not clusters.updated:
-            return Result(None, f"no updated cluster of stage {status.current_stage} to compare")
+            return Result(None, f"no updated cluster of stage {stage or status.current_stage} to compare")
         if not clusters.baseline:
             return Result(None, "no baseline: no cluster of a later stage is waiting for the target")
         values = []

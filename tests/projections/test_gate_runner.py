@@ -104,6 +104,18 @@ def test_only_the_gates_of_a_soaking_current_stage_are_evaluated() -> None:
     assert soaking_gates(ModuleStatus.read(running)) == []
 
 
+def test_the_gates_of_every_stage_of_a_stage_graph_soaking_at_once_are_evaluated() -> None:
+    gate = {"name": "errors", "webhook": {"url": "http://x/hook"}}
+    stages = [
+        {"name": "canary", "state": "Succeeded", "gates": [gate]},
+        {"name": "eu", "state": "Soaking", "gates": [gate], "after": [{"stage": "canary", "passed": True}]},
+        {"name": "us", "state": "Soaking", "gates": [gate], "after": [{"stage": "canary", "passed": True}]},
+        {"name": "prod", "state": "Pending", "gates": [gate], "after": [{"stage": "eu"}, {"stage": "us"}]},
+    ]
+    found = soaking_gates(ModuleStatus.read({**STATUS, "currentStage": "eu", "stages": stages}))
+    assert [stage for stage, _ in found] == ["eu", "us"]
+
+
 async def test_runner_reads_statuses_with_one_consumer_and_logs_each_result(
     server: GateServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
