@@ -15,6 +15,14 @@ budget (`over_budget`) the rollout halts or rolls back to the
 The phase settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what
 module-status shows.
 
+Stage graphs (stage_graph.py). With `after` on a stage the stages are a graph, not a chain:
+`_progress_graph` keeps each stage's progress in `ModuleRecord.graph` (the chain keeps
+`stage_index`), starts every stage whose upstream quorum counts, and settles each started
+stage with the same `_settle` a chain's current stage goes through — so several stages
+fill, soak and pass at once. A graph's fold that runs out of moves stops before settling
+anything (`spent`): its continuation fills the rest first, then settles, in the order one
+unbounded fold would.
+
 Moves per event. One event may open a fleet-sized stage (90,000 clusters at 100 %
 concurrency) or roll a whole fleet back; made in one fold, those moves are one batch and
 one transaction of assignments, decisions and state — the worker's memory peak and the
