@@ -4,6 +4,7 @@ rule. A stage may follow several upstream stages (`after`), with a quorum (`All`
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -192,6 +193,22 @@ def test_each_running_stage_moves_within_its_own_max_concurrency() -> None:
     fleet = fleet_of(graph(maxConcurrency=1))
     fleet.succeed("app", "can-1")
     assert updating(fleet) == ["eu-1", "us-1"]  # one of eu and one of us, at once
+
+
+def test_a_running_stage_outside_its_window_waits_while_the_stage_beside_it_moves() -> None:
+    evenings = {"schedule": "0 22 * * 1-5", "duration": "4h", "timeZone": "Europe/Berlin"}
+    monday_20h_utc = datetime(2026, 3, 2, 20, 0, tzinfo=UTC).timestamp()  # 21:00 in Berlin
+    stages = [
+        stage("canary", {"ring": "canary"}),
+        {**stage("eu", {"ring": "eu"}), "after": after("canary"), "windows": [evenings]},
+        {**stage("us", {"ring": "us"}), "after": after("canary")},
+    ]
+    fleet = fleet_of(module("app", {}, "v1", *stages), at=monday_20h_utc)
+    fleet.succeed("app", "can-1")
+    assert updating(fleet) == ["us-1", "us-2"]  # eu waits for its window, us moves
+    assert [d.because.stage for d in fleet.decisions if d.action == "awaiting-window"] == ["eu"]  # type: ignore[attr-defined]
+    fleet.tick(monday_20h_utc + 3600)  # 22:00 in Berlin: eu's window opens
+    assert updating(fleet) == ["eu-1", "eu-2", "us-1", "us-2"]
 
 
 def test_a_stage_done_with_failures_within_max_failures_counts_for_its_downstream() -> None:
