@@ -325,6 +325,34 @@ def test_a_chain_respecified_as_a_graph_mid_run_goes_on_where_it_was() -> None:
     assert updating(fleet) == ["eu-1", "eu-2", "us-1", "us-2"]
 
 
+def test_a_graph_respecified_as_a_chain_mid_run_goes_on_at_its_first_stage_not_passed() -> None:
+    fleet = fleet_of(graph())
+    fleet.succeed("app", "can-1")
+    fleet.succeed("app", "us-1", "us-2")
+    assert updating(fleet) == ["eu-1", "eu-2"]
+    chain = [stage("canary", {"ring": "canary"}), stage("eu", {"ring": "eu"}), stage("us", {"ring": "us"})]
+    fleet.apply(module("app", {}, "v1", *chain, stage("prod", {"ring": "prod"})))  # the same revision, a chain
+    record = fleet.record("app")
+    assert (record.graph, record.stage_index, record.stage_started) == ({}, 1, True)  # eu, as it was
+    fleet.succeed("app", "eu-1", "eu-2")
+    assert updating(fleet) == ["prod-1"]  # us ran already: it passes at once
+    fleet.succeed("app", "prod-1")
+    assert fleet.phase("app") == "Complete"
+
+
+def test_an_upstream_may_come_later_in_the_list_than_its_downstream() -> None:
+    stages = [
+        {**stage("prod", {"ring": "prod"}), "after": after("canary")},
+        {**stage("canary", {"ring": "canary"}), "after": []},
+    ]
+    fleet = given(
+        cluster("can-1", {"ring": "canary"}), cluster("prod-1", {"ring": "prod"}), module("app", {}, "v1", *stages)
+    )
+    assert updating(fleet) == ["can-1"]
+    fleet.succeed("app", "can-1")
+    assert updating(fleet) == ["prod-1"]
+
+
 def test_records_with_a_graph_read_back_as_written() -> None:
     fleet = fleet_of(graph(prod={"after": after(("eu", "5m"), "us")}))
     fleet.succeed("app", "can-1", "eu-1", "eu-2")
