@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import subprocess
 import sys
 import time
@@ -57,15 +58,26 @@ def gate(worker: Worker, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def first_line(process: subprocess.Popen[str], timeout: float = 60.0) -> str:
+    """The first line `process` prints, waiting for it up to `timeout` seconds."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        assert selector.select(timeout), f"nothing printed within {timeout}s"
+    return process.stdout.readline()
+
+
 def test_status_wait_exits_0_once_the_rollout_is_complete(worker: Worker) -> None:
     applied(worker, "gate-ok", ONLY_CANARY)
     waiting = gate(worker, "gate-ok", "--timeout", "60s")
-    time.sleep(1.5)
+    # the report goes out only once the gate has read the rollout still in progress (a fixed
+    # sleep raced the process's start-up under load)
+    progressing = first_line(waiting)
+    assert progressing.startswith("module/gate-ok: Progressing, stage canary, 0/1"), progressing
     assert waiting.poll() is None, waiting.communicate()[0]  # still Progressing: it waits
     report(worker, "gate-ok", "c1", "succeeded")
     output, _ = waiting.communicate(timeout=60)
-    assert waiting.returncode == 0, output
-    assert output.splitlines()[0].startswith("module/gate-ok: Progressing, stage canary, 0/1")
+    assert waiting.returncode == 0, progressing + output
     assert output.splitlines()[-1] == "module/gate-ok: phase=Complete"
 
 

@@ -396,6 +396,11 @@ async def test_oci_artifacts_sync_over_plain_http_with_insecure_and_over_tls_wit
         completed(engine, "oci-plain")
         completed(engine, "oci-tls")
         completed(engine, "oci-untrusted", "Halted")
+        # read while the registry still answers: the controller retries, and a retry after
+        # stop() says "connection refused" instead of why it was refused
+        assert assigned(engine, "oci-untrusted") == ["c1"]
+        refused = await ready_message(engine.fleet.workloads["c1"], "OCIRepository", "oci-untrusted-c1")
+        assert refused.startswith("False") and "certificate signed by unknown authority" in refused, refused
     finally:
         tls_registry.stop()
 
@@ -406,9 +411,6 @@ async def test_oci_artifacts_sync_over_plain_http_with_insecure_and_over_tls_wit
         tls_source = await get(cluster, "OCIRepository", FLUX_NAMESPACE, f"oci-tls-{name}")
         assert plain_source is not None and plain_source["status"]["artifact"]["revision"] == f"v1@{plain_digest}"
         assert tls_source is not None and tls_source["status"]["artifact"]["revision"] == f"v1@{tls_digest}"
-    assert assigned(engine, "oci-untrusted") == ["c1"]
-    refused = await ready_message(engine.fleet.workloads["c1"], "OCIRepository", "oci-untrusted-c1")
-    assert refused.startswith("False") and "certificate signed by unknown authority" in refused, refused
 
 
 # --- 5: Helm targetNamespace + storageNamespace ----------------------------------------------
