@@ -67,7 +67,7 @@ def status_renderable(
     if status.staged:
         header.add_row("Target", f"{status.target_revision} (generation {status.generation})")
         header.add_row("Stable", status.stable_revision or "-")
-        header.add_row("Stage", status.current_stage or "-")
+        header.add_row("Stage", stage_label(status))
     if status.held is not None:  # intents waiting for cluster observations (causal order)
         header.add_row("Held", Text(f"{status.held.intents} intent(s): {status.held.reason}", style="yellow"))
     if status.depends_on:
@@ -266,6 +266,16 @@ def wave_line(stage: StageStatus) -> str | None:
     apart = f", {waves.delay} apart" if waves.delay else ""
     following = f"; next wave at {waves.next_wave_at}" if waves.next_wave_at is not None else ""
     return f"stage {stage.name}: {at} of {waves.size} ({order}{apart}){following}"
+
+
+def stage_label(status: ModuleStatus) -> str:
+    """The header's Stage: the current stage — in a stage graph, every stage under way at
+    once (running, soaking or awaiting approval), e.g. "eu, us (side by side)"."""
+    if any(stage.after is not None for stage in status.stages):
+        busy = [s.name for s in status.stages if s.state in ("Running", "Soaking", "AwaitingApproval")]
+        if len(busy) > 1:
+            return f"{', '.join(busy)} (side by side)"
+    return status.current_stage or "-"
 
 
 def upstreams_line(stage: StageStatus) -> str | None:

@@ -444,6 +444,22 @@ def test_status_prints_which_upstreams_a_waiting_stage_has_and_which_edge_soaks(
     assert "after eu+us (All)" in text  # LIMITS
 
 
+def test_status_names_every_stage_running_side_by_side() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rollout_cli.views.status import status_renderable
+
+    fleet = fleet_of(graph())
+    fleet.succeed("app", "can-1")
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(ModuleStatus.read(fleet.status("app")), [], []))
+    lines = [line.split() for line in console.export_text().splitlines()]
+    assert ["Stage", "eu,", "us", "(side", "by", "side)"] in lines
+    assert fleet.status("app")["currentStage"] == "eu"  # the document's one current stage: the first under way
+
+
 def test_plan_shows_which_stage_waits_for_which_with_quorum_and_soak(tmp_path: Any) -> None:
     import json
 
