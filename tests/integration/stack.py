@@ -8,6 +8,7 @@ CLI starts them) do their work, and the tests read the projection topics and the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -17,16 +18,18 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, Counter
 
 from infra import client
 from infra.observability import Metrics
 from infra.topics import TopicNames, ensure_topics
 from rollout.wire.events import EventBase, ModuleApplied
+from rollout_cli.main import cli
 from rollout_cli.publishing.intents import fleet_stamp, intents_for, publish_intents
 from rollout_cli.publishing.manifest_files import load_manifest_files
 from streams.delivery import StageRunner, StageSpec
@@ -69,6 +72,22 @@ def http_get(port: int, path: str) -> tuple[int, str] | None:
         return error.code, error.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
+
+
+@contextlib.contextmanager
+def started(
+    bootstrap: str, workdir: Path, *, partitions: int = 2, applier: tuple[str, ...] | None = None
+) -> Iterator[Stack]:
+    """A Stack whose worker is ready — and, when `applier` is given, a directory-sink applier
+    started with those flags — stopped when the block ends (a test module's fixture)."""
+    stack = Stack(bootstrap, workdir, partitions=partitions, tick_interval=1.0)
+    try:
+        stack.start_worker()
+        if applier is not None:
+            stack.start_applier(*applier)
+        yield stack
+    finally:
+        stack.stop()
 
 
 class Stack:
@@ -188,6 +207,11 @@ class Stack:
 
     def records(self, role: str) -> list[client.Record]:
         return asyncio.run(client.read_all(self.bootstrap, self.topics.name(role)))
+
+    def rollout(self, *args: str) -> tuple[int, str]:
+        """`rollout <args>` against this stack's broker and topics, in-process: exit code, output."""
+        result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", self.bootstrap, "--topic-prefix", self.prefix])
+        return result.exit_code, result.output
 
     def files(self) -> set[str]:
         if not self.out.exists():

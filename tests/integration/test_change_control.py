@@ -10,11 +10,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from click.testing import CliRunner
 
 from rollout.wire.events import RolloutCommanded
-from rollout_cli.main import cli
-from tests.integration.stack import Stack
+from tests.integration.stack import Stack, started
 from tests.integration.test_staged_rollout import Driver, module, small_fleet
 
 pytestmark = pytest.mark.integration
@@ -27,15 +25,8 @@ STAGES = [
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("change-control"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("change-control"), partitions=2) as stack:
+        yield stack
 
 
 def approval_by(user: str, groups: list[str]) -> RolloutCommanded:
@@ -49,19 +40,19 @@ def test_two_verified_approvers_let_the_stage_start_and_a_rejection_halts_the_ne
     driver = Driver(stack, "vault")
     driver.until("AwaitingApproval")
 
-    code, output = rollout(stack, "approve", "vault", "--stage", "wave", "--timeout", "60s")
+    code, output = stack.rollout("approve", "vault", "--stage", "wave", "--timeout", "60s")
     assert code != 0 and "is not a verified identity" in output, output  # the CLI's user is nobody's word
     stack.send("intents", "vault", approval_by("alice@example.com", ["sre"]))
     stack.send("intents", "vault", approval_by("alice@example.com", ["sre"]))  # again: counted once
     stack.send("intents", "vault", approval_by("mallory@example.com", ["dev"]))  # not in the group
     stack.send("intents", "vault", RolloutCommanded(module="vault", command="pause"))  # a marker: folded after them
     driver.until("Paused")
-    code, output = rollout(stack, "status", "vault", "-o", "json")
+    code, output = stack.rollout("status", "vault", "-o", "json")
     assert code == 0, output
     wave = next(s for s in json.loads(output)["stages"] if s["name"] == "wave")
     assert (wave["approvalsRequired"], wave["approvalGroups"], wave["approved"]) == (2, ["sre"], False)
     assert [(a["user"], a["counted"]) for a in wave["approvals"]] == [("alice@example.com", True)]
-    code, output = rollout(stack, "status", "vault")
+    code, output = stack.rollout("status", "vault")
     assert "wave: alice@example.com (dashboard); waiting for 1 more from sre" in " ".join(output.split()), output
 
     stack.send("intents", "vault", RolloutCommanded(module="vault", command="resume"))
@@ -71,14 +62,14 @@ def test_two_verified_approvers_let_the_stage_start_and_a_rejection_halts_the_ne
 
     stack.send("intents", "vault", module("vault", app="vault", tag="1.1.0", stages=STAGES))
     driver.until("AwaitingApproval")
-    code, output = rollout(
-        stack, "reject", "vault", "--stage", "wave", "--reason", "1.1.0 leaks memory on canary", "--timeout", "60s"
+    code, output = stack.rollout(
+        "reject", "vault", "--stage", "wave", "--reason", "1.1.0 leaks memory on canary", "--timeout", "60s"
     )
     assert code == 0 and "accepted" in output and "rejected by" in output, output
     status = driver.until("Halted")
     assert status["rejection"]["reason"] == "1.1.0 leaks memory on canary" and status["rejection"]["via"] == "cli"
-    code, output = rollout(stack, "resume", "vault", "--timeout", "60s")
+    code, output = stack.rollout("resume", "vault", "--timeout", "60s")
     assert code != 0 and "rejected by" in output, output  # a rejection stands for its target
-    code, output = rollout(stack, "status", "vault")
+    code, output = stack.rollout("status", "vault")
     assert "Rejected" in output and "1.1.0 leaks memory on canary" in " ".join(output.split()), output
     assert {t["revision"] for name, t in driver.targets().items() if name != "vault-0"} == {"1.0.0"}

@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterHeartbeat, ClusterObserved, ClusterRemoved, ModuleApplied, RolloutCommanded
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -69,16 +67,17 @@ def module(tag: str) -> ModuleApplied:
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("churn"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    stack.start_applier("--simulate-status", "--lease-seconds", "3")
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(
+        kafka_bootstrap,
+        tmp_path_factory.mktemp("churn"),
+        partitions=2,
+        applier=(
+            "--simulate-status",
+            "--lease-seconds",
+            "3",
+        ),
+    ) as stack:
+        yield stack
 
 
 def status(stack: Stack) -> dict[str, Any]:
@@ -91,7 +90,7 @@ def target(stack: Stack, name: str) -> dict[str, Any]:
 
 def members(stack: Stack) -> dict[str, tuple[str, str]]:
     """Every member of the run in its explicit state, as `rollout status -o json` says it."""
-    code, output = rollout(stack, "status", "churned", "-o", "json")
+    code, output = stack.rollout("status", "churned", "-o", "json")
     assert code == 0, output
     return {m["cluster"]: (m["state"], m["why"]) for m in json.loads(output).get("members", [])}
 
@@ -112,7 +111,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     stack.send("heartbeats", "o1", ClusterHeartbeat(cluster="o1", lease_seconds=2.0))
     wait_for("o1 offline", lambda: target(stack, "o1").get("offline") == "lease", timeout=60)
     stack.send("clusters", "l1", ClusterRemoved(name="l1"))
-    code, output = rollout(stack, "cluster", "leave", "w2")
+    code, output = stack.rollout("cluster", "leave", "w2")
     assert code == 0, output
     stack.send("clusters", "j1", cluster("j1", "wave"))
     wait_for("j1 in the run", lambda: status(stack)["run"]["stages"]["wave"] == {"members": 7, "left": 1}, timeout=60)
@@ -138,7 +137,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
         "w2": ("Left", "it left the fleet (rollout cluster leave)"),
         "l1": ("Left", "removed from the fleet"),
     }
-    code, output = rollout(stack, "status", "churned")
+    code, output = stack.rollout("status", "churned")
     assert code == 0, output
     assert "SkippedOffline (1):" in output and "o1 (stage wave): its lease expired" in output, output
     assert "Held (1):" in output and "h1 (stage wave): held by its owner: store opening hours" in output, output
@@ -146,7 +145,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
 
     # the owner lifts the hold: h1 moves; w2 joins the fleet again: it moves too
     stack.send("clusters", "h1", cluster("h1", "wave"))
-    code, output = rollout(stack, "cluster", "join", "w2")
+    code, output = stack.rollout("cluster", "join", "w2")
     assert code == 0, output
     wait_for("h1 on 1.0.0", lambda: target(stack, "h1").get("state") == "succeeded", timeout=60)
     wait_for("w2 on 1.0.0", lambda: target(stack, "w2").get("state") == "succeeded", timeout=60)

@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import CLAIM_CHUNKS, ClusterObserved, ModuleApplied, ModuleDeleted
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,16 +62,17 @@ def module(tag: str, name: str = "leased", app: str = "leased") -> ModuleApplied
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("leases"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    stack.start_applier("--simulate-status", "--lease-seconds", LEASE)
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(
+        kafka_bootstrap,
+        tmp_path_factory.mktemp("leases"),
+        partitions=2,
+        applier=(
+            "--simulate-status",
+            "--lease-seconds",
+            LEASE,
+        ),
+    ) as stack:
+        yield stack
 
 
 def targets(stack: Stack) -> dict[str, dict[str, Any]]:
@@ -109,28 +108,28 @@ def test_leases_follow_heartbeats_and_leave_join(stack: Stack) -> None:
     records = stack.latest("heartbeats")
     beats = [key for key, beat in records.items() if beat and beat["type"] == "HolderHeartbeat"]
     assert len(beats) == 1 and len(records) == CLAIM_CHUNKS + 1, records.keys()
-    code, output = rollout(stack, "get", "clusters", "-o", "json")
+    code, output = stack.rollout("get", "clusters", "-o", "json")
     assert code == 0, output
     leases = {doc["metadata"]["name"]: doc["fleet"]["lease"] for doc in json.loads(output)}
     assert leases["c1"]["leaseSeconds"] == 3.0 and leases["c1"]["ageSeconds"] < 30
-    code, output = rollout(stack, "get", "clusters")
+    code, output = stack.rollout("get", "clusters")
     assert "LEASE" in output.splitlines()[0] and "expired" not in output
 
     # w1 leaves: the rollout of 1.1.0 passes it by and completes; join brings it along
-    code, output = rollout(stack, "cluster", "leave", "w1")
+    code, output = stack.rollout("cluster", "leave", "w1")
     assert code == 0 and output.startswith("cluster/w1: leave accepted"), output
-    code, output = rollout(stack, "get", "clusters", "w1")
+    code, output = stack.rollout("get", "clusters", "w1")
     assert " left " in output, output
     stack.send("intents", "leased", module("1.1.0"))
     wait_for("1.1.0 stable, waiting for w1", lambda: waiting(stack, "1.1.0") == "1 cluster not ready")
     assert phase(stack, "1.1.0") == "Progressing"  # not Complete: w1 does not run it
     assert targets(stack)["w1"]["revision"] == "1.0.0" and targets(stack)["w1"]["state"] == "not_ready"
-    code, output = rollout(stack, "cluster", "join", "w1")
+    code, output = stack.rollout("cluster", "join", "w1")
     assert code == 0, output
     wait_for("w1 on 1.1.0", lambda: targets(stack)["w1"]["state"] == "succeeded" and targets(stack)["w1"])
     assert targets(stack)["w1"]["revision"] == "1.1.0"
     wait_for("1.1.0 complete", lambda: phase(stack, "1.1.0") == "Complete")
-    code, output = rollout(stack, "cluster", "leave", "nosuchcluster")
+    code, output = stack.rollout("cluster", "leave", "nosuchcluster")
     assert (code, output) == (1, "error: cluster/nosuchcluster: leave refused: cluster 'nosuchcluster' not found\n")
 
     # the applier stops: leases expire, nothing moves; it comes back: the clusters move
@@ -158,7 +157,7 @@ def test_a_cluster_whose_only_module_was_deleted_stays_ready_for_the_next(stack:
     stack.send("intents", "first", ModuleDeleted(kind="Module", name="first"))
     wait_for("e1's assemblage emptied", lambda: "e1" not in stack.latest("proxy") or None)
     time.sleep(3 * float(LEASE))  # three leases: one without heartbeats would have expired
-    code, output = rollout(stack, "get", "clusters", "e1", "-o", "json")
+    code, output = stack.rollout("get", "clusters", "e1", "-o", "json")
     assert code == 0 and not json.loads(output)["fleet"]["lease"]["expired"], output
 
     # the next module reaches it: e1 is ready, so it is assigned, written and reported
@@ -166,5 +165,5 @@ def test_a_cluster_whose_only_module_was_deleted_stays_ready_for_the_next(stack:
     second = lambda: stack.latest("targets").get("second/e1") or {}  # noqa: E731
     wait_for("second on e1", lambda: second().get("state") == "succeeded", timeout=30)
     assert second()["ready"] and second()["revision"] == "2.0.0"
-    code, output = rollout(stack, "get", "clusters", "e1")
+    code, output = stack.rollout("get", "clusters", "e1")
     assert code == 0 and "expired" not in output and " True " in output, output

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied, SyncStatusReported
 from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -38,15 +38,8 @@ def manifest(name: str, tag: str, depends_on: list[str] | None = None) -> dict[s
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("deps"), partitions=3, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("deps"), partitions=3) as stack:
+        yield stack
 
 
 def targets(stack: Stack, module: str) -> dict[str, dict[str, Any]]:
@@ -79,10 +72,10 @@ def test_dependent_waits_for_its_dependency_per_cluster_and_is_deleted_first(sta
     wait_for("shop on d1", lambda: targets(stack, "shop")["d1"]["revision"] == "s1")
     assert targets(stack, "shop")["d2"]["state"] == "blocked"
 
-    code, output = rollout(stack, "delete", "module", "platform")
+    code, output = stack.rollout("delete", "module", "platform")
     assert code == 0 and "deleted once the modules depending on it are: shop" in output, output
     assert stack.latest("module_status")["platform"]["deleting"] is True
-    code, output = rollout(stack, "delete", "module", "shop")
+    code, output = stack.rollout("delete", "module", "shop")
     assert code == 0, output
     wait_for("platform deleted after shop", lambda: "platform" not in stack.latest("module_status"))
     assert targets(stack, "platform") == {} and targets(stack, "shop") == {}
@@ -118,7 +111,7 @@ def test_dependent_applied_with_its_dependency_in_one_apply_waits_for_its_new_re
         for document in documents:
             document["spec"]["selector"] = {"matchLabels": {"app": "together"}}
         (tmp_path / "both.yaml").write_text(yaml.safe_dump_all(documents))
-        code, output = rollout(stack, "apply", "-f", str(tmp_path / "both.yaml"))
+        code, output = stack.rollout("apply", "-f", str(tmp_path / "both.yaml"))
         assert code == 0, output
 
     def succeed(module: str, revision: str, generation: int) -> None:

@@ -13,27 +13,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("windows"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("windows"), partitions=2) as stack:
+        yield stack
 
 
 def windowed_module(opens: datetime) -> dict:
@@ -72,7 +63,7 @@ def test_clusters_move_when_the_window_opens_and_status_says_when(stack: Stack, 
         }
         stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
     (tmp_path / "nightly.yaml").write_text(yaml.safe_dump(document))
-    code, output = rollout(stack, "plan", "-f", str(tmp_path / "nightly.yaml"))
+    code, output = stack.rollout("plan", "-f", str(tmp_path / "nightly.yaml"))
     assert code == 0 and f"moves only in windows: allow {opens.minute} {opens.hour} * * * for 10m (UTC)" in output
     stack.send("intents", "nightly", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(document)))
 
@@ -85,9 +76,9 @@ def test_clusters_move_when_the_window_opens_and_status_says_when(stack: Stack, 
     window = status["stages"][0]["window"]
     assert (window["open"], window["nextOpenAt"]) == (False, expected)
     assert not any(t for k, t in stack.latest("targets").items() if k.startswith("nightly/") and t["revision"])
-    code, output = rollout(stack, "status", "nightly")
+    code, output = stack.rollout("status", "nightly")
     assert code == 0 and f"window closed, opens {expected}" in output, output
-    decisions = json.loads(rollout(stack, "history", "nightly", "-o", "json")[1])
+    decisions = json.loads(stack.rollout("history", "nightly", "-o", "json")[1])
     *before, last = [d["reason"] for d in decisions if d["action"] == "awaiting-window"]
     assert last == f"stage all waits for a maintenance window: next opens at {expected}"
     # (if the module reached the engine before its first tick, it said so first)

@@ -19,7 +19,7 @@ from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.engine.stages import MOVES_PER_EVENT
 from rollout.wire.events import ClusterObserved, ModuleApplied
 from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,8 @@ CLUSTERS = MOVES_PER_EVENT + 300
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("slices"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("slices"), partitions=2) as stack:
+        yield stack
 
 
 def observed(name: str) -> bytes:

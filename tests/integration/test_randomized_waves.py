@@ -16,11 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from rollout.wire.decisions import DecisionDocument
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 from tests.integration.test_staged_rollout import Driver, cluster, module
 
 pytestmark = pytest.mark.integration
@@ -32,22 +30,15 @@ STAGES = [{"name": "all", "maxConcurrency": 2, "waves": WAVES}]
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("waves"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("waves"), partitions=2) as stack:
+        yield stack
 
 
 def planned_waves(stack: Stack, tmp_path: Path) -> list[list[str]]:
     """What `rollout plan -o json` says the stage's waves are, before anything is applied."""
     document = module("tide", app="tide", tag="1.0.0", stages=STAGES).module.model_dump(mode="json", by_alias=True)
     (tmp_path / "tide.yaml").write_text(yaml.safe_dump(document))
-    code, output = rollout(stack, "plan", "-f", str(tmp_path / "tide.yaml"), "-o", "json")
+    code, output = stack.rollout("plan", "-f", str(tmp_path / "tide.yaml"), "-o", "json")
     assert code == 0, output
     [plan] = json.loads(output)
     return plan["stages"][0]["waves"]
@@ -76,9 +67,9 @@ def test_a_stage_moves_in_seeded_waves_with_a_delay_between_them(stack: Stack, t
     assert (waves["current"], waves["count"], waves["seed"], waves["delay"]) == (1, 3, 11, "20s")
     moved = {name for name, t in driver.targets().items() if t["revision"] == "1.0.0"}
     assert moved == set(plan[0]), "the first wave is not the one the plan printed"
-    code, output = rollout(stack, "status", "tide", "-o", "json")
+    code, output = stack.rollout("status", "tide", "-o", "json")
     assert code == 0 and json.loads(output)["stages"][0]["waves"] == waves
-    code, text = rollout(stack, "status", "tide")
+    code, text = stack.rollout("status", "tide")
     assert f"stage all: wave 1/3 of 3 (seed 11, 20s apart); next wave at {waves['nextWaveAt']}" in text, text
 
     driver.until("Complete", timeout=240)
@@ -95,5 +86,5 @@ def test_a_stage_moves_in_seeded_waves_with_a_delay_between_them(stack: Stack, t
         assert wave.at >= done + 20, f"wave {number} started {wave.at - done:.1f} s after the one before was done"
         members = plan[number - 1]
         assert min(assigned_at[name] for name in members) >= wave.at  # nobody moved before its wave
-    code, output = rollout(stack, "history", "tide")
+    code, output = stack.rollout("history", "tide")
     assert code == 0 and f"stage all wave 2/3 started (seed 11, size 3): {', '.join(plan[1])}" in output

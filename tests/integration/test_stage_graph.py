@@ -17,11 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from rollout.wire.decisions import DecisionDocument
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 from tests.integration.test_staged_rollout import Driver, cluster, module
 
 pytestmark = pytest.mark.integration
@@ -49,15 +47,8 @@ STAGES = [
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("graph"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("graph"), partitions=2) as stack:
+        yield stack
 
 
 def decisions(stack: Stack) -> list[DecisionDocument]:
@@ -73,7 +64,7 @@ def test_regions_run_side_by_side_after_the_canary_and_prod_waits_for_both_and_t
     wait_for("the clusters to be published", lambda: len(stack.records("clusters")) >= len(RINGS))
     applied = module("dag", app="dag", tag="1.0.0", stages=STAGES)
     (tmp_path / "dag.yaml").write_text(yaml.safe_dump(applied.module.model_dump(mode="json", by_alias=True)))
-    code, text = rollout(stack, "plan", "-f", str(tmp_path / "dag.yaml"))
+    code, text = stack.rollout("plan", "-f", str(tmp_path / "dag.yaml"))
     assert code == 0, text
     assert "after eu (then soaks 60s), us: starts once 2 of 2 passed (quorum All)" in text, text
 
@@ -105,11 +96,11 @@ def test_regions_run_side_by_side_after_the_canary_and_prod_waits_for_both_and_t
     prod = wait_for("prod to wait on eu's soak alone", prod_soaking, timeout=120, interval=0.3)
     assert prod["state"] == "Pending" and (prod["quorum"], prod["needed"]) == ("All", 2)
     until = prod["after"][0]["soakUntilAt"]
-    code, output = rollout(stack, "status", "dag", "-o", "json")
+    code, output = stack.rollout("status", "dag", "-o", "json")
     assert code == 0
     shown = next(s for s in json.loads(output)["stages"] if s["name"] == "prod")
     assert shown["after"][0]["soakUntilAt"] == until
-    code, text = rollout(stack, "status", "dag")
+    code, text = stack.rollout("status", "dag")
     assert f"stage prod: eu passed, soaking until {until}; us passed (1 of 2 needed, quorum All)" in text, text
 
     driver.until("Complete", timeout=240)
@@ -120,5 +111,5 @@ def test_regions_run_side_by_side_after_the_canary_and_prod_waits_for_both_and_t
     assert started["prod"] >= succeeded["eu"] + 60 and started["prod"] >= succeeded["us"]
     waits = [d for d in log if d.action == "stage-waiting"]
     assert waits and all(d.because.stage == "prod" for d in waits)  # type: ignore[attr-defined]
-    code, output = rollout(stack, "history", "dag")
+    code, output = stack.rollout("history", "dag")
     assert code == 0 and "stage prod waits for its upstream stages (All:" in output, output
