@@ -360,17 +360,19 @@ function stageHolds(stage, dependsOn) {
 function runSection(r) {
   if (!r) return [];
   const what = r.mode === "rollback" ? "rollback to" : "rollout of";
-  const facts = `run #${r.number}, ${what} generation ${r.generation}: ${r.members} member(s) fixed at its start`
-    + (r.startedAt ? ` (${engineWhen(r.startedAt)})` : "") + (r.left ? `, ${r.left} left since` : "");
+  // children, not one string: engineWhen is an element (with its title), not text
+  const facts = [`run #${r.number}, ${what} generation ${r.generation}: ${r.members} member(s) fixed at its start`,
+    ...(r.startedAt ? [" (", engineWhen(r.startedAt), ")"] : []), r.left ? `, ${r.left} left since` : ""];
   const rows = r.exceptions.map((m) => h("tr", { testid: `run-member-${m.cluster}`, "data-state": m.state },
     h("td", {}, link(`#/clusters/${encodeURIComponent(m.cluster)}`, m.cluster)), h("td", {}, m.stage),
     h("td", {}, badge(m.state, m.state === "Left" || m.state === "SkippedOffline" ? "not_ready" : "pending")),
     h("td", {}, m.why || "")));
   const more = r.exceptionsTotal > r.exceptions.length
     ? h("p", { class: "muted" }, `… and ${r.exceptionsTotal - r.exceptions.length} more`) : null;
-  return [h("h2", {}, "Run"), h("p", { testid: "run-facts" }, facts),
+  return [h("h2", {}, "Run"), h("p", { testid: "run-facts" }, ...facts),
     rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Cluster", "Stage", "State", "Why"].map((c) => h("th", {}, c)))),
-      h("tbody", {}, rows)) : h("p", { class: "muted" }, "every member is on its way or on the target"), more];
+      h("tbody", {}, rows)) : h("p", { class: "muted" }, "every member is on its way or on the target"),
+    ...(more ? [more] : [])];  // replaceChildren would write a null as the text "null"
 }
 
 // A cluster's lease: left the fleet, the age of its latest heartbeat (expired past its lease), or none.

@@ -467,6 +467,8 @@ def test_the_run_lists_who_it_went_on_without_and_why(page: Page, stack: Stack) 
     expect(page.get_by_test_id("held-rest")).to_contain_text("1 held by their owners")
     expect(page.get_by_test_id("run-facts")).to_contain_text("run #1, rollout of generation")
     expect(page.get_by_test_id("run-facts")).to_contain_text("3 member(s) fixed at its start")
+    expect(page.get_by_test_id("run-facts")).not_to_contain_text("[object")  # its start time is an element
+    expect(page.get_by_test_id("run")).not_to_contain_text("null")
     off_loop(stack.send, "clusters", "churn-01", ClusterRemoved(name="churn-01"))
     left = page.get_by_test_id("run-member-churn-01")
     expect(left).to_have_attribute("data-state", "Left", timeout=60_000)
