@@ -47,6 +47,7 @@ from rollout.wire.events import (
     HolderHeartbeat,
     ModuleApplied,
     ModuleDeleted,
+    PromotionObserved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -81,6 +82,7 @@ TOPIC_ROLE: dict[type, str] = {
     DependencyCurrent: "dependencies",
     RolloutContinued: "dependencies",
     GateEvaluated: "status",
+    PromotionObserved: "status",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
 BROADCAST = (
@@ -102,7 +104,7 @@ def journal_key(event: Any) -> str:
         return str(event.module.metadata.name)
     if isinstance(event, ModuleDeleted):
         return event.name
-    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved, GateEvaluated)):
+    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved, GateEvaluated, PromotionObserved)):
         return event.module
     if isinstance(event, ClusterObserved):
         return str(event.cluster.metadata.name)

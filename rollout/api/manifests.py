@@ -74,6 +74,7 @@ from rollout.api.formats import check_dns1123_label as check_dns1123_label
 from rollout.api.formats import parse_duration as parse_duration
 from rollout.api.gates import HealthGate, check_gates
 from rollout.api.helm import HelmChartSource, HelmPackage
+from rollout.api.promotion import AutoPromote, is_version
 from rollout.api.windows import MaintenanceWindow, check_windows
 
 API_VERSION = "rollout.dev/v1alpha1"
@@ -255,12 +256,52 @@ class Source(Strict):
     git: GitSource | None = None
     oci: OCISource | None = None
     helm: HelmChartSource | None = None  # a chart in a Helm repository (rollout/api/helm.py)
+    # follow the highest version of a semver range, seen by `rollout promoter`
+    # (rollout/api/promotion.py); left out when unset, so a source without it is stored as before
+    auto_promote: AutoPromote | None = Field(default=None, alias="autoPromote", exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Source:
         if sum(source is not None for source in (self.git, self.oci, self.helm)) != 1:
             raise ValueError("give exactly one of 'git', 'oci' or 'helm'")
+        if self.auto_promote is not None:
+            self._check_promotable()
         return self
+
+    def _check_promotable(self) -> None:
+        """autoPromote starts from a version: a tag (git, oci) or chart version that is a semver."""
+        if self.git is not None and self.git.version.tag is None:
+            raise ValueError(
+                "autoPromote follows Git tags: give the version as a tag (a semver such as 1.4.0), not a revision"
+            )
+        if self.oci is not None and self.oci.version.tag is None:
+            raise ValueError(
+                "autoPromote follows OCI tags: give the version as a tag (a semver such as 1.4.0), not a digest"
+            )
+        if not is_version(self.revision):
+            raise ValueError(
+                f"autoPromote starts from the version given, and {shown(self.revision)} is not a semantic version "
+                "(such as 1.4.0 or v1.4.0)"
+            )
+
+    @property
+    def kind(self) -> Literal["git", "oci", "helm"]:
+        return "git" if self.git is not None else "helm" if self.helm is not None else "oci"
+
+    @property
+    def url(self) -> str:
+        source = self.git or self.oci or self.helm
+        assert source is not None
+        return source.url
+
+    def at_version(self, version: str) -> Source:
+        """This source at `version` (a tag, or a chart's version): what a promotion targets."""
+        if self.git is not None:
+            return self.model_copy(update={"git": self.git.model_copy(update={"version": GitVersion(tag=version)})})
+        if self.helm is not None:
+            return self.model_copy(update={"helm": self.helm.model_copy(update={"version": version})})
+        assert self.oci is not None
+        return self.model_copy(update={"oci": self.oci.model_copy(update={"version": OCIVersion(tag=version)})})
 
     @property
     def revision(self) -> str:
@@ -387,6 +428,13 @@ class Sync(Strict):
     @property
     def revision(self) -> str:
         return self.source.revision
+
+    def as_applied(self) -> Sync:
+        """The sync clusters get: without `autoPromote`, which only the engine and the promoter
+        read — so holding or changing the range is no new generation of what clusters run."""
+        if self.source.auto_promote is None:
+            return self
+        return self.model_copy(update={"source": self.source.model_copy(update={"auto_promote": None})})
 
 
 class Binding(Strict):

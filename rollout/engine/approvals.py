@@ -21,7 +21,7 @@ any door, counts once. Counting reads the stored approvals against the policy as
 now, so a policy changed by a new apply of the same revision counts the same approvals
 anew.
 
-Per target generation: a new target (intents.py `_retarget`) clears the approvals and the
+Per target generation: a new target (intents.py `retarget`) clears the approvals and the
 rejection. A rejection stands for its target: `resume` does not lift it and approvals after
 it are refused (intents.py `standing_halt`); applying a new revision does.
 

@@ -63,6 +63,7 @@ uses when it is built (below, bottom to top; none reaches another but through th
     leases.py           Leases             heartbeats and claims, lease expiry, leave/join: readiness
     restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
     intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
+    promotions.py       Promotions         PromotionObserved, promotion hold/resume (inside ModuleIntents)
     dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py
     causal.py           CausalOrder        redelivery and held intents; FleetSeen
     tombstones.py       Tombstones         removed clusters' and deleted modules' tombstones pruned
@@ -158,6 +159,7 @@ from rollout.wire.events import (
     HolderHeartbeat,
     ModuleApplied,
     ModuleDeleted,
+    PromotionObserved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -306,6 +308,7 @@ class RolloutEngine:
             DependencyReported: self.dependencies.on_dependency_reported,
             DependencyCurrent: self.dependencies.on_dependency_current,
             GateEvaluated: self.gate_results.on_gate_evaluated,
+            PromotionObserved: self.intents.promotions.on_promotion_observed,
             RolloutContinued: stages.on_continued,
         }
 

@@ -22,11 +22,13 @@ which calls into `ModuleIntents` (core.py routes each intent: `RolloutEngine.app
 
 from __future__ import annotations
 
+from rollout.api.manifests import Sync
 from rollout.api.restrictions import RestrictionViolation
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approve, reject, rejection_text
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.promotions import Promotions
 from rollout.engine.restriction_rules import RestrictionRules
 from rollout.engine.stage_graph import follow_strategy
 from rollout.engine.stages import StageMachine
@@ -88,6 +90,7 @@ class ModuleIntents:
         self.stages = stages
         self.membership = membership
         self.rules = rules
+        self.promotions = Promotions(tables, book, self.retarget, stages.advance)
 
     def remember_intent(self, name: str, event_id: str) -> None:
         """Note an intent that changed nothing else: on the module, or its tombstone."""
@@ -109,9 +112,11 @@ class ModuleIntents:
             out.rejections.append(f"{event.module.kind} {name}: {violation}")
             self.remember_intent(name, event.id)
             return
-        if manifest is not event.module:  # defaultServiceAccount filled in
-            event = event.model_copy(update={"module": manifest})
         existing = self.tables.modules.get(name)
+        # an older version applied again while its promoted one is the target keeps that one (promotions.py)
+        manifest = self.promotions.floor(existing, manifest)
+        if manifest is not event.module:  # defaultServiceAccount filled in, or the promoted version kept
+            event = event.model_copy(update={"module": manifest})
         if existing is not None and existing.kind != manifest.kind:
             out.rejections.append(
                 f"{manifest.kind} {name}: the name is already used by {existing.kind} {name}; "
@@ -145,7 +150,7 @@ class ModuleIntents:
                 generation: Revision(
                     generation=generation,
                     revision=manifest.spec.sync.revision,
-                    sync=manifest.spec.sync,
+                    sync=manifest.spec.sync.as_applied(),
                     bindings_digest=digest,
                 )
             },
@@ -168,7 +173,7 @@ class ModuleIntents:
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
         record.awaiting = awaited_dependencies(record.awaiting, manifest.spec.depends_on, event.after)
         current = record.revisions[record.target]
-        new_sync = manifest.spec.sync != current.sync or digest != current.bindings_digest
+        new_sync = manifest.spec.sync.as_applied() != current.sync or digest != current.bindings_digest
         unchanged = manifest.spec == record.spec and manifest.metadata.namespace == record.namespace
         if not new_sync and unchanged and record.awaiting == existing.awaiting:
             self.tables.modules[name] = record  # the same manifest again: only its id is new
@@ -186,15 +191,17 @@ class ModuleIntents:
             record.stage_completed_at = None
         follow_strategy(record, self.tables.now)  # a chain became a graph, or back (stage_graph.py)
         if new_sync:
-            self._retarget(record, event, digest, out)
+            self.retarget(record, manifest.spec.sync, digest, out)
+        self.promotions.settle(record, out)  # a version held before: promoted once nothing holds it
         self.membership.refresh_membership(record, book.index(name) | self.membership.all_clusters(), out)
         book.recategorize_all(record, out)
         self.stages.advance(record, out)
         book.save_module(record, out)
 
-    def _retarget(self, record: ModuleRecord, event: ModuleApplied, digest: str, out: Outcome) -> None:
-        """A new sync (or new bindings): a new generation, rolled out from the first stage."""
-        sync = event.module.spec.sync
+    def retarget(self, record: ModuleRecord, sync: Sync, digest: str, out: Outcome) -> None:
+        """A new sync (or new bindings; or a promoted version: promotions.py): a new
+        generation, rolled out from the first stage."""
+        sync = sync.as_applied()
         previous = record.revisions[record.target].revision
         record.generation += 1
         record.revisions[record.generation] = Revision(
@@ -311,6 +318,12 @@ class ModuleIntents:
                 book.decide(record, DecisionAction.APPROVED, decided, out)
             elif decided is not None:
                 self._rejected(record, decided, out)
+        elif command in ("hold-promotion", "resume-promotion"):
+            refused = self.promotions.on_command(record, event, out)
+            if refused is not None:
+                out.rejections.append(f"{command} {record.name}: {refused}")
+                tables.modules[record.name] = record  # remembers the command's id, nothing else
+                return
         elif command in ("pin", "unpin"):
             if event.cluster is None:
                 out.rejections.append(f"{command} {record.name}: a cluster is required")

@@ -106,6 +106,7 @@ HOLDER_BEAT_IDS_KEPT = 16  # per holder: HolderHeartbeat (and the claims that re
 CLAIM_IDS_KEPT = 16  # per claim chunk: HolderClaims
 CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
+PROMOTION_IDS_KEPT = 32  # per module: PromotionObserved (promotions.py)
 RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 DEPARTURES_KEPT = 25  # per module: the latest members that left its current run, by name (runs.py)
@@ -455,6 +456,27 @@ class Rejection(Record):
     via: str | None = None
 
 
+class PromotionHold(Record):
+    """`rollout promotion hold`: who held the module's auto-promotion, through which door, why."""
+
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+
+class PromotionState(Record):
+    """A module's auto-promotion (promotions.py): the hold a command set (None: none), the
+    newest version seen while held (`available`, and who saw it), and the latest version
+    promoted — the floor a re-applied manifest with an older tag does not go below while it
+    is the target. `ids`: PromotionObserved handled (PROMOTION_IDS_KEPT)."""
+
+    held_by: PromotionHold | None = None
+    available: str | None = None
+    available_from: str | None = None
+    promoted: str | None = None
+    ids: list[str] = Field(default_factory=list)
+
+
 class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
@@ -510,6 +532,8 @@ class ModuleRecord(Record):
     # a stage graph's progress, stage → StageProgress (stage_graph.py); empty for a chain of
     # stages (no `after`), which keeps `stage_index` & co. — and its record's bytes
     graph: dict[str, StageProgress] = added_field(factory=dict)
+    # auto-promotion (promotions.py); None: never observed, held or promoted
+    promotion: PromotionState | None = added_field(None)
 
 
 class RestrictionRecord(Record):

@@ -34,6 +34,9 @@ from rollout.wire.status import (
     Held,
     MemberCounts,
     ModuleStatus,
+    PromotionHoldStatus,
+    PromotionSourceStatus,
+    PromotionStatus,
     RejectionStatus,
     RunDeparture,
     RunStage,
@@ -72,6 +75,8 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         optional["run"] = run_view(run)  # the current run's fixed membership (runs.py)
     if record.rejection is not None:  # approvals.py
         optional["rejection"] = RejectionStatus.model_validate(record.rejection.model_dump())
+    if record.spec.sync.source.auto_promote is not None:  # promotions.py
+        optional["promotion"] = promotion_status(record)
     return ModuleStatus(
         module=record.name,
         kind=record.kind,
@@ -93,6 +98,33 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         last_decision=record.last_reason,
         observed_at=now,
         **optional,
+    )
+
+
+def promotion_status(record: ModuleRecord) -> PromotionStatus:
+    """The module's auto-promotion: its range and source (what `rollout promoter` reads), its
+    holds, the version available while held, the latest promoted."""
+    source = record.spec.sync.source
+    auto = source.auto_promote
+    assert auto is not None
+    origin = source.git or source.oci or source.helm
+    secret = getattr(origin, "secret_ref", None)
+    state = record.promotion
+    held = state.held_by if state is not None else None
+    return PromotionStatus(
+        semver=auto.semver,
+        source=PromotionSourceStatus(
+            kind=source.kind,
+            url=source.url,
+            chart=source.helm.chart if source.helm is not None else None,
+            secret_ref=secret.name if secret is not None else None,
+            insecure=bool(getattr(origin, "insecure", False)),
+        ),
+        hold=auto.hold,
+        held_by=PromotionHoldStatus(reason=held.reason, user=held.user, via=held.via) if held is not None else None,
+        available=state.available if state is not None else None,
+        available_from=state.available_from if state is not None else None,
+        promoted=state.promoted if state is not None else None,
     )
 
 

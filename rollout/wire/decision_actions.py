@@ -59,3 +59,8 @@ class DecisionAction(StrEnum):
     APPROVED = "approved"
     PINNED = "pinned"
     UNPINNED = "unpinned"
+    # auto-promotion (promotions.py)
+    PROMOTED = "promoted"
+    PROMOTION_HELD = "promotion-held"
+    PROMOTION_HOLD = "promotion-hold"
+    PROMOTION_RESUMED = "promotion-resumed"

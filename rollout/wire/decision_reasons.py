@@ -99,6 +99,11 @@ class ReasonCode(StrEnum):
     APPROVED = "approved"
     PINNED = "pinned"
     UNPINNED = "unpinned"
+    # auto-promotion (promotions.py)
+    PROMOTED = "promoted"
+    PROMOTION_HELD = "promotion-held"
+    PROMOTION_HOLD = "promotion-hold"
+    PROMOTION_RESUMED = "promotion-resumed"
 
 
 class Reason(Part):
@@ -802,6 +807,61 @@ class Unpinned(CommandReason):
         return f"{self.cluster} unpinned{self.by()}"
 
 
+# -- auto-promotion (promotions.py) ------------------------------------------------------
+
+
+class Promoted(CommandReason):
+    """`version` of the module's `source` (kind and URL), seen in its autoPromote range by
+    `promoter`, becomes the target in place of `previous`. `user`/`via`: who resumed a held
+    promotion (absent when the promoter's observation promoted it at once)."""
+
+    code: Literal[ReasonCode.PROMOTED] = ReasonCode.PROMOTED
+    version: str
+    previous: str
+    source: str  # "oci oci://registry/app", "helm https://charts.example.com podinfo"
+    promoter: str | None = None
+
+    def sentence(self) -> str:
+        seen = f", seen by {self.promoter}" if self.promoter else ""
+        resumed = f", resumed{self.by()}" if self.user or self.via else ""
+        return f"promoted {self.previous} → {self.version} from {self.source}{seen}{resumed}"
+
+
+class PromotionHeld(Reason):
+    """`version` is available (seen by `promoter`) but not promoted: promotion is held —
+    by the manifest (`autoPromote.hold`) or a command (`by` "command")."""
+
+    code: Literal[ReasonCode.PROMOTION_HELD] = ReasonCode.PROMOTION_HELD
+    version: str
+    current: str
+    by: Literal["manifest", "command"]
+    promoter: str | None = None
+
+    def sentence(self) -> str:
+        hold = "autoPromote.hold" if self.by == "manifest" else "rollout promotion hold"
+        return f"{self.version} available, held ({hold}); the target stays {self.current}"
+
+
+class PromotionHoldSet(CommandReason):
+    """`rollout promotion hold`: new versions are recorded, not promoted, until resumed."""
+
+    code: Literal[ReasonCode.PROMOTION_HOLD] = ReasonCode.PROMOTION_HOLD
+    reason: str
+
+    def sentence(self) -> str:
+        return f"promotion held{self.by()}: {self.reason}"
+
+
+class PromotionResumed(CommandReason):
+    """`rollout promotion resume`: the hold a command set is lifted (`available`: the
+    version then promoted, if any)."""
+
+    code: Literal[ReasonCode.PROMOTION_RESUMED] = ReasonCode.PROMOTION_RESUMED
+
+    def sentence(self) -> str:
+        return f"promotion resumed{self.by()}"
+
+
 DecisionReason = Annotated[
     MovedToTarget
     | RolledBack
@@ -844,7 +904,11 @@ DecisionReason = Annotated[
     | Aborted
     | Approved
     | Pinned
-    | Unpinned,
+    | Unpinned
+    | Promoted
+    | PromotionHeld
+    | PromotionHoldSet
+    | PromotionResumed,
     Field(discriminator="code"),
 ]
 """The reason of a decision: one model per code (the codes that only say what halted or

@@ -8,7 +8,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
   fleet, so a module's `fleet` stamp covers the restrictions published before it, and a
   principal that may only write intents cannot lift one — rollout/api/restrictions.py)
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
-  (a health gate's result, from `rollout gate-runner`; key: module)
+  (a health gate's result, from `rollout gate-runner`; key: module); PromotionObserved (a newer
+  version of an auto-promoted source, from `rollout promoter`; key: module)
 * ticks                         — Tick (time enters the engine only as these events)
 * cluster heartbeats (key: the applier, `<applier>/<chunk>`, or the cluster) — HolderHeartbeat
   (an applier replica is alive: one per beat), HolderClaims (the clusters it reaches, per
@@ -58,6 +59,7 @@ from rollout.api.manifests import (
     ModuleRestrictionManifest,
     check_dns1123_label,
 )
+from rollout.api.promotion import is_version
 
 MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: larger inputs are rejected unread
 MAX_JSON_DEPTH = 64  # arrays/objects nested deeper are rejected before decoding
@@ -72,7 +74,9 @@ MAX_IDENTITY_GROUP = 256  # characters of one group name
 LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
 SyncState = Literal["succeeded", "failed", "updating"]
-CommandName = Literal["pause", "resume", "abort", "rollback", "approve", "reject", "pin", "unpin"]
+CommandName = Literal[
+    "pause", "resume", "abort", "rollback", "approve", "reject", "pin", "unpin", "hold-promotion", "resume-promotion"
+]
 CommandDoor = Literal["cli", "dashboard", "crd"]
 """Where an operator's command came in: `rollout <verb>` (cli), the dashboard's buttons
 (dashboard), or a RolloutCommand / RolloutApproval object the module watcher turned into the
@@ -209,6 +213,8 @@ class RolloutCommanded(EventBase):
     def _reject_says_why(self) -> RolloutCommanded:
         if self.command == "reject" and (self.stage is None or self.reason is None):
             raise ValueError("reject needs the stage rejected and a reason")
+        if self.command == "hold-promotion" and self.reason is None:
+            raise ValueError("hold-promotion needs a reason")
         return self
 
 
@@ -562,6 +568,45 @@ class GateEvaluated(EventBase):
         return check_dns1123_label(value)
 
 
+class PromotedSource(BaseModel):
+    """Which source a promotion was observed in: its kind, URL and (helm) chart — no
+    credentials, ever (the promoter reads them by the source's Secret name)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    kind: Literal["git", "oci", "helm"]
+    url: str = Field(min_length=1, max_length=2048)
+    chart: str | None = Field(default=None, max_length=250)
+
+
+class PromotionObserved(EventBase):
+    """A newer version of a module's source, in its `autoPromote` range, seen by `rollout
+    promoter` (rollout/api/promotion.py) — on the sync-status topic keyed by module, like a
+    gate result: an observation of the outside world, never a manifest. `promoter` is who
+    saw it (the promoter's `--name`, vouched for by the Kafka principal that may write the
+    topic): the provenance the promotion's decision carries. The engine
+    (rollout/engine/promotions.py) makes it the target, or records it as available when
+    promotion is held."""
+
+    type: Literal["PromotionObserved"] = "PromotionObserved"
+    module: str
+    version: str
+    source: PromotedSource
+    promoter: str = Field(min_length=1, max_length=253)
+
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if len(value) > 128 or not is_version(value):
+            raise ValueError("a semantic version such as 1.4.2 (optionally prefixed v)")
+        return value
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -607,7 +652,8 @@ InputEvent = Annotated[
     | DependencyReported
     | DependencyCurrent
     | RolloutContinued
-    | GateEvaluated,
+    | GateEvaluated
+    | PromotionObserved,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

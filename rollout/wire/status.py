@@ -302,6 +302,43 @@ class RunStatus(Part):
         return sum(stage.left for stage in self.stages.values())
 
 
+class PromotionSourceStatus(Part):
+    """Where `rollout promoter` looks for versions: the source's kind, URL and (helm) chart,
+    and how to reach it — the name of its credentials' Secret, never its data."""
+
+    kind: Literal["git", "oci", "helm"]
+    url: str
+    chart: str | None = None
+    secret_ref: str | None = Field(default=None, alias="secretRef")
+    insecure: bool = False
+
+
+class PromotionHoldStatus(Part):
+    """Who held auto-promotion by `rollout promotion hold`, through which door, and why."""
+
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+
+class PromotionStatus(Part):
+    """The module's auto-promotion (rollout/engine/promotions.py): the range followed, where
+    from, whether and by what it is held, the newest version seen but held (`available`), and
+    the latest the promoter promoted."""
+
+    semver: str
+    source: PromotionSourceStatus
+    hold: bool = False  # the manifest's autoPromote.hold
+    held_by: PromotionHoldStatus | None = Field(default=None, alias="heldBy")  # rollout promotion hold
+    available: str | None = None  # seen in range, newer than the target, not promoted: held
+    available_from: str | None = Field(default=None, alias="availableFrom")  # the promoter that saw it
+    promoted: str | None = None  # the latest version promoted
+
+    @property
+    def held(self) -> bool:
+        return self.hold or self.held_by is not None
+
+
 class ModuleStatus(VersionedDocument):
     """The module-status document: one module's rollout, compacted — O(stages), never
     O(clusters). Its shapes (staged, pending) are described in the module docstring."""
@@ -336,6 +373,7 @@ class ModuleStatus(VersionedDocument):
     rejection: RejectionStatus | None = None  # the target was rejected (halted or rolled back)
     reason: str | None = None  # pending: why it is not staged yet
     run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
+    promotion: PromotionStatus | None = None  # its source's autoPromote (None: it has none)
 
     @property
     def staged(self) -> bool:

@@ -42,6 +42,8 @@ from rollout.wire.events import (
     GateEvaluated,
     ModuleApplied,
     ModuleDeleted,
+    PromotedSource,
+    PromotionObserved,
     RolloutCommanded,
     SyncStatusReported,
     Tick,
@@ -143,12 +145,17 @@ def module(
     rollout: bool = True,
     windows: list[dict[str, Any]] | None = None,
     depends_on: list[str] | None = None,
+    auto_promote: dict[str, Any] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
-    selector (shorthand for matchLabels; `{}` everything; None: no selector at all)."""
+    selector (shorthand for matchLabels; `{}` everything; None: no selector at all).
+    `auto_promote`: the source's autoPromote ({"semver": ..., "hold": ...})."""
+    source: dict[str, Any] = {"git": {"url": GIT_URL, "version": {"tag": tag}}}
+    if auto_promote is not None:
+        source["autoPromote"] = auto_promote
     spec: dict[str, Any] = {
         "sync": {
-            "source": {"git": {"url": GIT_URL, "version": {"tag": tag}}},
+            "source": source,
             "package": {"kustomize": {"path": path, "substitute": substitute or {}}},
         },
         "bindings": bindings or [],
@@ -296,6 +303,26 @@ def heartbeats(*cluster_names: str, lease_seconds: float = 60.0) -> ClusterHeart
 
 def cluster_command(cluster_name: str, name: str, *, reply: bool | None = None) -> ClusterCommanded:
     return ClusterCommanded(id=next_id(), at=AT, cluster=cluster_name, command=name, reply=reply)  # type: ignore[arg-type]
+
+
+def promotion(
+    module_name: str,
+    version: str,
+    *,
+    url: str = GIT_URL,
+    kind: str = "git",
+    chart: str | None = None,
+    promoter: str = "promoter-0",
+) -> PromotionObserved:
+    """A PromotionObserved: `version` of the module's source (default: builders' Git URL)."""
+    return PromotionObserved(
+        id=next_id(),
+        at=AT,
+        module=module_name,
+        version=version,
+        source=PromotedSource(kind=kind, url=url, chart=chart),  # type: ignore[arg-type]
+        promoter=promoter,
+    )
 
 
 def gate_result(

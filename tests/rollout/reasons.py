@@ -44,6 +44,10 @@ REASONS_OF: dict[DecisionAction, set[ReasonCode]] = {
     A.APPROVED: {R.APPROVED},
     A.PINNED: {R.PINNED},
     A.UNPINNED: {R.UNPINNED},
+    A.PROMOTED: {R.PROMOTED},
+    A.PROMOTION_HELD: {R.PROMOTION_HELD},
+    A.PROMOTION_HOLD: {R.PROMOTION_HOLD},
+    A.PROMOTION_RESUMED: {R.PROMOTION_RESUMED},
 }
 """The reasons each action may have (a rollback returns a cluster to nothing when there is
 no stable revision: an unassign)."""

@@ -41,6 +41,10 @@ from rollout.wire.decision_reasons import (
     Paused,
     Pinned,
     ProgressDeadlineExceeded,
+    Promoted,
+    PromotionHeld,
+    PromotionHoldSet,
+    PromotionResumed,
     ReadinessChanged,
     Reason,
     ReasonCode,
@@ -290,6 +294,25 @@ EXAMPLES: list[tuple[Reason, str]] = [
     ),
     (Pinned(cluster="eu-1", user="alice"), "eu-1 pinned at its current revision by alice"),
     (Unpinned(cluster="eu-1"), "eu-1 unpinned"),
+    (
+        Promoted(version="1.5.0", previous="1.4.0", source="oci oci://registry/app", promoter="promoter-0"),
+        "promoted 1.4.0 → 1.5.0 from oci oci://registry/app, seen by promoter-0",
+    ),
+    (
+        Promoted(
+            version="1.5.0", previous="1.4.0", source="helm https://charts app", promoter="p", user="bob", via="cli"
+        ),
+        "promoted 1.4.0 → 1.5.0 from helm https://charts app, seen by p, resumed by bob via cli",
+    ),
+    (
+        PromotionHeld(version="1.5.0", current="1.4.0", by="manifest", promoter="p"),
+        "1.5.0 available, held (autoPromote.hold); the target stays 1.4.0",
+    ),
+    (
+        PromotionHoldSet(reason="incident 42", user="alice", via="cli"),
+        "promotion held by alice via cli: incident 42",
+    ),
+    (PromotionResumed(user="alice", via="dashboard"), "promotion resumed by alice via dashboard"),
 ]
 CAUSES = {
     ReasonCode.FAILURE_BUDGET_EXCEEDED,

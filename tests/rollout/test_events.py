@@ -48,6 +48,7 @@ from tests.rollout.builders import (
     heartbeats,
     module,
     observed,
+    promotion,
     removed,
     reported,
     restriction,
@@ -289,6 +290,8 @@ def _every_event() -> list[EventBase]:
         applied(module("app", {}, "v1", depends_on=["base"]), after={"base": "ev-1"}),
         gate_result("app", "canary", "errors", None, message="no samples"),
         gate_result("app", "canary", "errors", True),
+        promotion("app", "v1.4.0"),
+        promotion("chart", "1.5.0-rc.1", kind="helm", url="https://charts.example.com", chart="chart"),
     ]
 
 

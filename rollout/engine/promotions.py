@@ -1,0 +1,202 @@
+"""Auto-promotion: what a PromotionObserved and `rollout promotion hold|resume` do.
+
+    PromotionObserved(module, version, source, promoter)      (from `rollout promoter`)
+        ──► ignored unless: the module auto-promotes this very source, the version is in its
+            range (pre-releases only when the range names one: rollout/api/promotion.py) and
+            newer than the target — never a downgrade, and the same version again (a
+            redelivery, a second promoter, the next poll) changes nothing
+        ──► held (autoPromote.hold, or a command's hold): `available` — the newest version
+            seen — and a `promotion-held` decision, once per new version
+        ──► else: `promoted`, then a new target generation with the source at `version`
+            (the manifest's spec is kept, its version replaced), rolled out from the first
+            stage as any new revision (`new-revision`)
+    RolloutCommanded hold-promotion  ──► PromotionHold (who, via, why): `promotion-hold`
+    RolloutCommanded resume-promotion──► the hold lifted: `promotion-resumed`, then the
+                                         available version promoted (unless the manifest holds)
+    ModuleApplied (intents.py calls `floor` and `settle`):
+        * while the target is the version last promoted and promotion is not held, a
+          manifest whose own version is older (the same file applied again) keeps the
+          promoted version — the manifest's version is a floor, as Flux's `ref.semver` is;
+          a manual apply of a *newer* version (or of any version while held) is the target;
+        * afterwards the available version is promoted if the new manifest no longer holds
+          it, or forgotten when it is no longer newer than the target or out of the new range.
+
+Everything is a pure function of the record and the event: the range check is the one the
+promoter used (rollout/api/promotion.py), no clock is read. Cost: O(1) per event — the
+module's record only, never the fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from rollout.api.manifests import AnyModule, Source, Sync
+from rollout.api.promotion import in_range, newer
+from rollout.engine.applied_documents import spec_refusal
+from rollout.engine.outcome import DecisionAction, Outcome
+from rollout.engine.state import PROMOTION_IDS_KEPT, ModuleRecord, PromotionHold, PromotionState, remember
+from rollout.engine.strategy import bindings_digest
+from rollout.engine.tables import StateTables
+from rollout.engine.targets import TargetBook
+from rollout.wire.decision_reasons import Promoted, PromotionHeld, PromotionHoldSet, PromotionResumed
+from rollout.wire.events import PromotionObserved, RolloutCommanded
+
+Retarget = Callable[[ModuleRecord, Sync, str, Outcome], None]
+"""intents.py's: a new generation of `record` with `sync` (and bindings digest), decided `new-revision`."""
+Advance = Callable[[ModuleRecord, Outcome], None]
+
+
+def source_label(source: Source) -> str:
+    """How a decision names a source: "oci oci://registry/app", "helm https://charts podinfo"."""
+    chart = f" {source.helm.chart}" if source.helm is not None else ""
+    return f"{source.kind} {source.url}{chart}"
+
+
+def same_source(source: Source, event: PromotionObserved) -> bool:
+    chart = source.helm.chart if source.helm is not None else None
+    return source.kind == event.source.kind and source.url == event.source.url and chart == event.source.chart
+
+
+def held_by(record: ModuleRecord) -> str | None:
+    """What holds the module's promotion: "manifest", "command", or None (not held)."""
+    auto = record.spec.sync.source.auto_promote
+    if auto is not None and auto.hold:
+        return "manifest"
+    if record.promotion is not None and record.promotion.held_by is not None:
+        return "command"
+    return None
+
+
+class Promotions:
+    """Folds promotion observations and hold/resume commands into the module's record."""
+
+    def __init__(self, tables: StateTables, book: TargetBook, retarget: Retarget, advance: Advance) -> None:
+        self.tables = tables
+        self.book = book
+        self.retarget = retarget
+        self.advance = advance
+
+    def on_promotion_observed(self, event: PromotionObserved, out: Outcome) -> None:
+        tables = self.tables
+        stored = tables.modules.get(event.module)
+        if stored is None or stored.partition != tables.partition or stored.deleting is not None:
+            return  # unknown (deleted) module, or one going away: nothing to promote
+        state = stored.promotion or PromotionState()
+        if event.id in state.ids or spec_refusal(stored.spec) is not None:
+            return  # redelivered; or a spec this release refuses (the module is halted)
+        source = stored.spec.sync.source
+        auto = source.auto_promote
+        if auto is None or not same_source(source, event) or not auto.admits(event.version):
+            return  # not auto-promoted (any more), another source, or out of range
+        current = stored.revisions[stored.target].revision
+        if not newer(event.version, current):
+            return  # never a downgrade; the target itself again changes nothing
+        hold = held_by(stored)
+        if hold is not None and state.available is not None and not newer(event.version, state.available):
+            return  # held, and this version (or a newer one) is already recorded as available
+        try:
+            sync = stored.spec.sync.model_copy(update={"source": source.at_version(event.version)})
+        except (ValidationError, ValueError):
+            return  # a version this source cannot take as a tag (an OCI tag has no '+')
+        record = stored.working_copy()
+        state = record.promotion = record.promotion or PromotionState()
+        state.ids = remember(state.ids, event.id, PROMOTION_IDS_KEPT)
+        if hold is not None:
+            state.available, state.available_from = event.version, event.promoter
+            held = PromotionHeld(version=event.version, current=current, by=hold, promoter=event.promoter)  # type: ignore[arg-type]
+            self.book.decide(record, DecisionAction.PROMOTION_HELD, held, out)
+        else:
+            self._promote(record, sync, event.promoter, None, out)
+        self.advance(record, out)
+        self.book.save_module(record, out)
+
+    def _promote(
+        self, record: ModuleRecord, sync: Sync, promoter: str | None, by: RolloutCommanded | None, out: Outcome
+    ) -> None:
+        """`sync` (the source at a newer version) becomes the target of `record`."""
+        state = record.promotion = record.promotion or PromotionState()
+        previous = record.revisions[record.target].revision
+        state.promoted, state.available, state.available_from = sync.revision, None, None
+        promoted = Promoted(
+            version=sync.revision,
+            previous=previous,
+            source=source_label(sync.source),
+            promoter=promoter,
+            user=by.user if by is not None else None,
+            via=by.via if by is not None else None,
+        )
+        self.book.decide(record, DecisionAction.PROMOTED, promoted, out)
+        record.spec = record.spec.model_copy(update={"sync": sync})
+        self.retarget(record, sync, bindings_digest(record.spec.bindings), out)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def on_command(self, record: ModuleRecord, event: RolloutCommanded, out: Outcome) -> str | None:
+        """hold-promotion / resume-promotion on `record` (a working copy); a refusal's text, or None."""
+        if record.spec.sync.source.auto_promote is None:
+            return f"module {record.name} does not auto-promote: its source has no autoPromote"
+        state = record.promotion = record.promotion or PromotionState()
+        if event.command == "hold-promotion":
+            if state.held_by is None:
+                state.held_by = PromotionHold(reason=event.reason or "", user=event.user, via=event.via)
+                hold = PromotionHoldSet(reason=event.reason or "", user=event.user, via=event.via)
+                self.book.decide(record, DecisionAction.PROMOTION_HOLD, hold, out)
+            return None
+        if state.held_by is not None:
+            state.held_by = None
+            self.book.decide(
+                record, DecisionAction.PROMOTION_RESUMED, PromotionResumed(user=event.user, via=event.via), out
+            )
+            self.settle(record, out, by=event)
+        return None
+
+    # -- applies -------------------------------------------------------------------------
+
+    def floor(self, record: ModuleRecord | None, manifest: AnyModule) -> AnyModule:
+        """`manifest`, or — applied again with an older version while the target is the one
+        promoted and promotion is not held — the manifest at the promoted version."""
+        source = manifest.spec.sync.source
+        auto = source.auto_promote
+        if record is None or record.promotion is None or auto is None or auto.hold:
+            return manifest
+        promoted = record.promotion.promoted
+        if record.promotion.held_by is not None or promoted is None:
+            return manifest
+        old = record.spec.sync.source
+        current = record.revisions[record.target].revision
+        if (source.kind, source.url, source.helm and source.helm.chart) != (
+            old.kind,
+            old.url,
+            old.helm and old.helm.chart,
+        ):
+            return manifest  # another source: its own version counts
+        if current != promoted or not newer(promoted, source.revision) or not in_range(promoted, auto.semver):
+            return manifest
+        try:
+            sync = manifest.spec.sync.model_copy(update={"source": source.at_version(promoted)})
+        except (ValidationError, ValueError):
+            return manifest
+        return manifest.model_copy(update={"spec": manifest.spec.model_copy(update={"sync": sync})})
+
+    def settle(self, record: ModuleRecord, out: Outcome, by: RolloutCommanded | None = None) -> None:
+        """After an apply or a resume: promote the available version when nothing holds it
+        any more; forget it when it is no longer newer than the target, or out of range."""
+        state = record.promotion
+        if state is None or state.available is None:
+            return
+        source = record.spec.sync.source
+        auto = source.auto_promote
+        current = record.revisions[record.target].revision
+        if auto is None or not auto.admits(state.available) or not newer(state.available, current):
+            state.available = state.available_from = None
+            return
+        if held_by(record) is not None:
+            return
+        try:
+            sync = record.spec.sync.model_copy(update={"source": source.at_version(state.available)})
+        except (ValidationError, ValueError):
+            state.available = state.available_from = None
+            return
+        self._promote(record, sync, state.available_from, by, out)
