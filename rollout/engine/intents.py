@@ -90,7 +90,7 @@ class ModuleIntents:
         self.stages = stages
         self.membership = membership
         self.rules = rules
-        self.promotions = Promotions(tables, book, self.retarget, stages.advance)
+        self.promotions = Promotions(tables, book, self.retarget, self.restage, stages.advance)
 
     def remember_intent(self, name: str, event_id: str) -> None:
         """Note an intent that changed nothing else: on the module, or its tombstone."""
@@ -197,6 +197,11 @@ class ModuleIntents:
         book.recategorize_all(record, out)
         self.stages.advance(record, out)
         book.save_module(record, out)
+
+    def restage(self, record: ModuleRecord, out: Outcome) -> None:
+        """After a new target (a promotion): the members re-sorted and recategorised, as after an apply."""
+        self.membership.refresh_membership(record, self.book.index(record.name) | self.membership.all_clusters(), out)
+        self.book.recategorize_all(record, out)
 
     def retarget(self, record: ModuleRecord, sync: Sync, digest: str, out: Outcome) -> None:
         """A new sync (or new bindings; or a promoted version: promotions.py): a new

@@ -22,8 +22,10 @@
           it, or forgotten when it is no longer newer than the target or out of the new range.
 
 Everything is a pure function of the record and the event: the range check is the one the
-promoter used (rollout/api/promotion.py), no clock is read. Cost: O(1) per event — the
-module's record only, never the fleet.
+promoter used (rollout/api/promotion.py), no clock is read. Cost: an observation that
+changes nothing (the same version again, older, out of range) is O(1) — the module's record
+only; one that promotes pays what an apply of a new revision pays (the module's members
+re-sorted and recategorised), once per new version.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from rollout.wire.events import PromotionObserved, RolloutCommanded
 Retarget = Callable[[ModuleRecord, Sync, str, Outcome], None]
 """intents.py's: a new generation of `record` with `sync` (and bindings digest), decided `new-revision`."""
 Advance = Callable[[ModuleRecord, Outcome], None]
+"""What is done to a module's record next: intents.py's `restage` (members re-sorted and
+recategorised, as after an apply), stages.py's `advance`."""
 
 
 def source_label(source: Source) -> str:
@@ -72,10 +76,13 @@ def held_by(record: ModuleRecord) -> str | None:
 class Promotions:
     """Folds promotion observations and hold/resume commands into the module's record."""
 
-    def __init__(self, tables: StateTables, book: TargetBook, retarget: Retarget, advance: Advance) -> None:
+    def __init__(
+        self, tables: StateTables, book: TargetBook, retarget: Retarget, restage: Advance, advance: Advance
+    ) -> None:
         self.tables = tables
         self.book = book
         self.retarget = retarget
+        self.restage = restage
         self.advance = advance
 
     def on_promotion_observed(self, event: PromotionObserved, out: Outcome) -> None:
@@ -130,6 +137,7 @@ class Promotions:
         self.book.decide(record, DecisionAction.PROMOTED, promoted, out)
         record.spec = record.spec.model_copy(update={"sync": sync})
         self.retarget(record, sync, bindings_digest(record.spec.bindings), out)
+        self.restage(record, out)  # every member pending again, its place in the moving order anew
 
     # -- commands ------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from tests.rollout.builders import (
     module,
     next_id,
     observed,
+    promotion,
     removed,
     reported,
     restriction,
@@ -199,6 +200,16 @@ OPERATIONS: dict[str, Any] = {
     # the modules do not use (they halt), or none
     "restrict": st.tuples(st.just("restrict"), st.sampled_from(["prod", "canary", "sources", "none"])),
 }
+# auto-promotion (promotions.py): versions the promoter observes — newer in range, older,
+# pre-releases and versions outside the range — holds by command or manifest, and resumes.
+# A scenario with any makes its modules auto-promote (range PROMOTION_RANGE, tags vN.0.0).
+PROMOTION_RANGE = "<100.0.0"
+PROMOTION_STEPS = st.tuples(
+    st.just("promote"),
+    st.sampled_from(MODULES),
+    st.sampled_from(["newer", "newer", "newer", "older", "prerelease", "outside", "hold", "resume", "manifest-hold"]),
+    st.integers(1, 9),
+)
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
 WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2, "holder": 2}
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
@@ -222,6 +233,8 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "depends": draw(st.booleans()),  # base dependsOn app
         "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
         "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
+        # drawn after it, so that every earlier draw — and so every example — stays what it was
+        "promotions": draw(st.lists(PROMOTION_STEPS, max_size=8)),
     }
 
 
@@ -242,14 +255,21 @@ class World:
     dropped: set[str] = field(default_factory=set)  # deleted modules
     reached: dict[str, set[str]] = field(default_factory=dict)  # holder → the clusters it claims
     previous: Any = None
+    manifest_holds: set[str] = field(default_factory=set)  # modules whose manifest holds promotion
+
+    @property
+    def promoting(self) -> bool:
+        return bool(self.scenario.get("promotions"))
 
     def manifest(self, index: int, spec: dict[str, Any], tag: int) -> Any:
         name = MODULES[index]
+        auto = {"semver": PROMOTION_RANGE, "hold": name in self.manifest_holds} if self.promoting else None
         return module(
             name,
             self.selectors.get(name, self.scenario["selector"]),
-            f"v{tag}",
+            f"v{tag}.0.0" if self.promoting else f"v{tag}",
             *shaped(spec["stages"], self.scenario.get("graph")),
+            auto_promote=auto,
             kind="Module" if index == 0 else "BootstrapModule",
             on_failure=spec["on_failure"],
             deadline=spec["deadline"],
@@ -452,6 +472,8 @@ class World:
                 return None
             self.dropped.add(name)
             return deleted(name, "Module" if name == MODULES[0] else "BootstrapModule")
+        if kind == "promote":
+            return self.promotion_event(*step[1:])
         if kind == "restrict":
             if step[1] == "none":
                 return RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane")
@@ -470,6 +492,34 @@ class World:
                 self.selectors[name] = {"all": {}, "prod": {"env": "prod"}, "none": None}[chosen[0]]
             return applied(self.manifest(MODULES.index(name), spec, self.tags[name]))
         raise AssertionError(kind)
+
+    def promotion_event(self, name: str, what: str, number: int) -> Any:
+        """A promoter's observation, a hold or resume command, or the manifest's hold toggled."""
+        if name not in self.modules():
+            return None
+        tag = self.tags[name]
+        if what == "hold":
+            return command(name, "hold-promotion", user="alice", via="cli", reason="drawn")
+        if what == "resume":
+            return command(name, "resume-promotion", user="bob", via="dashboard")
+        if what == "manifest-hold":
+            self.manifest_holds ^= {name}
+            return applied(self.manifest(MODULES.index(name), self.specs[name], tag))
+        version = {
+            "newer": f"v{tag}.{number}.0",
+            "older": f"v{max(tag - 1, 0)}.{number}.0",
+            "prerelease": f"v{tag}.{number}.1-rc.1",
+            "outside": f"v{100 + number}.0.0",
+        }[what]
+        return promotion(name, version, promoter=f"promoter-{number % 2}")
+
+
+def with_promotions(scenario: dict[str, Any]) -> list[Any]:
+    """The scenario's steps with its promotion steps (drawn last) spread evenly among them."""
+    steps, promotions = list(scenario["steps"]), scenario.get("promotions", [])
+    for number, step in reversed(list(enumerate(promotions))):
+        steps.insert((number + 1) * len(steps) // (len(promotions) + 1), step)
+    return steps
 
 
 def hold_annotations(how: str, now: float) -> dict[str, str]:

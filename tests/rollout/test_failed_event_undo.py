@@ -50,7 +50,7 @@ from streams.outputs import Outputs
 from streams.state import PartitionState
 from tests.rollout import builders
 from tests.rollout.builders import Fleet, applied, cluster, module, reported, serialize, stage
-from tests.rollout.scenarios import World, scenarios
+from tests.rollout.scenarios import World, scenarios, with_promotions
 
 TOPICS = TopicNames("t.")
 UNDO_SETTINGS = settings(
@@ -128,7 +128,7 @@ def journal_of(scenario: dict[str, Any]) -> list[Any]:
     fleet = Fleet()
     fleet.check_each_event = False
     world = World(fleet, scenario)
-    for item in [*world.setup_events(), *scenario["steps"]]:
+    for item in [*world.setup_events(), *with_promotions(scenario)]:
         for event in world.events_for(item) if isinstance(item, tuple) else [item]:
             fleet.send(event)
             world.previous = event

@@ -51,10 +51,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rollout.api.manifests import Stage
+from rollout.api.promotion import in_range, newer
 from rollout.engine.approvals import approval_met
-from rollout.engine.core import Outcome, stages_of
+from rollout.engine.core import DecisionAction, Outcome, stages_of
+from rollout.engine.promotions import held_by
 from rollout.engine.state import ModuleRecord
-from rollout.wire.events import RestrictionDeleted
+from rollout.wire.decision_reasons import Promoted
+from rollout.wire.events import ModuleApplied, RestrictionDeleted, RolloutCommanded
 from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
     Fleet,
@@ -67,12 +70,14 @@ from tests.rollout.builders import (
 from tests.rollout.invariants import Checker
 from tests.rollout.scenarios import (
     OPERATIONS,
+    PROMOTION_RANGE,
     World,
     cluster_specs,
     graph_shapes,
     measurement_of,
     scenarios,
     strategies,
+    with_promotions,
 )
 
 # --- the properties -----------------------------------------------------------------------
@@ -104,14 +109,16 @@ class Run:
         self.world = World(self.fleet, self.scenario)
         self.checker = Checker(self.fleet)
         self.journal = self.fleet.journal  # with the events fed back (dependencies)
-        for item in [*self.world.setup_events(), *self.scenario["steps"]]:
+        for item in [*self.world.setup_events(), *with_promotions(self.scenario)]:
             duplicate = isinstance(item, tuple) and item[0] == "dup"
             for event in self.world.events_for(item) if isinstance(item, tuple) else [item]:
                 self.feed(event, duplicate=duplicate)
 
     def feed(self, event: Any, *, duplicate: bool = False) -> None:
         before = self.checker.before()
+        held = {name: held_by(record) for name, record in self.fleet.modules.items()}
         outcome = self.fleet.send(event)
+        check_promotions(event, outcome, held)
         self.checker.note_respec(event, before)
         self.checker.after(event, outcome, before, duplicate)
         self.world.previous = event
@@ -198,6 +205,22 @@ class Run:
             self.feed(self.world.event_for(("respec", name, self.world.specs[name], "all")))
         for pinned in list(self.fleet.record("app").pinned):
             self.feed(command("app", "unpin", cluster=pinned))
+
+
+def check_promotions(event: Any, outcome: Outcome, held: dict[str, str | None]) -> None:
+    """A promotion only ever goes up, within the range, to a release (the range names no
+    pre-release), and never while held — but by the resume or the apply that lifts the hold."""
+    for decision in outcome.decisions:
+        if decision.action != DecisionAction.PROMOTED:
+            continue
+        because = decision.because
+        assert isinstance(because, Promoted)
+        assert newer(because.version, because.previous), f"{decision.module}: {decision.reason} is no upgrade"
+        assert in_range(because.version, PROMOTION_RANGE) and "-" not in because.version, decision.reason
+        lifting = isinstance(event, ModuleApplied) or (
+            isinstance(event, RolloutCommanded) and event.command == "resume-promotion"
+        )
+        assert held.get(decision.module or "") is None or lifting, f"{decision.reason} while held"
 
 
 def refold(journal: list[Any], *, restart: bool, moves_per_event: int | None = None) -> Fleet:
