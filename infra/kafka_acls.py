@@ -28,6 +28,9 @@ What each component touches, read off the code (infra/topics.py has the topics):
   cluster observations (transactional id `rollout-watch-modules.<prefix>`), reads them
   back and the module status and verdicts.
 * gate runner: reads module status, writes sync status (gate results).
+* promoter (`rollout promoter`): reads module status, writes sync status (PromotionObserved:
+  a version it saw). It cannot publish intents: what it observes is only ever a promotion
+  the engine decides on, never a manifest.
 * notifier (`rollout notifier`): reads the decisions (group `<prefix>rollout-notifier`),
   writes dead letters (notifications a webhook never accepted). It cannot publish intents
   or anything the engine reads: a notification can change no rollout.
@@ -149,6 +152,7 @@ COMPONENTS = (
     "watcher",
     "module-watcher",
     "gate-runner",
+    "promoter",
     "notifier",
     "snapshotter",
     "dashboard",
@@ -285,6 +289,10 @@ def principals(prefix: str = DEFAULT_PREFIX, *, user_prefix: str = "rollout-") -
         ),
         "gate-runner": (
             "evaluates health gates, publishes their results as sync status",
+            (read(("module_status",)), write(("status",))),
+        ),
+        "promoter": (
+            "watches auto-promoted sources, publishes newer versions as sync status",
             (read(("module_status",)), write(("status",))),
         ),
         "notifier": (

@@ -65,6 +65,10 @@ COMMANDS: dict[str, Lazy] = {
     "rollback": Lazy("steering:rollback", "Return every cluster on MODULE's target revision to its stable revision."),
     "approve": Lazy("steering:approve", "Approve STAGE of MODULE's rollout to start."),
     "reject": Lazy("steering:reject", "Reject MODULE's target at STAGE, saying why: it halts or rolls back."),
+    "promotion": Lazy(
+        "steering:promotion_group",
+        "Hold MODULE's auto-promotion of new versions (hold), or let it promote again (resume).",
+    ),
     "pin": Lazy("steering:pin", "Hold CLUSTER at its current revision of MODULE, whatever happens."),
     "unpin": Lazy("steering:unpin", "Let CLUSTER follow MODULE's rollout again."),
     "cluster": Lazy("cluster:cluster_group", "Take a cluster out of the fleet's rollouts (leave) or back in (join)."),
@@ -103,6 +107,11 @@ COMMANDS: dict[str, Lazy] = {
         "notifier:notifier",
         "Send stage started, awaiting approval, halted, rollback, complete (and more) decisions as "
         "CloudEvents to webhooks, at least once, until SIGINT/SIGTERM.",
+    ),
+    "promoter": Lazy(
+        "promoter:promoter",
+        "Watch auto-promoted sources (OCI tags, Helm repository indexes, Git tags) and publish each "
+        "newer version in a module's range as a PromotionObserved event, until SIGINT/SIGTERM.",
     ),
     "dashboard": Lazy(
         "dashboard:dashboard",

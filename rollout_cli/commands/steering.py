@@ -1,6 +1,12 @@
 """The commands that steer a module's rollout: `pause`, `resume`, `abort`, `rollback`,
-`approve`, `reject`, `pin` and `unpin`. Each publishes a RolloutCommanded intent and, unless
-`--no-wait`, reports the engine's verdict on it (rollout_cli/publishing/verdicts.py)."""
+`approve`, `reject`, `pin`, `unpin` and `promotion hold|resume`. Each publishes a
+RolloutCommanded intent and, unless `--no-wait`, reports the engine's verdict on it
+(rollout_cli/publishing/verdicts.py).
+
+`rollout promotion hold|resume MODULE` holds a module's auto-promotion or resumes it
+(rollout/engine/promotions.py): while held, newer versions the promoter sees are recorded as
+available (shown by `rollout status`), not promoted; `resume` promotes the latest available
+one (unless the manifest's `autoPromote.hold` still holds it)."""
 
 from __future__ import annotations
 
@@ -91,3 +97,40 @@ abort = command_verb("abort", "Stop MODULE's rollout where it stands (phase Abor
 rollback = command_verb("rollback", "Return every cluster on MODULE's target revision to its stable revision.")
 pin = pin_verb("pin", "Hold CLUSTER at its current revision of MODULE, whatever happens.")
 unpin = pin_verb("unpin", "Let CLUSTER follow MODULE's rollout again.")
+
+
+@click.group(name="promotion")
+def promotion_group() -> None:
+    """Hold MODULE's auto-promotion of new versions (hold), or let it promote again (resume)."""
+
+
+@promotion_group.command(name="hold")
+@click.argument("module")
+@click.option("--reason", required=True, help="Why: recorded in the decision and shown by status.")
+@verdict_options
+@kafka_options
+def hold_promotion(ctx: Context, module: str, reason: str, wait: Wait) -> None:
+    """Record newer versions of MODULE's source as available instead of promoting them."""
+    from rollout.wire.events import RolloutCommanded
+
+    check_name(module)
+    if not reason.strip():
+        raise click.BadParameter("say why promotion is held", param_hint="--reason")
+    event = RolloutCommanded(module=module, command="hold-promotion", reason=reason, user=current_user(), via="cli")
+    ask_engine(ctx, wait, event, module, f"module/{module}: hold promotion")
+
+
+@promotion_group.command(name="resume")
+@click.argument("module")
+@click.option("--reason", default=None, help="Why (optional): recorded with the command.")
+@verdict_options
+@kafka_options
+def resume_promotion(ctx: Context, module: str, reason: str | None, wait: Wait) -> None:
+    """Lift a hold: the latest available version is promoted."""
+    from rollout.wire.events import RolloutCommanded
+
+    check_name(module)
+    event = RolloutCommanded(
+        module=module, command="resume-promotion", reason=reason or None, user=current_user(), via="cli"
+    )
+    ask_engine(ctx, wait, event, module, f"module/{module}: resume promotion")

@@ -1,0 +1,1 @@
+"""Auto-promotion's watcher: `rollout promoter` (promoter.py) and the sources it reads (sources.py)."""
