@@ -36,6 +36,7 @@ from rollout.api.manifests import (
 )
 from rollout.api.selectors import selects
 from rollout.api.windows import iso, stage_window_state, stage_windows
+from rollout.engine.promotions import source_label
 from rollout.engine.runs import owner_hold
 from rollout.engine.stage_graph import is_graph, needed
 from rollout.engine.state import ModuleRecord, Revision
@@ -107,6 +108,17 @@ class RolloutPlan(BaseModel):
     not_selected: int
     depends_on: list[str] = []  # dependsOn: moves on a cluster wait for these there
     values: list[ClusterValues] = []
+    # the source's autoPromote (rollout/engine/promotions.py): the range it follows, where, held or not
+    promotion: PromotionPlan | None = None
+
+
+class PromotionPlan(BaseModel):
+    """What auto-promotion would do: newer versions of `source` in `semver` become new
+    revisions, rolled out as this plan says — or, `hold`, are recorded as available."""
+
+    semver: str
+    source: str
+    hold: bool = False
 
 
 def cluster_values(record: ModuleRecord, cluster: ClusterManifest) -> ClusterValues | None:
@@ -279,4 +291,13 @@ def plan_rollout(
         not_selected=not_selected,
         depends_on=list(module.spec.depends_on),
         values=sorted(values, key=lambda v: v.cluster),
+        promotion=promotion_plan(module),
     )
+
+
+def promotion_plan(module: ModuleManifest | BootstrapModuleManifest) -> PromotionPlan | None:
+    source = module.spec.sync.source
+    auto = source.auto_promote
+    if auto is None:
+        return None
+    return PromotionPlan(semver=auto.semver, source=source_label(source), hold=auto.hold)

@@ -24,6 +24,14 @@ def print_plan(plan: Any) -> None:
         terminal.console.print(
             f"  depends on {names}: a cluster moves once {names} is on its target there and succeeded"
         )
+    if plan.promotion is not None:  # auto-promotion (rollout/engine/promotions.py)
+        promotion = plan.promotion
+        then = (
+            "held (autoPromote.hold): recorded as available, promoted once the hold is lifted"
+            if promotion.hold
+            else "each becomes a new revision, rolled out as below (unless `rollout promotion hold`)"
+        )
+        terminal.console.print(f"  auto-promotes: newer versions in {promotion.semver} of {promotion.source}; {then}")
     for index, stage in enumerate(plan.stages, start=1):
         gates = []
         if stage.approvals_required is not None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rollout.wire.status import (
         MemberCounts,
         ModuleStatus,
+        PromotionStatus,
         RunStatus,
         StageGate,
         StageStatus,
@@ -91,6 +92,8 @@ def status_renderable(
         header.add_row("Waves", line)
     for line in filter(None, map(upstreams_line, status.stages)):  # stage graphs (rollout/engine/stage_graph.py)
         header.add_row("Upstream", line)
+    if status.promotion is not None:  # auto-promotion (rollout/engine/promotions.py)
+        header.add_row("Promotion", promotion_line(status.promotion))
     if status.rejection is not None:  # rollout/engine/approvals.py
         rejection = status.rejection
         by = f" by {rejection.user}" + (f" via {rejection.via}" if rejection.via else "") if rejection.user else ""
@@ -318,6 +321,25 @@ def _gate_result(gate: StageGate) -> str:
 
 RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
 """The run states `rollout status` lists by name, with why: the members the run went on without."""
+
+
+def promotion_line(promotion: PromotionStatus) -> Text:
+    """`follows >=1.0.0 <2.0.0 of oci oci://…; held by alice via cli: incident; 1.5.0 available, held`."""
+    source = promotion.source
+    chart = f" chart {source.chart}" if source.chart else ""
+    line = Text(f"follows {promotion.semver} of {source.kind} {source.url}{chart}")
+    if promotion.hold:
+        line.append("; held (autoPromote.hold)", style="yellow")
+    if promotion.held_by is not None:
+        hold = promotion.held_by
+        by = f" by {hold.user}" + (f" via {hold.via}" if hold.via else "") if hold.user else ""
+        line.append(f"; held{by}: {hold.reason}", style="yellow")
+    if promotion.available:
+        seen = f" (seen by {promotion.available_from})" if promotion.available_from else ""
+        line.append(f"; {promotion.available} available, held{seen}", style="bold yellow")
+    elif promotion.promoted:
+        line.append(f"; last promoted {promotion.promoted}")
+    return line
 
 
 def _run_line(run: RunStatus) -> str:

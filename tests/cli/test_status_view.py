@@ -10,7 +10,7 @@ from rich.console import Console
 from rollout.wire.events import parse_event
 from rollout.wire.status import ModuleStatus
 from rollout_cli.views.status import status_renderable
-from tests.rollout.builders import cluster, gate_result, given, module, stage
+from tests.rollout.builders import cluster, command, gate_result, given, module, stage
 
 ERRORS = {"name": "errors", "prometheus": {"url": "http://prometheus:9090", "query": "error_rate", "max": 0.05}}
 
@@ -148,3 +148,34 @@ def test_plan_says_how_many_verified_approvers_a_stage_waits_for() -> None:
     finally:
         plan_view.terminal.console = original
     assert "waits for approval by 2 distinct verified approvers from sre or release-managers" in console.export_text()
+
+
+def test_status_shows_the_range_followed_a_command_hold_and_the_version_available_held() -> None:
+    from tests.rollout.builders import promotion
+
+    auto = {"semver": ">=1.0.0 <2.0.0"}
+    fleet = given(cluster("c1"), module("app", {}, "1.0.0", stage("all"), auto_promote=auto))
+    [line] = [line for line in printed(fleet.status("app")).splitlines() if line.startswith("Promotion")]
+    assert line.split() == "Promotion follows >=1.0.0 <2.0.0 of git https://github.com/example/app".split()
+    fleet.send(command("app", "hold-promotion", user="alice", via="cli", reason="incident 42"))
+    fleet.send(promotion("app", "1.3.0", promoter="promoter-a"))
+    [line] = [line for line in printed(fleet.status("app")).splitlines() if line.startswith("Promotion")]
+    assert "; held by alice via cli: incident 42; 1.3.0 available, held (seen by promoter-a)" in line
+    assert fleet.status("app")["promotion"]["available"] == "1.3.0"  # the JSON (`-o json`) carries it
+
+
+def test_plan_says_a_module_auto_promotes_and_whether_its_manifest_holds_it() -> None:
+    from rollout.planning.plan import plan_rollout
+    from rollout_cli.views import plan as plan_view
+
+    manifest = module("app", {}, "1.0.0", stage("all"), auto_promote={"semver": "~1.4", "hold": True})
+    console = Console(width=400, record=True, file=io.StringIO())
+    original, plan_view.terminal.console = plan_view.terminal.console, console
+    try:
+        plan_view.print_plan(plan_rollout(manifest, [cluster("c1")]))
+    finally:
+        plan_view.terminal.console = original
+    assert (
+        "auto-promotes: newer versions in ~1.4 of git https://github.com/example/app; held (autoPromote.hold)"
+        in console.export_text()
+    )
