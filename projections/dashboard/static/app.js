@@ -195,6 +195,18 @@ function moduleView(root, name) {
       ...stageHolds(stage, dependsOn));
   }
 
+  // auto-promotion (rollout/engine/promotions.py): the range followed, its holds, the version available while held
+  const promotionHeld = (p) => p.hold || Boolean(p.heldBy);
+  const promotionText = (p) => {
+    const chart = p.source.chart ? ` chart ${p.source.chart}` : "";
+    let text = `follows ${p.semver} of ${p.source.kind} ${p.source.url}${chart}`;
+    if (p.hold) text += "; held (autoPromote.hold)";
+    if (p.heldBy) text += `; held${p.heldBy.user ? ` by ${p.heldBy.user}` : ""}${p.heldBy.via ? ` via ${p.heldBy.via}` : ""}: ${p.heldBy.reason}`;
+    if (p.available) text += `; ${p.available} available, held${p.availableFrom ? ` (seen by ${p.availableFrom})` : ""}`;
+    else if (p.promoted) text += `; last promoted ${p.promoted}`;
+    return text;
+  };
+
   const missing = () => h("p", { class: "warning", testid: "module-missing" },
     `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`);
 
@@ -220,6 +232,8 @@ function moduleView(root, name) {
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
         h("dt", {}, "Depends on"), h("dd", { testid: "depends-on" }, (s.dependsOn || []).join(", ") || "-"),
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"),
+        ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" },
+          promotionText(s.promotion))] : []),
         ...(s.rejection ? [h("dt", {}, "Rejected"), h("dd", { class: "warning", testid: "rejection" },
           `at stage ${s.rejection.stage}${s.rejection.user ? ` by ${s.rejection.user}` : ""}: ${s.rejection.reason}`)] : []))
         : missing());

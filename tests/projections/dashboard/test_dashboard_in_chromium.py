@@ -38,8 +38,16 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from infra.localoidc import LocalOIDC, OIDCClientConfig, OIDCUser
+from rollout.api.promotion import AutoPromote
 from rollout.engine.strategy import wave_rank
-from rollout.wire.events import GateEvaluated, ModuleDeleted, RolloutCommanded, parse_event
+from rollout.wire.events import (
+    GateEvaluated,
+    ModuleDeleted,
+    PromotedSource,
+    PromotionObserved,
+    RolloutCommanded,
+    parse_event,
+)
 from tests.integration.stack import Stack, free_port, http_get, wait_for
 from tests.integration.test_staged_rollout import cluster, module
 from tests.kube.cluster import KubeCluster, KubePool
@@ -413,6 +421,28 @@ def test_a_closed_maintenance_window_shows_when_the_stage_may_next_move(page: Pa
     expect(page.get_by_test_id("stage-all")).to_contain_text("pending 2")
     page.screenshot(path=str(ARTIFACTS / "dashboard-window.png"), full_page=True)
     assert same_page(page)
+
+
+def test_a_held_promotion_shows_the_version_available_and_who_held_it(page: Page, stack: Stack) -> None:
+    publish_fleet(stack, "ferry", "ferry", 2)
+    applied = module("ferry", app="ferry", tag="1.0.0", stages=[{"name": "all", "maxConcurrency": 2}])
+    source = applied.module.spec.sync.source.model_copy(update={"auto_promote": AutoPromote(semver=">=1.0.0 <2.0.0")})
+    sync = applied.module.spec.sync.model_copy(update={"source": source})
+    manifest = applied.module.model_copy(update={"spec": applied.module.spec.model_copy(update={"sync": sync})})
+    off_loop(stack.send, "intents", "ferry", applied.model_copy(update={"module": manifest}))
+    hold = RolloutCommanded(module="ferry", command="hold-promotion", user="ops", via="cli", reason="change freeze")
+    off_loop(stack.send, "intents", "ferry", hold)
+    open_dashboard(page, stack, "#/modules/ferry")
+    shown = page.get_by_test_id("promotion")
+    expect(shown).to_contain_text("follows >=1.0.0 <2.0.0 of git https://example.com/repo", timeout=60_000)
+    expect(shown).to_contain_text("held by ops via cli: change freeze", timeout=30_000)
+    seen = PromotedSource(kind="git", url="https://example.com/repo")
+    observed = PromotionObserved(module="ferry", version="1.4.0", source=seen, promoter="promoter-0")
+    off_loop(stack.send, "status", "ferry", observed)
+    expect(shown).to_contain_text("1.4.0 available, held (seen by promoter-0)", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-promotion-held.png"), full_page=True)
+    assert same_page(page)
+    assert page.csp_violations == []  # type: ignore[attr-defined]
 
 
 def test_an_analysis_shows_its_measurements_and_why_it_paused_the_rollout(page: Page, stack: Stack) -> None:
