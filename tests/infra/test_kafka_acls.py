@@ -81,7 +81,7 @@ def test_the_snapshotter_reads_the_state_and_describes_the_group_retain_reads() 
 def test_what_users_and_clusters_say_is_written_by_them_not_by_the_engine() -> None:
     assert writers("intents") == {"module-watcher", "dashboard", "cli-operator"}
     assert writers("clusters") == {"watcher", "module-watcher", "cli-operator"}  # restrictions travel there
-    assert writers("status") == {"applier", "gate-runner"}
+    assert writers("status") == {"applier", "gate-runner", "promoter"}  # promoter: PromotionObserved
     assert writers("heartbeats") == {"applier"}
 
 

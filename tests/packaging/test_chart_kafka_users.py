@@ -17,7 +17,8 @@ USERS = [
     "--set",
     f"kafka.users.enabled=true,kafka.users.strimziCluster=my-kafka,kafka.securityProtocol=SASL_SSL,"
     f"kafka.topicPrefix={PREFIX},kafka.bootstrapServers=kafka-bootstrap:9093,"
-    "notifier.enabled=true,notifier.webhooks[0].name=oncall,notifier.webhooks[0].url=https://hooks.example.com",
+    "notifier.enabled=true,notifier.webhooks[0].name=oncall,notifier.webhooks[0].url=https://hooks.example.com,"
+    "promoter.enabled=true",
 ]
 
 
