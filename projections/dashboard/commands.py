@@ -26,8 +26,10 @@ from projections.dashboard.kube_access import COMMANDS as COMMAND_OBJECTS
 from rollout.api.manifests import check_dns1123_label
 from rollout.wire.events import RolloutCommanded
 
-COMMANDS = ("approve", "reject", "pause", "resume", "abort", "rollback")
+COMMANDS = ("approve", "reject", "pause", "resume", "abort", "rollback", "hold-promotion", "resume-promotion")
 STAGE_COMMANDS = ("approve", "reject")
+REASONED = ("reject", "hold-promotion")  # a reason required
+REASON_ALLOWED = (*REASONED, "resume-promotion")
 
 
 class CommandRefused(ValueError):
@@ -52,10 +54,12 @@ def command_event(module: str, request: Any, *, user: str, groups: tuple[str, ..
     if command not in STAGE_COMMANDS and stage is not None:
         raise CommandRefused(f"{command} takes no stage")
     reason = request.get("reason")
-    if command == "reject" and (not isinstance(reason, str) or not reason.strip()):
-        raise CommandRefused("reject needs a reason: say why")
-    if command != "reject" and reason is not None:
+    if command in REASONED and (not isinstance(reason, str) or not reason.strip()):
+        raise CommandRefused(f"{command} needs a reason: say why")
+    if command not in REASON_ALLOWED and reason is not None:
         raise CommandRefused(f"{command} takes no reason")
+    if command == "resume-promotion" and not (isinstance(reason, str) and reason.strip()):
+        reason = None  # optional: an empty box is no reason
     try:
         return RolloutCommanded(
             module=module, command=command, stage=stage, reason=reason, user=user, groups=list(groups), via="dashboard"

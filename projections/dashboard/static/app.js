@@ -207,6 +207,18 @@ function moduleView(root, name) {
     return text;
   };
 
+  // `rollout promotion hold|resume` as buttons: hold needs a reason (kept across refreshes)
+  let promotionReason = "";
+  const promotionControls = (p) => {
+    const reason = h("input", { class: "reject-reason", testid: "promotion-reason", placeholder: "why hold",
+      value: promotionReason, oninput: (event) => { promotionReason = event.target.value; } });
+    return p.heldBy
+      ? h("div", { class: "reject" }, h("button", { testid: "promotion-resume",
+          onclick: () => sendCommand(name, { command: "resume-promotion" }, verdict) }, "resume promotion"))
+      : h("div", { class: "reject" }, reason, h("button", { class: "danger", testid: "promotion-hold",
+          onclick: () => sendCommand(name, { command: "hold-promotion", reason: promotionReason }, verdict) }, "hold promotion"));
+  };
+
   const missing = () => h("p", { class: "warning", testid: "module-missing" },
     `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`);
 
@@ -232,8 +244,9 @@ function moduleView(root, name) {
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
         h("dt", {}, "Depends on"), h("dd", { testid: "depends-on" }, (s.dependsOn || []).join(", ") || "-"),
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"),
-        ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" },
-          promotionText(s.promotion))] : []),
+        ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", {},
+          h("span", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" }, promotionText(s.promotion)),
+          may(namespace, "commands") ? promotionControls(s.promotion) : null)] : []),
         ...(s.rejection ? [h("dt", {}, "Rejected"), h("dd", { class: "warning", testid: "rejection" },
           `at stage ${s.rejection.stage}${s.rejection.user ? ` by ${s.rejection.user}` : ""}: ${s.rejection.reason}`)] : []))
         : missing());

@@ -423,7 +423,9 @@ def test_a_closed_maintenance_window_shows_when_the_stage_may_next_move(page: Pa
     assert same_page(page)
 
 
-def test_a_held_promotion_shows_the_version_available_and_who_held_it(page: Page, stack: Stack) -> None:
+def test_a_held_promotion_shows_the_version_available_and_is_resumed_and_held_with_the_buttons(
+    page: Page, stack: Stack
+) -> None:
     publish_fleet(stack, "ferry", "ferry", 2)
     applied = module("ferry", app="ferry", tag="1.0.0", stages=[{"name": "all", "maxConcurrency": 2}])
     source = applied.module.spec.sync.source.model_copy(update={"auto_promote": AutoPromote(semver=">=1.0.0 <2.0.0")})
@@ -441,6 +443,21 @@ def test_a_held_promotion_shows_the_version_available_and_who_held_it(page: Page
     off_loop(stack.send, "status", "ferry", observed)
     expect(shown).to_contain_text("1.4.0 available, held (seen by promoter-0)", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "dashboard-promotion-held.png"), full_page=True)
+
+    page.get_by_test_id("promotion-resume").click()  # the held version is promoted, by whoever resumed
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text("promotion resumed by alice@example.com via dashboard", timeout=20_000)
+    expect(verdict).to_contain_text("promoted 1.0.0 → 1.4.0 from git https://example.com/repo, seen by promoter-0")
+    expect(shown).to_contain_text("last promoted 1.4.0", timeout=30_000)
+
+    page.get_by_test_id("promotion-hold").click()  # without a reason: the dashboard refuses to send it
+    expect(verdict).to_contain_text("hold-promotion: not sent — hold-promotion needs a reason", timeout=20_000)
+    page.get_by_test_id("promotion-reason").fill("incident 7")
+    page.get_by_test_id("promotion-hold").click()
+    expect(verdict).to_contain_text("promotion held by alice@example.com via dashboard: incident 7", timeout=20_000)
+    expect(shown).to_contain_text("held by alice@example.com via dashboard: incident 7", timeout=30_000)
+    [held] = [e for e in intents(stack, "ferry") if e.command == "hold-promotion" and e.via == "dashboard"]
+    assert (held.user, held.reason) == ("alice@example.com", "incident 7")
     assert same_page(page)
     assert page.csp_violations == []  # type: ignore[attr-defined]
 

@@ -294,6 +294,8 @@ def test_a_rejection_carries_the_reason_and_an_approval_the_verified_identitys_g
         ("shop", {"command": "reject", "stage": "wave-2"}, "reject needs a reason"),
         ("shop", {"command": "reject", "stage": "wave-2", "reason": "  "}, "reject needs a reason"),
         ("shop", {"command": "approve", "stage": "wave-2", "reason": "why"}, "approve takes no reason"),
+        ("shop", {"command": "hold-promotion"}, "hold-promotion needs a reason"),
+        ("shop", {"command": "hold-promotion", "stage": "wave-2", "reason": "freeze"}, "hold-promotion takes no stage"),
         ("shop", {"command": "reject", "stage": "wave-2", "reason": "x" * 1001}, "a reason of 1 to 1000"),
         ("shop", {"command": "delete"}, "command 'delete': expected one of approve"),
         ("shop", {"command": "pause", "stage": "x"}, "pause takes no stage"),
@@ -319,3 +321,11 @@ def test_a_stage_that_succeeded_before_the_engines_first_tick_shows_no_soak_cloc
 def test_a_gate_passing_since_before_the_engines_first_tick_has_no_soak_time() -> None:
     gate = pages.gate_state(StageGate(name="errors", passed=True, passing_since=0.0), 60.0)
     assert (gate["state"], gate["passingSince"], gate["soakedAt"]) == ("pass", None, None)
+
+
+def test_a_promotion_hold_carries_its_reason_and_needs_the_permission_of_a_rollout_command() -> None:
+    hold = command_event("shop", {"command": "hold-promotion", "reason": "freeze"}, user="alice@example.com")
+    assert (hold.command, hold.reason, hold.via) == ("hold-promotion", "freeze", "dashboard")
+    assert required_permission(hold) == "rolloutcommands"
+    resume = command_event("shop", {"command": "resume-promotion", "reason": ""}, user="alice@example.com")
+    assert resume.reason is None  # optional: an empty box is no reason
