@@ -18,6 +18,7 @@ WIRE = {
     "awaiting-window",
     "gate-passed", "gate-failed", "gate-inconclusive", "complete", "halted", "rollback", "restriction-met",
     "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
+    "promoted", "promotion-held", "promotion-hold", "promotion-resumed",  # auto-promotion, added
 }  # fmt: skip
 
 
