@@ -12,8 +12,6 @@ promoted the same way.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from infra.localflux.sources.helm import HelmRepository
 from infra.localflux.sources.oci import OCIRegistry
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied
-from tests.integration.stack import Stack, free_port, wait_for
+from tests.integration.stack import Stack, free_port, started, wait_for
 from tests.integration.test_staged_rollout import Driver
 from tests.support.promotion_sources import (  # noqa: F401 - fixtures
     CHART_USER,
@@ -50,8 +48,12 @@ def secrets_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory, secrets_dir: Path) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("promotion"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("promotion")) as stack:
+        yield from with_promoter(stack, secrets_dir)
+
+
+def with_promoter(stack: Stack, secrets_dir: Path) -> Iterator[Stack]:
+    """`rollout promoter` beside the worker, every second, reading Secrets from `secrets_dir`."""
     promoter = stack._spawn(
         "promoter",
         "promoter",
@@ -64,9 +66,10 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory, secret
         "--web-port",
         str(free_port()),
     )
-    yield stack
-    stack._stop(promoter)
-    stack.stop()
+    try:
+        yield stack
+    finally:
+        stack._stop(promoter)
 
 
 def fleet(stack: Stack, app: str) -> None:
@@ -95,15 +98,9 @@ def status(stack: Stack, app: str) -> dict[str, Any]:
 
 
 def cli(stack: Stack, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "rollout_cli.main", *args],
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout + done.stderr
+    code, output = stack.rollout(*args)
+    assert code == 0, output
+    return output
 
 
 def test_oci_tags_are_promoted_in_range_held_by_command_and_resumed(stack: Stack, registry: OCIRegistry) -> None:  # noqa: F811
