@@ -69,6 +69,11 @@ COMMANDS: dict[str, Lazy] = {
         "steering:promotion_group",
         "Hold MODULE's auto-promotion of new versions (hold), or let it promote again (resume).",
     ),
+    "break-glass": Lazy(
+        "steering:break_glass",
+        "Let MODULE (or every module of calendar/NAME) move despite its freeze calendars, saying why, "
+        "until --for/--until ends.",
+    ),
     "pin": Lazy("steering:pin", "Hold CLUSTER at its current revision of MODULE, whatever happens."),
     "unpin": Lazy("steering:unpin", "Let CLUSTER follow MODULE's rollout again."),
     "cluster": Lazy("cluster:cluster_group", "Take a cluster out of the fleet's rollouts (leave) or back in (join)."),

@@ -7,7 +7,7 @@ Every input is parsed and validated once, here (`rollout.wire.events.parse_event
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
 journal partition. Cluster observations (and leave/join, and the namespaces'
-ModuleRestrictions), heartbeats and claims and ticks are broadcast to every journal
+ModuleRestrictions and freeze calendars), heartbeats and claims and ticks are broadcast to every journal
 partition, because every partition's modules need the fleet, its policy, its leases and the
 time (a holder's beat is one record per partition whatever it claims: rollout/engine/leases.py).
 
@@ -41,6 +41,8 @@ from rollout.wire.events import (
     DependentLinked,
     EventRejected,
     FleetSeen,
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
     GateEvaluated,
     HelmValuesObserved,
     HolderClaims,
@@ -54,6 +56,7 @@ from rollout.wire.events import (
     RolloutContinued,
     SyncStatusReported,
     Tick,
+    freeze_key,
     parse_event,
     restriction_key,
 )
@@ -69,6 +72,8 @@ TOPIC_ROLE: dict[type, str] = {
     ClusterRemoved: "clusters",
     RestrictionApplied: "clusters",
     RestrictionDeleted: "clusters",
+    FreezeCalendarApplied: "clusters",
+    FreezeCalendarDeleted: "clusters",
     SyncStatusReported: "status",
     HelmValuesObserved: "status",
     Tick: "ticks",
@@ -96,6 +101,8 @@ BROADCAST = (
     HolderClaims,
     RestrictionApplied,
     RestrictionDeleted,
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
 )
 
 
@@ -114,6 +121,10 @@ def journal_key(event: Any) -> str:
         return restriction_key(event.restriction.metadata.namespace)
     if isinstance(event, RestrictionDeleted):
         return restriction_key(event.namespace)
+    if isinstance(event, FreezeCalendarApplied):
+        return freeze_key(event.calendar.scope, event.calendar.name)
+    if isinstance(event, FreezeCalendarDeleted):
+        return freeze_key(event.scope, event.name)
     if isinstance(event, ClusterCommanded | ClusterHeartbeat):
         return event.cluster
     if isinstance(event, ClusterHeartbeats):

@@ -15,30 +15,46 @@ dashboard's view may lag the log, so it never refuses in the engine's place.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pydantic import ValidationError
 
 from infra import client
 from infra.topics import TopicNames
-from projections.dashboard.kube_access import APPROVALS
+from projections.dashboard.kube_access import APPROVALS, BREAK_GLASS
 from projections.dashboard.kube_access import COMMANDS as COMMAND_OBJECTS
-from rollout.api.manifests import check_dns1123_label
+from rollout.api.manifests import check_dns1123_label, parse_duration
 from rollout.wire.events import RolloutCommanded
 
-COMMANDS = ("approve", "reject", "pause", "resume", "abort", "rollback", "hold-promotion", "resume-promotion")
+COMMANDS = (
+    "approve",
+    "reject",
+    "pause",
+    "resume",
+    "abort",
+    "rollback",
+    "hold-promotion",
+    "resume-promotion",
+    "break-glass",
+)
 STAGE_COMMANDS = ("approve", "reject")
-REASONED = ("reject", "hold-promotion")  # a reason required
+REASONED = ("reject", "hold-promotion", "break-glass")  # a reason required
 REASON_ALLOWED = (*REASONED, "resume-promotion")
+MAX_BREAK_GLASS_SECONDS = 7 * 24 * 3600.0  # the longest override the dashboard sends: a week
 
 
 class CommandRefused(ValueError):
     """A request the dashboard cannot turn into a command (it never reaches the engine)."""
 
 
-def command_event(module: str, request: Any, *, user: str, groups: tuple[str, ...] = ()) -> RolloutCommanded:
+def command_event(
+    module: str, request: Any, *, user: str, groups: tuple[str, ...] = (), now: float | None = None
+) -> RolloutCommanded:
     """The `RolloutCommanded` for a POSTed `{"command": ..., "stage": ..., "reason": ...}` on
-    `module` by `user`, a member of `groups` (both from the verified identity)."""
+    `module` by `user`, a member of `groups` (both from the verified identity). A break-glass
+    also takes `"for"` (a duration: it ends that long after `now`, the dashboard's clock)
+    and may name the `"calendar"` it overrides."""
     try:
         check_dns1123_label(module)
     except ValueError as error:
@@ -60,17 +76,46 @@ def command_event(module: str, request: Any, *, user: str, groups: tuple[str, ..
         raise CommandRefused(f"{command} takes no reason")
     if command == "resume-promotion" and not (isinstance(reason, str) and reason.strip()):
         reason = None  # optional: an empty box is no reason
+    until, calendar = _override(command, request, now)
     try:
         return RolloutCommanded(
-            module=module, command=command, stage=stage, reason=reason, user=user, groups=list(groups), via="dashboard"
+            module=module,
+            command=command,
+            stage=stage,
+            reason=reason,
+            until=until,
+            calendar=calendar,
+            user=user,
+            groups=list(groups),
+            via="dashboard",
         )
     except ValidationError as error:  # a reason too long, too many groups
         raise CommandRefused("; ".join(str(e["msg"]) for e in error.errors())[:300]) from None
 
 
+def _override(command: str, request: dict[str, Any], now: float | None) -> tuple[float | None, str | None]:
+    """A break-glass's (until, calendar) from its `for` and `calendar`; (None, None) for any other command."""
+    duration, calendar = request.get("for"), request.get("calendar")
+    if command != "break-glass":
+        if duration is not None or calendar is not None:
+            raise CommandRefused(f"{command} takes no 'for' or 'calendar'")
+        return None, None
+    try:
+        seconds = parse_duration(duration) if isinstance(duration, str) else 0.0
+    except ValueError as error:
+        raise CommandRefused(f"for: {error}") from None
+    if not 0 < seconds <= MAX_BREAK_GLASS_SECONDS:
+        raise CommandRefused("break-glass needs 'for': how long it lasts, such as 2h (at most a week)")
+    if calendar is not None and not isinstance(calendar, str):
+        raise CommandRefused("calendar: the name of a freeze calendar, such as year-end or team-a/weekends")
+    return (time.time() if now is None else now) + seconds, calendar or None
+
+
 def required_permission(event: RolloutCommanded) -> str:
     """The rollout.dev resource whose `create` allows `event` (the CRD that means the same):
-    whoever may approve a stage may also reject it."""
+    whoever may approve a stage may also reject it; break-glass is its own permission."""
+    if event.command == "break-glass":
+        return BREAK_GLASS
     return APPROVALS if event.command in STAGE_COMMANDS else COMMAND_OBJECTS
 
 

@@ -2,8 +2,8 @@
 what an identity may do.
 
     Authorization: Bearer <token> / pasted token ─► TokenReview ─► Identity (identity.py)
-    Identity + module namespace ─► SubjectAccessReview(create rolloutcommands|rolloutapprovals
-                                   .rollout.dev in <namespace>) ─► allowed / 403
+    Identity + module namespace ─► SubjectAccessReview(create rolloutcommands|rolloutapprovals|
+                                   rolloutbreakglasses.rollout.dev in <namespace>) ─► allowed / 403
 
 The dashboard keeps no user list and no policy of its own: a user may press a button exactly
 when the same user may create the CRD object that means the same thing (a RolloutCommand,
@@ -41,6 +41,9 @@ from projections.dashboard.identity import Identity
 GROUP = "rollout.dev"
 COMMANDS = "rolloutcommands"
 APPROVALS = "rolloutapprovals"
+# break-glass of freeze calendars (rollout/engine/freeze_gate.py): granted apart from commands
+# and approvals — no CRD is served for it; the resource exists only for RBAC to name
+BREAK_GLASS = "rolloutbreakglasses"
 CACHE_SECONDS = 10.0
 CACHE_ENTRIES = 4096
 

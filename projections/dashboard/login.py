@@ -23,7 +23,7 @@ import logging
 from aiohttp import web
 
 from projections.dashboard.guard import GUARD, IDENTITY, SESSION, Guard, cross_origin_refusal, json_error
-from projections.dashboard.kube_access import APPROVALS, COMMANDS
+from projections.dashboard.kube_access import APPROVALS, BREAK_GLASS, COMMANDS
 from projections.dashboard.oidc import LoginFailed
 from projections.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session
 
@@ -166,17 +166,18 @@ async def me(request: web.Request, namespaces: set[str]) -> web.Response:
     can: dict[str, dict[str, bool]] = {}
     for namespace in sorted(namespaces | {guard.fallback_namespace}):
         if guard.insecure:
-            can[namespace] = {"commands": True, "approvals": True}
+            can[namespace] = {"commands": True, "approvals": True, "breakGlass": True}
             continue
         if guard.kube is None:
             return json_error(500, "no Kubernetes API server to authorize with")
         try:
             commands = await guard.kube.may_create(identity, COMMANDS, namespace)
             approvals = await guard.kube.may_create(identity, APPROVALS, namespace)
+            glass = await guard.kube.may_create(identity, BREAK_GLASS, namespace)
         except Exception as error:
             log.warning("SubjectAccessReview for %s failed: %s", identity.user, error)
             return json_error(503, f"cannot ask the Kubernetes API server (SubjectAccessReview): {error}")
-        can[namespace] = {"commands": commands.allowed, "approvals": approvals.allowed}
+        can[namespace] = {"commands": commands.allowed, "approvals": approvals.allowed, "breakGlass": glass.allowed}
     return web.json_response(
         {
             "user": identity.user,

@@ -72,6 +72,7 @@ from rollout.api.formats import LABEL_NAME as LABEL_NAME
 from rollout.api.formats import LABEL_VALUE as LABEL_VALUE
 from rollout.api.formats import check_dns1123_label as check_dns1123_label
 from rollout.api.formats import parse_duration as parse_duration
+from rollout.api.freezes import FreezeCalendarSpec
 from rollout.api.gates import HealthGate, check_gates
 from rollout.api.helm import HelmChartSource, HelmPackage
 from rollout.api.promotion import AutoPromote, is_version
@@ -947,9 +948,104 @@ class ModuleRestrictionManifest(Strict):
         return f"ModuleRestriction {self.metadata.namespace}/{self.metadata.name}"
 
 
+# --- freeze calendars: deny windows modules obey (rollout/api/freezes.py) -----------------
+
+CLUSTER_SCOPE = "*"
+"""The scope of a ClusterFreezeCalendar (every module); a FreezeCalendar's is its namespace."""
+
+
+class ClusterMetadata(Strict):
+    """The metadata of a cluster-scoped object: no namespace."""
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    # a namespace given anyway is refused with this (not "extra inputs are not permitted")
+    namespace: None = Field(default=None, exclude=True)
+
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _no_namespace(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError("a cluster-scoped object has no namespace (a FreezeCalendar is the namespaced kind)")
+        return None
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            check_label_key(key)
+            check_label_value(label)
+        return value
+
+
+class FreezeCalendarManifest(Strict):
+    """Deny windows every Module and BootstrapModule of its namespace obeys."""
+
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["FreezeCalendar"]
+    metadata: Metadata
+    spec: FreezeCalendarSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def scope(self) -> str:
+        return self.metadata.namespace
+
+    @property
+    def identity(self) -> str:
+        """How decisions, status and the CLI name it: `namespace/name`."""
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+
+class ClusterFreezeCalendarManifest(Strict):
+    """Deny windows every module of the fleet obeys."""
+
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["ClusterFreezeCalendar"]
+    metadata: ClusterMetadata
+    spec: FreezeCalendarSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def scope(self) -> str:
+        return CLUSTER_SCOPE
+
+    @property
+    def identity(self) -> str:
+        """How decisions, status and the CLI name it: its name alone."""
+        return self.metadata.name
+
+
+AnyFreezeCalendar = Annotated[FreezeCalendarManifest | ClusterFreezeCalendarManifest, Field(discriminator="kind")]
+
+
+def calendar_identity(scope: str, name: str) -> str:
+    """`namespace/name` of a FreezeCalendar, `name` of a ClusterFreezeCalendar (scope `*`)."""
+    return name if scope == CLUSTER_SCOPE else f"{scope}/{name}"
+
+
 AnyModule = Annotated[ModuleManifest | BootstrapModuleManifest, Field(discriminator="kind")]
 Manifest = Annotated[
-    ModuleManifest | BootstrapModuleManifest | ClusterManifest | ModuleRestrictionManifest, Field(discriminator="kind")
+    ModuleManifest
+    | BootstrapModuleManifest
+    | ClusterManifest
+    | ModuleRestrictionManifest
+    | FreezeCalendarManifest
+    | ClusterFreezeCalendarManifest,
+    Field(discriminator="kind"),
 ]
 MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
-KINDS = ("Module", "BootstrapModule", "Cluster", "ModuleRestriction")
+KINDS = ("Module", "BootstrapModule", "Cluster", "ModuleRestriction", "FreezeCalendar", "ClusterFreezeCalendar")

@@ -49,6 +49,7 @@ from pydantic import (
     model_serializer,
 )
 
+from rollout.api.freezes import FreezeCalendarSpec
 from rollout.api.manifests import ModuleRestrictionManifest, ModuleSpec, Sync
 from rollout.wire.decision_reasons import STORED_SPEC_REFUSED as STORED_SPEC_REFUSED  # re-exported: the halt's name
 from rollout.wire.decision_reasons import StoredSpecRefused
@@ -101,6 +102,12 @@ class RefusedRestriction(ModuleRestrictionManifest, KeptAsStored):
     """A namespace's ModuleRestriction as stored, which this release's rules refuse."""
 
 
+class RefusedFreezeCalendar(FreezeCalendarSpec, KeptAsStored):
+    """A freeze calendar's spec as stored, which this release's rules refuse: it freezes
+    its modules until it is applied again (freeze_gate.py: a freeze is never lifted by an
+    upgrade)."""
+
+
 def spec_refusal(spec: ModuleSpec) -> Refusal | None:
     """Why this release refuses a module's spec as stored (None: it accepts it)."""
     return spec.refusal if isinstance(spec, RefusedSpec) else None
@@ -141,6 +148,9 @@ AppliedSpec = Annotated[ModuleSpec, SerializeAsAny(), WrapValidator(KeepAsStored
 AppliedSync = Annotated[Sync, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedSync))]
 AppliedRestriction = Annotated[
     ModuleRestrictionManifest, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedRestriction))
+]
+AppliedFreezeCalendar = Annotated[
+    FreezeCalendarSpec, SerializeAsAny(), WrapValidator(KeepAsStored(RefusedFreezeCalendar))
 ]
 
 

@@ -5,11 +5,14 @@
                                              not ready (leases.py, through membership.py)
               2. ModuleTimers.on_clock_moved every module not settled, one at a time:
                    a. soak restarted       a stage done before the first tick soaks from it
-                   b. window waits redone  waits entered before the first tick are entered
-                                           again, now that the engine can say when a window opens
+                   b. window waits redone  waits (and freezes: freeze_gate.py) entered before
+                                           the first tick are entered again, now that the
+                                           engine can say when a window opens (or a freeze ends)
                    c. progressDeadline     clusters updating for longer fail
                    d. holds lapsed         members held until a `hold-until` now past are
                                            released (runs.py)
+                   e. break-glass ended    an override of freeze calendars whose `until`
+                                           has come ends (freeze_gate.py)
                    then StageMachine.advance (soaks that ended, windows that opened, failures)
 
 The order is the contract: leases expire first so that a module moving on this tick sees
@@ -29,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rollout.api.manifests import parse_duration
+from rollout.engine.freeze_gate import end_break_glass
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.runs import hold_reason
 from rollout.engine.stage_graph import first_tick
@@ -47,7 +51,7 @@ ClockHook = Callable[[bool, Outcome], None]
 ModuleStep = Callable[[ModuleRecord, bool, Outcome], None]
 """One thing time does to a module's (working copy of its) record: `(record, first, out)`."""
 
-SETTLED = ("Complete", "RolledBack", "Aborted")  # phases time moves nothing in (but window waits)
+SETTLED = ("Complete", "RolledBack", "Aborted")  # phases time moves nothing in (but window waits, freezes)
 
 
 class Clock:
@@ -97,6 +101,7 @@ class ModuleTimers:
             self.windows_from_first_tick,
             self.fail_past_deadline,
             self.release_lapsed_holds,
+            self.end_break_glass,
         ]
 
     def on_clock_moved(self, first: bool, out: Outcome) -> None:
@@ -104,7 +109,8 @@ class ModuleTimers:
         tables, book = self.tables, self.book
         for name in sorted(tables.modules.keys()):
             stored = tables.modules[name]
-            settled = stored.phase in SETTLED and not stored.window_waits
+            waiting = stored.window_waits or stored.frozen is not None or stored.break_glass is not None
+            settled = stored.phase in SETTLED and not waiting
             if stored.partition != tables.partition or settled:
                 continue
             record = stored.working_copy()
@@ -127,6 +133,8 @@ class ModuleTimers:
         say when each window opens (its decision, and the module's status)."""
         if first and record.window_waits:
             record.window_waits = []
+        if first and record.frozen is not None:
+            record.frozen = None
 
     def fail_past_deadline(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
         """Clusters updating for longer than the module's progressDeadline fail; one
@@ -151,6 +159,10 @@ class ModuleTimers:
                     target.model_copy(update={"status": "failed", "status_message": message}),
                     out,
                 )
+
+    def end_break_glass(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
+        """A break-glass override whose `until` the engine's time reached ends (freeze_gate.py)."""
+        end_break_glass(self.tables, self.book, record, out)
 
     def release_lapsed_holds(self, record: ModuleRecord, first: bool, out: Outcome) -> None:
         """Members held by a `rollout.dev/hold-until` the engine's time has reached are

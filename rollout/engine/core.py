@@ -106,6 +106,7 @@ from rollout.engine.causal import CausalOrder
 from rollout.engine.clock import MAX_TICK_STEP, Clock, ClockHook, ModuleTimers
 from rollout.engine.dependencies import DependencyIntents
 from rollout.engine.dependency_links import DependencyLinks
+from rollout.engine.freeze_gate import FreezeCalendars
 from rollout.engine.gate_results import GateResults
 from rollout.engine.intents import Intent, ModuleIntents, intent_module
 from rollout.engine.leases import Leases
@@ -124,6 +125,7 @@ from rollout.engine.state import (
     DeletedModule,
     Dependents,
     FleetPosition,
+    FreezeRecord,
     HeldIntent,
     HeldQueue,
     HolderLease,
@@ -153,6 +155,8 @@ from rollout.wire.events import (
     DependencyReported,
     DependentLinked,
     FleetSeen,
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
     GateEvaluated,
     HelmValuesObserved,
     HolderClaims,
@@ -221,6 +225,7 @@ class RolloutEngine:
         holder_claims: MutableMapping[str, ClaimChunk] | None = None,
         claims: MutableMapping[str, ClusterClaims] | None = None,
         runs: MutableMapping[str, RunRecord] | None = None,
+        freezes: MutableMapping[str, FreezeRecord] | None = None,
         partition: int = 0,
     ) -> None:
         """One mapping per entry of `ENGINE_MAPPINGS`. The ones after `clock` default to
@@ -247,6 +252,7 @@ class RolloutEngine:
             holder_claims=_or_new(holder_claims),
             claims=_or_new(claims),
             runs=_or_new(runs),
+            freezes=_or_new(freezes),
             partition=partition,
         )
         # the concerns, bottom to top: each gets the collaborators it uses
@@ -261,6 +267,7 @@ class RolloutEngine:
         self.leases = Leases(tables, membership)
         membership.new_lease = self.leases.lease_of_new_cluster  # a cluster observed anew: its holders'
         self.rules = RestrictionRules(tables, book, stages, membership)
+        self.freezes = FreezeCalendars(tables, book, stages.advance)
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
         self.causal = CausalOrder(tables, book, self.apply_intent)
@@ -297,6 +304,8 @@ class RolloutEngine:
             ClusterRemoved: membership.on_cluster_removed,
             RestrictionApplied: self.rules.on_restriction_applied,
             RestrictionDeleted: self.rules.on_restriction_deleted,
+            FreezeCalendarApplied: self.freezes.on_calendar_applied,
+            FreezeCalendarDeleted: self.freezes.on_calendar_deleted,
             SyncStatusReported: self.reports.on_sync_status,
             HelmValuesObserved: self.live_values.on_helm_values,
             ClusterHeartbeat: self.leases.on_heartbeat,

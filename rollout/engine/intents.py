@@ -26,6 +26,7 @@ from rollout.api.manifests import Sync
 from rollout.api.restrictions import RestrictionViolation
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approve, reject, rejection_text
+from rollout.engine.freeze_gate import break_glass
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.promotions import Promotions
@@ -329,6 +330,13 @@ class ModuleIntents:
                 out.rejections.append(f"{command} {record.name}: {refused}")
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
                 return
+        elif command == "break-glass":  # freeze calendars overridden (freeze_gate.py)
+            broke = break_glass(tables, record, event)
+            if isinstance(broke, str):
+                out.rejections.append(f"break-glass {record.name}: {broke}")
+                tables.modules[record.name] = record  # remembers the command's id, nothing else
+                return
+            book.decide(record, DecisionAction.BREAK_GLASS, broke, out)
         elif command in ("pin", "unpin"):
             if event.cluster is None:
                 out.rejections.append(f"{command} {record.name}: a cluster is required")

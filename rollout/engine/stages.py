@@ -5,8 +5,9 @@
 The module's *target* generation is driven stage by stage. Within the started stages,
 ready, unpinned clusters not yet on the target are moved (`fill`) in sorting order while
 fewer than `maxConcurrency` of the stage are updating — and while its maintenance windows
-are open (window_gate.py) and, in a stage with waves, while its open wave has room
-(waves.py). A stage is done when none of its clusters is pending or updating
+are open (window_gate.py), no freeze calendar holds the module (freeze_gate.py) and, in
+a stage with waves, while its open wave has room (waves.py). A stage is done when none of its clusters
+is pending or updating
 and its failures are within `maxFailures`; the next stage starts after the soak
 (`minSuccessTime`), its health gates (gate_results.py) and, if it asks for them, its
 approvals (approvals.py: one by anyone, or N distinct verified people). Over the failure
@@ -46,6 +47,7 @@ from rollout.api.manifests import Stage, parse_duration
 from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approval_met
+from rollout.engine.freeze_gate import FreezeGate
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.runs import Runs
 from rollout.engine.stage_graph import announced, is_graph, progress, wait_key
@@ -92,10 +94,18 @@ def stage_budget(max_concurrency: int | str | None, max_failures: int | str | No
 class StageMachine:
     """Moves clusters to the target stage by stage, within each stage's budget."""
 
-    def __init__(self, tables: StateTables, book: TargetBook, windows: WindowGate, runs: Runs | None = None) -> None:
+    def __init__(
+        self,
+        tables: StateTables,
+        book: TargetBook,
+        windows: WindowGate,
+        runs: Runs | None = None,
+        freezes: FreezeGate | None = None,
+    ) -> None:
         self.tables = tables
         self.book = book
         self.windows = windows
+        self.freezes = freezes if freezes is not None else FreezeGate(tables, book)
         self.runs = runs if runs is not None else Runs(tables)
         self.moves_per_event = MOVES_PER_EVENT  # lowered by tests
         self.moves_left = MOVES_PER_EVENT
@@ -465,8 +475,11 @@ class StageMachine:
         queue = book.pending_queue(record.name, index)
         counts = book.counts(record, stage.name)
         revision = record.revisions[record.target].revision
-        if not self.windows.window_open(record, stage, out, moving=bool(queue) and counts.updating < concurrency):
+        moving = bool(queue) and counts.updating < concurrency
+        if not self.windows.window_open(record, stage, out, moving=moving):
             return  # outside its maintenance windows (window_gate.py)
+        if not self.freezes.may_move(record, out, moving=moving):
+            return  # inside a deny window of a freeze calendar (freeze_gate.py)
         members = self.runs.members(record, stage.name, counts.members)  # the run's fixed set (runs.py)
         room = self.waves.room(record, index, stage, queue, counts, members, out)  # its waves (waves.py)
         limit = None if room is None else counts.updating + counts.succeeded + counts.failed + room

@@ -31,6 +31,8 @@ rewrites only a handful of small values — never a value whose size grows with 
                                  chart defaults, as last observed (HelmValuesObserved)
 * ``restrictions[namespace]``    RestrictionRecord — the namespace's ModuleRestriction
                                  (restrictions.py), or its tombstone once deleted
+* ``freezes[scope]``             FreezeRecord — the freeze calendars of a namespace, or of the
+                                 fleet (scope `*`: ClusterFreezeCalendars; freeze_gate.py)
 * ``runs[module]``               RunRecord — the module's current run: its members fixed per
                                  stage, who left it (runs.py)
 
@@ -67,7 +69,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar, Union, get_args, get_
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from rollout.engine.applied_documents import AppliedRestriction, AppliedSpec, AppliedSync
+from rollout.engine.applied_documents import AppliedFreezeCalendar, AppliedRestriction, AppliedSpec, AppliedSync
 from rollout.values.releases import ObservedValues
 
 Phase = Literal[
@@ -108,6 +110,7 @@ CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
 PROMOTION_IDS_KEPT = 32  # per module: PromotionObserved (promotions.py)
 RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
+FREEZE_IDS_KEPT = 64  # per scope: FreezeCalendarApplied/FreezeCalendarDeleted
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 DEPARTURES_KEPT = 25  # per module: the latest members that left its current run, by name (runs.py)
 
@@ -477,6 +480,30 @@ class PromotionState(Record):
     ids: list[str] = Field(default_factory=list)
 
 
+class Frozen(Record):
+    """The module's moves wait for freeze calendars (freeze_gate.py): which (`namespace/name`,
+    or the name of a ClusterFreezeCalendar), and the engine time the latest of their
+    windows holding now ends (None: the engine has seen no tick yet, `ticked` False, or a
+    calendar this release refuses holds it)."""
+
+    calendars: list[str]
+    until: float | None = None
+    ticked: bool = True
+
+
+class BreakGlass(Record):
+    """An operator's override of the module's freeze calendars (freeze_gate.py): `calendar`
+    (None: every calendar governing it) does not hold it until `until` (engine time); who
+    (`user`, `via`), why, and the engine time it was given."""
+
+    calendar: str | None = None
+    until: float
+    reason: str
+    user: str | None = None
+    via: str | None = None
+    at: float = 0.0
+
+
 class ModuleRecord(Record):
     name: str
     kind: Literal["Module", "BootstrapModule"]
@@ -534,6 +561,10 @@ class ModuleRecord(Record):
     graph: dict[str, StageProgress] = added_field(factory=dict)
     # auto-promotion (promotions.py); None: never observed, held or promoted
     promotion: PromotionState | None = added_field(None)
+    # the freeze calendars its moves wait for (freeze_gate.py); None: not frozen
+    frozen: Frozen | None = added_field(None)
+    # an operator's break-glass override of its freezes, until it ends (freeze_gate.py)
+    break_glass: BreakGlass | None = added_field(None)
 
 
 class RestrictionRecord(Record):
@@ -543,6 +574,16 @@ class RestrictionRecord(Record):
 
     namespace: str
     restriction: AppliedRestriction | None = None  # as stored when this release refuses it
+    event_ids: list[str] = Field(default_factory=list)
+
+
+class FreezeRecord(Record):
+    """The freeze calendars of one scope — a namespace (FreezeCalendars), or `*`
+    (ClusterFreezeCalendars) — by name, and the ids of the calendar events handled (a
+    redelivered older one must not bring back a deleted calendar)."""
+
+    scope: str
+    calendars: dict[str, AppliedFreezeCalendar] = Field(default_factory=dict)  # as stored when refused
     event_ids: list[str] = Field(default_factory=list)
 
 
@@ -723,4 +764,5 @@ ENGINE_MAPPINGS: dict[str, type] = {
     "holder_claims": ClaimChunk,
     "claims": ClusterClaims,
     "runs": RunRecord,
+    "freezes": FreezeRecord,
 }

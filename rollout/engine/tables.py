@@ -35,6 +35,7 @@ from rollout.engine.state import (
     DeletedModule,
     Dependents,
     FleetPosition,
+    FreezeRecord,
     HeldIntent,
     HeldQueue,
     HolderLease,
@@ -78,6 +79,7 @@ class StateTables:
         claims: MutableMapping[str, ClusterClaims],
         runs: MutableMapping[str, RunRecord],
         partition: int,
+        freezes: MutableMapping[str, FreezeRecord] | None = None,
     ) -> None:
         self.clusters = clusters
         self.modules = modules
@@ -100,6 +102,7 @@ class StateTables:
         self.holder_claims = holder_claims
         self.claims = claims
         self.runs = runs
+        self.freezes: MutableMapping[str, FreezeRecord] = freezes if freezes is not None else {}
         self.partition = partition
         # module name → the copy of its record this batch made (see the module doc); None:
         # every event works on its own copies

@@ -31,6 +31,8 @@ from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_s
 from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
     PENDING,
+    BreakGlassStatus,
+    FrozenStatus,
     Held,
     MemberCounts,
     ModuleStatus,
@@ -77,6 +79,19 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         optional["rejection"] = RejectionStatus.model_validate(record.rejection.model_dump())
     if record.spec.sync.source.auto_promote is not None:  # promotions.py
         optional["promotion"] = promotion_status(record)
+    if record.frozen is not None:  # freeze_gate.py
+        frozen = record.frozen
+        optional["frozen"] = FrozenStatus(calendars=frozen.calendars, until=frozen.until, until_at=iso(frozen.until))
+    glass = record.break_glass
+    if glass is not None and now < glass.until:  # freeze_gate.py: in force
+        optional["break_glass"] = BreakGlassStatus(
+            calendar=glass.calendar,
+            until=glass.until,
+            until_at=iso(glass.until),
+            reason=glass.reason,
+            user=glass.user,
+            via=glass.via,
+        )
     return ModuleStatus(
         module=record.name,
         kind=record.kind,

@@ -20,13 +20,15 @@ under keepCurrent/readOnly are then decided by the declared layers).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from rollout.api.freezes import FreezeWindow, frozen_until
 from rollout.api.gates import HealthGate
 from rollout.api.manifests import (
+    AnyFreezeCalendar,
     BootstrapModuleManifest,
     ClusterManifest,
     ModuleManifest,
@@ -108,6 +110,11 @@ class RolloutPlan(BaseModel):
     not_selected: int
     depends_on: list[str] = []  # dependsOn: moves on a cluster wait for these there
     values: list[ClusterValues] = []
+    # the freeze calendars governing it (rollout/engine/freeze_gate.py), described, and which
+    # of them hold it at the plan's `now` (no cluster moves until `frozen_until`, ISO 8601 UTC)
+    calendars: list[str] = []
+    frozen_by: list[str] = []
+    frozen_until: str | None = None
     # the source's autoPromote (rollout/engine/promotions.py): the range it follows, where, held or not
     promotion: PromotionPlan | None = None
 
@@ -216,9 +223,11 @@ def plan_rollout(
     *,
     now: float | None = None,
     left: Collection[str] = (),
+    calendars: Sequence[AnyFreezeCalendar] = (),
 ) -> RolloutPlan:
-    """The plan; with `now` (seconds since the epoch), each stage's window state then.
-    `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
+    """The plan; with `now` (seconds since the epoch), each stage's window state then, and
+    which of `calendars` (those governing the module: the fleet's and its namespace's)
+    freeze it then. `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
     revision = Revision(
         generation=1,
         revision=module.spec.sync.revision,
@@ -292,6 +301,7 @@ def plan_rollout(
         depends_on=list(module.spec.depends_on),
         values=sorted(values, key=lambda v: v.cluster),
         promotion=promotion_plan(module),
+        **freeze_plan(calendars, now),
     )
 
 
@@ -301,3 +311,23 @@ def promotion_plan(module: ModuleManifest | BootstrapModuleManifest) -> Promotio
     if auto is None:
         return None
     return PromotionPlan(semver=auto.semver, source=source_label(source), hold=auto.hold)
+
+
+def freeze_plan(calendars: Sequence[AnyFreezeCalendar], now: float | None) -> dict[str, Any]:
+    """The calendars governing the module, described; with `now`, those holding it then and
+    when the latest of their windows holding it ends (the engine's rule: freeze_gate.py)."""
+    described = [f"{c.identity}: {'; '.join(describe_freeze(w) for w in c.spec.windows)}" for c in calendars]
+    if now is None:
+        return {"calendars": described}
+    holding = [(c.identity, until) for c in calendars if (until := frozen_until(c.spec.windows, now)) is not None]
+    return {
+        "calendars": described,
+        "frozen_by": [identity for identity, _ in holding],
+        "frozen_until": iso(max(until for _, until in holding)) if holding else None,
+    }
+
+
+def describe_freeze(window: FreezeWindow) -> str:
+    """ "holidays: FREQ=YEARLY;BYMONTH=12 from 2026-12-20T00:00:00 for 336h (Europe/Berlin)"."""
+    when = f"{window.rrule} from {window.start}" if window.rrule else f"cron {window.schedule}"
+    return f"{window.name}: {when} for {window.duration} ({window.time_zone})"

@@ -45,6 +45,7 @@ class DecisionAction(StrEnum):
     STAGE_WAITING = "stage-waiting"  # on its upstream stages (stage_graph.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
+    AWAITING_FREEZE = "awaiting-freeze"  # (freeze_gate.py)
     GATE_PASSED = "gate-passed"
     GATE_FAILED = "gate-failed"
     GATE_INCONCLUSIVE = "gate-inconclusive"
@@ -64,3 +65,5 @@ class DecisionAction(StrEnum):
     PROMOTION_HELD = "promotion-held"
     PROMOTION_HOLD = "promotion-hold"
     PROMOTION_RESUMED = "promotion-resumed"
+    BREAK_GLASS = "break-glass"  # a freeze overridden (freeze_gate.py)
+    BREAK_GLASS_ENDED = "break-glass-ended"  # (clock.py)

@@ -78,6 +78,7 @@ class ReasonCode(StrEnum):
     STAGE_WAITING = "stage-waiting"  # on its upstream stages (stage_graph.py)
     AWAITING_APPROVAL = "awaiting-approval"
     AWAITING_WINDOW = "awaiting-window"
+    AWAITING_FREEZE = "awaiting-freeze"  # (freeze_gate.py)
     GATE_PASSED = "gate-passed"
     GATE_FAILED = "gate-failed"
     GATE_INCONCLUSIVE = "gate-inconclusive"
@@ -104,6 +105,9 @@ class ReasonCode(StrEnum):
     PROMOTION_HELD = "promotion-held"
     PROMOTION_HOLD = "promotion-hold"
     PROMOTION_RESUMED = "promotion-resumed"
+    # freezes overridden (freeze_gate.py, intents.py, clock.py)
+    BROKE_GLASS = "broke-glass"
+    BREAK_GLASS_ENDED = "break-glass-ended"
 
 
 class Reason(Part):
@@ -529,6 +533,27 @@ class AwaitingWindow(Reason):
         return f"stage {self.stage} waits for a maintenance window: {when}"
 
 
+class AwaitingFreeze(Reason):
+    """The module's moves wait for freeze calendars (`namespace/name`, or a
+    ClusterFreezeCalendar's name): `until` (epoch seconds) when the latest of their deny
+    windows holding now ends — None when the engine has seen no tick (`ticked` False) or a
+    calendar this release cannot read holds it."""
+
+    code: Literal[ReasonCode.AWAITING_FREEZE] = ReasonCode.AWAITING_FREEZE
+    calendars: list[str]
+    until: float | None = None
+    ticked: bool = True
+
+    def sentence(self) -> str:
+        if not self.ticked:
+            when = "the engine has seen no tick yet"
+        elif self.until is not None:
+            when = f"until {iso(self.until)}"
+        else:
+            when = "until the calendar is applied again"
+        return f"frozen by calendar {', '.join(self.calendars)}: {when}"
+
+
 class GateAnalysisCounts(Part):
     """A gate analysis's measurements when it concluded (rollout/api/gates.py `count`):
     its run, how many passed, failed and were inconclusive, and the gate's limits."""
@@ -791,6 +816,33 @@ class Approved(CommandReason):
         return f"stage {self.stage} approved{self.by()}{counted}"
 
 
+class BrokeGlass(CommandReason):
+    """An operator overrode the freeze calendars holding the module (`calendar`: one of
+    them; None: every one) until `until` (epoch seconds), saying why (`reason`)."""
+
+    code: Literal[ReasonCode.BROKE_GLASS] = ReasonCode.BROKE_GLASS
+    calendar: str | None = None
+    until: float
+    reason: str
+
+    def sentence(self) -> str:
+        which = f"freeze calendar {self.calendar}" if self.calendar else "every freeze calendar"
+        return f"break-glass{self.by()}: {which} overridden until {iso(self.until)}: {self.reason}"
+
+
+class BreakGlassEnded(Reason):
+    """The break-glass override of `calendar` (None: every calendar) ended at `until`: the
+    freeze calendars hold the module again."""
+
+    code: Literal[ReasonCode.BREAK_GLASS_ENDED] = ReasonCode.BREAK_GLASS_ENDED
+    calendar: str | None = None
+    until: float
+
+    def sentence(self) -> str:
+        which = f"of freeze calendar {self.calendar}" if self.calendar else ""
+        return f"break-glass {which + ' ' if which else ''}ended at {iso(self.until)}: freezes hold again"
+
+
 class Pinned(CommandReason):
     code: Literal[ReasonCode.PINNED] = ReasonCode.PINNED
     cluster: str
@@ -890,6 +942,7 @@ DecisionReason = Annotated[
     | StageWaiting
     | AwaitingApproval
     | AwaitingWindow
+    | AwaitingFreeze
     | GatePassed
     | GateFailed
     | GateInconclusive
@@ -908,7 +961,9 @@ DecisionReason = Annotated[
     | Promoted
     | PromotionHeld
     | PromotionHoldSet
-    | PromotionResumed,
+    | PromotionResumed
+    | BrokeGlass
+    | BreakGlassEnded,
     Field(discriminator="code"),
 ]
 """The reason of a decision: one model per code (the codes that only say what halted or

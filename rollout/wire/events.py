@@ -6,7 +6,9 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved; RestrictionApplied,
   RestrictionDeleted (key: `restriction/<namespace>`: the fleet's policy travels with the
   fleet, so a module's `fleet` stamp covers the restrictions published before it, and a
-  principal that may only write intents cannot lift one — rollout/api/restrictions.py)
+  principal that may only write intents cannot lift one — rollout/api/restrictions.py);
+  FreezeCalendarApplied, FreezeCalendarDeleted (key: `freeze/<namespace or *>/<name>`, for
+  the same reasons: rollout/api/freezes.py)
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
   (a health gate's result, from `rollout gate-runner`; key: module); PromotionObserved (a newer
   version of an auto-promoted source, from `rollout promoter`; key: module)
@@ -54,6 +56,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rollout.api.manifests import (
+    CLUSTER_SCOPE,
+    AnyFreezeCalendar,
     AnyModule,
     ClusterManifest,
     ModuleRestrictionManifest,
@@ -75,7 +79,17 @@ LATEST_PLAUSIBLE_TIME = 7_258_118_400.0
 
 SyncState = Literal["succeeded", "failed", "updating"]
 CommandName = Literal[
-    "pause", "resume", "abort", "rollback", "approve", "reject", "pin", "unpin", "hold-promotion", "resume-promotion"
+    "pause",
+    "resume",
+    "abort",
+    "rollback",
+    "approve",
+    "reject",
+    "pin",
+    "unpin",
+    "hold-promotion",
+    "resume-promotion",
+    "break-glass",
 ]
 CommandDoor = Literal["cli", "dashboard", "crd"]
 """Where an operator's command came in: `rollout <verb>` (cli), the dashboard's buttons
@@ -184,7 +198,14 @@ class RolloutCommanded(EventBase):
     groups claim or TokenReview answer; None from a door that verifies none (the CLI). What
     `approval.groups` of a stage is checked against (rollout/engine/approvals.py)."""
     reason: str | None = None
-    """Why, in the operator's words: required by `reject` (shown in the decision and status)."""
+    """Why, in the operator's words: required by `reject` and `break-glass` (shown in the
+    decision and status)."""
+    until: float | None = None
+    """`break-glass` only: when the override ends (seconds since the epoch, compared with the
+    engine's time: rollout/engine/freeze_gate.py). Required by it."""
+    calendar: str | None = None
+    """`break-glass` only: the freeze calendar overridden (`namespace/name`, or a
+    ClusterFreezeCalendar's name); None: every calendar governing the module."""
 
     @field_validator("module")
     @classmethod
@@ -209,12 +230,33 @@ class RolloutCommanded(EventBase):
             raise ValueError(f"group names of 1 to {MAX_IDENTITY_GROUP} characters")
         return sorted(set(value))
 
+    @field_validator("until")
+    @classmethod
+    def _until(cls, value: float | None) -> float | None:
+        if value is not None and (not math.isfinite(value) or not 0 < value <= LATEST_PLAUSIBLE_TIME):
+            raise ValueError("must be a finite time in seconds since the epoch, after 1970 and before 2200")
+        return value
+
+    @field_validator("calendar")
+    @classmethod
+    def _calendar(cls, value: str | None) -> str | None:
+        if value is not None:
+            namespace, _, name = value.rpartition("/")
+            check_dns1123_label(name)
+            if namespace:
+                check_dns1123_label(namespace)
+        return value
+
     @model_validator(mode="after")
     def _reject_says_why(self) -> RolloutCommanded:
         if self.command == "reject" and (self.stage is None or self.reason is None):
             raise ValueError("reject needs the stage rejected and a reason")
         if self.command == "hold-promotion" and self.reason is None:
             raise ValueError("hold-promotion needs a reason")
+        if self.command == "break-glass" and (self.reason is None or self.until is None):
+            raise ValueError("break-glass needs a reason and when it ends (until)")
+        if self.command != "break-glass" and (self.until is not None or self.calendar is not None):
+            raise ValueError("until and calendar belong to break-glass")
         return self
 
 
@@ -264,6 +306,38 @@ class RestrictionDeleted(EventBase):
 def restriction_key(namespace: str) -> str:
     """The cluster-observations key of a namespace's restriction events."""
     return f"restriction/{namespace}"
+
+
+class FreezeCalendarApplied(EventBase):
+    """A FreezeCalendar (its namespace's modules) or ClusterFreezeCalendar (every module),
+    on the cluster-observations topic: broadcast to every journal partition, it replaces the
+    calendar of that scope and name in each (rollout/engine/freeze_gate.py)."""
+
+    type: Literal["FreezeCalendarApplied"] = "FreezeCalendarApplied"
+    calendar: AnyFreezeCalendar
+
+
+class FreezeCalendarDeleted(EventBase):
+    """The calendar `name` of `scope` (a namespace, or `*` for a ClusterFreezeCalendar) is gone."""
+
+    type: Literal["FreezeCalendarDeleted"] = "FreezeCalendarDeleted"
+    scope: str
+    name: str
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, value: str) -> str:
+        return value if value == CLUSTER_SCOPE else check_dns1123_label(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
+def freeze_key(scope: str, name: str) -> str:
+    """The cluster-observations key of one calendar's events (apply and delete in order)."""
+    return f"freeze/{scope}/{name}"
 
 
 class SyncStatusReported(EventBase):
@@ -639,6 +713,8 @@ InputEvent = Annotated[
     | ClusterRemoved
     | RestrictionApplied
     | RestrictionDeleted
+    | FreezeCalendarApplied
+    | FreezeCalendarDeleted
     | SyncStatusReported
     | HelmValuesObserved
     | Tick

@@ -232,6 +232,30 @@ class StageEdge(Part):
     soak_until_at: str | None = Field(default=None, alias="soakUntilAt")  # ISO 8601, UTC
 
 
+class FrozenStatus(Part):
+    """The module's moves wait for freeze calendars (rollout/engine/freeze_gate.py): which
+    (`namespace/name`, or a ClusterFreezeCalendar's name) and when the freeze ends (engine
+    seconds and ISO 8601 in UTC; None: unknown — no tick yet, or a calendar this release
+    cannot read)."""
+
+    calendars: list[str]
+    until: float | None = None
+    until_at: str | None = Field(default=None, alias="untilAt")
+
+
+class BreakGlassStatus(Part):
+    """An operator's break-glass override of the module's freeze calendars, in force until
+    `until` (rollout/engine/freeze_gate.py): which calendar (None: every one), who, through
+    which door, why."""
+
+    calendar: str | None = None
+    until: float
+    until_at: str | None = Field(default=None, alias="untilAt")
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+
 class StageStatus(Part):
     """One stage of the module's rollout, in the order the stages run."""
 
@@ -371,6 +395,8 @@ class ModuleStatus(VersionedDocument):
     restricted: str | None = None
     held: Held | None = None
     rejection: RejectionStatus | None = None  # the target was rejected (halted or rolled back)
+    frozen: FrozenStatus | None = None  # its moves wait for freeze calendars
+    break_glass: BreakGlassStatus | None = Field(default=None, alias="breakGlass")  # a freeze overridden, in force
     reason: str | None = None  # pending: why it is not staged yet
     run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
     promotion: PromotionStatus | None = None  # its source's autoPromote (None: it has none)

@@ -1,5 +1,6 @@
 """`rollout delete KIND NAME`: ModuleDeleted / ClusterRemoved (the engine answers), or
-RestrictionDeleted for a modulerestriction NAMESPACE/NAME (looked up on the topic first)."""
+RestrictionDeleted for a modulerestriction NAMESPACE/NAME, FreezeCalendarDeleted for a
+freezecalendar NAMESPACE/NAME or a clusterfreezecalendar NAME (looked up on the topic first)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,19 @@ from rollout_cli.publishing.verdicts import Wait, verdict_options
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["module", "bootstrapmodule", "cluster", "modulerestriction"]))
+@click.argument(
+    "kind",
+    type=click.Choice(
+        ["module", "bootstrapmodule", "cluster", "modulerestriction", "freezecalendar", "clusterfreezecalendar"]
+    ),
+)
 @click.argument("name")
 @verdict_options
 @kafka_options
 def delete(ctx: Context, kind: str, name: str, wait: Wait) -> None:
     """Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere), or a
-    modulerestriction NAMESPACE/NAME (the namespace is unrestricted from then on).
+    modulerestriction NAMESPACE/NAME (the namespace is unrestricted from then on), or a
+    freezecalendar NAMESPACE/NAME or clusterfreezecalendar NAME (its freezes end).
 
     Waits for the engine's verdict: an unknown name is an error (exit 1). A restriction is
     looked up on the cluster-observations topic instead (the engine does not answer it)."""
@@ -27,6 +34,9 @@ def delete(ctx: Context, kind: str, name: str, wait: Wait) -> None:
 
     if kind == "modulerestriction":
         delete_restriction(ctx, name)
+        return
+    if kind in ("freezecalendar", "clusterfreezecalendar"):
+        delete_calendar(ctx, kind, name)
         return
     check_name(name)
     if kind == "cluster":
@@ -57,3 +67,26 @@ def delete_restriction(ctx: Context, qualified: str) -> None:
     event = RestrictionDeleted(namespace=namespace, name=name)
     client.run(client.publish(ctx.bootstrap, ctx.topics.clusters, [(restriction_key(namespace), event.to_bytes())]))
     click.echo(f"modulerestriction/{namespace}/{name} deleted")
+
+
+def delete_calendar(ctx: Context, kind: str, qualified: str) -> None:
+    """Publish FreezeCalendarDeleted for a freezecalendar NAMESPACE/NAME or a
+    clusterfreezecalendar NAME, if the topic holds that calendar."""
+    from infra import client
+    from rollout.api.manifests import CLUSTER_SCOPE
+    from rollout.wire.events import FreezeCalendarDeleted, freeze_key
+    from rollout_cli.reading.freeze_calendars import calendars_from_records
+
+    if kind == "freezecalendar":
+        scope, _, name = qualified.partition("/")
+        if not name:
+            fail(f"name a freezecalendar as NAMESPACE/NAME, not {qualified!r}")
+        check_name(scope)
+    else:
+        scope, name = CLUSTER_SCOPE, qualified
+    check_name(name)
+    if (scope, name) not in calendars_from_records(ctx.records(ctx.topics.clusters)):
+        fail(f"{kind} {qualified} not found", code=1)
+    event = FreezeCalendarDeleted(scope=scope, name=name)
+    client.run(client.publish(ctx.bootstrap, ctx.topics.clusters, [(freeze_key(scope, name), event.to_bytes())]))
+    click.echo(f"{kind}/{qualified} deleted")

@@ -1,5 +1,5 @@
 """The commands that steer a module's rollout: `pause`, `resume`, `abort`, `rollback`,
-`approve`, `reject`, `pin`, `unpin` and `promotion hold|resume`. Each publishes a
+`approve`, `reject`, `pin`, `unpin`, `break-glass` and `promotion hold|resume`. Each publishes a
 RolloutCommanded intent and, unless `--no-wait`, reports the engine's verdict on it
 (rollout_cli/publishing/verdicts.py).
 
@@ -134,3 +134,93 @@ def resume_promotion(ctx: Context, module: str, reason: str | None, wait: Wait) 
         module=module, command="resume-promotion", reason=reason or None, user=current_user(), via="cli"
     )
     ask_engine(ctx, wait, event, module, f"module/{module}: resume promotion")
+
+
+@click.command(name="break-glass")
+@click.argument("target")
+@click.option("--reason", required=True, help="Why the freeze is overridden: recorded in the decision and status.")
+@click.option("--for", "duration", help="How long the override lasts, such as 2h or 30m.")
+@click.option("--until", "until_text", help="When the override ends (ISO 8601, such as 2026-12-24T18:00:00Z).")
+@verdict_options
+@kafka_options
+def break_glass(
+    ctx: Context, target: str, reason: str, duration: str | None, until_text: str | None, wait: Wait
+) -> None:
+    """Let a module move despite the freeze calendars holding it, until the override ends.
+
+    TARGET is a MODULE (every calendar governing it is overridden), or calendar/NAME (a
+    ClusterFreezeCalendar) or calendar/NAMESPACE/NAME (a FreezeCalendar): that calendar is
+    overridden for every module it governs (the modules the module-status topic knows).
+    Needs --reason and one of --for or --until; recorded as a `break-glass` decision with who
+    asked and why (rollout/engine/freeze_gate.py)."""
+    from rollout.wire.events import RolloutCommanded
+
+    if not reason.strip():
+        raise click.BadParameter("say why the freeze is overridden", param_hint="--reason")
+    until = override_end(duration, until_text)
+    calendar, modules = break_glass_targets(ctx, target)
+    for module in modules:
+        event = RolloutCommanded(
+            module=module,
+            command="break-glass",
+            reason=reason,
+            until=until,
+            calendar=calendar,
+            user=current_user(),
+            via="cli",
+        )
+        which = f" of calendar {calendar}" if calendar else ""
+        ask_engine(ctx, wait, event, module, f"module/{module}: break-glass{which}")
+
+
+def override_end(duration: str | None, until_text: str | None) -> float:
+    """When a break-glass ends, in seconds since the epoch: now + `--for`, or `--until`."""
+    import time
+    from datetime import UTC, datetime
+
+    from rollout.api.formats import parse_duration
+
+    if (duration is None) == (until_text is None):
+        raise click.UsageError("give exactly one of --for (such as 2h) or --until (such as 2026-12-24T18:00:00Z)")
+    if duration is not None:
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--for") from None
+        if seconds <= 0:
+            raise click.BadParameter("the override must last longer than 0s", param_hint="--for")
+        return time.time() + seconds
+    try:
+        moment = datetime.fromisoformat(str(until_text).replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{until_text!r} is not an ISO 8601 time", param_hint="--until") from None
+    if moment.tzinfo is None:
+        raise click.BadParameter("give a time zone (Z or +01:00)", param_hint="--until")
+    if moment.timestamp() <= time.time():
+        raise click.BadParameter(f"{until_text} has passed", param_hint="--until")
+    return moment.astimezone(UTC).timestamp()
+
+
+def break_glass_targets(ctx: Context, target: str) -> tuple[str | None, list[str]]:
+    """(the calendar overridden — None: every one —, the modules to send the override to)."""
+    from rollout.api.manifests import CLUSTER_SCOPE
+    from rollout_cli.options import fail
+    from rollout_cli.reading.documents import module_statuses
+    from rollout_cli.reading.freeze_calendars import calendars_from_records
+
+    if not target.startswith("calendar/"):
+        check_name(target)
+        return None, [target]
+    parts = target.removeprefix("calendar/").split("/")
+    if len(parts) not in (1, 2):
+        fail(f"name a calendar as calendar/NAME or calendar/NAMESPACE/NAME, not {target!r}")
+    for part in parts:
+        check_name(part)
+    scope, name = (CLUSTER_SCOPE, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    if (scope, name) not in calendars_from_records(ctx.records(ctx.topics.clusters)):
+        fail(f"{target} not found (no such freeze calendar on the cluster-observations topic)", code=1)
+    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
+    modules = sorted(n for n, s in statuses.items() if s.staged and scope in (CLUSTER_SCOPE, s.namespace))
+    if not modules:
+        fail(f"{target} governs no module the engine knows", code=1)
+    return "/".join(parts), modules

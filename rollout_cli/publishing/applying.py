@@ -10,6 +10,7 @@
                                         `warning:` lines (applied all the same)
     dependsOn (and module-status)       a cycle → error, exit 2 (plan refuses it too); a
                                         dependency that exists nowhere → `warning:` line
+    freeze calendars                    created / configured / unchanged (from the topic)
     ModuleRestrictions                  each module checked against its namespace's — the
                                         one in the files, else the one on the
                                         cluster-observations topic (rollout/api/restrictions.py):
@@ -37,8 +38,16 @@ from rollout.planning.dependency_graph import DependencyCycle, check_acyclic, mi
 from rollout.planning.plan import plan_rollout
 from rollout.planning.surprises import surprises
 from rollout_cli.options import Context, fail
-from rollout_cli.publishing.intents import Intent, intent_for, intents_for, largest_encoding, publish_intents
+from rollout_cli.publishing.intents import (
+    Intent,
+    calendar_label,
+    intent_for,
+    intents_for,
+    largest_encoding,
+    publish_intents,
+)
 from rollout_cli.publishing.manifest_files import expand_paths, read_manifests
+from rollout_cli.reading.freeze_calendars import calendars_from_records
 
 if TYPE_CHECKING:
     from rollout_cli.reading.known_clusters import KnownCluster
@@ -92,6 +101,8 @@ def refuse_repeats(loaded: list[Loaded], outcome: str) -> None:
         name, kind = item.manifest.metadata.name, item.manifest.kind
         if kind == "ModuleRestriction":  # one per namespace
             name = item.manifest.metadata.namespace
+        if kind == "FreezeCalendar":  # one name per namespace (a ClusterFreezeCalendar's: one in the fleet)
+            kind, name = "ClusterFreezeCalendar", item.manifest.identity
         first = seen.setdefault((_space(kind), name), item)
         if first is item:
             continue
@@ -109,7 +120,7 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     """Check sizes against the topics' limits, compare with the fleet, find surprises."""
     intents = intents_for([item.manifest for item in loaded])
     try:
-        limits, known_ends, fleet, restrictions = client.run(_broker_facts(ctx))
+        limits, known_ends, fleet, restrictions, calendars = client.run(_broker_facts(ctx))
     except client.MissingTopic as error:
         fail(f"nothing was applied: {error}")
     except Exception as error:
@@ -130,7 +141,9 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     if too_large:
         fail_with(too_large)
     prepared = Prepared(intents, known_ends, max(limit.max_bytes for limit in limits.values()))
-    prepared.cluster_changes = cluster_changes(loaded, fleet) | restriction_changes(loaded, restrictions)
+    prepared.cluster_changes = (
+        cluster_changes(loaded, fleet) | restriction_changes(loaded, restrictions) | calendar_changes(loaded, calendars)
+    )
     prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
     prepared.warnings += dependency_warnings(loaded, known_modules)
     return prepared
@@ -256,22 +269,39 @@ def restriction_changes(loaded: list[Loaded], known: dict[str, ModuleRestriction
     return changes
 
 
+def calendar_changes(loaded: list[Loaded], known: dict[tuple[str, str], Any]) -> dict[str, str]:
+    """freezecalendar/namespace/name, clusterfreezecalendar/name → created, unchanged or configured."""
+    changes = {}
+    for item in loaded:
+        manifest = item.manifest
+        if manifest.kind in ("FreezeCalendar", "ClusterFreezeCalendar"):
+            current = known.get((manifest.scope, manifest.name))
+            change = "created" if current is None else "unchanged" if current == manifest else "configured"
+            changes[calendar_label(manifest)] = change
+    return changes
+
+
 def _is_module(manifest: Any) -> bool:
     return manifest.kind in ("Module", "BootstrapModule")
 
 
 def _space(kind: str) -> str:
     """Names a kind shares: modules (both kinds) are fleet-wide, restrictions per namespace."""
-    return {"Cluster": "cluster", "ModuleRestriction": "restriction"}.get(kind, "module")
+    spaces = {"Cluster": "cluster", "ModuleRestriction": "restriction", "ClusterFreezeCalendar": "calendar"}
+    return spaces.get(kind, "module")
 
 
 async def _broker_facts(
     ctx: Context,
 ) -> tuple[
-    dict[str, transactions.MessageLimit], dict[int, int], dict[str, KnownCluster], dict[str, ModuleRestrictionManifest]
+    dict[str, transactions.MessageLimit],
+    dict[int, int],
+    dict[str, KnownCluster],
+    dict[str, ModuleRestrictionManifest],
+    dict[tuple[str, str], Any],
 ]:
-    """Topics' limits, cluster-observations end offsets, the fleet's latest documents and
-    the namespaces' ModuleRestrictions (both from the cluster-observations topic)."""
+    """Topics' limits, cluster-observations end offsets, the fleet's latest documents, the
+    namespaces' ModuleRestrictions and the freeze calendars (all from the cluster-observations topic)."""
     from rollout_cli.reading.known_clusters import clusters_from_records
 
     topics = [ctx.topics.clusters, ctx.topics.intents]
@@ -279,7 +309,13 @@ async def _broker_facts(
     limits = await transactions.message_limits(ctx.bootstrap, topics)
     known_ends = await client.end_offsets(ctx.bootstrap, ctx.topics.clusters)
     records = await client.read_all(ctx.bootstrap, ctx.topics.clusters)
-    return limits, known_ends, clusters_from_records(records), restrictions_from_records(records)
+    return (
+        limits,
+        known_ends,
+        clusters_from_records(records),
+        restrictions_from_records(records),
+        calendars_from_records(records),
+    )
 
 
 def cluster_changes(loaded: list[Loaded], fleet: dict[str, KnownCluster]) -> dict[str, str]:

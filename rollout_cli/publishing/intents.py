@@ -23,7 +23,15 @@ from typing import Any
 
 from infra import client, transactions
 from infra.topics import TopicNames
-from rollout.wire.events import ClusterObserved, EventBase, ModuleApplied, RestrictionApplied, restriction_key
+from rollout.wire.events import (
+    ClusterObserved,
+    EventBase,
+    FreezeCalendarApplied,
+    ModuleApplied,
+    RestrictionApplied,
+    freeze_key,
+    restriction_key,
+)
 
 MAX_OFFSET = 2**63 - 1
 
@@ -36,13 +44,20 @@ class Intent:
     description: str  # kind/name, as the CLI reports it
 
 
-ORDER = {"ModuleRestriction": 0, "Cluster": 1, "BootstrapModule": 2, "Module": 3}
+ORDER = {
+    "ModuleRestriction": 0,
+    "ClusterFreezeCalendar": 0,
+    "FreezeCalendar": 0,
+    "Cluster": 1,
+    "BootstrapModule": 2,
+    "Module": 3,
+}
 
 
 def intent_for(manifest: Any) -> Intent:
     """The event for one manifest. A ModuleRestriction travels on the cluster-observations
     topic (keyed by its namespace: rollout/wire/events.py), so the modules of the same apply,
-    stamped past it, are folded after it."""
+    stamped past it, are folded after it; so does a freeze calendar (keyed by scope and name)."""
     name = manifest.metadata.name
     if manifest.kind == "Cluster":
         return Intent("clusters", name, ClusterObserved(cluster=manifest), f"cluster/{name}")
@@ -50,7 +65,15 @@ def intent_for(manifest: Any) -> Intent:
         namespace = manifest.metadata.namespace
         event = RestrictionApplied(restriction=manifest)
         return Intent("clusters", restriction_key(namespace), event, f"modulerestriction/{namespace}/{name}")
+    if manifest.kind in ("FreezeCalendar", "ClusterFreezeCalendar"):
+        calendar = FreezeCalendarApplied(calendar=manifest)
+        return Intent("clusters", freeze_key(manifest.scope, name), calendar, calendar_label(manifest))
     return Intent("intents", name, ModuleApplied(module=manifest), f"{manifest.kind.lower()}/{name}")
+
+
+def calendar_label(manifest: Any) -> str:
+    """How apply names a calendar: freezecalendar/NAMESPACE/NAME or clusterfreezecalendar/NAME."""
+    return f"{manifest.kind.lower()}/{manifest.identity}"
 
 
 def intents_for(manifests: list[Any]) -> list[Intent]:

@@ -3,7 +3,8 @@
     the files (applying.load) ──► dependsOn cycles refused, as apply refuses them
     the fleet: --clusters files, or the cluster-observations topic (clusters that left kept,
         as skipped) ──► each module against its namespace's ModuleRestriction
-    ──► rollout.planning.plan.plan_rollout per admitted module (windows: open now?)
+    ──► rollout.planning.plan.plan_rollout per admitted module (windows: open now? freeze
+        calendars — of the files, else the topic's: frozen now?)
     ──► warnings: a module or stage moving no cluster (surprises), a dependency that exists
         nowhere (against the modules the engine knows; not with --clusters)
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollout_cli.publishing import applying
 
 if TYPE_CHECKING:
+    from rollout.api.loading import Loaded
     from rollout.planning.plan import RolloutPlan
     from rollout_cli.options import Context
 
@@ -37,6 +39,7 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...]) -
     """The plans of the modules in `files` against the fleet (of `cluster_files`, if given)."""
     from rollout.planning.plan import plan_rollout
     from rollout.planning.surprises import surprises
+    from rollout_cli.reading.freeze_calendars import calendars_from_records, governing
     from rollout_cli.reading.known_clusters import clusters_from_records
 
     planned = applying.load(files, outcome=OUTCOME)
@@ -49,21 +52,37 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...]) -
         loaded = applying.load(cluster_files, outcome=OUTCOME)
         fleet = [item.manifest for item in loaded if item.manifest.kind == "Cluster"]
         restrictions = applying.restrictions_from_loaded(loaded, {})
+        calendars = calendars_from_loaded(loaded, {})
     else:
         records = ctx.records(ctx.topics.clusters)
         known = clusters_from_records(records)
         fleet = applying.known_fleet(known)
         left = {name for name, cluster in known.items() if cluster.left}
         restrictions = applying.restrictions_from_records(records)
+        calendars = calendars_from_records(records)
+    calendars = calendars_from_loaded(planned, calendars)  # those in the files replace the known
     refused = applying.violations(planned, applying.restrictions_from_loaded(planned, restrictions))
     refused_items = [id(item) for item, _ in refused]
     modules = [
         i.manifest for i in planned if i.manifest.kind in ("Module", "BootstrapModule") and id(i) not in refused_items
     ]
     result = Planned(refused=[problem for _, problem in refused])
-    result.plans = [plan_rollout(m, fleet, now=time.time(), left=left) for m in modules]  # windows: open now?
+    now = time.time()  # windows: open now? calendars: frozen now?
+    result.plans = [
+        plan_rollout(m, fleet, now=now, left=left, calendars=governing(calendars, m.metadata.namespace))
+        for m in modules
+    ]
     for module, rollout_plan in zip(modules, result.plans, strict=True):
         result.warnings += surprises(module, rollout_plan)
     if not cluster_files:
         result.warnings += applying.dependency_warnings(planned, known_modules)
     return result
+
+
+def calendars_from_loaded(loaded: list[Loaded], known: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """`known` freeze calendars, with those of `loaded` replacing or joining them."""
+    calendars = dict(known)
+    for item in loaded:
+        if item.manifest.kind in ("FreezeCalendar", "ClusterFreezeCalendar"):
+            calendars[item.manifest.scope, item.manifest.name] = item.manifest
+    return calendars

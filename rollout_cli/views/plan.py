@@ -32,6 +32,13 @@ def print_plan(plan: Any) -> None:
             else "each becomes a new revision, rolled out as below (unless `rollout promotion hold`)"
         )
         terminal.console.print(f"  auto-promotes: newer versions in {promotion.semver} of {promotion.source}; {then}")
+    if plan.frozen_by:  # rollout/engine/freeze_gate.py
+        until = f" until {plan.frozen_until}" if plan.frozen_until else ""
+        terminal.console.print(
+            f"  [yellow]frozen now by calendar {', '.join(plan.frozen_by)}{until}: no cluster moves before[/]"
+        )
+    for calendar in plan.calendars:
+        terminal.console.print(f"  obeys freeze calendar {calendar}")
     for index, stage in enumerate(plan.stages, start=1):
         gates = []
         if stage.approvals_required is not None:

@@ -15,6 +15,8 @@ from rollout_cli.views import terminal
 if TYPE_CHECKING:
     from rollout.wire.decisions import DecisionDocument
     from rollout.wire.status import (
+        BreakGlassStatus,
+        FrozenStatus,
         MemberCounts,
         ModuleStatus,
         PromotionStatus,
@@ -94,6 +96,10 @@ def status_renderable(
         header.add_row("Upstream", line)
     if status.promotion is not None:  # auto-promotion (rollout/engine/promotions.py)
         header.add_row("Promotion", promotion_line(status.promotion))
+    if status.frozen is not None:  # its moves wait for freeze calendars (rollout/engine/freeze_gate.py)
+        header.add_row("Frozen", Text(frozen_line(status.frozen), style="yellow"))
+    if status.break_glass is not None:  # a freeze overridden, in force (rollout/engine/freeze_gate.py)
+        header.add_row("Break-glass", Text(break_glass_line(status.break_glass), style="red"))
     if status.rejection is not None:  # rollout/engine/approvals.py
         rejection = status.rejection
         by = f" by {rejection.user}" + (f" via {rejection.via}" if rejection.via else "") if rejection.user else ""
@@ -373,3 +379,18 @@ def _run_exceptions(status: ModuleStatus, targets: list[TargetStatus]) -> list[T
     if status.run is not None and status.run.left > listed:
         parts.append(Text(f"  … and {status.run.left - listed} more that left (the latest are listed)"))
     return parts
+
+
+def frozen_line(frozen: FrozenStatus) -> str:
+    """ "by calendar year-end, team-a/weekends until 2027-01-02T23:00:00Z" (the calendars
+    holding the module's moves, and when the freeze ends)."""
+    until = f" until {frozen.until_at}" if frozen.until_at else " (until unknown: no tick yet)"
+    return f"by calendar {', '.join(frozen.calendars)}{until}"
+
+
+def break_glass_line(glass: BreakGlassStatus) -> str:
+    """ "every freeze calendar overridden until … by alice via cli: sev-1 fix"."""
+    which = f"freeze calendar {glass.calendar}" if glass.calendar else "every freeze calendar"
+    by = f" by {glass.user}" if glass.user else ""
+    door = f" via {glass.via}" if glass.via else ""
+    return f"{which} overridden until {glass.until_at}{by}{door}: {glass.reason}"

@@ -10,7 +10,8 @@ read through the one model:
 
 * a staged module: phase, target, current stage, stages with counts; with `deleting` while
   it waits for its dependents, `waiting` when its stages passed but members do not run the
-  target yet, `held` when a later intent waits for cluster observations;
+  target yet, `held` when a later intent waits for cluster observations, `frozen` while a
+  freeze calendar holds it and `breakGlass` while an override of its freezes is in force;
 * a pending module, whose first apply waits for cluster observations: phase `Pending`,
   `held` with its reason, no stages and no target (`-`);
 * a deleted module: a tombstone (None).
@@ -87,6 +88,11 @@ def _note(status: ModuleStatus) -> str:
         notes.append(f"waiting: {status.waiting}")
     if status.held is not None:
         notes.append(f"{status.held.intents} intent(s) held: {status.held.reason or status.reason or 'held'}")
+    if status.frozen is not None:  # rollout/engine/freeze_gate.py
+        until = f" until {status.frozen.until_at}" if status.frozen.until_at else ""
+        notes.append(f"frozen by calendar {', '.join(status.frozen.calendars)}{until}")
+    if status.break_glass is not None:
+        notes.append(f"break-glass until {status.break_glass.until_at}")
     return "; ".join(notes)
 
 

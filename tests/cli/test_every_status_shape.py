@@ -114,6 +114,8 @@ SHOWN_BY_STATUS = {  # what `rollout status` must say of a shape, beyond its pha
     "pending": ["not staged yet", "1 intent(s): waiting for cluster observations"],
     "Progressing, window closed": ["window closed, opens"],
     "Progressing, waiting": ["Waiting", "1 cluster not ready"],
+    "Progressing, frozen": ["Frozen", "by calendar ice/always until"],
+    "Progressing, break-glass": ["Break-glass", "every freeze calendar overridden until", "by alice via cli: sev-1"],
     "deleting": ["Deleting", "waits for the modules depending on it"],
     "Halted": ["Failed clusters:", "w1 at v1"],
 }

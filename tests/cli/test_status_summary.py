@@ -42,6 +42,8 @@ def test_summary_prints_every_document_shape_once_per_change() -> None:
     assert "target v2" in str(lines["held"]) and "intent(s) held" in str(lines["held"])
     assert "waiting: 1 cluster not ready" in str(lines["Progressing, waiting"])
     assert "deleting once the modules depending on it are" in str(lines["deleting"])
+    assert "(frozen by calendar ice/always until " in str(lines["Progressing, frozen"])
+    assert "(break-glass until " in str(lines["Progressing, break-glass"])
     assert lines["deleted"] == "front: deleted"
     summary = StatusSummary()
     for shape in shapes.values():

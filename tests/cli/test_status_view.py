@@ -179,3 +179,35 @@ def test_plan_says_a_module_auto_promotes_and_whether_its_manifest_holds_it() ->
         "auto-promotes: newer versions in ~1.4 of git https://github.com/example/app; held (autoPromote.hold)"
         in console.export_text()
     )
+
+
+def test_status_names_the_freeze_calendars_holding_the_module_and_when_they_end() -> None:
+    from datetime import datetime
+
+    from tests.rollout.builders import freeze_calendar
+
+    weekend = {"name": "weekend", "schedule": "0 16 * * 5", "duration": "64h", "timeZone": "Europe/Berlin"}
+    friday = datetime.fromisoformat("2026-11-27T15:00:00+00:00").timestamp()
+    fleet = given(
+        freeze_calendar("weekends", weekend, namespace="fleet"),
+        cluster("c1"),
+        module("app", {}, "v1", stage("all")),
+        at=friday,
+    )
+    frozen = [line.split() for line in printed(fleet.status("app")).splitlines() if line.startswith("Frozen")]
+    assert frozen == ["Frozen by calendar fleet/weekends until 2026-11-30T07:00:00Z".split()]
+
+
+def test_status_shows_an_active_break_glass_with_who_and_why() -> None:
+    from datetime import datetime
+
+    from tests.rollout.builders import command, freeze_calendar
+
+    weekend = {"name": "weekend", "schedule": "0 16 * * 5", "duration": "64h", "timeZone": "Europe/Berlin"}
+    friday = datetime.fromisoformat("2026-11-27T15:00:00+00:00").timestamp()
+    fleet = given(freeze_calendar("weekends", weekend), cluster("c1"), module("app", {}, "v1", stage("all")), at=friday)
+    fleet.send(command("app", "break-glass", reason="sev-1 fix", until=friday + 3600, user="bob", via="cli"))
+    shown = [line.split() for line in printed(fleet.status("app")).splitlines() if line.startswith("Break-glass")]
+    assert shown == [
+        "Break-glass every freeze calendar overridden until 2026-11-27T16:00:00Z by bob via cli: sev-1 fix".split()
+    ]

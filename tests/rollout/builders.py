@@ -22,7 +22,9 @@ from typing import Any
 
 from rollout.api.manifests import (
     BootstrapModuleManifest,
+    ClusterFreezeCalendarManifest,
     ClusterManifest,
+    FreezeCalendarManifest,
     ModuleManifest,
     ModuleRestrictionManifest,
 )
@@ -39,6 +41,8 @@ from rollout.wire.events import (
     ClusterObserved,
     ClusterRemoved,
     FleetSeen,
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
     GateEvaluated,
     ModuleApplied,
     ModuleDeleted,
@@ -213,7 +217,38 @@ def restriction(
     )
 
 
+def freeze_calendar(
+    name: str, *windows: dict[str, Any], namespace: str | None = None
+) -> FreezeCalendarManifest | ClusterFreezeCalendarManifest:
+    """A FreezeCalendar of `namespace`, or (namespace None) a ClusterFreezeCalendar."""
+    if namespace is None:
+        return ClusterFreezeCalendarManifest.model_validate(
+            {
+                "apiVersion": API,
+                "kind": "ClusterFreezeCalendar",
+                "metadata": {"name": name},
+                "spec": {"windows": windows},
+            }
+        )
+    return FreezeCalendarManifest.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "FreezeCalendar",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"windows": windows},
+        }
+    )
+
+
 # --- events -----------------------------------------------------------------------------
+
+
+def calendar_applied(manifest: FreezeCalendarManifest | ClusterFreezeCalendarManifest) -> FreezeCalendarApplied:
+    return FreezeCalendarApplied(id=next_id(), at=AT, calendar=manifest)
+
+
+def calendar_deleted(scope: str, name: str) -> FreezeCalendarDeleted:
+    return FreezeCalendarDeleted(id=next_id(), at=AT, scope=scope, name=name)
 
 
 def observed(manifest: ClusterManifest) -> ClusterObserved:
@@ -278,6 +313,8 @@ def command(
     via: str | None = None,
     groups: list[str] | None = None,
     reason: str | None = None,
+    until: float | None = None,
+    calendar: str | None = None,
 ) -> RolloutCommanded:
     return RolloutCommanded(
         id=next_id(),
@@ -290,6 +327,8 @@ def command(
         via=via,  # type: ignore[arg-type]
         groups=groups,
         reason=reason,
+        until=until,
+        calendar=calendar,
     )
 
 
@@ -355,6 +394,8 @@ def as_event(item: Any) -> Any:
         return observed(item)
     if isinstance(item, ModuleManifest | BootstrapModuleManifest):
         return applied(item)
+    if isinstance(item, FreezeCalendarManifest | ClusterFreezeCalendarManifest):
+        return calendar_applied(item)
     return item
 
 

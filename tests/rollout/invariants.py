@@ -9,13 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollout.api.manifests import parse_duration, stage_upstreams
+from rollout.api.freezes import frozen_until
+from rollout.api.manifests import CLUSTER_SCOPE, calendar_identity, parse_duration, stage_upstreams
 from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import wave_size
 from rollout.wire.decision_actions import DecisionAction
-from rollout.wire.decision_reasons import Approved, Rejected, StageSkipped, StageStarted, StageSucceeded, WaveStarted
+from rollout.wire.decision_reasons import (
+    Approved,
+    MovedToTarget,
+    Rejected,
+    StageSkipped,
+    StageStarted,
+    StageSucceeded,
+    WaveStarted,
+)
 from rollout.wire.events import ClusterObserved, ModuleApplied, RolloutCommanded
 from tests.rollout.builders import (
     Fleet,
@@ -136,6 +145,7 @@ class Checker:
         self.check_stage_order(outcome)
         self.check_halt(event, outcome, before)
         self.check_windows(outcome)
+        self.check_freezes(outcome)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
             self.check_waves(outcome, record)
@@ -253,6 +263,23 @@ class Checker:
                 continue
             state = stage_window_state(record.spec, stages_of(record)[found.stage_index], decision.at)
             assert state is None or state.open, f"{decision.module}: {decision.reason} outside its windows"
+
+    def check_freezes(self, outcome: Outcome) -> None:
+        """No cluster starts moving to the target while a freeze calendar governing its
+        module holds the engine's time (or before the first tick, when one governs it) — but
+        one its break-glass overrides then."""
+        for decision in outcome.decisions:
+            record = self.fleet.modules.get(decision.module)
+            if not isinstance(decision.because, MovedToTarget) or record is None:
+                continue
+            glass = record.break_glass if record.break_glass and decision.at < record.break_glass.until else None
+            for scope in (CLUSTER_SCOPE, record.namespace):
+                kept = self.fleet.state["freezes"].get(scope)
+                for name, spec in sorted(kept.calendars.items()) if kept is not None else []:
+                    if glass is not None and glass.calendar in (None, calendar_identity(scope, name)):
+                        continue  # overridden by an operator's break-glass
+                    held = decision.at <= 0 or frozen_until(spec.windows, decision.at) is not None
+                    assert not held, f"{decision.module}: {decision.reason} inside freeze calendar {scope}/{name}"
 
     def check_halt(self, event: Any, outcome: Outcome, before: dict[str, Any]) -> None:
         for name in list(self.halted):

@@ -31,6 +31,7 @@ REASONS_OF: dict[DecisionAction, set[ReasonCode]] = {
     A.STAGE_WAITING: {R.STAGE_WAITING},
     A.AWAITING_APPROVAL: {R.AWAITING_APPROVAL},
     A.AWAITING_WINDOW: {R.AWAITING_WINDOW},
+    A.AWAITING_FREEZE: {R.AWAITING_FREEZE},
     A.GATE_PASSED: {R.GATE_PASSED},
     A.GATE_FAILED: {R.GATE_FAILED},
     A.GATE_INCONCLUSIVE: {R.GATE_INCONCLUSIVE},
@@ -48,6 +49,8 @@ REASONS_OF: dict[DecisionAction, set[ReasonCode]] = {
     A.PROMOTION_HELD: {R.PROMOTION_HELD},
     A.PROMOTION_HOLD: {R.PROMOTION_HOLD},
     A.PROMOTION_RESUMED: {R.PROMOTION_RESUMED},
+    A.BREAK_GLASS: {R.BROKE_GLASS},
+    A.BREAK_GLASS_ENDED: {R.BREAK_GLASS_ENDED},
 }
 """The reasons each action may have (a rollback returns a cluster to nothing when there is
 no stable revision: an unassign)."""

@@ -11,16 +11,26 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from rollout.api.manifests import CLUSTER_SCOPE
 from rollout.engine.core import stages_of
-from rollout.wire.events import HolderClaims, HolderHeartbeat, RestrictionApplied, RestrictionDeleted, claim_chunk
+from rollout.wire.events import (
+    FreezeCalendarDeleted,
+    HolderClaims,
+    HolderHeartbeat,
+    RestrictionApplied,
+    RestrictionDeleted,
+    claim_chunk,
+)
 from rollout.wire.status import ModuleStatus
 from tests.rollout.builders import (
     Fleet,
     applied,
+    calendar_applied,
     cluster,
     cluster_command,
     command,
     deleted,
+    freeze_calendar,
     gate_result,
     heartbeat,
     heartbeats,
@@ -210,6 +220,30 @@ PROMOTION_STEPS = st.tuples(
     st.sampled_from(["newer", "newer", "newer", "older", "prerelease", "outside", "hold", "resume", "manifest-hold"]),
     st.integers(1, 9),
 )
+
+# freeze calendars (freeze_gate.py), drawn apart from OPERATIONS and last (`scenarios`), so
+# that the other draws — and the examples they make — stay what they were: the fleet's
+# ClusterFreezeCalendar (a daily rrule, 30 minutes from 00:20 UTC: the scenarios' time is
+# the first hours of 1970) and the fleet namespace's FreezeCalendar (cron, 5 minutes of every
+# 15, in Berlin), applied or deleted at a drawn step; or an operator's break-glass of app's
+# freezes (every calendar, or the fleet's) for 10 minutes
+FREEZE_CHOICES = ["cluster", "namespace", "cluster-off", "namespace-off", "break-glass", "break-glass-one"]
+FREEZES = {
+    "cluster": {"name": "nightly", "rrule": "FREQ=DAILY", "start": "1970-01-01T00:20:00", "duration": "30m"},
+    "namespace": {"name": "quarter", "schedule": "*/15 * * * *", "duration": "5m", "timeZone": "Europe/Berlin"},
+}
+FREEZE_NAMES = {"cluster": (CLUSTER_SCOPE, "org-freeze"), "namespace": ("fleet", "team-freeze")}
+
+
+def with_freezes(scenario: dict[str, Any], steps: list[Any] | None = None) -> list[Any]:
+    """The scenario's steps (or `steps`, the promotions put in already) with its freeze
+    steps (`freezes`: (index, choice)) put in."""
+    steps = list(scenario["steps"] if steps is None else steps)
+    for index, choice in sorted(scenario.get("freezes", []), key=lambda drawn: -drawn[0]):
+        steps.insert(min(index, len(steps)), ("freeze", choice))
+    return steps
+
+
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
 WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2, "holder": 2}
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
@@ -235,6 +269,8 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
         # drawn after it, so that every earlier draw — and so every example — stays what it was
         "promotions": draw(st.lists(PROMOTION_STEPS, max_size=8)),
+        # drawn after the promotions, last: the draws above stay what they were (FREEZES)
+        "freezes": draw(st.lists(st.tuples(st.integers(0, max_steps), st.sampled_from(FREEZE_CHOICES)), max_size=3)),
     }
 
 
@@ -300,6 +336,10 @@ class World:
             self.specs[MODULES[index]] = spec
             events.append(applied(self.manifest(index, spec, 1)))
         return events
+
+    def thaw(self) -> list[Any]:
+        """Every freeze calendar deleted (the events that say so)."""
+        return [FreezeCalendarDeleted(id=next_id(), scope=scope, name=name) for scope, name in FREEZE_NAMES.values()]
 
     def release_holds(self) -> list[Any]:
         """Every cluster's hold lifted by its owner (the observations that say so)."""
@@ -474,6 +514,18 @@ class World:
             return deleted(name, "Module" if name == MODULES[0] else "BootstrapModule")
         if kind == "promote":
             return self.promotion_event(*step[1:])
+        if kind == "freeze" and step[1].startswith("break-glass"):
+            if "app" not in self.modules():
+                return None
+            until = max(fleet.now, 1_000.0) + 600
+            which = "org-freeze" if step[1] == "break-glass-one" else None
+            return command("app", "break-glass", reason="sev-1", until=until, calendar=which, user="alice", via="cli")
+        if kind == "freeze":
+            scope, name = FREEZE_NAMES[step[1].removesuffix("-off")]
+            if step[1].endswith("-off"):
+                return FreezeCalendarDeleted(id=next_id(), scope=scope, name=name)
+            namespace = None if scope == CLUSTER_SCOPE else scope
+            return calendar_applied(freeze_calendar(name, FREEZES[step[1]], namespace=namespace))
         if kind == "restrict":
             if step[1] == "none":
                 return RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane")
@@ -569,7 +621,15 @@ def fixed_scenario() -> dict[str, Any]:
         ]
         if round_ == 6:
             steps += [("revision", "app"), ("command", "pin", "app", 5), ("command", "rollback", "base", 0)]
-    return {"clusters": clusters, "strategies": [spec, spec], "selector": {}, "first_tick": True, "steps": steps}
+    freezes = [(20, "cluster"), (45, "namespace"), (90, "cluster-off")]
+    return {
+        "clusters": clusters,
+        "strategies": [spec, spec],
+        "selector": {},
+        "first_tick": True,
+        "steps": steps,
+        "freezes": freezes,
+    }
 
 
 def measurement_of(

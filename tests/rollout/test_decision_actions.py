@@ -16,9 +16,11 @@ WIRE = {
     "created", "new-revision", "deleted", "delete-waits", "delete-cancelled", "held",
     "stage-started", "stage-skipped", "stage-succeeded", "wave-started", "stage-waiting", "awaiting-approval",
     "awaiting-window",
+    "awaiting-freeze",
     "gate-passed", "gate-failed", "gate-inconclusive", "complete", "halted", "rollback", "restriction-met",
     "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
     "promoted", "promotion-held", "promotion-hold", "promotion-resumed",  # auto-promotion, added
+    "break-glass", "break-glass-ended",
 }  # fmt: skip
 
 

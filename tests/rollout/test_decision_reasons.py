@@ -16,7 +16,10 @@ from rollout.wire.decision_reasons import (
     Aborted,
     Approved,
     AwaitingApproval,
+    AwaitingFreeze,
     AwaitingWindow,
+    BreakGlassEnded,
+    BrokeGlass,
     ClusterJoined,
     ClusterNotAllowed,
     ClusterUnselected,
@@ -216,6 +219,27 @@ EXAMPLES: list[tuple[Reason, str]] = [
         AwaitingWindow(stage="prod", ticked=False),
         "stage prod waits for a maintenance window: the engine has seen no tick yet",
     ),
+    (
+        AwaitingFreeze(calendars=["year-end", "team-a/weekends"], until=1_700_000_000.0),
+        "frozen by calendar year-end, team-a/weekends: until 2023-11-14T22:13:20Z",
+    ),
+    (
+        AwaitingFreeze(calendars=["year-end"], ticked=False),
+        "frozen by calendar year-end: the engine has seen no tick yet",
+    ),
+    (
+        BrokeGlass(until=1_700_000_000.0, reason="sev-1 fix", user="alice", via="cli"),
+        "break-glass by alice via cli: every freeze calendar overridden until 2023-11-14T22:13:20Z: sev-1 fix",
+    ),
+    (
+        BrokeGlass(calendar="year-end", until=1_700_000_000.0, reason="sev-1 fix"),
+        "break-glass: freeze calendar year-end overridden until 2023-11-14T22:13:20Z: sev-1 fix",
+    ),
+    (
+        BreakGlassEnded(calendar="year-end", until=1_700_000_000.0),
+        "break-glass of freeze calendar year-end ended at 2023-11-14T22:13:20Z: freezes hold again",
+    ),
+    (BreakGlassEnded(until=1_700_000_000.0), "break-glass ended at 2023-11-14T22:13:20Z: freezes hold again"),
     (GatePassed(gate="errors", stage="canary"), "gate errors of stage canary passes"),
     (GATE, "gate errors of stage canary failed: error rate 7% > 5%"),
     (

@@ -22,6 +22,7 @@ from tests.rollout.builders import (
     command,
     deleted,
     fleet_seen,
+    freeze_calendar,
     given,
     module,
     observed,
@@ -392,6 +393,8 @@ def test_every_state_value_is_json() -> None:
     fleet.remove("b")
     fleet.send(RestrictionApplied(restriction=restriction("tenant-a")))
     fleet.send(HolderClaims(holder="applier-0", chunk=claim_chunk("a"), clusters=["a"]))
+    weekend = {"name": "weekend", "schedule": "0 16 * * 5", "duration": "64h", "timeZone": "Europe/Berlin"}
+    fleet.send(freeze_calendar("weekends", weekend))
     for name, mapping in fleet.snapshot().items():
         assert mapping or name in ("modules", "targets"), f"the scenario left {name} empty"
         json.dumps(mapping, allow_nan=False)

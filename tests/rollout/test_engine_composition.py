@@ -29,6 +29,8 @@ from tests.rollout.builders import (
     Fleet,
     applied,
     cluster,
+    command,
+    freeze_calendar,
     given,
     heartbeat,
     module,
@@ -113,6 +115,16 @@ def hold_lapsed(fleet: Fleet) -> None:
     fleet.wait(601)
 
 
+def break_glass_ended(fleet: Fleet) -> None:
+    """A calendar freezes app; break-glass lets c1 move for 10 minutes; the tick past it ends
+    the override, and w1 waits for the freeze again."""
+    always = {"name": "every-minute", "schedule": "* * * * *", "duration": "1h"}
+    fleet.send(tick(T0), freeze_calendar("always", always), cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.send(command("app", "break-glass", reason="sev-1", until=T0 + 600))
+    fleet.wait(601)
+    fleet.succeed("app", "c1")
+
+
 def dependency_answered_after_its_intent(fleet: Fleet) -> None:
     """app applied with base's intent (`after`), its link folded before that intent: base
     answers once the intent is applied (the `after_intent` hook), and app moves."""
@@ -186,6 +198,7 @@ SCENARIOS: list[Callable[[Fleet], None]] = [
     window_waits_from_the_first_tick,
     progress_deadline,
     hold_lapsed,
+    break_glass_ended,
     dependency_answered_after_its_intent,
     lease_expiry_redone,
     report_redone,

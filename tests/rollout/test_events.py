@@ -39,10 +39,13 @@ from rollout.wire.events import (
 )
 from tests.rollout.builders import (
     applied,
+    calendar_applied,
+    calendar_deleted,
     cluster,
     cluster_command,
     command,
     deleted,
+    freeze_calendar,
     gate_result,
     heartbeat,
     heartbeats,
@@ -273,6 +276,9 @@ def _every_event() -> list[EventBase]:
         removed("a"),
         RestrictionApplied(restriction=restriction()),
         RestrictionDeleted(namespace="fleet", name="tenant-lane"),
+        calendar_applied(freeze_calendar("year-end", {"name": "w", "schedule": "0 0 * * *", "duration": "1h"})),
+        calendar_deleted("fleet", "weekends"),
+        command("app", "break-glass", reason="sev-1", until=1_700_000_000.0, calendar="year-end"),
         reported("app", "a", "v1", "updating"),
         HelmValuesObserved(cluster="a", module="app"),
         tick(1_700_000_000.0),

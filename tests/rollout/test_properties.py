@@ -77,6 +77,7 @@ from tests.rollout.scenarios import (
     measurement_of,
     scenarios,
     strategies,
+    with_freezes,
     with_promotions,
 )
 
@@ -109,7 +110,7 @@ class Run:
         self.world = World(self.fleet, self.scenario)
         self.checker = Checker(self.fleet)
         self.journal = self.fleet.journal  # with the events fed back (dependencies)
-        for item in [*self.world.setup_events(), *with_promotions(self.scenario)]:
+        for item in [*self.world.setup_events(), *with_freezes(self.scenario, with_promotions(self.scenario))]:
             duplicate = isinstance(item, tuple) and item[0] == "dup"
             for event in self.world.events_for(item) if isinstance(item, tuple) else [item]:
                 self.feed(event, duplicate=duplicate)
@@ -127,7 +128,7 @@ class Run:
         """Drive every module to Complete: (a new revision,) resume, approve every stage,
         let every updating cluster succeed, let time pass — then check where members are."""
         self.feed(RestrictionDeleted(id=next_id(), namespace="fleet", name="tenant-lane"))  # restrictions lifted
-        for event in self.world.release_holds():  # and every owner's hold
+        for event in [*self.world.release_holds(), *self.world.thaw()]:  # every owner's hold, every freeze
             self.feed(event)
         for name in self.world.missing():  # modules the restriction refused: applied again
             self.feed(self.world.event_for(("revision", name)))

@@ -25,6 +25,7 @@ from tests.rollout.builders import (
     cluster,
     command,
     deleted,
+    freeze_calendar,
     gate_result,
     given,
     module,
@@ -113,6 +114,13 @@ def every_shape() -> list[Shape]:
 
     fleet.send(applied(module("batch", {"ring": "wave"}, "v1", stage("all"), windows=[CLOSED_WINDOW])))
     shapes.publish("Progressing, window closed", "batch")
+    always = {"name": "every-minute", "schedule": "* * * * *", "duration": "1h"}
+    fleet.send(freeze_calendar("always", always, namespace="ice"))
+    fleet.send(applied(module("frosty", {"ring": "wave"}, "v1", stage("all"), namespace="ice")))
+    shapes.publish("Progressing, frozen", "frosty")  # a freeze calendar holds it
+    glass = command("frosty", "break-glass", reason="sev-1", until=fleet.now + 600, user="alice", via="cli")
+    fleet.send(glass)
+    shapes.publish("Progressing, break-glass", "frosty")  # moving despite the freeze, until its end
     fleet.send(applied(module("edge", {"ring": "edge"}, "v1", stage("all"))))
     shapes.publish("Progressing, waiting", "edge")  # every stage passed, its member not ready
 

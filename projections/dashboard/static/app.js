@@ -137,6 +137,7 @@ function moduleView(root, name) {
   const run = h("div", { testid: "run" });
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   const rejectReasons = {};  // stage → the reason typed so far: the cards are rebuilt on every refresh
+  const glass = { reason: "", for: "1h" };  // the break-glass form's fields, kept across refreshes
   let currentStage = "";
   let dependsOn = [];
   let namespace = null;
@@ -219,6 +220,18 @@ function moduleView(root, name) {
           onclick: () => sendCommand(name, { command: "hold-promotion", reason: promotionReason }, verdict) }, "hold promotion"));
   };
 
+  // Break-glass (rollout/engine/freeze_gate.py): needs a reason and how long; its own permission.
+  function breakGlassForm() {
+    return h("div", { class: "reject break-glass" },
+      h("input", { class: "reject-reason", testid: "break-glass-reason", placeholder: "why break the freeze",
+        value: glass.reason, oninput: (event) => { glass.reason = event.target.value; } }),
+      h("input", { class: "reject-reason", testid: "break-glass-for", placeholder: "for (e.g. 1h)", size: 6,
+        value: glass.for, oninput: (event) => { glass.for = event.target.value; } }),
+      h("button", { class: "reject", testid: "break-glass-button",
+        onclick: () => sendCommand(name, { command: "break-glass", reason: glass.reason, for: glass.for }, verdict) },
+        "break glass"));
+  }
+
   const missing = () => h("p", { class: "warning", testid: "module-missing" },
     `module ${name} has no status (not applied yet, or deleted); commands still go to the engine, which decides`);
 
@@ -247,6 +260,13 @@ function moduleView(root, name) {
         ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", {},
           h("span", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" }, promotionText(s.promotion)),
           may(namespace, "commands") ? promotionControls(s.promotion) : null)] : []),
+        ...(s.frozen ? [h("dt", {}, "Frozen"), h("dd", { class: "warning", testid: "frozen" },
+          `by calendar ${s.frozen.calendars.join(", ")}${s.frozen.untilAt ? ` until ${s.frozen.untilAt}` : ""}`,
+          may(namespace, "breakGlass") ? breakGlassForm() : null)] : []),
+        ...(s.breakGlass ? [h("dt", {}, "Break-glass"), h("dd", { class: "warning", testid: "break-glass" },
+          `${s.breakGlass.calendar ? `freeze calendar ${s.breakGlass.calendar}` : "every freeze calendar"} overridden`
+          + ` until ${s.breakGlass.untilAt}${s.breakGlass.user ? ` by ${s.breakGlass.user}` : ""}`
+          + `${s.breakGlass.via ? ` via ${s.breakGlass.via}` : ""}: ${s.breakGlass.reason}`)] : []),
         ...(s.rejection ? [h("dt", {}, "Rejected"), h("dd", { class: "warning", testid: "rejection" },
           `at stage ${s.rejection.stage}${s.rejection.user ? ` by ${s.rejection.user}` : ""}: ${s.rejection.reason}`)] : []))
         : missing());

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from kubernetes_asyncio.client import RbacAuthorizationV1Api
+from kubernetes_asyncio.client import CoreV1Api, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
@@ -93,7 +93,32 @@ async def operators_may_command_in_fleet(pool: KubePool) -> KubeCluster:
                 "subjects": [{"kind": "Group", "name": "rollout-operators", "apiGroup": "rbac.authorization.k8s.io"}],
             },
         )
+        await may_break_glass_in_winter(api)
     return management
+
+
+async def may_break_glass_in_winter(api: Any) -> None:
+    """alice, and only she, may break the glass of freeze calendars in `winter` — a
+    permission of its own (rolloutbreakglasses), which operators in `fleet` do not have."""
+    try:
+        await CoreV1Api(api).create_namespace({"metadata": {"name": "winter"}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    rbac, name = RbacAuthorizationV1Api(api), "incident-commander"
+    for kind in ("role_binding", "role"):
+        try:
+            await getattr(rbac, f"delete_namespaced_{kind}")(name, "winter")
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    rule = {"apiGroups": ["rollout.dev"], "resources": ["rolloutbreakglasses"], "verbs": ["create"]}
+    await rbac.create_namespaced_role("winter", {"metadata": {"name": name}, "rules": [rule]})
+    subject = {"kind": "User", "name": ALICE.email, "apiGroup": "rbac.authorization.k8s.io"}
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    await rbac.create_namespaced_role_binding(
+        "winter", {"metadata": {"name": name}, "roleRef": role, "subjects": [subject]}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -706,3 +731,49 @@ def test_without_login_the_page_says_so_and_other_origins_still_cannot_command(s
         context.close()
     finally:
         Stack._stop(insecure)
+
+
+def test_a_frozen_module_says_by_which_calendar_and_breaking_the_glass_needs_its_own_permission(
+    page: Page, stack: Stack
+) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import FreezeCalendarApplied, ModuleApplied, freeze_key
+
+    publish_fleet(stack, "frost", "frost", 2)
+    calendar = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "FreezeCalendar",
+            "metadata": {"name": "always", "namespace": "winter"},  # its own namespace: no other test's module
+            "spec": {"windows": [{"name": "every-minute", "schedule": "* * * * *", "duration": "1h"}]},
+        }
+    )
+    off_loop(stack.send, "clusters", freeze_key("winter", "always"), FreezeCalendarApplied(calendar=calendar))
+    applied = module("frost", app="frost", tag="1.0.0", stages=[{"name": "all"}])
+    manifest = applied.module.model_copy(
+        update={"metadata": applied.module.metadata.model_copy(update={"namespace": "winter"})}
+    )
+    off_loop(stack.send, "intents", "frost", ModuleApplied(module=manifest))
+    open_dashboard(page, stack, "#/modules/frost")
+    expect(page.get_by_test_id("frozen")).to_contain_text("by calendar winter/always until ", timeout=60_000)
+    expect(page.get_by_test_id("module-phase")).to_have_text("Progressing")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-frozen.png"), full_page=True)
+    can = page.request.get(f"{stack.dashboard_url}/api/me").json()["can"]  # type: ignore[attr-defined]
+    assert (can["fleet"]["approvals"], can["fleet"]["breakGlass"], can["winter"]["breakGlass"]) == (True, False, True)
+    page.get_by_test_id("break-glass-button").click()  # without a reason: the dashboard refuses to send it
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text("break-glass: not sent — break-glass needs a reason", timeout=20_000)
+    page.get_by_test_id("break-glass-reason").fill("sev-1: the fix must ship")
+    page.get_by_test_id("break-glass-for").fill("2h")
+    page.get_by_test_id("break-glass-button").click()
+    expect(verdict).to_contain_text(
+        "break-glass by alice@example.com via dashboard: every freeze calendar overridden until ", timeout=20_000
+    )
+    expect(page.get_by_test_id("break-glass")).to_contain_text(
+        "by alice@example.com via dashboard: sev-1: the fix must ship", timeout=30_000
+    )
+    expect(page.get_by_test_id("module-phase")).to_have_text("Complete", timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-break-glass.png"), full_page=True)
+    [sent] = [e for e in intents(stack, "frost") if e.command == "break-glass"]
+    assert (sent.user, sent.via, sent.reason) == ("alice@example.com", "dashboard", "sev-1: the fix must ship")
+    assert page.csp_violations == []  # type: ignore[attr-defined]

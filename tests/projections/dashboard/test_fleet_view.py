@@ -287,9 +287,27 @@ def test_a_rejection_carries_the_reason_and_an_approval_the_verified_identitys_g
     assert approve.groups == ["ops", "sre"]  # the verified identity's; the request's claim is not read
 
 
+def test_a_break_glass_lasts_for_what_the_user_asked_and_needs_its_own_permission() -> None:
+    body = {"command": "break-glass", "reason": "sev-1", "for": "2h", "calendar": "team-a/weekends"}
+    glass = command_event("shop", body, user="alice@example.com", now=1_800_000_000.0)
+    assert (glass.command, glass.reason, glass.until, glass.calendar, glass.via) == (
+        "break-glass",
+        "sev-1",
+        1_800_007_200.0,
+        "team-a/weekends",
+        "dashboard",
+    )
+    assert required_permission(glass) == "rolloutbreakglasses"  # neither rolloutcommands nor rolloutapprovals
+
+
 @pytest.mark.parametrize(
     ("module", "body", "message"),
     [
+        ("shop", {"command": "break-glass", "for": "1h"}, "break-glass needs a reason"),
+        ("shop", {"command": "break-glass", "reason": "sev-1"}, "break-glass needs 'for'"),
+        ("shop", {"command": "break-glass", "reason": "sev-1", "for": "30d"}, "for: '30d' is not a duration"),
+        ("shop", {"command": "break-glass", "reason": "sev-1", "for": "200h"}, "at most a week"),
+        ("shop", {"command": "pause", "for": "1h"}, "pause takes no 'for'"),
         ("shop", {"command": "approve"}, "approve needs the stage"),
         ("shop", {"command": "reject", "stage": "wave-2"}, "reject needs a reason"),
         ("shop", {"command": "reject", "stage": "wave-2", "reason": "  "}, "reject needs a reason"),
