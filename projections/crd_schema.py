@@ -8,7 +8,9 @@ Kinds: `Module` and `BootstrapModule` (spec: `ModuleSpec`, the very model `rollo
 validates), `RolloutApproval` and `RolloutCommand`, with a status subresource and printer
 columns, so that `kubectl get modules` shows Phase, Target, Stable, Progress and Age; and
 `ModuleRestriction` (spec: `ModuleRestrictionSpec`, rollout/api/restrictions.py; no status — a
-policy, not a process). All namespaced, `rollout.dev/v1alpha1`.
+policy, not a process), and the freeze calendars, `FreezeCalendar` and the cluster-scoped
+`ClusterFreezeCalendar` (spec: `FreezeCalendarSpec`, rollout/api/freezes.py; no status).
+All `rollout.dev/v1alpha1`, namespaced but the ClusterFreezeCalendar.
 
 A pydantic JSON schema is not a *structural* schema as the API server requires, so it is
 rewritten (`structural`): `$ref`s are inlined; `X | None` becomes X (optional = not
@@ -38,6 +40,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from rollout.api.freezes import FreezeCalendarSpec
 from rollout.api.manifests import ModuleRestrictionSpec, ModuleSpec
 from rollout.api.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
 
@@ -58,6 +61,10 @@ _MODULE_COLUMNS = [
 _RESTRICTION_COLUMNS = [
     {"name": "Clusters", "type": "string", "jsonPath": ".spec.allowedClusters.matchLabels"},
     {"name": "Accounts", "type": "string", "jsonPath": ".spec.allowedServiceAccounts"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+_CALENDAR_COLUMNS = [
+    {"name": "Description", "type": "string", "jsonPath": ".spec.description"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 _REQUEST_COLUMNS = [
@@ -131,6 +138,10 @@ _DESCRIPTIONS = {
     "spec.requestedBy must be the user creating it.",
     "ModuleRestriction": "Limits the Modules and BootstrapModules of its namespace: the clusters they may "
     "select, the source URLs they may use, the service accounts and target namespaces their syncs may use.",
+    "FreezeCalendar": "Deny windows (RRULE or cron, in a time zone) in which no Module or BootstrapModule of its "
+    "namespace starts moving a cluster to a new revision.",
+    "ClusterFreezeCalendar": "Deny windows (RRULE or cron, in a time zone) in which no module of the fleet starts "
+    "moving a cluster to a new revision.",
 }
 
 
@@ -142,6 +153,7 @@ def _definition(
     status: type[BaseModel] | None,
     columns: list[dict[str, Any]],
     short: list[str],
+    scope: str = "Namespaced",
 ) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "apiVersion": {"type": "string"},
@@ -169,7 +181,7 @@ def _definition(
                 "shortNames": short,
                 "categories": ["rollout"],
             },
-            "scope": "Namespaced",
+            "scope": scope,
             "versions": [
                 {
                     "name": VERSION,
@@ -191,7 +203,7 @@ def _immutable(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
-    """The five CustomResourceDefinitions, as mappings."""
+    """The seven CustomResourceDefinitions, as mappings."""
     module = functools.partial(_definition, spec=ModuleSpec, status=ModuleResourceStatus, columns=_MODULE_COLUMNS)
     request = functools.partial(_definition, status=CommandResourceStatus, columns=_REQUEST_COLUMNS)
     return [
@@ -206,6 +218,23 @@ def crd_documents() -> list[dict[str, Any]]:
             status=None,
             columns=_RESTRICTION_COLUMNS,
             short=["mrest"],
+        ),
+        _definition(
+            "FreezeCalendar",
+            "freezecalendars",
+            spec=FreezeCalendarSpec,
+            status=None,
+            columns=_CALENDAR_COLUMNS,
+            short=["freeze"],
+        ),
+        _definition(
+            "ClusterFreezeCalendar",
+            "clusterfreezecalendars",
+            spec=FreezeCalendarSpec,
+            status=None,
+            columns=_CALENDAR_COLUMNS,
+            short=["cfreeze"],
+            scope="Cluster",
         ),
     ]
 

@@ -19,6 +19,11 @@ publish come out on the intents topic:
   checked again. A Module/BootstrapModule breaking its namespace's restriction is reported
   on its status (Stalled, reason `Restricted`, the message naming the restriction, the rule
   and the value) and not published — the engine would refuse it too.
+- a FreezeCalendar (in the namespaces watched) or ClusterFreezeCalendar (cluster-wide,
+  whatever the namespaces) created or changed → `FreezeCalendarApplied` on the
+  cluster-observations topic (keyed by scope and name, as `rollout apply` publishes it),
+  deleted → `FreezeCalendarDeleted` (rollout/engine/freeze_gate.py); an object the
+  manifest rules refuse is logged, naming the field, and not published.
 - a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
   RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`. Once per
   object, whatever happens to it later (its spec is immutable; deleting it undoes nothing).
@@ -56,16 +61,19 @@ from pydantic import ValidationError
 
 from projections.informer import list_and_watch
 from projections.kube import RetryPolicy, call
-from rollout.api.manifests import MANIFEST_ADAPTER, ModuleRestrictionManifest
+from rollout.api.manifests import CLUSTER_SCOPE, MANIFEST_ADAPTER, ModuleRestrictionManifest
 from rollout.api.resources import ApprovalSpec, CommandSpec
 from rollout.api.restrictions import RestrictionViolation, check_module
 from rollout.wire.events import (
     EventRejected,
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
     ModuleApplied,
     ModuleDeleted,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
+    freeze_key,
     parse_event,
     restriction_key,
 )
@@ -88,6 +96,9 @@ APPLIED_BY = ("rollout.dev/applied-by", "watch-modules")
 KINDS = {"modules": "Module", "bootstrapmodules": "BootstrapModule"}
 REQUESTS = {"rolloutapprovals": "RolloutApproval", "rolloutcommands": "RolloutCommand"}
 RESTRICTIONS = {"modulerestrictions": "ModuleRestriction"}
+CALENDARS = {"freezecalendars": "FreezeCalendar"}  # namespaced: watched in each namespace, as restrictions
+CLUSTER_CALENDARS = {"clusterfreezecalendars": "ClusterFreezeCalendar"}  # cluster-scoped: watched once
+POLICIES = {**RESTRICTIONS, **CALENDARS, **CLUSTER_CALENDARS}  # kinds an older chart may not serve yet
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 Publish = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
@@ -124,6 +135,8 @@ class PublishedIntents:
     ids: set[str] = field(default_factory=set)
     # namespace → the ModuleRestriction this watcher published for it (cluster-observations topic)
     restrictions: dict[str, ModuleRestrictionManifest] = field(default_factory=dict)
+    # (scope, name) → the freeze calendar this watcher published (cluster-observations topic)
+    calendars: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def fold_restrictions(self, records: Iterable[bytes | None]) -> PublishedIntents:
         """Add what the cluster-observations topic holds of this watcher's restrictions."""
@@ -143,6 +156,14 @@ class PublishedIntents:
                 current = self.restrictions.get(event.namespace)
                 if current is not None and current.metadata.name == event.name:
                     del self.restrictions[event.namespace]
+            elif isinstance(event, FreezeCalendarApplied):
+                calendar = event.calendar
+                if calendar.metadata.annotations.get(APPLIED_BY[0]) == APPLIED_BY[1]:
+                    self.calendars[calendar.scope, calendar.name] = calendar
+                else:
+                    self.calendars.pop((calendar.scope, calendar.name), None)
+            elif isinstance(event, FreezeCalendarDeleted):
+                self.calendars.pop((event.scope, event.name), None)
         return self
 
     @classmethod
@@ -198,7 +219,7 @@ def _ref(plural: str, obj: Mapping[str, Any]) -> ObjectRef:
     metadata = obj.get("metadata") or {}
     return ObjectRef(
         plural=plural,
-        kind=KINDS.get(plural) or REQUESTS.get(plural) or RESTRICTIONS[plural],
+        kind=KINDS.get(plural) or REQUESTS.get(plural) or POLICIES[plural],
         namespace=metadata.get("namespace", ""),
         name=metadata.get("name", ""),
         uid=metadata.get("uid", ""),
@@ -237,22 +258,27 @@ class ModuleWatcher:
         self.problems: dict[str, str] = {}  # module name → why its spec is refused
         self.restrictions: dict[str, ModuleRestrictionManifest] = {}  # namespace → the one in force
         self.restricted: set[str] = set()  # modules whose problem is their namespace's restriction
+        self.calendar_problems: dict[tuple[str, str, str], str] = {}  # a refused calendar object → why
         self.event_refs: dict[str, ObjectRef] = {}  # event id → the object version it came from
         self._listed: set[tuple[str | None, str]] = set()
         self._lock = asyncio.Lock()
 
+    def _scopes(self, plural: str) -> list[str | None]:
+        """Where `plural` is listed: a cluster-scoped kind once, cluster-wide (None)."""
+        return [None] if plural in CLUSTER_CALENDARS else self.namespaces
+
     @property
     def synced(self) -> bool:
-        plurals = (*RESTRICTIONS, *KINDS, *REQUESTS)
-        return all((scope, plural) in self._listed for scope in self.namespaces for plural in plurals)
+        plurals = (*POLICIES, *KINDS, *REQUESTS)
+        return all((scope, plural) in self._listed for plural in plurals for scope in self._scopes(plural))
 
     async def run(self) -> None:
         """Watch until cancelled."""
         custom = CustomObjectsApi(self.api)
-        plurals = (*await self._served_restrictions(custom), *KINDS, *REQUESTS)
+        plurals = (*await self._served_policies(custom), *KINDS, *REQUESTS)
         tasks = []
-        for scope in self.namespaces:
-            for plural in plurals:
+        for plural in plurals:
+            for scope in self._scopes(plural):
                 if scope is None:
                     list_fn = partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
                 else:
@@ -260,27 +286,31 @@ class ModuleWatcher:
                 tasks.append(self._informer(scope, plural, list_fn))
         await asyncio.gather(*tasks)
 
-    async def _served_restrictions(self, custom: CustomObjectsApi) -> tuple[str, ...]:
-        """The ModuleRestriction plural if the API server serves it. Helm installs a chart's
-        CRDs on install, not on upgrade: a management cluster upgraded from a release
-        without the kind must keep publishing modules (unrestricted, said loudly) rather
-        than wait forever for a list that answers 404."""
+    async def _served_policies(self, custom: CustomObjectsApi) -> tuple[str, ...]:
+        """The plurals of POLICIES (ModuleRestriction, the freeze calendars) the API server
+        serves. Helm installs a chart's CRDs on install, not on upgrade: a management cluster
+        upgraded from a release without a kind must keep publishing modules (that kind not
+        enforced, said loudly) rather than wait forever for a list that answers 404."""
         try:
             served = await call(custom.get_api_resources, GROUP, VERSION, policy=self.policy, what=f"{GROUP}/{VERSION}")
         except ApiException as error:
             if error.status != 404:
                 raise
             served = None  # no rollout.dev kind at all yet: the informers below wait for theirs
-        if served is not None and any(resource.name in RESTRICTIONS for resource in served.resources):
-            return tuple(RESTRICTIONS)
-        log.warning(
-            "%s/%s serves no modulerestrictions: ModuleRestriction objects are not enforced here "
-            "(kubectl apply -f charts/rollout/crds/rollout.dev.yaml, then restart)",
-            GROUP,
-            VERSION,
-        )
-        self._listed.update((scope, plural) for scope in self.namespaces for plural in RESTRICTIONS)
-        return ()
+        names = {resource.name for resource in served.resources} if served is not None else set()
+        for plural, kind in POLICIES.items():
+            if plural in names:
+                continue
+            log.warning(
+                "%s/%s serves no %s: %s objects are not enforced here "
+                "(kubectl apply -f charts/rollout/crds/rollout.dev.yaml, then restart)",
+                GROUP,
+                VERSION,
+                plural,
+                kind,
+            )
+            self._listed.update((scope, plural) for scope in self._scopes(plural))
+        return tuple(plural for plural in POLICIES if plural in names)
 
     def _informer(self, scope: str | None, plural: str, list_fn: Callable[..., Awaitable[Any]]) -> Awaitable[None]:
         async def on_list(items: list[dict[str, Any]]) -> None:
@@ -314,8 +344,9 @@ class ModuleWatcher:
 
     async def _reconcile_all(self, scope: str | None) -> None:
         await self._reconcile_restrictions(scope)
+        await self._reconcile_calendars()
         for (plural, namespace, _name), obj in sorted(self.objects.items(), key=lambda item: item[0]):
-            if (scope is None or namespace == scope) and plural not in RESTRICTIONS:
+            if (scope is None or namespace == scope) and plural not in POLICIES:
                 await self._reconcile_object(plural, obj, deleted=False)
         present = {name for (plural, _ns, name) in self.objects if plural in KINDS}
         for name, manifest in sorted(self.published.modules.items()):
@@ -329,7 +360,9 @@ class ModuleWatcher:
                 await self._delete(manifest.kind, name, f"k8s-gone-{name}-{digest}")
 
     async def _reconcile_object(self, plural: str, obj: dict[str, Any], *, deleted: bool) -> None:
-        if plural in RESTRICTIONS:
+        if plural in CALENDARS or plural in CLUSTER_CALENDARS:
+            await self._reconcile_calendars()
+        elif plural in RESTRICTIONS:
             namespace = _key(obj)[0]
             await self._reconcile_restrictions(namespace)
             for (other, space, _name), module in sorted(self.objects.items(), key=lambda item: item[0]):
@@ -448,6 +481,44 @@ class ModuleWatcher:
         await self.publish_restrictions([(restriction_key(namespace), event.to_bytes())])
         del self.published.restrictions[namespace]
         log.info("ModuleRestriction %s/%s deleted", namespace, published.name)
+
+    async def _reconcile_calendars(self) -> None:
+        """Every freeze calendar object as it is: published when it differs from what this
+        watcher published for it, FreezeCalendarDeleted for one it published that is gone
+        (in the namespaces it watches; the fleet's, always). Calendars are few: all at once."""
+        if self.publish_restrictions is None:
+            return  # published with the policy, or not at all
+        found: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}
+        for (plural, namespace, name), obj in sorted(self.objects.items(), key=lambda item: item[0]):
+            if plural not in CALENDARS and plural not in CLUSTER_CALENDARS:
+                continue
+            try:
+                calendar = manifest_of(obj)
+            except ValidationError as error:
+                problem = problem_text(error).replace(f"{POLICIES[plural]}.", "")  # the union's tag, not a field
+                if self.calendar_problems.get((plural, namespace, name)) != problem:  # said once per problem
+                    self.calendar_problems[plural, namespace, name] = problem
+                    log.error("%s %s refused: %s", POLICIES[plural], f"{namespace}/{name}".lstrip("/"), problem)
+                continue
+            self.calendar_problems.pop((plural, namespace, name), None)
+            found[calendar.scope, calendar.name] = (calendar, obj)
+        for key in sorted(set(found) | set(self.published.calendars)):
+            if key in found:
+                calendar, obj = found[key]
+                if self.published.calendars.get(key) == calendar:
+                    continue
+                ref = _ref(f"{calendar.kind.lower()}s", obj)
+                event_id = f"k8s-{ref.uid}-g{ref.generation}-rv{obj['metadata'].get('resourceVersion', '')}"
+                applied = FreezeCalendarApplied(id=event_id, calendar=calendar)
+                await self.publish_restrictions([(freeze_key(*key), applied.to_bytes())])
+                self.published.calendars[key] = calendar
+                log.info("%s %s published", calendar.kind, calendar.identity)
+            elif key[0] == CLUSTER_SCOPE or None in self.namespaces or key[0] in self.namespaces:
+                published = self.published.calendars.pop(key)
+                digest = hashlib.sha256(published.model_dump_json(by_alias=True).encode()).hexdigest()[:16]
+                gone = FreezeCalendarDeleted(id=f"k8s-gone-{key[0]}-{key[1]}-{digest}", scope=key[0], name=key[1])
+                await self.publish_restrictions([(freeze_key(*key), gone.to_bytes())])
+                log.info("%s %s deleted", published.kind, published.identity)
 
     async def _request(self, plural: str, obj: dict[str, Any]) -> None:
         ref = _ref(plural, obj)

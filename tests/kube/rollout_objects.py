@@ -13,7 +13,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from projections.crd_schema import GROUP, VERSION, crd_documents
 from tests.kube.cluster import KubeCluster
 
-PLURALS = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands", "modulerestrictions")
+PLURALS = (
+    "modules",
+    "bootstrapmodules",
+    "rolloutapprovals",
+    "rolloutcommands",
+    "modulerestrictions",
+    "freezecalendars",
+)
+CLUSTER_PLURALS = ("clusterfreezecalendars",)
 NAMESPACE = "fleet"
 
 
@@ -41,7 +49,7 @@ async def install_rollout_crds(cluster: KubeCluster) -> None:
                 if error.status != 404:
                     raise
                 served = set()
-            if set(PLURALS) <= served:
+            if {*PLURALS, *CLUSTER_PLURALS} <= served:
                 break
             await asyncio.sleep(0.05)
         else:
@@ -49,6 +57,8 @@ async def install_rollout_crds(cluster: KubeCluster) -> None:
         for plural in PLURALS:
             for namespace in ("fleet", "elsewhere"):
                 await custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+        for plural in CLUSTER_PLURALS:
+            await custom.delete_collection_cluster_custom_object(GROUP, VERSION, plural)
 
 
 def module_object(

@@ -18,7 +18,15 @@ from kubernetes_asyncio.config import new_client_from_config_dict
 from infra import client
 from infra.topics import TopicNames
 from projections.module_watcher import APPLIED_BY
-from rollout.wire.events import ModuleApplied, ModuleDeleted, RestrictionApplied, RestrictionDeleted, parse_event
+from rollout.wire.events import (
+    FreezeCalendarApplied,
+    FreezeCalendarDeleted,
+    ModuleApplied,
+    ModuleDeleted,
+    RestrictionApplied,
+    RestrictionDeleted,
+    parse_event,
+)
 from rollout_cli.processes.watch_modules import ModuleWatcherHealth, watch_as_leader
 from tests.kube.cluster import KubeCluster
 from tests.kube.conftest import eventually
@@ -302,3 +310,53 @@ async def test_without_the_module_restriction_crd_modules_are_still_published(
 
 async def _not_serving(listing: Any, plural: str) -> bool:
     return plural not in await listing
+
+
+def calendar_object(name: str, window: dict[str, Any], *, namespace: str | None) -> dict[str, Any]:
+    metadata = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ClusterFreezeCalendar" if namespace is None else "FreezeCalendar",
+        "metadata": metadata,
+        "spec": {"windows": [window]},
+    }
+
+
+async def test_freeze_calendar_objects_are_published_with_the_fleets_policy_and_their_deletion_too(
+    fleet: KubeCluster, kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    weekend = {"name": "weekend", "schedule": "0 16 * * 5", "duration": "64h", "timeZone": "Europe/Berlin"}
+    hourly = {"name": "hourly", "rrule": "FREQ=HOURLY", "start": "2026-01-01T00:00:00", "duration": "1h"}
+    await create(fleet, "freezecalendars", calendar_object("weekends", weekend, namespace="fleet"))
+    await create(fleet, "freezecalendars", calendar_object("hourly", hourly, namespace="fleet"))  # refused: FREQ
+    async with running_watcher(fleet, kafka_bootstrap, topic_prefix):
+        year_end = {
+            "name": "holidays",
+            "rrule": "FREQ=YEARLY;BYMONTH=12;BYMONTHDAY=20",
+            "start": "2026-12-20T00:00:00",
+            "duration": "336h",
+            "timeZone": "Europe/Berlin",
+        }
+        async with fleet.client() as api:
+            await CustomObjectsApi(api).create_cluster_custom_object(
+                GROUP, VERSION, "clusterfreezecalendars", calendar_object("year-end", year_end, namespace=None)
+            )
+        applied = await eventually(lambda: _at_least(clusters_topic(kafka_bootstrap, topic_prefix), 2))
+        assert all(isinstance(event, FreezeCalendarApplied) for event in applied)
+        assert sorted((e.calendar.scope, e.calendar.name) for e in applied) == [
+            ("*", "year-end"),
+            ("fleet", "weekends"),
+        ]
+        assert all(e.calendar.metadata.annotations.get(APPLIED_BY[0]) == APPLIED_BY[1] for e in applied)
+        async with fleet.client() as api:
+            await CustomObjectsApi(api).delete_cluster_custom_object(
+                GROUP, VERSION, "clusterfreezecalendars", "year-end"
+            )
+        events = await eventually(lambda: _at_least(clusters_topic(kafka_bootstrap, topic_prefix), 3))
+        gone = events[-1]
+        assert isinstance(gone, FreezeCalendarDeleted) and (gone.scope, gone.name) == ("*", "year-end")
+    refused = [r.getMessage() for r in caplog.records if "fleet/hourly refused" in r.getMessage()]
+    assert [message.split(" or coarser")[0] for message in refused] == [
+        "FreezeCalendar fleet/hourly refused: spec.windows.0: rrule 'FREQ=HOURLY': FREQ must be DAILY"
+    ]  # said once, naming the field
+    assert not [e for e in events if isinstance(e, FreezeCalendarApplied) and e.calendar.name == "hourly"]

@@ -31,7 +31,15 @@ def test_rollout_crds_prints_the_generated_crds() -> None:
     result = CliRunner().invoke(cli, ["crds"])
     assert result.exit_code == 0, result.output
     kinds = [d["spec"]["names"]["kind"] for d in yaml.safe_load_all(result.output) if d]
-    assert kinds == ["Module", "BootstrapModule", "RolloutApproval", "RolloutCommand", "ModuleRestriction"]
+    assert kinds == [
+        "Module",
+        "BootstrapModule",
+        "RolloutApproval",
+        "RolloutCommand",
+        "ModuleRestriction",
+        "FreezeCalendar",
+        "ClusterFreezeCalendar",
+    ]
     assert result.output == crds_yaml()
 
 

@@ -55,10 +55,14 @@ def watcher_rules() -> set[Rule]:
 def module_watcher_rules() -> set[Rule]:
     objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
     return (
-        {("rollout.dev", plural, READ, ()) for plural in (*objects, "modulerestrictions")}
+        {("rollout.dev", plural, READ, ()) for plural in (*objects, "modulerestrictions", "freezecalendars")}
         | {("rollout.dev", f"{plural}/status", frozenset({"get", "update", "patch"}), ()) for plural in objects}
         | {("", "events", frozenset({"create", "patch"}), ())}
     )
+
+
+CALENDAR_RULES = {("rollout.dev", "clusterfreezecalendars", READ, ())}
+"""The fleet's ClusterFreezeCalendars: cluster-scoped, so a ClusterRole whatever the fleet namespaces."""
 
 
 def lease_rules(lease: str) -> set[Rule]:
@@ -133,6 +137,7 @@ def test_rbac_rules_default_to_the_release_namespace(render: Render) -> None:
             ("rollout-module-watcher", NAMESPACE): module_watcher_rules() | lease_rules("rollout-module-watcher"),
             ("rollout-applier", NAMESPACE): applier_rules(),
             ("rollout-applier", None): applier_read_rules(),
+            ("rollout-module-watcher", None): CALENDAR_RULES,
         }
         | DASHBOARD_GRANTS
     )
@@ -149,6 +154,7 @@ def test_rbac_rules_cover_each_fleet_namespace_and_only_the_named_kubeconfig_sec
             ("rollout-applier", "fleet-eu"): applier_rules(KUBECONFIG_SECRETS),
             ("rollout-applier", "fleet-us"): applier_rules(KUBECONFIG_SECRETS),
             ("rollout-applier", None): applier_read_rules(),
+            ("rollout-module-watcher", None): CALENDAR_RULES,
         }
         | LEASE_GRANTS
         | DASHBOARD_GRANTS
@@ -169,7 +175,7 @@ def test_rbac_rules_cluster_wide(render: Render) -> None:
         grants(objects)
         == {
             ("rollout-watcher", None): watcher_rules(),
-            ("rollout-module-watcher", None): module_watcher_rules(),
+            ("rollout-module-watcher", None): module_watcher_rules() | CALENDAR_RULES,
             ("rollout-applier", None): applier_rules(),
         }
         | LEASE_GRANTS

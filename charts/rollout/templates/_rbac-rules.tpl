@@ -25,7 +25,7 @@
 {{/* The module watcher: the rollout.dev objects and their status, Events on them. */}}
 {{- define "rollout.moduleWatcherRules" -}}
 - apiGroups: [rollout.dev]
-  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands, modulerestrictions]
+  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands, modulerestrictions, freezecalendars]
   verbs: [get, list, watch]
 - apiGroups: [rollout.dev]
   resources: [modules/status, bootstrapmodules/status, rolloutapprovals/status, rolloutcommands/status]
@@ -33,6 +33,13 @@
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+{{- end -}}
+
+{{/* The module watcher, cluster-wide whatever the fleet namespaces: the fleet's freeze calendars. */}}
+{{- define "rollout.moduleWatcherClusterRules" -}}
+- apiGroups: [rollout.dev]
+  resources: [clusterfreezecalendars]
+  verbs: [get, list, watch]
 {{- end -}}
 
 {{/* A leader-elected watcher, in the release namespace: its own Lease (kubernetes-asyncio's
