@@ -52,12 +52,14 @@ COMMANDS: dict[str, Lazy] = {
     # publish intents, wait for the engine's verdict
     "apply": Lazy(
         "apply:apply",
-        "Publish Module, BootstrapModule, Cluster and ModuleRestriction manifests (files or directories).",
+        "Publish Module, BootstrapModule, Cluster, ModuleRestriction and freeze calendar manifests "
+        "(files or directories).",
     ),
     "delete": Lazy(
         "delete:delete",
         "Delete a module, bootstrapmodule or cluster (its syncs are pruned everywhere), or a "
-        "modulerestriction NAMESPACE/NAME (the namespace is unrestricted from then on).",
+        "modulerestriction NAMESPACE/NAME (the namespace is unrestricted from then on), or a "
+        "freezecalendar NAMESPACE/NAME or clusterfreezecalendar NAME (its freezes end).",
     ),
     "pause": Lazy("steering:pause", "Stop making new moves in MODULE's rollout until `resume`."),
     "resume": Lazy("steering:resume", "Resume a paused (or halted) rollout."),
@@ -71,8 +73,7 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "break-glass": Lazy(
         "steering:break_glass",
-        "Let MODULE (or every module of calendar/NAME) move despite its freeze calendars, saying why, "
-        "until --for/--until ends.",
+        "Let a module move despite the freeze calendars holding it, until the override ends.",
     ),
     "pin": Lazy("steering:pin", "Hold CLUSTER at its current revision of MODULE, whatever happens."),
     "unpin": Lazy("steering:unpin", "Let CLUSTER follow MODULE's rollout again."),

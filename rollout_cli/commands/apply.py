@@ -14,8 +14,8 @@ from rollout_cli.publishing.verdicts import Wait, verdict_options
 @verdict_options
 @kafka_options
 def apply(ctx: Context, files: tuple[str, ...], wait: Wait) -> None:
-    """Publish Module, BootstrapModule, Cluster and ModuleRestriction manifests (files or
-    directories).
+    """Publish Module, BootstrapModule, Cluster, ModuleRestriction and freeze calendar
+    manifests (files or directories).
 
     Every document is validated and every event's size checked against its topic's limit
     first, and every module against its namespace's ModuleRestriction (in the files, or the
@@ -23,8 +23,9 @@ def apply(ctx: Context, files: tuple[str, ...], wait: Wait) -> None:
     listed with its file, document and field (a restriction's: the rule and the value).
     Then all events are published in one Kafka transaction (all or nothing), with a warning
     for a module or stage that matches no known cluster, and it waits for the engine's
-    verdict on each module: created, configured or unchanged, or refused (exit 1). Clusters
-    and restrictions are created, configured or unchanged against the topic.
+    verdict on each module: created, configured or unchanged, or refused (exit 1). Clusters,
+    restrictions and freeze calendars (FreezeCalendar, ClusterFreezeCalendar) are created,
+    configured or unchanged against the topic.
     """
     from infra import client
     from rollout_cli.publishing import applying
