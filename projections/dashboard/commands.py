@@ -108,7 +108,7 @@ def _override(command: str, request: dict[str, Any], now: float | None) -> tuple
         raise CommandRefused("break-glass needs 'for': how long it lasts, such as 2h (at most a week)")
     if calendar is not None and not isinstance(calendar, str):
         raise CommandRefused("calendar: the name of a freeze calendar, such as year-end or team-a/weekends")
-    return (time.time() if now is None else now) + seconds, calendar or None
+    return float(int((time.time() if now is None else now) + seconds)), calendar or None  # whole seconds
 
 
 def required_permission(event: RolloutCommanded) -> str:

@@ -189,7 +189,7 @@ def override_end(duration: str | None, until_text: str | None) -> float:
             raise click.BadParameter(str(error), param_hint="--for") from None
         if seconds <= 0:
             raise click.BadParameter("the override must last longer than 0s", param_hint="--for")
-        return time.time() + seconds
+        return float(int(time.time() + seconds))  # whole seconds: said as 2026-12-24T18:00:00Z
     try:
         moment = datetime.fromisoformat(str(until_text).replace("Z", "+00:00"))
     except ValueError:
