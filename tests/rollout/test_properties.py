@@ -8,13 +8,17 @@ joins, leaves and relabels, ticks, commands, new revisions, strategy and selecto
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
 joining, health gate results (passing, failing, inconclusive, stale), approvals by several
 people through several doors (some not counted) and rejections, the namespace's
-ModuleRestriction applied, changed or deleted, redeliveries. After every event it checks:
+ModuleRestriction applied, changed or deleted, freeze calendars (the fleet's and the
+namespace's) applied and deleted and break-glass of them (drawn last), redeliveries. After
+every event it checks:
 
 * the stored state is consistent (counters = a recount of the targets, categories follow
   the rules, assemblages agree with the targets — `builders.check_consistency`);
 * moves never take a stage over `maxConcurrency` (counted from the targets), and no event
   but an unpin, a cluster observation or a module apply makes a stage exceed it;
 * no member gets the target outside its stage's maintenance windows;
+* no member starts moving to the target while a freeze calendar governing its module — and
+  not overridden by a break-glass in force — holds the decision's time;
 * no stage is passed before each of its health gates passed for its soak;
 * no member of stage k+1 gets the target before stage k was done, soaked and approved — by
   as many people as its approval policy asks (tracked from the decisions alone);
@@ -25,9 +29,10 @@ ModuleRestriction applied, changed or deleted, redeliveries. After every event i
 * a pinned cluster's assignment never changes while it stays pinned;
 * a redelivered event emits nothing and changes nothing.
 
-From wherever the scenario left it, its restriction deleted, a new revision with every cluster succeeding and every
-stage approved must complete, and stay complete under a new strategy, with every ready,
-staged, unpinned member on the target. Then the whole journal is refolded into a fresh
+From wherever the scenario left it, its restriction and freeze calendars deleted, a new
+revision with every cluster succeeding and every stage approved must complete, and stay
+complete under a new strategy, with every ready, staged, unpinned member on the target.
+Then the whole journal is refolded into a fresh
 engine (determinism: identical outcomes and state) and into one restarted before every
 event — JSON round trip, cold indexes — so that every prefix is folded, recovered and
 continued (identical outcomes and final state). Two more: plain rollouts always complete,
