@@ -15,27 +15,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved
-from rollout_cli.main import cli
-from tests.integration.stack import Stack, wait_for
+from tests.integration.stack import Stack, started, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(kafka_bootstrap, tmp_path_factory.mktemp("freezes"), partitions=2, tick_interval=1.0)
-    stack.start_worker()
-    yield stack
-    stack.stop()
-
-
-def rollout(stack: Stack, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, [*args, "--bootstrap-servers", stack.bootstrap, "--topic-prefix", stack.prefix])
-    return result.exit_code, result.output
+    with started(kafka_bootstrap, tmp_path_factory.mktemp("freezes"), partitions=2) as stack:
+        yield stack
 
 
 def a_module(name: str, namespace: str) -> dict:
@@ -83,9 +74,9 @@ def test_a_frozen_module_moves_only_after_the_calendars_window(stack: Stack, tmp
     files = tmp_path / "manifests.yaml"
     documents = [calendar(began), a_module("held", "fleet"), a_module("free", "elsewhere")]
     files.write_text(yaml.safe_dump_all(documents))
-    code, output = rollout(stack, "plan", "-f", str(files))
+    code, output = stack.rollout("plan", "-f", str(files))
     assert code == 0 and "frozen now by calendar fleet/quiet until" in " ".join(output.split()), output
-    code, output = rollout(stack, "apply", "-f", str(files))
+    code, output = stack.rollout("apply", "-f", str(files))
     assert code == 0 and "freezecalendar/fleet/quiet created" in output, output
 
     wait_for("the other namespace's module to move", lambda: on_revision(stack, "free") == 2, timeout=60)
@@ -96,14 +87,14 @@ def test_a_frozen_module_moves_only_after_the_calendars_window(stack: Stack, tmp
     )
     assert status["frozen"] == {"calendars": ["fleet/quiet"], "until": ends.timestamp(), "untilAt": expected}
     assert on_revision(stack, "held") == 0
-    code, output = rollout(stack, "status", "held")
+    code, output = stack.rollout("status", "held")
     assert code == 0 and f"Frozen by calendar fleet/quiet until {expected}" in " ".join(output.split()), output
 
     wait_for(
         "the frozen module's clusters to move after the window", lambda: on_revision(stack, "held") == 2, timeout=180
     )
     assert time.time() >= ends.timestamp()
-    decisions = json.loads(rollout(stack, "history", "held", "-o", "json")[1])
+    decisions = json.loads(stack.rollout("history", "held", "-o", "json")[1])
     *before, last = [d["reason"] for d in decisions if d["action"] == "awaiting-freeze"]
     assert last == f"frozen by calendar fleet/quiet: until {expected}"
     assert before in ([], ["frozen by calendar fleet/quiet: the engine has seen no tick yet"])
@@ -129,24 +120,22 @@ def test_break_glass_lets_a_frozen_module_move_and_is_recorded(stack: Stack, tmp
         stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
     files = tmp_path / "iced.yaml"
     files.write_text(yaml.safe_dump_all([always, module]))
-    code, output = rollout(stack, "apply", "-f", str(files))
+    code, output = stack.rollout("apply", "-f", str(files))
     assert code == 0, output
     wait_for(
         "the module frozen",
         lambda: (s := stack.latest("module_status").get("iced")) and (s.get("frozen") or {}).get("untilAt"),
     )
-    code, output = rollout(stack, "break-glass", "calendar/ice/always", "--for", "1h")
+    code, output = stack.rollout("break-glass", "calendar/ice/always", "--for", "1h")
     assert code == 2 and "--reason" in output  # a reason is required
-    code, output = rollout(stack, "break-glass", "calendar/ice/always", "--reason", "sev-1: the fix", "--for", "1h")
+    code, output = stack.rollout("break-glass", "calendar/ice/always", "--reason", "sev-1: the fix", "--for", "1h")
     assert code == 0 and "module/iced: break-glass of calendar ice/always" in output, output
 
     wait_for("the module to move despite the freeze", lambda: on_revision(stack, "iced") == 2, timeout=60)
     status = stack.latest("module_status")["iced"]
     assert (status["breakGlass"]["calendar"], status["breakGlass"]["reason"]) == ("ice/always", "sev-1: the fix")
     assert "frozen" not in status
-    code, output = rollout(stack, "status", "iced")
+    code, output = stack.rollout("status", "iced")
     assert code == 0 and "Break-glass freeze calendar ice/always overridden until" in " ".join(output.split())
-    [broke] = [
-        d for d in json.loads(rollout(stack, "history", "iced", "-o", "json")[1]) if d["action"] == "break-glass"
-    ]
+    [broke] = [d for d in json.loads(stack.rollout("history", "iced", "-o", "json")[1]) if d["action"] == "break-glass"]
     assert broke["via"] == "cli" and broke["user"] and broke["reason"].endswith(": sev-1: the fix")
