@@ -280,9 +280,9 @@ def spawn(name: str, args: list[str], log: Path, env: dict[str, str]) -> Process
     return Process(name, popen, log)
 
 
-def start_worker(env: dict[str, str], log: Path, port: int, tick: float) -> Process:
+def start_worker(env: dict[str, str], log: Path, port: int, tick: float, name: str = "worker") -> Process:
     return spawn(
-        "worker",
+        name,
         ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS)],
         log,
         env,
@@ -482,14 +482,16 @@ class MetadataProbe:
 
 
 class Sampler:
-    """Every 0.5 s the worker's RSS (peak kept); every `every` s a progress line: the
-    modules Complete, the slowest one, and each process's CPU share of the interval."""
+    """Every 0.5 s each worker's RSS (peaks kept: the largest, and per worker); every
+    `every` s a progress line: the modules Complete, the slowest one, and each process's CPU
+    share of the interval."""
 
-    def __init__(self, clock: CpuClock, worker: Callable[[], Process], every: float = 5.0) -> None:
+    def __init__(self, clock: CpuClock, workers: Callable[[], list[Process]], every: float = 5.0) -> None:
         self.clock = clock
-        self.worker = worker
+        self.workers = workers
         self.every = every
         self.rss_peak = 0
+        self.peaks: dict[str, int] = {}  # per worker (its name)
         self.progress: Callable[[], str] | None = None  # set while a rollout is followed
         self.started = time.monotonic()
 
@@ -498,8 +500,11 @@ class Sampler:
         next_line = time.monotonic() + self.every
         while True:
             await asyncio.sleep(0.5)
-            with contextlib.suppress(OSError):
-                self.rss_peak = max(self.rss_peak, rss_bytes(self.worker().pid))
+            for worker in self.workers():
+                with contextlib.suppress(OSError):
+                    rss = rss_bytes(worker.pid)
+                    self.peaks[worker.name] = max(self.peaks.get(worker.name, 0), rss)
+                    self.rss_peak = max(self.rss_peak, rss)
             if time.monotonic() >= next_line:
                 now = self.clock.read()
                 if self.progress is not None:
@@ -507,11 +512,12 @@ class Sampler:
                     shares = ", ".join(
                         f"{name} {(now[1][name] - cpu) / wall * 100:.0f}%" for name, cpu in last[1].items()
                     )
-                    rss = 0
-                    with contextlib.suppress(OSError):
-                        rss = rss_bytes(self.worker().pid)
+                    rss = []
+                    for worker in self.workers():
+                        with contextlib.suppress(OSError):
+                            rss.append(f"{rss_bytes(worker.pid) / 2**20:.0f}")
                     print(f"  [{time.monotonic() - self.started:6.0f} s] {self.progress()}; CPU {shares}; "
-                          f"worker RSS {rss / 2**20:.0f} MiB; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+                          f"worker RSS {' + '.join(rss)} MiB; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
                 last = now
                 next_line += self.every
 
@@ -745,6 +751,7 @@ class Options:
     keep: Path | None
     rollout_timeout_s: float
     ready_timeout_s: float = 300
+    workers: int = 1  # worker processes sharing the partitions (one consumer group per stage)
 
 
 @dataclass
@@ -800,10 +807,9 @@ async def body(
     processes: list[Process],
     run: Run,
 ) -> None:
-    port = free_port()
-    worker = start_worker(env, workdir / "worker.log", port, options.tick_s)
-    processes.append(worker)
-    current = {"worker": worker}
+    workers = start_workers(env, workdir, options, "worker")
+    processes.extend(workers)
+    current = {"workers": workers}
     group = ["--group-id", f"{names.prefix}bench-appliers", "--lease-seconds", str(options.lease_s)]
     appliers = [
         spawn(
@@ -819,19 +825,21 @@ async def body(
     print(f"  broker pid {broker} (listening on {bootstrap})", flush=True)
     clock = CpuClock(
         lambda: {
-            "worker": [current["worker"].pid],
+            "worker": [w.pid for w in current["workers"]],
             "broker": [broker] if broker else [],
             "appliers": [a.pid for a in appliers],
             "benchmark": [os.getpid()],
         }
     )
     probe = MetadataProbe(bootstrap)
-    sampler = Sampler(clock, lambda: current["worker"])
+    sampler = Sampler(clock, lambda: current["workers"])
     status = StatusFollower(bootstrap, names)
     whole = clock.read()
     async with running(probe, sampler, status):
-        await until_logged(worker, "worker ready:", 120)
-        print(f"  worker ready (pid {worker.pid}), {options.appliers} appliers started", flush=True)
+        for worker in workers:
+            await until_logged(worker, "worker ready:", 120)
+        pids = ", ".join(str(w.pid) for w in workers)
+        print(f"  {len(workers)} worker(s) ready (pid {pids}), {options.appliers} appliers started", flush=True)
 
         # 1. the fleet: `rollout apply` of the cluster files, then folded by the decider
         async with following(bootstrap, names, "state") as fold:
@@ -847,9 +855,9 @@ async def body(
             await fold.until(lambda: len(fold.folded) >= PARTITIONS * clusters, "the fleet folded", timeout=3600)
             folded_s = time.perf_counter() - started
             run.metrics["apply_clusters_s"] = wall
-        rss_folded = rss_bytes(worker.pid)
+        folded_rss = {w.name: rss_bytes(w.pid) for w in workers}
         print(f"  fleet folded (every cluster in the decide-state of all {PARTITIONS} partitions): "
-              f"{folded_s:.2f} s after the apply began; worker RSS {rss_folded / 2**20:.0f} MiB",
+              f"{folded_s:.2f} s after the apply began; worker RSS {per_worker(folded_rss)}",
               flush=True)  # fmt: skip
 
         # 2. the modules: one `rollout apply`, then followed to Complete
@@ -861,10 +869,10 @@ async def body(
         print(f"  apply {modules} module(s): {wall:.2f} s (exit {code})", flush=True)
         if code:
             raise RuntimeError(f"rollout apply failed: {(workdir / 'apply-modules.log').read_text()[-2000:]}")
-        complete = await until_complete(status, measured, worker, options.rollout_timeout_s)
+        complete = await until_complete(status, measured, workers, options.rollout_timeout_s)
         rollout_end = clock.read()
         sampler.progress = None
-        run.metrics["rss_hwm_gib"] = rss_bytes(worker.pid, "VmHWM") / GIB
+        run.metrics["rss_hwm_gib"] = max(rss_bytes(w.pid, "VmHWM") for w in workers) / GIB
         if complete:
             print(f"  {status.describe(measured[0])}", flush=True)
             await report_rollout_times(bootstrap, names, status, measured, run)
@@ -896,21 +904,24 @@ async def body(
               flush=True)  # fmt: skip
 
         # 5. restart-to-ready
-        run.metrics["rss_hwm_gib"] = max(run.metrics["rss_hwm_gib"], rss_bytes(worker.pid, "VmHWM") / GIB)
+        hwm = {w.name: rss_bytes(w.pid, "VmHWM") for w in workers}
+        run.metrics["rss_hwm_gib"] = max(run.metrics["rss_hwm_gib"], max(hwm.values()) / GIB)
         run.metrics["rss_peak_gib"] = max(sampler.rss_peak / GIB, run.metrics["rss_hwm_gib"])
         targets = clusters * modules
-        per_target = (run.metrics["rss_peak_gib"] * GIB - rss_folded) / targets
-        print(f"  worker RSS: peak sampled {sampler.rss_peak / 2**20:.0f} MiB, VmHWM "
-              f"{run.metrics['rss_hwm_gib'] * 1024:.0f} MiB; above the folded fleet's {rss_folded / 2**20:.0f} MiB: "
-              f"{per_target / 1024:.1f} KiB per target ({targets} = {clusters} clusters x {modules} modules)",
-              flush=True)  # fmt: skip
-        worker_logs = [worker.text()]
+        per_target = (sum(hwm.values()) - sum(folded_rss.values())) / targets
+        print(f"  worker RSS: peak sampled {per_worker(sampler.peaks)}, VmHWM {per_worker(hwm)}; above the folded "
+              f"fleet's: {per_target / 1024:.1f} KiB per target, all workers together ({targets} = {clusters} "
+              f"clusters x {modules} modules)", flush=True)  # fmt: skip
+        if len(workers) > 1:
+            print(f"  partitions per worker (decide, as last taken over): {partitions_held(workers)}", flush=True)
+        worker_logs = [w.text() for w in workers]
         if options.restart:
-            clock.retire("worker", worker.pid)
-            restarted = await restart(env, workdir, worker, options, run)
-            processes.append(restarted)
-            current["worker"] = restarted
-            worker_logs.append(restarted.text())
+            for worker in workers:
+                clock.retire("worker", worker.pid)
+            restarted = await restart(env, workdir, workers, options, run)
+            processes.extend(restarted)
+            current["workers"] = restarted
+            worker_logs.extend(w.text() for w in restarted)
         end = clock.read()
 
     print(f"  CPU over the whole run {cpu_between(whole, end)}")
@@ -930,14 +941,15 @@ async def body(
     run.metrics["probe_max_s"] = max(latencies_s) if latencies_s else float("nan")
 
 
-async def until_complete(status: StatusFollower, measured: list[str], worker: Process, timeout: float) -> bool:
+async def until_complete(status: StatusFollower, measured: list[str], workers: list[Process], timeout: float) -> bool:
     """Until every measured module is Complete (True) or `timeout` s passed (False)."""
     deadline = time.monotonic() + timeout
     while status.complete(measured) < len(measured):
         if time.monotonic() > deadline:
             return False
-        if worker.popen.poll() is not None:
-            raise RuntimeError(f"the worker exited: {worker.text()[-3000:]}")
+        for worker in workers:
+            if worker.popen.poll() is not None:
+                raise RuntimeError(f"{worker.name} exited: {worker.text()[-3000:]}")
         await asyncio.sleep(0.2)
     return True
 
@@ -1022,37 +1034,86 @@ async def idle_window(bootstrap: str, names: TopicNames, clock: CpuClock, option
     print(f"  CPU while idle {cpu_between(cpu_before, cpu_after)}", flush=True)
 
 
-async def restart(env: dict[str, str], workdir: Path, worker: Process, options: Options, run: Run) -> Process:
-    worker.popen.send_signal(signal.SIGKILL)
-    worker.popen.wait()
-    port = free_port()
+def start_workers(env: dict[str, str], workdir: Path, options: Options, log_name: str) -> list[Process]:
+    """`options.workers` worker processes (one: "worker", else "worker-0", …), each with its
+    own web port; the partitions are spread over them by each stage's consumer group."""
+    if options.workers == 1:
+        return [start_worker(env, workdir / f"{log_name}.log", free_port(), options.tick_s)]
+    return [
+        start_worker(env, workdir / f"{log_name}-{i}.log", free_port(), options.tick_s, name=f"worker-{i}")
+        for i in range(options.workers)
+    ]
+
+
+def per_worker(values: dict[str, int]) -> str:
+    """Bytes per worker as "worker-0 812 MiB, worker-1 790 MiB" (one worker: "812 MiB")."""
+    if len(values) == 1:
+        return f"{next(iter(values.values())) / 2**20:.0f} MiB"
+    return ", ".join(f"{name} {value / 2**20:.0f} MiB" for name, value in sorted(values.items()))
+
+
+def web_port(process: Process) -> int:
+    arguments = process.popen.args
+    assert isinstance(arguments, list)
+    return int(arguments[arguments.index("--web-port") + 1])
+
+
+def partitions_held(workers: list[Process]) -> str:
+    """Per worker, the decide partitions it holds — the last take-over of each partition in
+    any log wins — and the state records each restored then (its facts and targets)."""
+    owner: dict[str, tuple[str, int]] = {}
+    for worker in workers:
+        for partition, records in re.findall(r"decide \S+?-(\d+): state restored \((\d+) records", worker.text()):
+            owner[partition] = (worker.name, int(records))
+    held: dict[str, list[str]] = {}
+    for partition, (name, records) in sorted(owner.items(), key=lambda item: int(item[0])):
+        held.setdefault(name, []).append(f"{partition} ({records} records)")
+    return "; ".join(f"{name}: {', '.join(parts)}" for name, parts in sorted(held.items()))
+
+
+async def restart(
+    env: dict[str, str], workdir: Path, workers: list[Process], options: Options, run: Run
+) -> list[Process]:
+    """Every worker SIGKILLed, then as many started again: each one's seconds to /readyz 200,
+    its take-overs and its RSS once ready; the slowest is the restart-to-ready."""
+    for worker in workers:
+        worker.popen.send_signal(signal.SIGKILL)
+    for worker in workers:
+        worker.popen.wait()
     started = time.time()
-    restarted = start_worker(env, workdir / "worker-restarted.log", port, options.tick_s)
-    ready_s = None
+    restarted = start_workers(env, workdir, options, "worker-restarted")
+    ready: dict[str, float] = {}
     deadline = time.monotonic() + options.ready_timeout_s
-    while time.monotonic() < deadline:
-        if restarted.popen.poll() is not None:
-            raise RuntimeError(f"the restarted worker exited: {restarted.text()[-3000:]}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    ready_s = time.time() - started
-                    break
+    while len(ready) < len(restarted) and time.monotonic() < deadline:
+        for worker in restarted:
+            if worker.name in ready:
+                continue
+            if worker.popen.poll() is not None:
+                raise RuntimeError(f"the restarted {worker.name} exited: {worker.text()[-3000:]}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"http://127.0.0.1:{web_port(worker)}/readyz", timeout=2) as answer:
+                    if answer.status == 200:
+                        ready[worker.name] = time.time() - started
         await asyncio.sleep(0.1)
-    if ready_s is None:
-        errors = [line for line in restarted.text().splitlines() if " ERROR " in line][:3]
-        print(f"  restart: SIGKILL, started again: /readyz not 200 within {options.ready_timeout_s:.0f} s; "
-              f"its first errors: {errors}", flush=True)  # fmt: skip
+    if len(ready) < len(restarted):
+        for worker in restarted:
+            if worker.name not in ready:
+                errors = [line for line in worker.text().splitlines() if " ERROR " in line][:3]
+                print(f"  restart: {worker.name}: /readyz not 200 within {options.ready_timeout_s:.0f} s; "
+                      f"its first errors: {errors}", flush=True)  # fmt: skip
         return restarted
-    logged = await until_logged(restarted, "worker ready:", 60)
-    run.metrics["restart_ready_s"] = ready_s
-    taken = take_overs(restarted.text())
-    overs = "; ".join(f"{stage} max {max(s):.2f} s, sum {sum(s):.2f} s over {len(s)} partitions"
-                      for stage, s in taken.items())  # fmt: skip
-    rss = rss_bytes(restarted.pid)
-    print(f"  restart: SIGKILL, started again: /readyz 200 after {ready_s:.2f} s ('worker ready:' logged "
-          f"after {logged - started:.2f} s); taken over: {overs}; RSS once ready {rss / 2**20:.0f} MiB",
-          flush=True)  # fmt: skip
+    run.metrics["restart_ready_s"] = max(ready.values())
+    for worker in restarted:
+        logged = await until_logged(worker, "worker ready:", 60)
+        taken = take_overs(worker.text())
+        overs = "; ".join(f"{stage} max {max(s):.2f} s, sum {sum(s):.2f} s over {len(s)} partitions"
+                          for stage, s in taken.items())  # fmt: skip
+        rss = rss_bytes(worker.pid)
+        print(f"  restart ({worker.name}): SIGKILL, started again: /readyz 200 after {ready[worker.name]:.2f} s "
+              f"('worker ready:' logged after {logged - started:.2f} s); taken over: {overs}; "
+              f"RSS once ready {rss / 2**20:.0f} MiB", flush=True)  # fmt: skip
+    if len(restarted) > 1:
+        print(f"  partitions per worker after the restart: {partitions_held(restarted)}", flush=True)
     return restarted
 
 
@@ -1090,6 +1151,7 @@ def memory_allows(clusters: int, modules: int) -> bool:
 
 
 def main() -> None:
+    global PARTITIONS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), help="a named scenario, with its targets")
     parser.add_argument(
@@ -1098,6 +1160,10 @@ def main() -> None:
     parser.add_argument("--modules", help="modules of a grid, e.g. 1,20,100 (or a scenario's, overridden)")
     parser.add_argument("--rolled", type=int, help="how many of the modules roll out (default: all; large: 1)")
     parser.add_argument("--appliers", type=int, default=2)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="worker processes sharing the partitions (their groups spread them)"
+    )
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="partitions of every topic")
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--tick-interval", type=float, default=10.0)
     parser.add_argument("--lease-seconds", type=float, default=60.0)
@@ -1120,7 +1186,8 @@ def main() -> None:
     if not bootstrap:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
-                      args.keep, args.rollout_timeout)  # fmt: skip
+                      args.keep, args.rollout_timeout, workers=args.workers)  # fmt: skip
+    PARTITIONS = args.partitions
     scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
     sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]
     counts = [int(m) for m in args.modules.split(",")] if args.modules else [scenario.modules]

@@ -266,6 +266,7 @@ class RolloutEngine:
         self.gate_results = GateResults(tables, book, stages)
         self.leases = Leases(tables, membership)
         membership.new_lease = self.leases.lease_of_new_cluster  # a cluster observed anew: its holders'
+        stages.join_members = membership.join_next  # a module joining the fleet, in slices
         self.rules = RestrictionRules(tables, book, stages, membership)
         self.freezes = FreezeCalendars(tables, book, stages.advance)
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)

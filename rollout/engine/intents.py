@@ -162,7 +162,7 @@ class ModuleIntents:
         )
         created = ModuleCreated(kind=manifest.kind, module=name, revision=manifest.spec.sync.revision)
         self.book.decide(record, DecisionAction.CREATED, created, out)
-        self.membership.refresh_membership(record, self.membership.all_clusters(), out)
+        record.joining = ""  # the fleet's clusters join in name order, within the moves of each event
         self.stages.advance(record, out)
         self.book.save_module(record, out)
 
@@ -195,6 +195,7 @@ class ModuleIntents:
             self.retarget(record, manifest.spec.sync, digest, out)
         self.promotions.settle(record, out)  # a version held before: promoted once nothing holds it
         self.membership.refresh_membership(record, book.index(name) | self.membership.all_clusters(), out)
+        record.joining = None  # every cluster of the fleet was considered, just now
         book.recategorize_all(record, out)
         self.stages.advance(record, out)
         book.save_module(record, out)

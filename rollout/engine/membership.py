@@ -104,6 +104,7 @@ class Membership:
         facts.ready = facts.readiness()
         if previous is None:
             tables.removed_clusters.pop(name, None)
+            self.book.cluster_added(name)
         tables.clusters[name] = facts
         if previous is not None and previous.same_facts(facts):
             return  # nothing new but the id (a heartbeat-only observation)
@@ -130,6 +131,7 @@ class Membership:
                 out.rejections.append(f"cluster {event.name!r} not found")
         else:
             del tables.clusters[event.name]
+            self.book.cluster_dropped(event.name)
             self.cluster_changed(event.name, previous, None, out)
         if answer:
             done = f"cluster {event.name} removed"
@@ -190,6 +192,23 @@ class Membership:
             return False
         release_for = self.book.release_for
         return release_for(record, generation, previous)[0] != release_for(record, generation, facts)[0]
+
+    def join_next(self, record: ModuleRecord, out: Outcome) -> None:
+        """A module joining the fleet (`record.joining`) takes in the next clusters, in name
+        order, one move of this event's each (stages.py `may_move`): at the limit it asks to
+        be continued and `joining` keeps the last one considered; None once none is left."""
+        assert record.joining is not None
+        clusters = []
+        for name in self.book.fleet_after(record.joining, self.stages.moves_left + 1):
+            if not self.stages.may_move(record, out):
+                break
+            clusters.append(name)
+        else:
+            record.joining = None  # every cluster after the last considered was taken
+        if clusters:
+            self.refresh_membership(record, clusters, out)
+            if record.joining is not None:
+                record.joining = clusters[-1]
 
     def refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
         """Add, move or drop the Targets of `clusters` to match selector, stages, readiness."""

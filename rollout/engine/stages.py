@@ -41,6 +41,7 @@ fold would have moved — only spread over events (tests/rollout/test_moves_per_
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from rollout.api.gates import gate_key
 from rollout.api.manifests import Stage, parse_duration
@@ -110,12 +111,15 @@ class StageMachine:
         self.moves_per_event = MOVES_PER_EVENT  # lowered by tests
         self.moves_left = MOVES_PER_EVENT
         self.waves = WaveGate(tables, book)
+        # joins the next clusters of a module still joining the fleet (core.py sets it to
+        # Membership.join_next: "Joins per event" there)
+        self.join_members: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
 
     def begin_event(self) -> None:
         """A new event's fold: its moves are counted from zero."""
         self.moves_left = self.moves_per_event
 
-    def _may_move(self, record: ModuleRecord, out: Outcome) -> bool:
+    def may_move(self, record: ModuleRecord, out: Outcome) -> bool:
         """Whether this fold may move one more cluster; at the limit, `record` asks to be
         continued (once: while a request is outstanding, that one carries on)."""
         if self.moves_left > 0:
@@ -194,6 +198,11 @@ class StageMachine:
         """Make every move the strategy allows now, then settle the phase."""
         book = self.book
         book.index(record.name)  # the pending queues may be cold after a restart
+        if record.joining is not None:
+            self.join_members(record, out)  # within this event's moves; it continues itself
+            if record.joining is not None:
+                record.phase = "Progressing"  # no stage starts on part of the fleet
+                return
         self.runs.ensure(record)  # a new generation (or a rollback) starts a run (runs.py)
         refusal = spec_refusal(record.spec)  # its spec as stored, refused by this release (applied_documents.py)
         if refusal is not None:  # nothing moves until the module is applied again
@@ -487,7 +496,7 @@ class StageMachine:
         while queue and counts.updating < concurrency:
             if limit is not None and counts.updating + counts.succeeded + counts.failed >= limit:
                 break  # the open wave has started its share
-            if not self._may_move(record, out):
+            if not self.may_move(record, out):
                 break  # this event's moves are spent: the module continues in the next (see above)
             _, cluster = queue[0]
             target = targets[target_key(record.name, cluster)]
@@ -505,7 +514,7 @@ class StageMachine:
         book.index(record.name)
         for index in range(-1, len(stages_of(record))):
             queue = book.pending_queue(record.name, index)
-            while queue and self._may_move(record, out):
+            while queue and self.may_move(record, out):
                 _, cluster = queue[0]
                 target = targets[target_key(record.name, cluster)]
                 moved = book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)

@@ -552,6 +552,10 @@ class ModuleRecord(Record):
     # event"): equal when no continuation is outstanding
     continuations: int = added_field(0)
     continued: int = added_field(0)
+    # the fleet's clusters are still being joined (membership.py, "Joins per event"): the
+    # name of the last cluster considered ("": none yet), in name order; None: every
+    # cluster of the fleet was considered. No stage starts, nothing moves, until it is None
+    joining: str | None = added_field(None)
     # the current stage's waves (waves.py); None: it has none, or none started yet. Reset
     # to None by a release that does not know it, the waves go on at the wave the stage's
     # members already started: never a member counted twice, never a wave early

@@ -23,7 +23,10 @@ a module works through one `TargetBook` (core.py builds it over the `StateTables
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from rollout.api.manifests import Sync
 from rollout.engine.dependency_links import DependencyLinks, dependents_ready
@@ -74,6 +77,7 @@ class TargetBook:
         self._pending: dict[tuple[str, int], PendingQueue] = {}
         self._updating: dict[str, set[str]] = {}
         self._held: dict[str, set[str]] = {}
+        self._fleet: SortedList | None = None  # the fleet's cluster names, in order
 
     def reset_indexes(self) -> None:
         """Drop every derived in-memory index; they are rebuilt lazily from the mappings."""
@@ -81,6 +85,24 @@ class TargetBook:
         self._pending = {}
         self._updating = {}
         self._held = {}
+        self._fleet = None
+
+    def fleet_after(self, name: str, count: int) -> list[str]:
+        """The next `count` cluster names of the fleet after `name` ("": from the first), in
+        order — O(log fleet + count) once the index is built (on first use)."""
+        if self._fleet is None:
+            self._fleet = SortedList(self.tables.clusters.keys())
+        return list(itertools.islice(self._fleet.irange(minimum=name, inclusive=(False, False)), count))
+
+    def cluster_added(self, name: str) -> None:
+        """A cluster joined the fleet (ClusterObserved of a cluster not in it)."""
+        if self._fleet is not None:
+            self._fleet.add(name)
+
+    def cluster_dropped(self, name: str) -> None:
+        """A cluster left the fleet (ClusterRemoved)."""
+        if self._fleet is not None:
+            self._fleet.discard(name)
 
     # -- indexes --------------------------------------------------------------------------
 

@@ -69,7 +69,10 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         # dependencies applied with it whose partition has not said it folded that apply
         # yet: none of their readiness counts until then (dependencies.py)
         optional["awaiting"] = sorted(record.awaiting)
-    if record.stable == record.target and (waiting := waiting_reason(record, now)):
+    if record.joining is not None:  # membership.py "Joins per event": stages wait for the whole fleet
+        members = sum(counts.members for counts in record.counts.values())
+        optional["waiting"] = f"joining the fleet's clusters ({members} members so far): no stage starts before all"
+    elif record.stable == record.target and (waiting := waiting_reason(record, now)):
         optional["waiting"] = waiting  # why a module whose stages all passed is not Complete
     if record.restricted is not None:
         optional["restricted"] = record.restricted  # the ModuleRestriction rule it breaks

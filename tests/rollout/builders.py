@@ -775,7 +775,14 @@ def check_consistency(fleet: Fleet) -> None:
                 assert fleet.assemblages[key].revision == record.revisions[found.assigned].revision
                 assert fleet.assemblage_kind[key] == ASSEMBLAGE_FOR[record.kind]
                 assert fleet.assemblage_namespace[key] == facts.namespace, f"{found.cluster}: stale namespace"
+        if record.joining is not None:  # still joining the fleet in name order (membership.py)
+            assert record.stage_index == 0 and not record.stage_started, f"{name}: a stage started while joining"
+            assert not any(t.assigned for t in fleet.targets.values() if t.module == name), (
+                f"{name} moved while joining"
+            )
         for cluster_name, facts in fleet.clusters.items():
+            if record.joining is not None and cluster_name > record.joining:
+                continue  # not considered yet
             if is_member(fleet, record, facts.labels):
                 assert target_key(name, cluster_name) in fleet.targets, (
                     f"{cluster_name} matches {name} but is no member"
