@@ -75,13 +75,16 @@ class Tracking(BaseModel):
     events: int = 0
 
 
-class _Stored:
-    """A restored record not decoded yet: its bytes, as the state topic holds them."""
+class _Stored(bytes):
+    """A restored record not decoded yet: its bytes, as the state topic holds them — a bytes
+    object of its own type (one object per cold record, not a wrapper around one: ~50 bytes
+    less for each of a partition's hundreds of thousands of cold targets)."""
 
-    __slots__ = ("raw",)
+    __slots__ = ()
 
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
+    @property
+    def raw(self) -> bytes:
+        return self
 
 
 class SharedRecords:

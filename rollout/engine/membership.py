@@ -14,6 +14,18 @@ changed labels or namespace re-send its assigned sync (bindings are expanded per
 a Helm release's values depend on the cluster's stage too: a relabel into a stage with other
 `stageValues` re-sends it, bindings or not).
 Observations are remembered by id on the ClusterFacts, so a redelivered one changes nothing.
+
+Joins per event. A module applied for the first time would take the whole fleet in at once:
+at 100,000 clusters that is 100,000 Targets, `joined` decisions and status documents in one
+event, and 20 modules applied from one file were one batch of 500,000 of them per journal
+partition — the worker's memory peak (`benchmarks/fleet_memory.py`). So a new module is
+`joining` (ModuleRecord): `join_next` takes in the next clusters by name, each one of the
+event's moves (stages.py, "Moves per event"), from an ordered index of the fleet's names
+(TargetBook `fleet_after`: O(log fleet) a slice, not a scan), and the module continues
+itself until every cluster was considered; StageMachine.advance starts no stage before
+(docs/rollout-semantics.md, "How a rollout moves", rule 7). Cluster events meanwhile are
+handled as for any module: a new cluster joins at once (the slice that reaches its name
+finds it a member), a removed one is gone from the index.
 """
 
 from __future__ import annotations

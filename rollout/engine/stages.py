@@ -36,6 +36,8 @@ journal like any other, so replay refolds the same slices; only the latest unans
 request acts (`continued`), so a redelivered or superseded one changes nothing, and at most
 one is outstanding per module. What is moved, and in which order, is what one unbounded
 fold would have moved — only spread over events (tests/rollout/test_moves_per_event.py).
+A module joining the fleet spends the same budget on the clusters it considers
+(membership.py, "Joins per event"), and `advance` moves nothing of it before it has joined.
 """
 
 from __future__ import annotations
@@ -498,7 +500,7 @@ class StageMachine:
                 break  # the open wave has started its share
             if not self.may_move(record, out):
                 break  # this event's moves are spent: the module continues in the next (see above)
-            _, cluster = queue[0]
+            cluster = queue[0][2]
             target = targets[target_key(record.name, cluster)]
             slot = counts.updating + counts.succeeded + counts.failed + 1
             movable = counts.members - counts.not_ready - counts.pinned - counts.held
@@ -515,7 +517,7 @@ class StageMachine:
         for index in range(-1, len(stages_of(record))):
             queue = book.pending_queue(record.name, index)
             while queue and self.may_move(record, out):
-                _, cluster = queue[0]
+                cluster = queue[0][2]
                 target = targets[target_key(record.name, cluster)]
                 moved = book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)
                 book.store_target(record, target, moved, out)

@@ -62,10 +62,14 @@ class UnreadableRecord(StoredStateError):
 
 
 def encode(value: Any, version: int = FIRST_VERSION) -> bytes:
-    """`value` as stored: a record's JSON (its version in it when above the first), or a JSON number."""
+    """`value` as stored: a record's JSON (its version in it when above the first), or a JSON
+    number. A record type that declares `stored_without_defaults` (a fleet-sized table's: a
+    Target) is written without the fields at their defaults — what every release reads back
+    as the same record, since each of those fields has had that default since v0.26."""
     if not isinstance(value, BaseModel):
         return json.dumps(value).encode()
-    raw: bytes = value.__pydantic_serializer__.to_json(value)  # model_dump_json() without str → bytes
+    compact = getattr(type(value), "stored_without_defaults", False)
+    raw: bytes = value.__pydantic_serializer__.to_json(value, exclude_defaults=compact)  # model_dump_json() → bytes
     if version == FIRST_VERSION:
         return raw
     marker = b'{"%s":%d' % (VERSION_KEY.encode(), version)

@@ -53,7 +53,9 @@ from rollout.values.releases import ObservedValues, read_only_values, release_sy
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.wire.decision_reasons import DecisionReason, ValuesRefused, render
 
-PendingQueue = list[tuple[tuple[int, int, str], str]]  # ((sort tuple), cluster), ascending
+PendingQueue = list[tuple[int, int, str]]  # (unsorted?, sort key, cluster), ascending: the cluster is entry[2]
+"""One tuple per pending target (a fleet-sized index: 64 bytes an entry, not 120 with the
+cluster beside its sort tuple)."""
 
 
 def _queue_index(target: Target) -> int:
@@ -140,7 +142,7 @@ class TargetBook:
 
     def _index_target(self, target: Target) -> None:
         if target.category == "pending":
-            entry = (self._sort_tuple(target), target.cluster)
+            entry = self._sort_tuple(target)
             queue = self._pending.setdefault((target.module, _queue_index(target)), [])
             position = bisect.bisect_left(queue, entry)
             if position >= len(queue) or queue[position] != entry:
@@ -153,7 +155,7 @@ class TargetBook:
     def _unindex_target(self, target: Target) -> None:
         if target.category == "pending":
             queue = self._pending.get((target.module, _queue_index(target)), [])
-            entry = (self._sort_tuple(target), target.cluster)
+            entry = self._sort_tuple(target)
             position = bisect.bisect_left(queue, entry)
             if position < len(queue) and queue[position] == entry:
                 del queue[position]

@@ -135,7 +135,7 @@ class WaveGate:
     ) -> None:
         """The decision `wave-started`: the wave, the seed and the members it takes."""
         room = max((progress.wave + 1) * size - started(counts), 0)
-        members = [cluster for _, cluster in queue[:room]]
+        members = [entry[2] for entry in queue[:room]]
         because = WaveStarted(
             stage=stage.name,
             wave=progress.wave + 1,

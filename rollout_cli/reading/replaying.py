@@ -361,7 +361,9 @@ def compare_state(
             for key, value in mapping.items()
         }
         recorded = {
-            key: orjson.loads(value) for key, value in committed.items() if key.partition(":")[0] in ENGINE_MAPPINGS
+            key: as_written(key, value, versions)
+            for key, value in committed.items()
+            if key.partition(":")[0] in ENGINE_MAPPINGS
         }
         wrong = sorted(k for k in set(replayed) | set(recorded) if replayed.get(k) != recorded.get(k))
         differences += [
@@ -370,6 +372,20 @@ def compare_state(
             for key in wrong[:3]
         ]
     return differences, compared
+
+
+def as_written(key: str, value: bytes, versions: dict[str, int]) -> Any:
+    """A live state record as this release would write it: read and written again, so that
+    one written by another release in another form of the same record (a Target in full,
+    as v0.26 wrote it: stored.py `encode`) compares equal; as it is if it cannot be read
+    (then it differs, and the comparison says so)."""
+    name, _, inner = key.partition(":")
+    version = versions.get(name, FIRST_VERSION)
+    try:
+        value = stored.encode(stored.decode(name, inner, ENGINE_MAPPINGS[name], value, current=version), version)
+    except stored.StoredStateError:
+        pass
+    return orjson.loads(value)
 
 
 def _decision_place(record: client.Record) -> tuple[int, int] | None:

@@ -15,9 +15,10 @@ import json
 from collections.abc import MutableMapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import TopicPartition
+from pydantic import BaseModel, ConfigDict, Field
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
@@ -112,3 +113,32 @@ class RestoredDecider:
         values = [value for k, value in self.changelog if k == key.encode()]
         assert values, f"{key} was not written"
         return None if values[-1] is None else json.loads(values[-1])
+
+
+class PreviousTarget(BaseModel):
+    """A Target as v0.26 reads one (rollout/state.py at bf190ea, its fields and defaults as
+    they were): unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    module: str
+    cluster: str
+    stage: str = "-"
+    stage_index: int | None = None
+    sort_key: int | None = None
+    ready: bool = False
+    pinned: bool = False
+    assigned: int | None = None
+    status: Literal["none", "updating", "succeeded", "failed"] = "none"
+    status_message: str = ""
+    updating_since: float | None = None
+    category: str = "pending"
+    dependents_ready: bool = False
+    report_ids: list[str] = Field(default_factory=list)
+    read_only_values: dict[str, Any] = Field(default_factory=dict)
+
+
+def without_previous_defaults(document: dict[str, Any]) -> dict[str, Any]:
+    """A Target's JSON without the fields at v0.26's defaults: as this release stores it."""
+    defaults = PreviousTarget(module="", cluster="").model_dump()
+    return {k: v for k, v in document.items() if k in ("module", "cluster") or v != defaults[k]}
