@@ -9,6 +9,9 @@
              the product's defaults, 10 and 60), --rolled K (how many of the modules roll out),
              --no-restart, --keep DIR (keep the manifests, logs and sinks there),
              --rollout-timeout S (default 900: past it, what stands is printed and the run goes on),
+             --workers N (worker processes sharing the partitions, default 1: each stage's consumer
+             group spreads them; per-worker RSS, partitions and restart-to-ready are printed),
+             --partitions P (of every topic, default 4),
              --from-commit REV (run the `rollout` processes from `git archive REV`: in a working
              tree others edit meanwhile, a half-saved file would otherwise end up in a worker)
 
@@ -60,7 +63,10 @@ What is printed, and from what:
   extrapolated to one hour — an extrapolation of the window printed beside it.
 * restart-to-ready: the worker SIGKILLed after the idle window and started again; seconds
   until its /readyz answers 200, its "worker ready:" line, and its "taken over in … s" lines
-  (per stage: max and sum over partitions); RSS once ready.
+  (per stage: max and sum over partitions); RSS once ready. With `--workers N`: every worker
+  killed and N started again, each one's figures, the slowest the restart-to-ready; and which
+  decide partitions each holds with the state records each restored (the fleet's facts plus
+  that partition's own modules' targets).
 
 Targets, each printed met / not met: stages — module applied → Complete ≤ 60 s; concurrent —
 p90 of applied → Complete ≤ 60 s; large — worker peak RSS ≤ 2 GiB, restart-to-ready ≤ 60 s,
@@ -144,10 +150,13 @@ PARTITIONS = 4  # the worker's default (journal, assignments, state topics)
 CLUSTERS_PER_FILE = 10_000  # `rollout apply` refuses a file of more than 10,000 documents or 4 MiB
 CANARY = 10
 GIB = 1024**3
-TARGET_BYTES = 18 * 1024
-"""The worker's peak RSS per target (cluster x module) above the folded fleet, measured by
-this benchmark (2026-11-26: 100,000 targets +1.5 GiB, 200,000 targets +3.5 GiB): what a run
-is estimated to need before it starts (`--force` runs it anyway)."""
+TARGET_BYTES = 4 * 1024
+"""The worker's peak RSS per target (cluster x module) above the folded fleet: what a run is
+estimated to need before it starts (`--force` runs it anyway). It was 18 KiB when a module
+apply created every target in one event (this benchmark, 2026-11-26: 100,000 targets +1.5
+GiB, 200,000 targets +3.5 GiB); with joins sliced and targets stored small the decider's
+own peak is ~1.9 KiB a target (benchmarks/fleet_memory.py at 20,000 x 20), the worker's
+client buffers and outputs on top."""
 
 
 # -- scenarios ------------------------------------------------------------------------------

@@ -233,6 +233,7 @@ def restore(args: argparse.Namespace) -> dict[str, Any]:
     times = []
     records = 0
     read_s = 0.0
+    cpu = 0.0
     for number, part in enumerate(parts):
         started = time.perf_counter()
         raw = (Path(args.directory) / f"decide-state-{number}.bin").read_bytes()
@@ -250,8 +251,9 @@ def restore(args: argparse.Namespace) -> dict[str, Any]:
                 at += vlen
         del raw
         read_s += time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         records += part.decider.state.restore(read)
+        cpu += time.process_time() - cpu_started
         del read
         times.append(time.perf_counter() - started)
     Heap().settle()
@@ -274,6 +276,7 @@ def restore(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "records": records,
         "restore_s": sum(times),
+        "restore_cpu_s": cpu,
         "per_partition_s": times,
         "read_s": read_s,
         "rss_before": before,
@@ -327,8 +330,10 @@ def main() -> None:
                 f"decide-state partition {number}: {s['records']:,} records, {s['bytes'] / 2**20:.0f} MiB (uncompacted)"
             )
         restored = run_phase(["--phase", "restore", *common])
-        print(f"restore: {restored['records']:,} records in {restored['restore_s']:.1f} s "
-              f"({1e6 * restored['restore_s'] / max(restored['records'], 1):.1f} µs a record; per partition "
+        print(f"restore: {restored['records']:,} records in {restored['restore_s']:.1f} s wall, "
+              f"{restored['restore_cpu_s']:.1f} s CPU "
+              f"({1e6 * restored['restore_cpu_s'] / max(restored['records'], 1):.1f} µs of CPU a record; "
+              f"wall per partition "
               f"{', '.join(f'{t:.1f}' for t in restored['per_partition_s'])} s; "
               f"reading the files {restored['read_s']:.1f} s); "
               f"RSS {restored['rss_before']:.0f} → {restored['rss']:.0f} MiB; first report per partition "

@@ -95,7 +95,10 @@ def run(clusters: int, limit: int | None) -> dict[str, float]:
                 for i in range(first, min(first + 2000, clusters))
             ]
         )
-    batch([module_event("fleetwide", STRATEGY)])
+    joining = [module_event("fleetwide", STRATEGY)]
+    while joining:  # the module joins the fleet in slices (membership.py): continuations back, as the router does
+        out, _, _ = batch(joining)
+        joining = [r.value for r in out.records if r.topic == names.dependencies]
     batch([report(cluster_name(i), "fleetwide") for i in range(canaries - 1)])
     Heap().settle()
     before = rss_mib()

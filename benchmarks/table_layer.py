@@ -93,7 +93,11 @@ class Table:
             events = [cluster_event(i, self.labels(i)).to_bytes() for i in range(first, min(first + 2000, self.size))]
             self.note(self.batch([self.journal.record(e) for e in events]))
         for module in TABLE_MODULES:
-            self.note(self.batch([self.journal.record(module_event(module, STAGED))]))
+            values = [module_event(module, STAGED)]
+            while values:  # the module joins the fleet in slices: its continuations fed back, as the router does
+                out = self.batch([self.journal.record(v) for v in values])
+                self.note(out)
+                values = [r.value for r in out.records if r.topic == self.names.dependencies]
         return time.perf_counter() - started
 
     def timed(self, batches: int, per_batch: int = 100) -> dict[str, float]:

@@ -16,7 +16,8 @@ their defaults:
 * **staged** — the engine holds the module's record: `kind`, `generation`, revisions,
   `phase` (one of `ROLLOUT_PHASES`), `currentStage`, `stages` with their member `counts`,
   and, when they apply: `deleting` (waiting for its dependents), `waiting` (every stage
-  passed, members not on the target yet), `awaiting`, `restricted`, `held` (a later intent
+  passed, members not on the target yet; or a new module still joining the fleet's
+  clusters, no stage started), `awaiting`, `restricted`, `held` (a later intent
   waits for cluster observations);
 * **pending** — the module's first apply waits for cluster observations (causal order,
   rollout/engine/causal.py): phase `Pending`, `reason`, `held`, and no record yet — no kind,
@@ -389,6 +390,7 @@ class ModuleStatus(VersionedDocument):
     awaiting: list[str] = Field(default_factory=list)
     last_decision: str = Field(default="", alias="lastDecision")  # the reason of its latest decision
     # why a module whose stages all passed is not Complete: members not ready or waiting
+    # (or why none started: a new module still joining the fleet, rollout/engine/membership.py)
     waiting: str = ""
     observed_at: float = Field(default=0.0, alias="observedAt")  # engine time (0: before the first tick)
     # the rule of its namespace's ModuleRestriction it breaks (halted until it complies)
