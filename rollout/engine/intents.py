@@ -203,6 +203,7 @@ class ModuleIntents:
     def restage(self, record: ModuleRecord, out: Outcome) -> None:
         """After a new target (a promotion): the members re-sorted and recategorised, as after an apply."""
         self.membership.refresh_membership(record, self.book.index(record.name) | self.membership.all_clusters(), out)
+        record.joining = None  # every cluster of the fleet was considered, just now
         self.book.recategorize_all(record, out)
 
     def retarget(self, record: ModuleRecord, sync: Sync, digest: str, out: Outcome) -> None:
