@@ -32,6 +32,10 @@ counts down to `nextWave`) and the members of the open wave, from its `wave-star
 decision (`waveMembers`). A stage of a stage graph: its `after` edges (passed, counting,
 soaking until when), `quorum` and `needed`, as the module status has them
 (rollout/engine/stage_graph.py).
+
+A Release member's page carries its `release` (rollout/wire/status.py `ReleaseStatus`):
+the release's phase, each member's phase and revisions, how many clusters are done and the
+first few that are not, with where each member stands there.
 """
 
 from __future__ import annotations
@@ -45,7 +49,15 @@ from rollout.wire.dead_letters import DeadLetter
 from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.decision_reasons import WaveStarted
 from rollout.wire.decisions import DecisionDocument
-from rollout.wire.status import TARGET_STATES, ModuleStatus, StageGate, StageStatus, TargetStatus, run_members
+from rollout.wire.status import (
+    TARGET_STATES,
+    ModuleStatus,
+    ReleaseStatus,
+    StageGate,
+    StageStatus,
+    TargetStatus,
+    run_members,
+)
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -193,6 +205,7 @@ def module_page(view: FleetView, name: str) -> Document | None:
         "decisions": [decision.as_json() for decision in decisions[-DECISIONS_SHOWN:][::-1]],
         "valuesRefused": values_refused(decisions),
         "run": run_section(status, list(targets.values())) if status is not None and status.run is not None else None,
+        "release": release_view(view, status) if status is not None else None,
     }
 
 
@@ -214,6 +227,35 @@ def run_section(status: ModuleStatus, targets: list[TargetStatus]) -> Document:
         "left": run.left,
         "exceptions": [member.model_dump(mode="json") for member in members[:RUN_EXCEPTIONS_SHOWN]],
         "exceptionsTotal": len(members),
+    }
+
+
+RELEASE_CLUSTERS_SHOWN = 20
+
+
+def release_view(view: FleetView, status: ModuleStatus) -> Document | None:
+    """A Release member's release (None: not in one): its phase, every member's phase and
+    revisions, how many of its clusters are done (every member succeeded there) and the
+    first `RELEASE_CLUSTERS_SHOWN` that are not, with each member's revision and state."""
+    if status.release is None:
+        return None
+    members = status.release.members
+    targets = [target for member in members for target in view.targets.get(member, {}).values()]
+    release = ReleaseStatus.of(status.release, view.modules, targets)
+    waiting = [place for place in release.clusters if not place.done]
+    return {
+        "name": release.name,
+        "phase": release.phase,
+        "members": [member.model_dump(mode="json", by_alias=True) for member in release.members],
+        "clusters": len(release.clusters),
+        "done": len(release.clusters) - len(waiting),
+        "notDone": [
+            {
+                "cluster": place.cluster,
+                "members": {m: {"revision": t.revision, "state": t.state} for m, t in sorted(place.members.items())},
+            }
+            for place in waiting[:RELEASE_CLUSTERS_SHOWN]
+        ],
     }
 
 

@@ -1,4 +1,5 @@
-"""Manifests users write: Module, BootstrapModule and Cluster (`rollout.dev/v1alpha1`).
+"""Manifests users write: Module, BootstrapModule, Cluster, ModuleRestriction and Release
+(`rollout.dev/v1alpha1`; a Release becomes its member modules in rollout/api/module_releases.py).
 
 The API types, with every rule a field must follow. Turning bytes into documents, and
 documents into these models with problems named by file, document and field, is
@@ -779,6 +780,35 @@ def _cycle(stages: list[Stage], upstreams: dict[str, list[StageUpstream]]) -> li
     return []
 
 
+class ReleaseMembership(Strict):
+    """A module's place in a Release (rollout/api/module_releases.py): the release's name
+    and every member module, this one included. Its peers' per-cluster state decides
+    whether a cluster is done for it (rollout/engine/dependencies.py, "Releases")."""
+
+    name: str
+    members: list[str]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_dns1123_label(name)
+        if len(value) != len(set(value)):
+            raise ValueError("a release names a module once")
+        if len(value) > MAX_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_DEPENDENCIES} modules in a release")
+        return value
+
+    def peers(self, module: str) -> list[str]:
+        """The other members, in order."""
+        return sorted(name for name in self.members if name != module)
+
+
 class ModuleSpec(Strict):
     selector: LabelSelector | None = None
     sync: Sync
@@ -787,6 +817,10 @@ class ModuleSpec(Strict):
     # modules whose sync must be on its target and succeeded on a cluster before this
     # module's sync moves there (rollout/engine/dependencies.py); deleted only after its dependents
     depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+    # the Release this module moves with (rollout/api/module_releases.py): set by `rollout
+    # apply` from a Release document, never written by hand; left out of the JSON when None,
+    # so a module in no release is stored and sent as the bytes it always was
+    release: ReleaseMembership | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("depends_on")
     @classmethod
@@ -948,6 +982,84 @@ class ModuleRestrictionManifest(Strict):
         return f"ModuleRestriction {self.metadata.namespace}/{self.metadata.name}"
 
 
+# --- Release: several modules' revisions, promoted as one unit -------------------------
+
+
+class ChartVersion(Strict):
+    """A Helm chart's version (the HelmChartSource `version` a release gives its module)."""
+
+    version: str
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not value or len(value) > 128 or any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError(f"{shown(value)} is not a chart version (1-128 printable characters, no spaces)")
+        return value
+
+
+class ReleaseModule(Strict):
+    """One member of a Release: the module, and the revision the release gives it — a Git
+    `tag`/`revision`, an OCI `tag`/`digest` or a Helm chart `version`, matching the module's
+    source — and, for a Helm package, the `values` of its module layer. Nothing given: the
+    module's own sync as written."""
+
+    name: str
+    git: GitVersion | None = None
+    oci: OCIVersion | None = None
+    chart: ChartVersion | None = None
+    values: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @model_validator(mode="after")
+    def _one_version(self) -> ReleaseModule:
+        given = [name for name in ("git", "oci", "chart") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'git', 'oci' or 'chart', not {' and '.join(given)}")
+        return self
+
+
+class ReleaseSpec(Strict):
+    # the clusters every member module is rolled out to (as a Module's selector)
+    selector: LabelSelector | None = None
+    # the stages every member module moves through, together (as a Module's rollout)
+    rollout: RolloutStrategy | None = None
+    modules: list[ReleaseModule]
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: list[ReleaseModule]) -> list[ReleaseModule]:
+        names = [member.name for member in value]
+        if len(names) < 2:
+            raise ValueError("a release promotes at least two modules together")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"a release names a module once; repeated: {', '.join(repeated)}")
+        if len(names) > MAX_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_DEPENDENCIES} modules in a release")
+        return value
+
+
+class ReleaseManifest(Strict):
+    """Several modules' revisions that move through one rollout strategy together: a
+    cluster is done for each member only when every member is on its revision there and
+    succeeded (docs/rollout-semantics.md, "Releases"). `rollout apply` turns it into its
+    members' ModuleApplied (rollout/api/module_releases.py); the engine never sees it."""
+
+    api_version: Literal["rollout.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Release"]
+    metadata: Metadata
+    spec: ReleaseSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
 # --- freeze calendars: deny windows modules obey (rollout/api/freezes.py) -----------------
 
 CLUSTER_SCOPE = "*"
@@ -1044,8 +1156,17 @@ Manifest = Annotated[
     | ClusterManifest
     | ModuleRestrictionManifest
     | FreezeCalendarManifest
-    | ClusterFreezeCalendarManifest,
+    | ClusterFreezeCalendarManifest
+    | ReleaseManifest,
     Field(discriminator="kind"),
 ]
 MANIFEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(Manifest)
-KINDS = ("Module", "BootstrapModule", "Cluster", "ModuleRestriction", "FreezeCalendar", "ClusterFreezeCalendar")
+KINDS = (
+    "Module",
+    "BootstrapModule",
+    "Cluster",
+    "ModuleRestriction",
+    "FreezeCalendar",
+    "ClusterFreezeCalendar",
+    "Release",
+)

@@ -51,6 +51,7 @@ from rollout.engine.state import (
     Dependents,
     ModuleRecord,
     Upstream,
+    linked_modules,
     remember,
     target_key,
 )
@@ -84,7 +85,7 @@ class DependencyIntents:
         tables = self.tables
         name = event.module.metadata.name
         before = tables.modules.get(name)
-        old = list(before.spec.depends_on) if before is not None else []
+        old = linked_modules(before.spec, name) if before is not None else {}
         self.intents.on_module_applied(event, out)
         after = tables.modules.get(name)
         if after is None:
@@ -96,10 +97,14 @@ class DependencyIntents:
                 record, DecisionAction.DELETE_CANCELLED, DeleteCancelled(kind=record.kind, module=name), out
             )
             self.book.save_module(record, out)
-        self._link(name, old, list(after.spec.depends_on), out)
+        linked = linked_modules(after.spec, name)
+        self._link(name, old, linked, out)
         for dependency, intent in sorted(after.awaiting.items()):
             if event.after.get(dependency) == intent:  # this apply awaits it: ask for the answer
-                self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=True, after=intent)
+                peer = linked.get(dependency, False)
+                self.links.send(
+                    DependentLinked, out, module=dependency, dependent=name, linked=True, after=intent, peer=peer
+                )
 
     def on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
         """Deleted now (intents.py) — or, while modules depend on it, held until they are gone."""
@@ -108,7 +113,7 @@ class DependencyIntents:
             self.intents.on_module_deleted(event, out)  # refused there
             return
         links = self.tables.dependents.get(event.name)
-        waiting = links.linked() if links is not None else []
+        waiting = links.holding() if links is not None else []  # Release peers do not hold it
         if waiting:
             held = record.working_copy()
             held.handled_intents = remember(held.handled_intents, event.id, INTENT_IDS_KEPT)
@@ -125,7 +130,7 @@ class DependencyIntents:
 
     def _delete_now(self, record: ModuleRecord, event: ModuleDeleted, out: Outcome) -> None:
         self.intents.on_module_deleted(event, out)
-        self._link(record.name, list(record.spec.depends_on), [], out)
+        self._link(record.name, linked_modules(record.spec, record.name), {}, out)
 
     def answer_waiting_dependents(self, event: Intent, out: Outcome) -> None:
         """After-intent hook: a dependent applied with this intent (`after`) waits to hear
@@ -152,10 +157,12 @@ class DependencyIntents:
         tombstone = self.tables.deleted_modules.get(module)
         return tombstone is not None and intent in tombstone.handled_intents
 
-    def _link(self, name: str, old: list[str], new: list[str], out: Outcome) -> None:
-        """Tell each dependency `name` starts or stops depending on it."""
-        for dependency in sorted(set(new) - set(old)):
-            self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=True)
+    def _link(self, name: str, old: dict[str, bool], new: dict[str, bool], out: Outcome) -> None:
+        """Tell each dependency (and Release peer) `name` starts or stops hearing from it —
+        or now hears from it as a peer only, or as a dependency (`linked_modules`)."""
+        for dependency, peer in sorted(new.items()):
+            if old.get(dependency) != peer:
+                self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=True, peer=peer)
         for dependency in sorted(set(old) - set(new)):
             self.links.send(DependentLinked, out, module=dependency, dependent=name, linked=False)
 
@@ -165,20 +172,22 @@ class DependencyIntents:
         known = links.links.get(event.dependent)
         if known is not None and event.seq <= known.seq:
             return  # stale, or redelivered
-        link = DependentLink(linked=event.linked, seq=event.seq, after=event.after)
+        link = DependentLink(linked=event.linked, seq=event.seq, after=event.after, peer=event.peer)
         links = links.model_copy(update={"links": {**links.links, event.dependent: link}})
         tables.dependents[event.module] = links
         record = tables.modules.get(event.module)
         here = record is not None and record.partition == tables.partition
         if record is not None and here and known is None:  # a new dependent learns where it is ready now
             for cluster in sorted(self.book.index(record.name)):
-                if tables.targets[target_key(record.name, cluster)].dependents_ready:
-                    self.links.tell_dependents(record.name, cluster, True, out, only=event.dependent)
+                target = tables.targets[target_key(record.name, cluster)]
+                state = (target.dependents_ready, target.release_failed, target.release_pinned)
+                if any(state):
+                    self.links.tell_dependents(record.name, cluster, *state, out, only=event.dependent)
         if event.after is not None and self._intent_folded(event.module, event.after):
             self._answer(event.module, event.dependent, event.after, out)  # after the reports above
         if record is None or not here:
             return  # not (yet) here: it reports as its clusters become ready
-        if record.deleting is not None and not links.linked():
+        if record.deleting is not None and not links.holding():
             deletion = ModuleDeleted(id=record.deleting, at=event.at, kind=record.kind, name=record.name)
             self._delete_now(record, deletion, out)
 
@@ -200,12 +209,20 @@ class DependencyIntents:
         known = tables.upstream.get(key)
         if known is not None and event.seq <= known.seq:
             return  # stale, or redelivered
-        tables.upstream[key] = Upstream(module=event.module, cluster=event.cluster, ready=event.ready, seq=event.seq)
-        if (known.ready if known is not None else False) == event.ready:
+        tables.upstream[key] = Upstream(
+            module=event.module,
+            cluster=event.cluster,
+            ready=event.ready,
+            seq=event.seq,
+            failed=event.failed,
+            pinned=event.pinned,
+        )
+        was = (known.ready, known.failed, known.pinned) if known is not None else (False, False, False)
+        if was == (event.ready, event.failed, event.pinned):
             return
         for name in sorted(tables.modules.keys()):
             stored = tables.modules[name]
-            if stored.partition != tables.partition or event.module not in stored.spec.depends_on:
+            if stored.partition != tables.partition or event.module not in linked_modules(stored.spec, name):
                 continue
             target = tables.targets.get(target_key(name, event.cluster))
             if target is None:

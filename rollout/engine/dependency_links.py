@@ -35,6 +35,25 @@ def dependents_ready(record: ModuleRecord, target: Target) -> bool:
     return record.mode == "rollout" and target.assigned == record.target and target.status == "succeeded"
 
 
+def release_failed(record: ModuleRecord, target: Target) -> bool:
+    """Whether `record`'s module, a Release member, failed on its target on `target`'s
+    cluster — its own report or deadline, never a peer's failure echoed back."""
+    return (
+        record.spec.release is not None
+        and record.mode == "rollout"
+        and not target.pinned
+        and target.assigned == record.target
+        and target.status == "failed"
+    )
+
+
+def release_pinned(record: ModuleRecord, target: Target) -> bool:
+    """Whether `record`'s module, a Release member, is pinned on `target`'s cluster: held
+    where it is, so its peers do not wait for it there (as a module does not wait for its
+    own pinned members)."""
+    return record.spec.release is not None and target.pinned
+
+
 class DependencyLinks:
     """Tells a module's dependents where it is ready; numbers what it sends."""
 
@@ -44,19 +63,22 @@ class DependencyLinks:
     def readiness_stored(self, module: str, old: Target | None, new: Target | None, out: Outcome) -> None:
         """A target of `module` was stored (or dropped): if its `dependents_ready` changed,
         every dependent is told."""
-        was = old.dependents_ready if old is not None else False
-        ready = new.dependents_ready if new is not None else False
-        if ready != was:
+        was = (old.dependents_ready, old.release_failed, old.release_pinned) if old else (False, False, False)
+        now = (new.dependents_ready, new.release_failed, new.release_pinned) if new else (False, False, False)
+        if now != was:
             cluster = new.cluster if new is not None else old.cluster  # type: ignore[union-attr]
-            self.tell_dependents(module, cluster, ready, out, only=None)
+            self.tell_dependents(module, cluster, *now, out, only=None)
 
-    def tell_dependents(self, module: str, cluster: str, ready: bool, out: Outcome, *, only: str | None) -> None:
-        """DependencyReported to every dependent of `module` (or to `only`)."""
+    def tell_dependents(
+        self, module: str, cluster: str, ready: bool, failed: bool, pinned: bool, out: Outcome, *, only: str | None
+    ) -> None:
+        """DependencyReported to every dependent (and Release peer) of `module` (or to `only`)."""
         links = self.tables.dependents.get(module)
         if links is None:
             return
         for dependent in sorted(links.links) if only is None else [only]:
-            self.send(DependencyReported, out, dependent=dependent, module=module, cluster=cluster, ready=ready)
+            fields = {"module": module, "cluster": cluster, "ready": ready, "failed": failed, "pinned": pinned}
+            self.send(DependencyReported, out, dependent=dependent, **fields)
 
     def send(
         self,

@@ -39,6 +39,7 @@ from rollout.engine.state import (
     ModuleRecord,
     Revision,
     awaited_dependencies,
+    linked_modules,
     remember,
     target_key,
 )
@@ -158,7 +159,7 @@ class ModuleIntents:
             handled_intents=remember(
                 tombstone.handled_intents if tombstone is not None else [], event.id, INTENT_IDS_KEPT
             ),
-            awaiting=awaited_dependencies({}, manifest.spec.depends_on, event.after),
+            awaiting=awaited_dependencies({}, list(linked_modules(manifest.spec, name)), event.after),
         )
         created = ModuleCreated(kind=manifest.kind, module=name, revision=manifest.spec.sync.revision)
         self.book.decide(record, DecisionAction.CREATED, created, out)
@@ -172,7 +173,7 @@ class ModuleIntents:
         name = manifest.metadata.name
         record = existing.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
-        record.awaiting = awaited_dependencies(record.awaiting, manifest.spec.depends_on, event.after)
+        record.awaiting = awaited_dependencies(record.awaiting, list(linked_modules(manifest.spec, name)), event.after)
         current = record.revisions[record.target]
         new_sync = manifest.spec.sync.as_applied() != current.sync or digest != current.bindings_digest
         unchanged = manifest.spec == record.spec and manifest.metadata.namespace == record.namespace

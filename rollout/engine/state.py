@@ -69,6 +69,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, Union, get_
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from rollout.api.manifests import ModuleSpec
 from rollout.engine.applied_documents import AppliedFreezeCalendar, AppliedRestriction, AppliedSpec, AppliedSync
 from rollout.values.releases import ObservedValues
 
@@ -663,6 +664,9 @@ class Target(Record):
     updating_since: float | None = None
     category: Category = "pending"
     dependents_ready: bool = False  # on the target and succeeded: what dependents were told
+    # a Release member failed on its target / is pinned here: what its peers were told
+    release_failed: bool = added_field(False)
+    release_pinned: bool = added_field(False)
     report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about it (TARGET_REPORT_IDS_KEPT)
     # a Helm release's readOnly paths → the value each was first sent with (releases.py):
     # kept while the cluster is a member, so a later generation cannot change them
@@ -677,6 +681,7 @@ class Target(Record):
 class DependentLink(Record):
     linked: bool
     seq: int  # of the DependentLinked that set it (the dependent's partition's sequence)
+    peer: bool = added_field(False)  # a Release peer only: told, not holding a deletion back
     # the module's intent the dependent waits to hear was folded (DependentLinked.after);
     # None once answered (DependencyCurrent) or when it waits for none
     after: str | None = None
@@ -692,6 +697,10 @@ class Dependents(Record):
     def linked(self) -> list[str]:
         return sorted(name for name, link in self.links.items() if link.linked)
 
+    def holding(self) -> list[str]:
+        """The linked dependents that hold the module's deletion back (not mere Release peers)."""
+        return sorted(name for name, link in self.links.items() if link.linked and not link.peer)
+
 
 class Upstream(Record):
     """Whether dependency `module` is on its target and succeeded on `cluster`, as last
@@ -701,6 +710,9 @@ class Upstream(Record):
     cluster: str
     ready: bool
     seq: int
+    # a Release peer failed on its target there / is pinned there (DependencyReported)
+    failed: bool = added_field(False)
+    pinned: bool = added_field(False)
 
 
 class Sequence(Record):
@@ -717,6 +729,30 @@ def dependencies_ready(
     """Whether every module of `depends_on` was last reported ready on `cluster` — by a
     report that counts: none counts for a dependency still `awaiting` its intent's fold."""
     return not waiting_dependencies(upstream, depends_on, cluster, awaiting)
+
+
+def release_peers(spec: ModuleSpec, module: str) -> list[str]:
+    """The other members of `module`'s Release, in order (none outside a release)."""
+    return spec.release.peers(module) if spec.release is not None else []
+
+
+def linked_modules(spec: ModuleSpec, module: str) -> dict[str, bool]:
+    """Every module `module` hears from per cluster → whether only as a Release peer
+    (not in `dependsOn`): its dependencies and its release's other members."""
+    return {name: name not in spec.depends_on for name in sorted({*spec.depends_on, *release_peers(spec, module)})}
+
+
+def failed_peers(
+    upstream: Mapping[str, Upstream], peers: list[str], cluster: str, awaiting: Mapping[str, str]
+) -> list[str]:
+    """The Release peers last reported failed on their target on `cluster` — by a report
+    that counts: none of a peer still `awaiting` its intent's fold (its failure may be
+    the previous release's)."""
+    return [
+        peer
+        for peer in peers
+        if peer not in awaiting and (known := upstream.get(target_key(peer, cluster))) is not None and known.failed
+    ]
 
 
 def awaited_dependencies(

@@ -29,7 +29,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from rollout.api.manifests import Sync
-from rollout.engine.dependency_links import DependencyLinks, dependents_ready
+from rollout.engine.dependency_links import DependencyLinks, dependents_ready, release_failed, release_pinned
 from rollout.engine.outcome import DEFERRED, Assignment, Decision, DecisionAction, Outcome
 from rollout.engine.runs import offline_reason
 from rollout.engine.state import (
@@ -41,7 +41,9 @@ from rollout.engine.state import (
     StageCounts,
     Target,
     dependencies_ready,
+    failed_peers,
     held_key,
+    release_peers,
     target_key,
 )
 from rollout.engine.strategy import stage_for
@@ -186,8 +188,19 @@ class TargetBook:
         if target.pinned:
             return "pinned"
         goal = self.goal(record)
+        release = record.spec.release is not None and record.mode == "rollout" and goal is not None
+        peers = release_peers(record.spec, record.name) if release else []
+        updating = target.assigned == goal and target.status == "updating"
+        if peers and not updating and failed_peers(self.tables.upstream, peers, target.cluster, record.awaiting):
+            # a member of its Release failed here: the release failed here (dependencies.py) —
+            # once its own sync no longer updates here, which keeps its concurrency slot till then
+            return "failed"
         if target.assigned == goal:
             if goal is None or target.status == "succeeded":
+                if release and target.hold is None and not self.peers_ready(record, target.cluster):
+                    # on its target, waiting for the other members of its Release here (not
+                    # on a cluster its owner holds: the others are held there too)
+                    return "blocked"
                 return "succeeded"
             return "failed" if target.status == "failed" else "updating"
         if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
@@ -200,6 +213,16 @@ class TargetBook:
             if not dependencies_ready(self.tables.upstream, record.spec.depends_on, target.cluster, record.awaiting):
                 return "blocked"  # its dependencies are not on their target there (dependencies.py)
         return "pending"
+
+    def peers_ready(self, record: ModuleRecord, cluster: str) -> bool:
+        """Whether every other member of `record`'s Release is on its target and succeeded
+        on `cluster` — or pinned there (held where it is: not waited for)."""
+        upstream = self.tables.upstream
+        for peer in release_peers(record.spec, record.name):
+            known = upstream.get(target_key(peer, cluster))
+            if peer in record.awaiting or known is None or not (known.ready or known.pinned):
+                return False
+        return True
 
     def counts(self, record: ModuleRecord, stage: str) -> StageCounts:
         counts = record.counts.get(stage)
@@ -216,6 +239,12 @@ class TargetBook:
             ready = dependents_ready(record, new)
             if new.dependents_ready != ready:
                 new.dependents_ready = ready
+            failed = release_failed(record, new)
+            if new.release_failed != failed:
+                new.release_failed = failed
+            pinned = release_pinned(record, new)
+            if new.release_pinned != pinned:
+                new.release_pinned = pinned
         category = self.categorize(record, new) if new is not None else None
         if old is not None and new is not None and old.stage == new.stage:
             if old.category != category:  # the stage's members stay: one counter moves

@@ -35,6 +35,7 @@ from rollout.wire.status import (
     FrozenStatus,
     Held,
     MemberCounts,
+    ModuleRelease,
     ModuleStatus,
     PromotionHoldStatus,
     PromotionSourceStatus,
@@ -112,6 +113,9 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         unstaged=member_counts(record.counts.get(UNSTAGED, NO_COUNTS)),
         pinned=record.pinned,
         depends_on=list(record.spec.depends_on),
+        release=ModuleRelease(name=release.name, members=list(release.members))
+        if (release := record.spec.release) is not None
+        else None,
         deleting=record.deleting is not None,  # held until its dependents are deleted
         last_decision=record.last_reason,
         observed_at=now,
@@ -376,7 +380,7 @@ def target_view(record: ModuleRecord, target: Target, offline: str | None = None
         "revision": revision.revision if revision else None,
         "generation": target.assigned,
         "status": target.status,
-        "message": blocked_message(record) if target.category == "blocked" else target.status_message,
+        "message": target_message(record, target),
         "updatingSince": target.updating_since,
     } | _target_extras(target, offline)
 
@@ -395,7 +399,7 @@ def target_status(record: ModuleRecord, target: Target, offline: str | None = No
         revision=revision.revision if revision else None,
         generation=target.assigned,
         status=target.status,
-        message=blocked_message(record) if target.category == "blocked" else target.status_message,
+        message=target_message(record, target),
         updating_since=target.updating_since,
         **_target_extras(target, offline),
     )
@@ -411,8 +415,24 @@ def _target_extras(target: Target, offline: str | None) -> dict[str, Any]:
     return extras
 
 
-def blocked_message(record: ModuleRecord) -> str:
-    """Why a blocked member does not move: the dependencies it waits for (dependencies.py)."""
+def target_message(record: ModuleRecord, target: Target) -> str:
+    """What a member's status says: why it is blocked, why it failed though its own sync
+    did not (its Release failed here), else the latest report's message."""
+    if target.category == "blocked":
+        return blocked_message(record, target)
+    release = record.spec.release
+    if target.category == "failed" and release is not None and target.status != "failed":
+        return f"release {release.name} failed here: another member failed on its target"
+    return target.status_message
+
+
+def blocked_message(record: ModuleRecord, target: Target | None = None) -> str:
+    """Why a blocked member does not move: the dependencies it waits for (dependencies.py)
+    — or, on its target already, the other members of its Release."""
+    release = record.spec.release
+    if release is not None and target is not None and target.assigned == record.target:
+        peers = ", ".join(release.peers(record.name))
+        return f"on its target, waiting for release {release.name}: {peers} on their target and succeeded here"
     return f"waiting for {', '.join(record.spec.depends_on)}: not on its target and succeeded here"
 
 

@@ -109,6 +109,8 @@ class RolloutPlan(BaseModel):
     unstaged: list[str]
     not_selected: int
     depends_on: list[str] = []  # dependsOn: moves on a cluster wait for these there
+    release: str | None = None  # the Release it moves with (rollout/api/module_releases.py)
+    release_members: list[str] = []  # every member of that release, this one included
     values: list[ClusterValues] = []
     # the freeze calendars governing it (rollout/engine/freeze_gate.py), described, and which
     # of them hold it at the plan's `now` (no cluster moves until `frozen_until`, ISO 8601 UTC)
@@ -299,6 +301,8 @@ def plan_rollout(
         unstaged=sorted(unstaged),
         not_selected=not_selected,
         depends_on=list(module.spec.depends_on),
+        release=module.spec.release.name if module.spec.release is not None else None,
+        release_members=list(module.spec.release.members) if module.spec.release is not None else [],
         values=sorted(values, key=lambda v: v.cluster),
         promotion=promotion_plan(module),
         **freeze_plan(calendars, now),

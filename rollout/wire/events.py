@@ -129,6 +129,12 @@ class EventBase(BaseModel):
                 )
 
 
+def _unset(flag: bool) -> bool:
+    """A flag added to an event after the previous release: left out of its bytes while
+    False, so that an event not using it is what that release wrote and reads."""
+    return not flag
+
+
 def _admits_none(annotation: Any) -> bool:
     return annotation is None or type(None) in typing.get_args(annotation)
 
@@ -554,6 +560,9 @@ class DependentLinked(EventBase):
     dependent: str
     linked: bool
     seq: int = Field(ge=0)
+    # linked as a peer of the same Release only (not in `dependsOn`): told like a
+    # dependent, but it does not hold `module`'s deletion back
+    peer: bool = Field(default=False, exclude_if=_unset)
     # the id of `module`'s intent the dependent was applied with (ModuleApplied.after):
     # `module`'s partition answers with DependencyCurrent once it has folded that intent
     after: str | None = Field(default=None, min_length=1, max_length=MAX_INTENT_ID)
@@ -575,6 +584,11 @@ class DependencyReported(EventBase):
     cluster: str
     ready: bool
     seq: int = Field(ge=0)
+    # `module` is a Release member and failed on its target there (the release failed on
+    # that cluster: rollout/engine/dependencies.py, "Releases")
+    failed: bool = Field(default=False, exclude_if=_unset)
+    # `module` is a Release member pinned on that cluster: its peers do not wait for it there
+    pinned: bool = Field(default=False, exclude_if=_unset)
 
     @field_validator("module", "dependent", "cluster")
     @classmethod

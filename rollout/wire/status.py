@@ -364,6 +364,14 @@ class PromotionStatus(Part):
         return self.hold or self.held_by is not None
 
 
+class ModuleRelease(Part):
+    """The Release a module moves with: a cluster is done for it only when every member
+    is on its target there and succeeded (rollout/engine/dependencies.py, "Releases")."""
+
+    name: str
+    members: list[str] = Field(default_factory=list)
+
+
 class ModuleStatus(VersionedDocument):
     """The module-status document: one module's rollout, compacted — O(stages), never
     O(clusters). Its shapes (staged, pending) are described in the module docstring."""
@@ -384,6 +392,8 @@ class ModuleStatus(VersionedDocument):
     unstaged: MemberCounts = Field(default_factory=MemberCounts)  # selected clusters matching no stage
     pinned: list[str] = Field(default_factory=list)  # clusters pinned to their revision
     depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+    # the Release it moves with (rollout/api/module_releases.py): its name and members
+    release: ModuleRelease | None = None
     deleting: bool = False  # deleted, held until the modules depending on it are deleted
     # dependencies applied with it whose partitions have not said they folded that apply:
     # none of their readiness counts until then (rollout/engine/dependencies.py)
@@ -496,3 +506,80 @@ def run_members(status: ModuleStatus, targets: list[TargetStatus]) -> list[RunMe
             why = DEPARTURE_REASONS.get(departure.reason, departure.reason)
             members.append(RunMember(cluster=departure.cluster, stage=departure.stage, state="Left", why=why))
     return members
+
+
+# --- a Release's members together (read side: `rollout status`, the dashboard) ----------
+
+RELEASE_PHASE_ORDER = ("RollingBack", "RolledBack", "Halted", "Aborted", "Paused", "Pending")
+
+
+class ReleaseMember(Part):
+    """One member of a Release as its module status says."""
+
+    module: str
+    phase: str = "Pending"  # Pending: no status yet (not applied, or held)
+    target_revision: str | None = Field(default=None, alias="targetRevision")
+    stable_revision: str | None = Field(default=None, alias="stableRevision")
+
+
+class ReleaseCluster(Part):
+    """Where each member stands on one cluster: module → its revision and state there."""
+
+    cluster: str
+    members: dict[str, TargetStatus] = Field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        """Every member succeeded here: the cluster is done for the release."""
+        return bool(self.members) and all(t.state == "succeeded" for t in self.members.values())
+
+
+class ReleaseStatus(Part):
+    """A Release, read from its members' module statuses and targets (the engine keeps no
+    Release record: rollout/api/module_releases.py). `phase`: the members' worst —
+    RollingBack, RolledBack, Halted, Aborted, Paused, Pending before the others — Complete
+    when every member is, else Progressing."""
+
+    name: str
+    phase: str
+    members: list[ReleaseMember] = Field(default_factory=list)
+    clusters: list[ReleaseCluster] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, release: ModuleRelease, statuses: dict[str, ModuleStatus], targets: list[TargetStatus]
+    ) -> ReleaseStatus:
+        """The release `release` names, from every module status and its members' targets."""
+        members = []
+        for name in release.members:
+            status = statuses.get(name)
+            members.append(
+                ReleaseMember(module=name)
+                if status is None or not status.staged
+                else ReleaseMember(
+                    module=name,
+                    phase=status.phase,
+                    target_revision=status.target_revision,
+                    stable_revision=status.stable_revision,
+                )
+            )
+        clusters: dict[str, ReleaseCluster] = {}
+        for target in targets:
+            if target.module in release.members:
+                clusters.setdefault(target.cluster, ReleaseCluster(cluster=target.cluster)).members[target.module] = (
+                    target
+                )
+        return cls(
+            name=release.name,
+            phase=release_phase([m.phase for m in members]),
+            members=members,
+            clusters=[clusters[name] for name in sorted(clusters)],
+        )
+
+
+def release_phase(phases: list[str]) -> str:
+    """A release's phase from its members' (see ReleaseStatus)."""
+    for phase in RELEASE_PHASE_ORDER:
+        if phase in phases:
+            return phase
+    return "Complete" if phases and all(p == "Complete" for p in phases) else "Progressing"

@@ -19,9 +19,15 @@ from rollout_cli.views.output import emit, output_option
     help="Check the hash chains of the decision records instead (all of them, or those holding "
     "MODULE's records): exit 0 if every record matches, 1 naming the first record that does not.",
 )
+@click.option(
+    "--release",
+    "whole_release",
+    is_flag=True,
+    help="MODULE's whole Release: the decisions of every member, by engine time (a MODULE column).",
+)
 @output_option
 @kafka_options
-def history(ctx: Context, module: str | None, verify: bool, output: str) -> None:
+def history(ctx: Context, module: str | None, verify: bool, whole_release: bool, output: str) -> None:
     """Every decision taken for MODULE, oldest first, from the decisions topic.
 
     A module with neither decisions nor a status is an error (exit 1). With -o json|yaml,
@@ -57,10 +63,23 @@ def history(ctx: Context, module: str | None, verify: bool, output: str) -> None
     from rollout_cli.reading.documents import decisions_for
     from rollout_cli.views.decisions import print_decisions
 
-    decisions = decisions_for(ctx.records(ctx.topics.decisions), module)
+    members = [module]
+    if whole_release:  # every member of its Release, as its module status names them
+        from rollout_cli.reading.documents import module_status
+
+        document = ctx.latest(ctx.topics.module_status).get(module)
+        release = module_status(module, document).release if document is not None else None
+        if release is None:
+            fail(f"module {module} is not a member of a Release (its status names none)", code=1)
+            return
+        members = list(release.members)
+    records = ctx.records(ctx.topics.decisions)
+    decisions = [decision for member in members for decision in decisions_for(records, member)]
+    if whole_release:
+        decisions.sort(key=lambda decision: decision.at)  # stable: each member's own order kept
     if not decisions and module not in ctx.latest(ctx.topics.module_status):
         fail(f"module {module} not found", code=1)
     if output != "table":
         emit([decision.as_json() for decision in decisions], output)
     else:
-        print_decisions(decisions)
+        print_decisions(decisions, with_module=whole_release)

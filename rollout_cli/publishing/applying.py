@@ -50,6 +50,7 @@ from rollout_cli.publishing.manifest_files import expand_paths, read_manifests
 from rollout_cli.reading.freeze_calendars import calendars_from_records
 
 if TYPE_CHECKING:
+    from rollout.wire.status import ModuleStatus
     from rollout_cli.reading.known_clusters import KnownCluster
 
 MAX_PROBLEMS = 20
@@ -125,7 +126,8 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
         fail(f"nothing was applied: {error}")
     except Exception as error:
         fail(f"nothing was applied: cannot read the topics at {ctx.bootstrap}: {error}")
-    known_modules = client.run(_known_dependencies(ctx))
+    known_statuses = client.run(_known_statuses(ctx))
+    known_modules = {name: status.depends_on for name, status in known_statuses.items()}
     refuse_cycles(loaded, known_modules)
     refuse_violations(loaded, restrictions)
     sources = {(intent.role, intent.key): item for item in loaded for intent in [intent_for(item.manifest)]}
@@ -146,7 +148,22 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     )
     prepared.warnings = fleet_warnings([item.manifest for item in loaded], fleet)
     prepared.warnings += dependency_warnings(loaded, known_modules)
+    prepared.warnings += release_warnings(loaded, known_statuses)
     return prepared
+
+
+def release_warnings(loaded: list[Loaded], known: dict[str, ModuleStatus]) -> list[str]:
+    """A module the engine knows as a Release member, applied without its Release: legal
+    (it leaves the release), but likely a mistake — said, not hidden."""
+    warnings = []
+    for item in loaded:
+        status = known.get(item.manifest.metadata.name) if _is_module(item.manifest) else None
+        if status is not None and status.release is not None and item.manifest.spec.release is None:
+            warnings.append(
+                f"{item.where}: a member of Release {status.release.name}, applied without it: it leaves the "
+                f"release and moves on its own (apply the Release with its modules to keep it)"
+            )
+    return warnings
 
 
 def refuse_cycles(loaded: list[Loaded], known: dict[str, list[str]], outcome: str = "nothing was applied") -> None:
@@ -188,19 +205,25 @@ def dependencies_from_records(records: Sequence[client.Record]) -> dict[str, lis
     """dependsOn of every module the module-status topic's `records` hold (the latest
     document per key, read with its model; a tombstone: deleted). A pending module (its
     apply held for causal order) has none yet."""
+    return {name: status.depends_on for name, status in statuses_from_records(records).items()}
+
+
+def statuses_from_records(records: Sequence[client.Record]) -> dict[str, ModuleStatus]:
+    """The status of every module the module-status topic's `records` hold (the latest
+    document per key, read with its model; a tombstone: deleted)."""
     from rollout_cli.reading.documents import module_status
 
     latest: dict[str, bytes | None] = {}
     for record in records:
         if record.key is not None:
             latest[record.key] = record.value
-    return {name: module_status(name, value).depends_on for name, value in sorted(latest.items()) if value is not None}
+    return {name: module_status(name, value) for name, value in sorted(latest.items()) if value is not None}
 
 
-async def _known_dependencies(ctx: Context) -> dict[str, list[str]]:
-    """dependsOn of every module the module-status topic knows (none if it has no topic)."""
+async def _known_statuses(ctx: Context) -> dict[str, ModuleStatus]:
+    """Every module the module-status topic knows (none if it has no topic)."""
     try:
-        return dependencies_from_records(await client.read_all(ctx.bootstrap, ctx.topics.module_status))
+        return statuses_from_records(await client.read_all(ctx.bootstrap, ctx.topics.module_status))
     except LookupError:
         return {}
 

@@ -86,13 +86,16 @@ def intents_for(manifests: list[Any]) -> list[Intent]:
 def with_dependency_intents(intents: list[Intent]) -> list[Intent]:
     """Each ModuleApplied naming, in `after`, the id of every dependency's ModuleApplied
     published with it: its dependency's readiness counts only once that partition folded
-    that apply (docs/rollout-semantics.md, "Dependencies"), whichever is routed first."""
+    that apply (docs/rollout-semantics.md, "Dependencies"), whichever is routed first.
+    A release member's peers count as such dependencies ("Releases")."""
     applies = {i.key: i.event for i in intents if isinstance(i.event, ModuleApplied)}
     stamped = []
     for intent in intents:
         event = intent.event
         if isinstance(event, ModuleApplied):
-            after = {d: applies[d].id for d in event.module.spec.depends_on if d in applies}
+            spec = event.module.spec
+            peers = spec.release.peers(event.module.metadata.name) if spec.release is not None else []
+            after = {d: applies[d].id for d in sorted({*spec.depends_on, *peers}) if d in applies}
             if after:
                 intent = replace(intent, event=event.model_copy(update={"after": after}))
         stamped.append(intent)

@@ -3,7 +3,8 @@
 `-f` takes files and directories (their *.yaml/*.yml, recursively, sorted). A file is read
 only up to the size limit (a larger one is refused without reading it all); every file is
 loaded, and every problem of every file is collected before `ManifestError` is raised, so
-one run shows the user everything to fix.
+one run shows the user everything to fix. A Release becomes its member modules here, so
+that apply, plan and `up` publish and show what the engine will see.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout.api.loading import DocumentProblem, Loaded, ManifestError, load_manifests
+from rollout.api.module_releases import expand_releases
 from rollout.api.yaml_documents import DEFAULT_LIMITS, Limits
 
 
@@ -28,7 +30,8 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def read_manifests(paths: Sequence[str | Path], *, limits: Limits = DEFAULT_LIMITS) -> list[Loaded]:
-    """Every manifest of `paths`, with where it came from; ManifestError with every problem."""
+    """Every manifest of `paths`, with where it came from — a Release as its member modules
+    (rollout/api/module_releases.py); ManifestError with every problem."""
     problems: list[DocumentProblem] = []
     loaded: list[Loaded] = []
     for path in expand_paths(paths):
@@ -44,7 +47,7 @@ def read_manifests(paths: Sequence[str | Path], *, limits: Limits = DEFAULT_LIMI
             problems.extend(error.problems)
     if problems:
         raise ManifestError(problems)
-    return loaded
+    return expand_releases(loaded)
 
 
 def load_manifest_files(paths: Sequence[str | Path]) -> list[Any]:

@@ -1,8 +1,10 @@
-"""`rollout status MODULE`: the module's status, targets, latest decisions and, for a Helm
-module, its values per cluster — read from the topics once, or every 2 s with `--watch`
-(rich Live) until Ctrl-C, rendered by views/status.py and views/values.py; with -o json|yaml
-the module-status document as the topic holds it (and `values`, and `members`: every
-member of its run in its explicit state, rollout/wire/status.py `run_members`)."""
+"""`rollout status MODULE`: the module's status, targets, latest decisions, for a Helm
+module its values per cluster and for a Release member its release (every member's phase,
+and per cluster which member is on which revision) — read from the topics once, or every
+2 s with `--watch` (rich Live) until Ctrl-C, rendered by views/status.py and
+views/values.py; with -o json|yaml the module-status document as the topic holds it (and
+`values`, `members`: every member of its run in its explicit state, rollout/wire/status.py
+`run_members`, and `releaseStatus`)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from rollout_cli.options import fail
 from rollout_cli.reading.documents import decisions_for, module_status, module_statuses, target_statuses
 from rollout_cli.reading.status_values import module_values
 from rollout_cli.views import terminal
-from rollout_cli.views.status import status_renderable
+from rollout_cli.views.status import release_renderable, status_renderable
 from rollout_cli.views.values import values_renderable
 
 if TYPE_CHECKING:
-    from rollout.wire.status import ModuleStatus
+    from rollout.wire.status import ModuleStatus, ReleaseStatus
 
 
 def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[ModuleStatus | None, Group | None]:
@@ -29,9 +31,12 @@ def gather_status(ctx: Any, module: str, decision_count: int) -> tuple[ModuleSta
     status = statuses.get(module)
     if status is None:
         return None, None
-    targets = target_statuses(ctx.latest(ctx.topics.targets), module)
+    every_target = ctx.latest(ctx.topics.targets)
+    targets = target_statuses(every_target, module)
     every = decisions_for(ctx.records(ctx.topics.decisions), module)
     renderable = status_renderable(status, targets, every[-decision_count:], known_modules=statuses)
+    if status.release is not None:  # its release: every member's phase and revision per cluster
+        renderable = Group(renderable, release_renderable(release_status(status, statuses, every_target)))
     values = module_values(ctx, module, status, every)  # a Helm module: its values per cluster
     return status, Group(renderable, values_renderable(values)) if values is not None else renderable
 
@@ -69,4 +74,17 @@ def status_document(ctx: Any, module: str) -> dict[str, Any]:
 
         targets = target_statuses(ctx.latest(ctx.topics.targets), module)
         shown["members"] = [member.model_dump(mode="json") for member in run_members(status, targets)]
+    if status.release is not None:
+        statuses = module_statuses(ctx.latest(ctx.topics.module_status))
+        release = release_status(status, statuses, ctx.latest(ctx.topics.targets))
+        shown["releaseStatus"] = release.model_dump(mode="json", by_alias=True)
     return shown if values is None else {**shown, "values": values}
+
+
+def release_status(status: ModuleStatus, statuses: dict[str, ModuleStatus], targets: Any) -> ReleaseStatus:
+    """The release of a member `status`: its members' statuses and their targets."""
+    from rollout.wire.status import ReleaseStatus
+
+    assert status.release is not None
+    members = [t for member in status.release.members for t in target_statuses(targets, member)]
+    return ReleaseStatus.of(status.release, statuses, members)

@@ -39,6 +39,12 @@ def print_plan(plan: Any) -> None:
         )
     for calendar in plan.calendars:
         terminal.console.print(f"  obeys freeze calendar {calendar}")
+    if plan.release is not None:
+        others = ", ".join(m for m in plan.release_members if m != plan.module)
+        terminal.console.print(
+            f"  release {plan.release}, with {others}: a cluster is done once every member succeeded there; "
+            "a failure of any member there fails it for all"
+        )
     for index, stage in enumerate(plan.stages, start=1):
         gates = []
         if stage.approvals_required is not None:

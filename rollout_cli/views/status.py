@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         MemberCounts,
         ModuleStatus,
         PromotionStatus,
+        ReleaseStatus,
         RunStatus,
         StageGate,
         StageStatus,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     )
 
 BAR_WIDTH = 24
+RELEASE_CLUSTERS_SHOWN = 50  # a release's clusters listed by `rollout status` (those not done first)
 
 
 def dependency_waits(status: ModuleStatus, known_modules: Collection[str] | None) -> list[str]:
@@ -41,6 +43,33 @@ def dependency_waits(status: ModuleStatus, known_modules: Collection[str] | None
         elif dependency in status.awaiting:
             reasons.append(f"waiting for module {dependency} to take the apply made with this one")
     return reasons
+
+
+def release_renderable(release: ReleaseStatus) -> Group:
+    """A release: its phase, each member's phase and revisions, and per cluster which
+    member is on which revision (and its state there)."""
+    members = Table(title=f"Release {release.name}: {release.phase}", title_justify="left")
+    for column in ("Module", "Phase", "Target", "Stable"):
+        members.add_column(column)
+    for member in release.members:
+        members.add_row(member.module, member.phase, member.target_revision or "-", member.stable_revision or "-")
+    clusters = Table()
+    clusters.add_column("Cluster")
+    for member in release.members:
+        clusters.add_column(member.module)
+    clusters.add_column("Done")
+    shown = sorted(release.clusters, key=lambda place: place.done)[:RELEASE_CLUSTERS_SHOWN]  # not done first
+    for place in shown:
+        cells = []
+        for member in release.members:
+            target = place.members.get(member.module)
+            cells.append(f"{target.revision or '-'} {target.state}" if target is not None else "-")
+        clusters.add_row(place.cluster, *cells, "yes" if place.done else "no")
+    done = sum(place.done for place in release.clusters)
+    summary = f"{done} of {len(release.clusters)} cluster(s) done: every member on its target and succeeded there"
+    more = len(release.clusters) - len(shown)
+    summary += f" ({more} more not shown; -o json lists all)" if more else ""
+    return Group(Text(""), members, Text(summary), clusters)
 
 
 def _bar(counts: MemberCounts) -> Text:
@@ -82,6 +111,9 @@ def status_renderable(
             header.add_row("Blocked", Text(reason + count, style="yellow"))
     elif status.deleting:
         header.add_row("Deleting", "waits for the modules depending on it")
+    if status.release is not None:  # moves with its Release (rollout/api/module_releases.py)
+        others = ", ".join(m for m in status.release.members if m != status.module)
+        header.add_row("Release", f"{status.release.name}, with {others}: a cluster is done once every member is there")
     if status.waiting:  # every stage passed, not every member runs the target (rollout/engine/views.py)
         header.add_row("Waiting", Text(status.waiting, style="yellow"))
     if status.restricted:  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)

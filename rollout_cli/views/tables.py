@@ -24,7 +24,8 @@ def module_row(name: str, status: ModuleStatus, wide: bool) -> list[str]:
     row += [status.current_stage or "-", f"{status.succeeded}/{status.members}"]
     if wide:
         generation = "-" if status.generation is None else str(status.generation)
-        row += [status.namespace or "-", generation, str(status.count("failed"))]
+        release = status.release.name if status.release is not None else "-"  # moves with a Release
+        row += [release, status.namespace or "-", generation, str(status.count("failed"))]
         row += [str(status.paused), status.last_decision or (status.held.reason if status.held else "")]
     return row
 
@@ -80,7 +81,7 @@ COLUMNS: dict[str, tuple[list[str], Callable[[str, Any, bool], list[str]]]] = {
     "proxy": (["CLUSTER", "NAMESPACE", "VERSION", "SYNCS"], assemblage_row),
 }
 WIDE_COLUMNS = {
-    "module_status": ["NAMESPACE", "GENERATION", "FAILED", "PAUSED", "LAST DECISION"],
+    "module_status": ["RELEASE", "NAMESPACE", "GENERATION", "FAILED", "PAUSED", "LAST DECISION"],
     "clusters": ["CONTROL PLANE READY", "KUBECONFIG SECRET", "ANNOTATIONS"],
 }
 

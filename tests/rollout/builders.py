@@ -150,6 +150,7 @@ def module(
     windows: list[dict[str, Any]] | None = None,
     depends_on: list[str] | None = None,
     auto_promote: dict[str, Any] | None = None,
+    release: tuple[str, list[str]] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
     selector (shorthand for matchLabels; `{}` everything; None: no selector at all).
@@ -168,6 +169,8 @@ def module(
         spec["selector"] = selector(labels)
     if depends_on is not None:
         spec["dependsOn"] = depends_on
+    if release is not None:  # as rollout apply gives a Release's member (rollout/api/module_releases.py)
+        spec["release"] = {"name": release[0], "members": release[1]}
     strategy: dict[str, Any] = {}
     if stages:
         strategy["stages"] = list(stages)
@@ -687,8 +690,20 @@ def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, 
     if target.pinned:
         return "pinned"
     goal = record.target if record.mode == "rollout" else record.stable
+    release = record.spec.release
+    peers = [m for m in release.members if m != record.name] if release and record.mode == "rollout" and goal else []
+    known_peers = {peer: (upstream or {}).get(target_key(peer, target.cluster)) for peer in peers}
+    updating = target.assigned == goal and target.status == "updating"  # its own slot: kept
+    for peer, known in known_peers.items():  # a member failed here: the release failed here
+        if not updating and peer not in record.awaiting and known is not None and known.failed:
+            return "failed"
     if target.assigned == goal:
         if goal is None or target.status == "succeeded":
+            for peer, known in known_peers.items():  # done only once every member is done (or pinned) here
+                if target.hold is not None:
+                    break  # a cluster its owner holds: the others are held there too
+                if peer in record.awaiting or known is None or not (known.ready or known.pinned):
+                    return "blocked"
             return "succeeded"
         return "failed" if target.status == "failed" else "updating"
     if record.mode == "rollback" and target.stage_index is None and target.assigned is None:

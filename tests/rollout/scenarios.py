@@ -265,6 +265,7 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "first_tick": draw(st.booleans()),
         "final_strategy": draw(strategies()),
         "depends": draw(st.booleans()),  # base dependsOn app
+        "release": draw(st.booleans()),  # app and base are the members of one Release (with two modules)
         "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
         "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
         # drawn after it, so that every earlier draw — and so every example — stays what it was
@@ -312,7 +313,29 @@ class World:
             sorting=spec["sorting"],
             windows=spec.get("windows"),
             depends_on=["app"] if index == 1 and self.scenario.get("depends") else None,
+            release=("pair", list(MODULES)) if self.in_release() else None,
         )
+
+    def release_revision(self, name: str) -> list[Any]:
+        """A new revision of one member, as `rollout apply` publishes a Release's: every
+        member applied in one go (the others unchanged), each stamped with the others'
+        intents (`after`)."""
+        changed = self.event_for(("revision", name))
+        if changed is None:
+            return []
+        events = [changed]
+        for peer in MODULES:
+            if peer != name and peer in self.specs and peer not in self.dropped:
+                events.append(applied(self.manifest(MODULES.index(peer), self.specs[peer], self.tags[peer])))
+        ids = {event.module.metadata.name: event.id for event in events}
+        return [
+            event.model_copy(update={"after": {m: i for m, i in ids.items() if m != event.module.metadata.name}})
+            for event in events
+        ]
+
+    def in_release(self) -> bool:
+        """app and base move as one Release (rollout/api/module_releases.py)."""
+        return bool(self.scenario.get("release")) and len(self.scenario["strategies"]) == 2
 
     def modules(self) -> list[str]:
         """The modules the engine has: applied, not deleted — and not refused by the
@@ -356,6 +379,8 @@ class World:
             return self.settle(*step[1:])
         if step[0] == "holder":
             return self.holder(*step[1:])
+        if step[0] == "revision" and self.in_release():
+            return self.release_revision(step[1])
         event = self.event_for(step)
         return [] if event is None else [event]
 

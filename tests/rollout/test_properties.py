@@ -2,7 +2,7 @@
 
 Hypothesis draws a fleet (up to 40 clusters), one or two modules with random strategies
 (1-3 stages, int/% limits, soak, approval, onFailure, deadlines, sorting, maintenance windows,
-health gates, base dependsOn app or not) and a sequence of
+health gates, base dependsOn app or not, both members of one Release or not) and a sequence of
 operations — status reports for the assigned revision (and stale ones), readiness flips,
 joins, leaves and relabels, ticks, commands, new revisions, strategy and selector changes,
 module deletes and re-creations, heartbeats (leases that then expire), clusters leaving and
@@ -74,6 +74,7 @@ from tests.rollout.builders import (
 )
 from tests.rollout.invariants import Checker
 from tests.rollout.scenarios import (
+    MODULES,
     OPERATIONS,
     PROMOTION_RANGE,
     World,
@@ -136,13 +137,17 @@ class Run:
         for event in [*self.world.release_holds(), *self.world.thaw()]:  # every owner's hold, every freeze
             self.feed(event)
         for name in self.world.missing():  # modules the restriction refused: applied again
-            self.feed(self.world.event_for(("revision", name)))
+            for event in self.world.events_for(("revision", name)):
+                self.feed(event)
         if self.scenario.get("depends"):
             self.satisfy_dependencies()
+        if self.world.in_release():
+            self.satisfy_release()
         names = self.world.modules()
         if new_revision:
             for name in names:
-                self.feed(self.world.event_for(("revision", name)))
+                for event in self.world.events_for(("revision", name)):
+                    self.feed(event)
         for _ in range(100):
             moving = [
                 t
@@ -179,6 +184,11 @@ class Run:
                 while settled := self.world.settle(name, 1_000, 0):  # successes free slots: repeat
                     for event in settled:
                         self.feed(event)
+            # one module's successes may move another's clusters (a Release's members pass
+            # their stages together): every module settled before time passes
+            while settled := [event for name in names for event in self.world.settle(name, 1_000, 0)]:
+                for event in settled:
+                    self.feed(event)
             self.feed(tick(self.fleet.now + 600))
         for name in names:
             record = self.fleet.record(name)
@@ -203,7 +213,8 @@ class Run:
         """base depends on app: app exists, selects and stages every cluster base does,
         and holds no cluster back by a pin — so that base can complete wherever app does."""
         if "app" in self.world.dropped:
-            self.feed(self.world.event_for(("revision", "app")))
+            for event in self.world.events_for(("revision", "app")):
+                self.feed(event)
         app = self.world.specs["app"]
         last = {key: value for key, value in app["stages"][-1].items() if key != "selector"}
         self.world.specs["app"] = {**app, "stages": [*app["stages"][:-1], last]}  # app stages every member
@@ -211,6 +222,21 @@ class Run:
             self.feed(self.world.event_for(("respec", name, self.world.specs[name], "all")))
         for pinned in list(self.fleet.record("app").pinned):
             self.feed(command("app", "unpin", cluster=pinned))
+
+    def satisfy_release(self) -> None:
+        """app and base are one Release: both exist, with the same selector and stages (as
+        a Release gives its members), and no pin holds a cluster of either back."""
+        for name in MODULES:
+            if name in self.world.dropped:
+                for event in self.world.events_for(("revision", name)):
+                    self.feed(event)
+        self.world.specs["base"] = self.world.specs["app"]
+        self.world.selectors["base"] = self.world.selectors.get("app", self.scenario["selector"])
+        for name in self.world.modules():
+            self.feed(self.world.event_for(("respec", name, self.world.specs[name], "keep")))
+        for name in self.world.modules():
+            for pinned in list(self.fleet.record(name).pinned):
+                self.feed(command(name, "unpin", cluster=pinned))
 
 
 def check_promotions(event: Any, outcome: Outcome, held: dict[str, str | None]) -> None:

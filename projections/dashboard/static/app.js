@@ -135,6 +135,8 @@ function moduleView(root, name) {
   const decisions = h("div", { testid: "decisions" });
   const refused = h("div", { testid: "values-refused" });
   const run = h("div", { testid: "run" });
+  const release = h("div", { testid: "release" });
+  let releaseMembers = [];
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   const rejectReasons = {};  // stage → the reason typed so far: the cards are rebuilt on every refresh
   const glass = { reason: "", for: "1h" };  // the break-glass form's fields, kept across refreshes
@@ -151,7 +153,7 @@ function moduleView(root, name) {
     { name: "q", placeholder: "cluster name" },
     { name: "state", options: [["", "any state"], ...STATE_ORDER.map((s) => [s, s])] },
   ], (values) => { Object.assign(selection, values, { offset: 0 }); loadClusters(); });
-  root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, controls, verdict, h("h2", {}, "Stages"), stages, run,
+  root.append(h("h1", {}, link("#/", "Modules"), " / ", name), head, release, controls, verdict, h("h2", {}, "Stages"), stages, run,
     h("h2", {}, "Clusters"), stageFilter, cellFilters.node, clusters, refused, h("h2", {}, "Decisions"), decisions);
 
   async function loadClusters() {
@@ -272,6 +274,8 @@ function moduleView(root, name) {
         : missing());
       const stageList = s ? s.stages : [];
       dependsOn = s ? s.dependsOn || [] : [];
+      releaseMembers = page.release ? page.release.members.map((m) => m.module) : [];
+      release.replaceChildren(...(page.release ? releaseSection(page.release) : []));
       stages.replaceChildren(...stageList.map(stageCard));
       currentStage = s ? s.currentStage : "";
       stageFilter.replaceChildren(...[["", "all stages"], ...stageList.map((st) => [st.name, st.name])].map(([value, label]) =>
@@ -286,8 +290,23 @@ function moduleView(root, name) {
       await loadClusters();
       tickClocks();
     },
-    wants(change) { return change.all || change.modules.includes(name); },
+    wants(change) { return change.all || [name, ...releaseMembers].some((m) => change.modules.includes(m)); },
   };
+}
+
+// A Release member's release: its phase, every member, the clusters not done for it yet.
+function releaseSection(r) {
+  const members = h("table", {}, h("thead", {}, h("tr", {}, ["Module", "Phase", "Target", "Stable"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, r.members.map((m) => h("tr", { testid: `release-member-${m.module}` },
+      h("td", {}, link(`#/modules/${encodeURIComponent(m.module)}`, m.module)), h("td", {}, badge(m.phase)),
+      h("td", { class: "mono" }, m.targetRevision || "-"), h("td", { class: "mono" }, m.stableRevision || "-")))));
+  const waiting = r.notDone.map((c) => h("li", { testid: `release-cluster-${c.cluster}` }, `${c.cluster}: `,
+    ...Object.entries(c.members).map(([m, t]) => h("span", { class: "mono" }, `${m} ${t.revision || "-"} `, badge(t.state)))));
+  return [h("h2", {}, "Release ", h("span", { testid: "release-name" }, r.name), " ",
+      h("span", { testid: "release-phase" }, badge(r.phase))),
+    h("p", { class: "muted", testid: "release-done" },
+      `${r.done} of ${r.clusters} cluster(s) done: every member on its revision and succeeded there`),
+    members, ...(waiting.length ? [h("ul", {}, waiting)] : [])];
 }
 
 async function sendCommand(module, request, box) {

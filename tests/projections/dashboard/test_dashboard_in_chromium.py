@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import yaml
 from kubernetes_asyncio.client import CoreV1Api, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
@@ -777,3 +778,45 @@ def test_a_frozen_module_says_by_which_calendar_and_breaking_the_glass_needs_its
     [sent] = [e for e in intents(stack, "frost") if e.command == "break-glass"]
     assert (sent.user, sent.via, sent.reason) == ("alice@example.com", "dashboard", "sev-1: the fix must ship")
     assert page.csp_violations == []  # type: ignore[attr-defined]
+
+
+def test_a_release_member_shows_its_release_phase_members_and_clusters_done(page: Page, stack: Stack) -> None:
+    from rollout.api.loading import load_manifests
+    from rollout.api.module_releases import expand_releases
+    from rollout_cli.publishing.intents import intents_for
+
+    publish_fleet(stack, "duo", "duo", 2)
+    members = [
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": name, "namespace": "fleet"},
+            "spec": {"sync": {"source": {"git": {"url": f"https://example.com/{name}", "version": {"tag": "0.1.0"}}}}},
+        }
+        for name in ("duo-web", "duo-api")
+    ]
+    release = {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Release",
+        "metadata": {"name": "duo", "namespace": "fleet"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "duo"}},
+            "rollout": {"stages": [{"name": "all", "maxConcurrency": 2}]},
+            "modules": [{"name": "duo-web", "git": {"tag": "1.0.0"}}, {"name": "duo-api", "git": {"tag": "2.0.0"}}],
+        },
+    }
+    text = yaml.safe_dump_all([*members, release]).encode()
+    for intent in intents_for([item.manifest for item in expand_releases(load_manifests(text, file="duo.yaml"))]):
+        off_loop(stack.send, "intents", intent.key, intent.event)
+    open_dashboard(page, stack, "#/modules/duo-web")
+    shown = page.get_by_test_id("release")
+    expect(shown.get_by_test_id("release-name")).to_have_text("duo", timeout=60_000)
+    expect(shown.get_by_test_id("release-phase")).to_have_text("Complete", timeout=60_000)
+    expect(shown.get_by_test_id("release-done")).to_contain_text("2 of 2 cluster(s) done")
+    expect(shown.get_by_test_id("release-member-duo-api")).to_contain_text("2.0.0")
+    expect(shown.get_by_test_id("release-member-duo-web")).to_contain_text("1.0.0")
+    expect(shown).not_to_contain_text("null")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-release.png"), full_page=True)
+    shown.get_by_role("link", name="duo-api").click()
+    expect(page.get_by_test_id("release").get_by_test_id("release-member-duo-web")).to_contain_text("Complete")
+    assert same_page(page)

@@ -1,0 +1,286 @@
+"""Releases: several modules promoted as one unit (docs/rollout-semantics.md, "Releases").
+One given/when/then test per rule. The members of a release are modules as `rollout
+apply` gives them (`spec.release`, rollout/api/module_releases.py); the harness feeds the
+events one member's partition sends its peers back, as the router would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rollout.api.loading import Loaded, ManifestError, load_manifests
+from rollout.api.module_releases import expand_releases
+from rollout.wire.events import ModuleApplied
+from tests.rollout.builders import given, module, stage
+
+CANARY = {"ring": "canary"}
+WAVE = {"ring": "wave"}
+SHOP = ("shop", ["web", "api"])
+
+
+def member(name: str, tag: str = "v1", *, on_failure: str | None = None, failures: int | None = None) -> Any:
+    """A member of release shop, as apply gives it: the release's selector and stages."""
+    return module(
+        name,
+        {},
+        tag,
+        stage("canary", CANARY, failures=failures),
+        stage("wave", WAVE, failures=failures),
+        on_failure=on_failure,
+        release=SHOP,
+    )
+
+
+def shop(**options: Any) -> Any:
+    from tests.rollout.builders import cluster
+
+    return given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        member("web", **options),
+        member("api", **options),
+    )
+
+
+def test_a_cluster_is_done_for_a_release_member_only_when_every_member_succeeded_there() -> None:
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    assert fleet.category("web", "c1") == "blocked"  # on its target, waiting for api there
+    assert fleet.record("web").stage_index == 0
+    assert fleet.target_status["web/c1"]["message"] == (
+        "on its target, waiting for release shop: api on their target and succeeded here"
+    )
+    fleet.succeed("api", "c1")
+    assert fleet.category("web", "c1") == "succeeded" and fleet.category("api", "c1") == "succeeded"
+
+
+def test_release_members_move_through_the_stages_together() -> None:
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    assert fleet.revision("web", "w1") is None and fleet.revision("api", "w1") is None  # the canary is not done
+    fleet.succeed("api", "c1")
+    assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+    fleet.succeed("web", "w1", "w2")
+    fleet.succeed("api", "w1")
+    assert fleet.phase("web") == "Progressing" and fleet.record("web").stable is None
+    fleet.succeed("api", "w2")
+    assert fleet.phase("web") == "Complete" and fleet.phase("api") == "Complete"
+
+
+def test_a_failure_of_one_member_fails_the_release_on_that_cluster_for_every_member() -> None:
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    fleet.fail("api", "c1")
+    assert fleet.category("web", "c1") == "failed"
+    assert fleet.target_status["web/c1"]["message"] == "release shop failed here: another member failed on its target"
+    assert fleet.phase("web") == "Halted" and fleet.phase("api") == "Halted"
+
+
+def test_a_failed_release_rolls_back_every_member_together() -> None:
+    fleet = shop(on_failure="Rollback")
+    fleet.succeed("web", "c1")
+    fleet.succeed("api", "c1")
+    fleet.succeed("web", "w1", "w2")
+    fleet.succeed("api", "w1", "w2")
+    assert fleet.phase("web") == "Complete"
+    fleet.apply(member("web", "v2", on_failure="Rollback"), member("api", "v2", on_failure="Rollback"))
+    fleet.succeed("web", "c1")
+    fleet.fail("api", "c1")
+    assert fleet.record("web").mode == "rollback" and fleet.record("api").mode == "rollback"
+    assert fleet.revision("web", "c1") == "v1" and fleet.revision("api", "c1") == "v1"
+
+
+def test_a_failure_within_the_budget_lets_the_release_go_on() -> None:
+    fleet = shop(failures=1)
+    fleet.fail("api", "c1")
+    fleet.succeed("web", "c1")
+    assert fleet.category("web", "c1") == "failed" and fleet.phase("web") != "Halted"
+    assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+
+
+def test_a_member_that_succeeds_after_failing_clears_the_release_failure() -> None:
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    fleet.fail("api", "c1")
+    fleet.succeed("api", "c1")  # Flux retried; only succeeded clears a failure
+    assert fleet.category("web", "c1") == "succeeded" and fleet.category("api", "c1") == "succeeded"
+
+
+def test_a_new_release_does_not_count_a_peers_previous_state() -> None:
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    fleet.succeed("api", "c1")
+    fleet.feedback = False  # api's partition has not folded the new release yet
+    after = {"api": "apply-api-v2"}
+    fleet.send(ModuleApplied(id="apply-web-v2", module=member("web", "v2"), after=after))
+    fleet.succeed("web", "c1")
+    assert fleet.category("web", "c1") == "blocked"  # api's success was about v1
+    assert fleet.status("web")["awaiting"] == ["api"]
+
+
+def test_a_cluster_pinned_in_one_member_is_not_waited_for_by_the_others() -> None:
+    fleet = shop()
+    fleet.pin("api", "c1")  # held where it is (nothing): web does not wait for it there
+    fleet.succeed("web", "c1")
+    assert fleet.category("web", "c1") == "succeeded"
+    assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+    fleet.unpin("api", "c1")
+    assert fleet.category("web", "c1") == "blocked"  # api follows again: web waits for it there
+
+
+def test_deleting_a_release_member_is_not_held_by_its_peers() -> None:
+    fleet = shop()
+    fleet.delete("web")
+    assert "web" not in fleet.modules
+    assert fleet.category("api", "c1") == "updating"
+
+
+def test_status_names_the_release_and_its_members() -> None:
+    fleet = shop()
+    assert fleet.status("web")["release"] == {"name": "shop", "members": ["web", "api"]}
+
+
+# --- the Release manifest (rollout/api/module_releases.py) ------------------------------
+
+MODULES = """
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: web, namespace: fleet}
+spec:
+  sync:
+    source: {oci: {url: oci://registry.example/web, version: {tag: 1.0.0}}}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: api, namespace: fleet}
+spec:
+  sync:
+    source: {git: {url: https://git.example/api, version: {tag: v1.0.0}}}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: cache, namespace: fleet}
+spec:
+  sync:
+    source: {helm: {url: https://charts.example, chart: redis, version: 18.0.0}}
+    package: {helm: {values: {replicas: 1}}}
+"""
+
+RELEASE = """
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Release
+metadata: {name: shop, namespace: fleet}
+spec:
+  selector: {matchLabels: {env: prod}}
+  rollout:
+    stages: [{name: canary, selector: {matchLabels: {ring: canary}}}, {name: rest}]
+    onFailure: Rollback
+  modules:
+    - {name: web, oci: {digest: "sha256:%s"}}
+    - {name: api, git: {tag: v2.0.0}}
+    - {name: cache, chart: {version: 18.1.0}, values: {replicas: 3}}
+""" % ("a" * 64)
+
+
+def expanded(text: str) -> list[Loaded]:
+    return expand_releases(load_manifests(text.encode(), file="shop.yaml"))
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ManifestError) as error:
+        expanded(text)
+    return [str(problem) for problem in error.value.problems]
+
+
+def test_a_release_gives_each_member_its_revision_selector_and_stages() -> None:
+    members = {item.manifest.metadata.name: item.manifest for item in expanded(MODULES + RELEASE)}
+    assert sorted(members) == ["api", "cache", "web"]  # the Release itself is not published
+    web, api, cache = members["web"], members["api"], members["cache"]
+    assert web.spec.sync.revision == "sha256:" + "a" * 64
+    assert api.spec.sync.revision == "v2.0.0"
+    assert cache.spec.sync.source.helm.version == "18.1.0" and cache.spec.sync.package.helm.values == {"replicas": 3}
+    assert [s.name for s in web.spec.rollout.stages] == ["canary", "rest"] and web.spec.rollout.on_failure == "Rollback"
+    assert api.spec.selector.match_labels == {"env": "prod"}
+    assert cache.spec.release.name == "shop" and cache.spec.release.members == ["web", "api", "cache"]
+
+
+def test_a_release_naming_a_module_not_in_the_files_is_refused_naming_the_field() -> None:
+    text = MODULES + RELEASE.replace("{name: api, git", "{name: payments, git")
+    assert problems(text) == [
+        "shop.yaml: document 4 (Release/shop): spec.modules[1].name: no Module or BootstrapModule payments in "
+        "these files; apply a release with its modules"
+    ]
+
+
+def test_a_module_in_two_releases_is_refused() -> None:
+    other = RELEASE.replace("name: shop", "name: outlet")
+    found = problems(MODULES + RELEASE + other)
+    assert found[0] == (
+        "shop.yaml: document 5 (Release/outlet): spec.modules[0].name: web is already a member of "
+        "shop.yaml: document 4 (Release/shop); a module moves with one release"
+    )
+    assert len(found) == 3
+
+
+def test_a_member_leaves_its_selector_and_stages_to_the_release() -> None:
+    text = MODULES.replace(
+        "metadata: {name: api, namespace: fleet}\nspec:\n",
+        "metadata: {name: api, namespace: fleet}\nspec:\n  selector: {}\n",
+    )
+    assert problems(text + RELEASE) == [
+        "shop.yaml: document 2 (Module/api): spec.selector: is decided by shop.yaml: document 4 (Release/shop) "
+        "(its spec.selector); remove it here"
+    ]
+
+
+def test_a_release_version_must_match_the_members_source() -> None:
+    text = MODULES + RELEASE.replace("{name: api, git: {tag: v2.0.0}}", "{name: api, oci: {tag: v2.0.0}}")
+    assert problems(text) == ["shop.yaml: document 4 (Release/shop): spec.modules[1].oci: api's source is not oci: git"]
+
+
+def test_release_values_need_a_helm_package() -> None:
+    text = MODULES + RELEASE.replace("{name: api, git: {tag: v2.0.0}}", "{name: api, values: {a: 1}}")
+    assert problems(text) == [
+        "shop.yaml: document 4 (Release/shop): spec.modules[1].values: api has no Helm package to give values to"
+    ]
+
+
+def test_a_module_cannot_claim_a_release_by_hand() -> None:
+    sync = "  sync:\n    source: {oci"
+    text = MODULES.replace(sync, "  release: {name: shop, members: [web, api]}\n" + sync, 1)
+    assert problems(text) == [
+        "shop.yaml: document 1 (Module/web): spec.release: is set by rollout apply from a Release; list the module "
+        "in a Release's spec.modules"
+    ]
+
+
+def test_a_release_promotes_at_least_two_modules() -> None:
+    text = MODULES + RELEASE.replace(
+        "    - {name: api, git: {tag: v2.0.0}}\n    - {name: cache, chart: {version: 18.1.0}, values: {replicas: 3}}\n",
+        "",
+    )
+    assert problems(text) == [
+        "shop.yaml: document 4 (Release/shop): spec.modules: a release promotes at least two modules together"
+    ]
+
+
+# --- what `rollout status` and the dashboard show (rollout/wire/status.py) ---------------
+
+
+def test_a_release_shows_its_worst_members_phase_and_which_clusters_are_done() -> None:
+    from rollout.wire.status import ModuleRelease, ModuleStatus, ReleaseStatus, TargetStatus
+
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    statuses = {name: ModuleStatus.read(fleet.module_status[name]) for name in ("web", "api")}
+    targets = [TargetStatus.read(document) for document in fleet.target_status.values() if document is not None]
+    shown = ReleaseStatus.of(ModuleRelease(name="shop", members=["web", "api"]), statuses, targets)
+    assert shown.phase == "Progressing" and [m.phase for m in shown.members] == ["Progressing", "Progressing"]
+    c1 = next(place for place in shown.clusters if place.cluster == "c1")
+    assert (c1.members["web"].state, c1.members["api"].state, c1.done) == ("blocked", "updating", False)
+    fleet.fail("api", "c1")
+    statuses = {name: ModuleStatus.read(fleet.module_status[name]) for name in ("web", "api")}
+    assert ReleaseStatus.of(ModuleRelease(name="shop", members=["web", "api"]), statuses, targets).phase == "Halted"
