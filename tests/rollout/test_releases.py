@@ -130,6 +130,18 @@ def test_a_cluster_pinned_in_one_member_is_not_waited_for_by_the_others() -> Non
     assert fleet.category("web", "c1") == "blocked"  # api follows again: web waits for it there
 
 
+def test_a_cluster_its_owner_holds_is_not_waited_for_by_the_members() -> None:
+    from tests.rollout.builders import cluster
+
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), member("web"))
+    fleet.succeed("web", "c1")
+    assert fleet.category("web", "c1") == "blocked"  # api does not exist yet: web waits for it
+    fleet.send(cluster("c1", CANARY, annotations={"rollout.dev/hold": "true"}))
+    fleet.apply(member("api"))
+    assert fleet.category("api", "c1") == "held" and fleet.category("web", "c1") == "succeeded"
+    assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+
+
 def test_deleting_a_release_member_is_not_held_by_its_peers() -> None:
     fleet = shop()
     fleet.delete("web")
