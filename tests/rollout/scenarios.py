@@ -258,14 +258,13 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
     specs = [draw(strategies())]
     if draw(st.booleans()):
         specs.append(draw(strategies()))
-    return {
+    scenario = {
         "clusters": clusters,
         "strategies": specs,
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
         "first_tick": draw(st.booleans()),
         "final_strategy": draw(strategies()),
         "depends": draw(st.booleans()),  # base dependsOn app
-        "release": draw(st.booleans()),  # app and base are the members of one Release (with two modules)
         "steps": draw(st.lists(operations, min_size=max_steps // 3, max_size=max_steps)),
         "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
         # drawn after it, so that every earlier draw — and so every example — stays what it was
@@ -273,6 +272,10 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         # drawn after the promotions, last: the draws above stay what they were (FREEZES)
         "freezes": draw(st.lists(st.tuples(st.integers(0, max_steps), st.sampled_from(FREEZE_CHOICES)), max_size=3)),
     }
+    # app and base are the members of one Release (with two modules); drawn last, so that
+    # every other part of a scenario is drawn as before it existed
+    scenario["release"] = draw(st.booleans())
+    return scenario
 
 
 # --- turning operations into events -------------------------------------------------------
