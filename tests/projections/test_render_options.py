@@ -15,6 +15,7 @@ from projections.render import FluxRenderer
 from rollout.api.flux_options import OCIVerification
 from rollout.api.loading import load_manifests
 from rollout.api.manifests import Sync
+from rollout.api.module_releases import expand_releases
 from rollout.wire.assemblages import Assemblage, AssignedSync
 
 GIT = {"url": "https://git.example.com/platform/app", "version": {"tag": "v1.2.0"}}
@@ -272,12 +273,25 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "modules.md"
 
 
 def doc_examples() -> list[Any]:
+    """Each example: a document, or the documents of a block with a Release (and its modules)."""
     blocks = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), flags=re.DOTALL)
-    return [document for block in blocks for document in yaml.safe_load_all(block)]
+    examples: list[Any] = []
+    for block in blocks:
+        documents = list(yaml.safe_load_all(block))
+        releases = any(isinstance(d, dict) and d.get("kind") == "Release" for d in documents)
+        examples += [documents] if releases else documents  # a Release is loaded with its modules
+    return examples
 
 
 @pytest.mark.parametrize("example", doc_examples())
-def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(example: dict[str, Any]) -> None:
+def test_every_example_of_docs_modules_md_loads_and_renders_valid_flux_objects(example: Any) -> None:
+    if isinstance(example, list):  # several documents (a Release and its modules): loaded as apply loads them
+        members = expand_releases(load_manifests(yaml.safe_dump_all(example).encode(), file="docs/modules.md"))
+        assert members and all(item.manifest.spec.release is not None for item in members)
+        for item in members:
+            for kind in ("ProxyAssemblage", "RemoteAssemblage"):
+                render(item.manifest.spec.sync.model_dump(by_alias=True, exclude_none=True), kind=kind)
+        return
     if "gates" in example and "kind" not in example:  # a stage's `gates:` fragment: in a Module's stage
         example = {"rollout": {"stages": [{"name": "canary", **example}]}}
     if "kind" not in example:  # a fragment of a Module's spec (`sync:`, `rollout:`): in a Module
