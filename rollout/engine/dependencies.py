@@ -180,7 +180,7 @@ class DependencyIntents:
         if record is not None and here and known is None:  # a new dependent learns where it is ready now
             for cluster in sorted(self.book.index(record.name)):
                 target = tables.targets[target_key(record.name, cluster)]
-                state = (target.dependents_ready, target.release_failed, target.release_pinned)
+                state = (target.dependents_ready, target.release_failed, target.release_skipped)
                 if any(state):
                     self.links.tell_dependents(record.name, cluster, *state, out, only=event.dependent)
         if event.after is not None and self._intent_folded(event.module, event.after):
@@ -215,10 +215,10 @@ class DependencyIntents:
             ready=event.ready,
             seq=event.seq,
             failed=event.failed,
-            pinned=event.pinned,
+            skipped=event.skipped,
         )
-        was = (known.ready, known.failed, known.pinned) if known is not None else (False, False, False)
-        if was == (event.ready, event.failed, event.pinned):
+        was = (known.ready, known.failed, known.skipped) if known is not None else (False, False, False)
+        if was == (event.ready, event.failed, event.skipped):
             return
         for name in sorted(tables.modules.keys()):
             stored = tables.modules[name]

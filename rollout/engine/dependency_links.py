@@ -23,7 +23,7 @@ from typing import Any
 
 from rollout.api.windows import iso
 from rollout.engine.outcome import Outcome
-from rollout.engine.state import ModuleRecord, Sequence, Target
+from rollout.engine.state import Category, ModuleRecord, Sequence, Target
 from rollout.engine.tables import StateTables
 from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked
 
@@ -47,11 +47,15 @@ def release_failed(record: ModuleRecord, target: Target) -> bool:
     )
 
 
-def release_pinned(record: ModuleRecord, target: Target) -> bool:
-    """Whether `record`'s module, a Release member, is pinned on `target`'s cluster: held
-    where it is, so its peers do not wait for it there (as a module does not wait for its
-    own pinned members)."""
-    return record.spec.release is not None and target.pinned
+def release_skipped(record: ModuleRecord, category: Category) -> bool:
+    """Whether `record`'s module, a Release member, is skipped on a cluster where its
+    target is in `category`: pinned (held where it is, as a module does not wait for its
+    own pinned members) or not ready and not on its target (its run skips it there, offline
+    — a member that went offline while updating is still waited for: its report counts).
+    Its peers do not wait for it there: else one on its target there would wait for a
+    member its run went on without, and keep its stage from passing for as long as the
+    cluster is away."""
+    return record.spec.release is not None and category in ("pinned", "not_ready")
 
 
 class DependencyLinks:
@@ -63,21 +67,21 @@ class DependencyLinks:
     def readiness_stored(self, module: str, old: Target | None, new: Target | None, out: Outcome) -> None:
         """A target of `module` was stored (or dropped): if its `dependents_ready` changed,
         every dependent is told."""
-        was = (old.dependents_ready, old.release_failed, old.release_pinned) if old else (False, False, False)
-        now = (new.dependents_ready, new.release_failed, new.release_pinned) if new else (False, False, False)
+        was = (old.dependents_ready, old.release_failed, old.release_skipped) if old else (False, False, False)
+        now = (new.dependents_ready, new.release_failed, new.release_skipped) if new else (False, False, False)
         if now != was:
             cluster = new.cluster if new is not None else old.cluster  # type: ignore[union-attr]
             self.tell_dependents(module, cluster, *now, out, only=None)
 
     def tell_dependents(
-        self, module: str, cluster: str, ready: bool, failed: bool, pinned: bool, out: Outcome, *, only: str | None
+        self, module: str, cluster: str, ready: bool, failed: bool, skipped: bool, out: Outcome, *, only: str | None
     ) -> None:
         """DependencyReported to every dependent (and Release peer) of `module` (or to `only`)."""
         links = self.tables.dependents.get(module)
         if links is None:
             return
         for dependent in sorted(links.links) if only is None else [only]:
-            fields = {"module": module, "cluster": cluster, "ready": ready, "failed": failed, "pinned": pinned}
+            fields = {"module": module, "cluster": cluster, "ready": ready, "failed": failed, "skipped": skipped}
             self.send(DependencyReported, out, dependent=dependent, **fields)
 
     def send(

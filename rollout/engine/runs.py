@@ -211,7 +211,7 @@ class Runs:
             return
         stages = dict(run.stages)
         counts = stages.get(target.stage, RunStage())
-        ran = counts.ran or target.category in ("succeeded", "failed")
+        ran = counts.ran or target.category in ("succeeded", "failed", "awaiting_release")
         stages[target.stage] = counts.model_copy(update={"left": counts.left + 1, "ran": ran})
         departure = Departure(
             cluster=target.cluster, stage=target.stage, reason=reason, at=self.tables.now, generation=target.assigned

@@ -57,7 +57,7 @@ from rollout.engine.stage_graph import announced, is_graph, progress, wait_key
 from rollout.engine.stage_graph import passed as graph_passed
 from rollout.engine.stage_graph import waiting as graph_waiting
 from rollout.engine.state import ModuleRecord, Phase, StageProgress, target_key
-from rollout.engine.strategy import resolve_count, stages_of
+from rollout.engine.strategy import resolve_count, stages_of, started
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.engine.views import outstanding, outstanding_members
@@ -324,7 +324,8 @@ class StageMachine:
         soaked its minSuccessTime and its health gates passed for it."""
         counts = self.book.counts(record, stage.name)
         _, max_failures = self.budget(record, index)
-        done = counts.pending == 0 and counts.updating == 0 and counts.blocked == 0 and counts.failed <= max_failures
+        waiting = counts.pending + counts.updating + counts.blocked + counts.awaiting_release
+        done = waiting == 0 and counts.failed <= max_failures
         if not done:
             return None, False
         now = self.tables.now
@@ -493,16 +494,16 @@ class StageMachine:
             return  # inside a deny window of a freeze calendar (freeze_gate.py)
         members = self.runs.members(record, stage.name, counts.members)  # the run's fixed set (runs.py)
         room = self.waves.room(record, index, stage, queue, counts, members, out)  # its waves (waves.py)
-        limit = None if room is None else counts.updating + counts.succeeded + counts.failed + room
+        limit = None if room is None else started(counts) + room
         targets = self.tables.targets
         while queue and counts.updating < concurrency:
-            if limit is not None and counts.updating + counts.succeeded + counts.failed >= limit:
+            if limit is not None and started(counts) >= limit:
                 break  # the open wave has started its share
             if not self.may_move(record, out):
                 break  # this event's moves are spent: the module continues in the next (see above)
             cluster = queue[0][2]
             target = targets[target_key(record.name, cluster)]
-            slot = counts.updating + counts.succeeded + counts.failed + 1
+            slot = started(counts) + 1
             movable = counts.members - counts.not_ready - counts.pinned - counts.held
             because = MovedToTarget(cluster=cluster, revision=revision, stage=stage.name, slot=slot, movable=movable)
             moved = book.assign(record, target, record.target, because, out)

@@ -85,7 +85,9 @@ Phase = Literal[
     "Aborted",
 ]
 # Where one cluster stands relative to the revision the rollout drives it to.
-Category = Literal["pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held"]
+Category = Literal[
+    "pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held", "awaiting_release"
+]
 CATEGORIES: tuple[Category, ...] = (
     "pending",
     "updating",
@@ -95,6 +97,7 @@ CATEGORIES: tuple[Category, ...] = (
     "pinned",
     "blocked",
     "held",
+    "awaiting_release",
 )
 UNSTAGED = "-"  # the counters' key for members that match no stage
 
@@ -344,6 +347,9 @@ class StageCounts(Record):
     # when some are: counts with none are byte for byte what the release before wrote
     # (v0.26 refuses fields it does not know, and reads every module)
     held: int = added_field(0)
+    # a Release member on its target and succeeded there, waiting for its peers there
+    # (dependencies.py, "Releases"): started, not done. Written only when some are
+    awaiting_release: int = added_field(0)
 
 
 class RunStage(Record):
@@ -664,9 +670,10 @@ class Target(Record):
     updating_since: float | None = None
     category: Category = "pending"
     dependents_ready: bool = False  # on the target and succeeded: what dependents were told
-    # a Release member failed on its target / is pinned here: what its peers were told
+    # a Release member failed on its target / is skipped here (pinned, or not ready and
+    # not on its target): what its peers were told (dependency_links.py)
     release_failed: bool = added_field(False)
-    release_pinned: bool = added_field(False)
+    release_skipped: bool = added_field(False)
     report_ids: list[str] = Field(default_factory=list)  # SyncStatusReported about it (TARGET_REPORT_IDS_KEPT)
     # a Helm release's readOnly paths → the value each was first sent with (releases.py):
     # kept while the cluster is a member, so a later generation cannot change them
@@ -710,9 +717,9 @@ class Upstream(Record):
     cluster: str
     ready: bool
     seq: int
-    # a Release peer failed on its target there / is pinned there (DependencyReported)
+    # a Release peer failed on its target there / is skipped there (DependencyReported)
     failed: bool = added_field(False)
-    pinned: bool = added_field(False)
+    skipped: bool = added_field(False)
 
 
 class Sequence(Record):

@@ -109,8 +109,10 @@ def wave_count(size: int, counts: StageCounts) -> int:
 
 
 def started(counts: StageCounts) -> int:
-    """Members of the stage moved to the target: updating, succeeded or failed on it."""
-    return counts.updating + counts.succeeded + counts.failed
+    """Members of the stage moved to the target: updating, succeeded or failed on it — or
+    on it and waiting for their Release's other members there (`awaiting_release`), whose
+    own move is made: a wave or a slot number counts it as any other started member."""
+    return counts.updating + counts.succeeded + counts.failed + counts.awaiting_release
 
 
 def ordered_digest(clusters: list[str]) -> str:

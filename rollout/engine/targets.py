@@ -6,7 +6,8 @@ assigned and the status reported for it. Every change of a Target goes through
 `store_target`, which keeps four things consistent with it:
 
 * the per-stage counters of its `ModuleRecord` (`StageCounts`: members and one count per
-  category — pending, updating, succeeded, failed, not_ready, pinned, blocked);
+  category — pending, updating, succeeded, failed, not_ready, pinned, blocked, held,
+  awaiting_release);
 * the derived in-memory indexes — members per module, the ordered queue of pending clusters
   per (module, stage), the updating clusters per module — rebuilt lazily after a restart
   (`reset_indexes` drops them);
@@ -29,7 +30,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from rollout.api.manifests import Sync
-from rollout.engine.dependency_links import DependencyLinks, dependents_ready, release_failed, release_pinned
+from rollout.engine.dependency_links import DependencyLinks, dependents_ready, release_failed, release_skipped
 from rollout.engine.outcome import DEFERRED, Assignment, Decision, DecisionAction, Outcome
 from rollout.engine.runs import offline_reason
 from rollout.engine.state import (
@@ -199,8 +200,9 @@ class TargetBook:
             if goal is None or target.status == "succeeded":
                 if release and target.hold is None and not self.peers_ready(record, target.cluster):
                     # on its target, waiting for the other members of its Release here (not
-                    # on a cluster its owner holds: the others are held there too)
-                    return "blocked"
+                    # on a cluster its owner holds: the others are held there too): started
+                    # (waves count it), not done (its stage waits for it), no slot taken
+                    return "awaiting_release"
                 return "succeeded"
             return "failed" if target.status == "failed" else "updating"
         if record.mode == "rollback" and target.stage_index is None and target.assigned is None:
@@ -216,11 +218,12 @@ class TargetBook:
 
     def peers_ready(self, record: ModuleRecord, cluster: str) -> bool:
         """Whether every other member of `record`'s Release is on its target and succeeded
-        on `cluster` — or pinned there (held where it is: not waited for)."""
+        on `cluster` — or skipped there (pinned, or not ready and not on its target: not
+        waited for, dependency_links.py `release_skipped`)."""
         upstream = self.tables.upstream
         for peer in release_peers(record.spec, record.name):
             known = upstream.get(target_key(peer, cluster))
-            if peer in record.awaiting or known is None or not (known.ready or known.pinned):
+            if peer in record.awaiting or known is None or not (known.ready or known.skipped):
                 return False
         return True
 
@@ -242,10 +245,11 @@ class TargetBook:
             failed = release_failed(record, new)
             if new.release_failed != failed:
                 new.release_failed = failed
-            pinned = release_pinned(record, new)
-            if new.release_pinned != pinned:
-                new.release_pinned = pinned
         category = self.categorize(record, new) if new is not None else None
+        if new is not None and category is not None:
+            skipped = release_skipped(record, category)
+            if new.release_skipped != skipped:
+                new.release_skipped = skipped
         if old is not None and new is not None and old.stage == new.stage:
             if old.category != category:  # the stage's members stay: one counter moves
                 counts = self.counts(record, old.stage)

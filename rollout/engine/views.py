@@ -268,6 +268,7 @@ def member_counts(counts: StageCounts) -> MemberCounts:
         pinned=counts.pinned,
         blocked=counts.blocked,
         held=counts.held,
+        awaiting_release=counts.awaiting_release,
     )
 
 
@@ -289,10 +290,10 @@ def run_view(run: RunRecord) -> RunStatus:
 
 def outstanding_members(record: ModuleRecord) -> int:
     """Staged members not running the target: pending (waiting for a window, say),
-    updating, blocked, not ready, or held by their owners — the members a Complete module
-    may not have."""
+    updating, blocked, waiting for their Release's other members, not ready, or held by
+    their owners — the members a Complete module may not have."""
     return sum(
-        counts.pending + counts.updating + counts.blocked + counts.not_ready + counts.held
+        counts.pending + counts.updating + counts.blocked + counts.awaiting_release + counts.not_ready + counts.held
         for name, counts in record.counts.items()
         if name != UNSTAGED
     )
@@ -314,8 +315,9 @@ def outstanding(record: ModuleRecord, now: float) -> Outstanding | None:
         moving=sum(counts.pending + counts.updating + counts.blocked for counts in staged),
         windows=windows,
         held=sum(counts.held for counts in staged),
+        awaiting_release=sum(counts.awaiting_release for counts in staged),
     )
-    return found if found.not_ready or found.moving or found.windows or found.held else None
+    return found if found.not_ready or found.moving or found.windows or found.held or found.awaiting_release else None
 
 
 def waiting_reason(record: ModuleRecord, now: float) -> str:
@@ -416,23 +418,22 @@ def _target_extras(target: Target, offline: str | None) -> dict[str, Any]:
 
 
 def target_message(record: ModuleRecord, target: Target) -> str:
-    """What a member's status says: why it is blocked, why it failed though its own sync
-    did not (its Release failed here), else the latest report's message."""
-    if target.category == "blocked":
-        return blocked_message(record, target)
+    """What a member's status says: why it is blocked, why it waits on its target (its
+    Release's other members), why it failed though its own sync did not (its Release
+    failed here), else the latest report's message."""
     release = record.spec.release
+    if target.category == "blocked":
+        return blocked_message(record)
+    if target.category == "awaiting_release" and release is not None:
+        peers = ", ".join(release.peers(record.name))
+        return f"on its target, waiting for release {release.name}: {peers} on their target and succeeded here"
     if target.category == "failed" and release is not None and target.status != "failed":
         return f"release {release.name} failed here: another member failed on its target"
     return target.status_message
 
 
-def blocked_message(record: ModuleRecord, target: Target | None = None) -> str:
-    """Why a blocked member does not move: the dependencies it waits for (dependencies.py)
-    — or, on its target already, the other members of its Release."""
-    release = record.spec.release
-    if release is not None and target is not None and target.assigned == record.target:
-        peers = ", ".join(release.peers(record.name))
-        return f"on its target, waiting for release {release.name}: {peers} on their target and succeeded here"
+def blocked_message(record: ModuleRecord) -> str:
+    """Why a blocked member does not move: the dependencies it waits for (dependencies.py)."""
     return f"waiting for {', '.join(record.spec.depends_on)}: not on its target and succeeded here"
 
 

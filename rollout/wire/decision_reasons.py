@@ -641,12 +641,15 @@ class WindowWait(Part):
 
 class Outstanding(Part):
     """Why a module whose stages all passed is not Complete: members not ready, members not
-    on the target yet (pending, updating, blocked), stages waiting for a window."""
+    on the target yet (pending, updating, blocked), members on it waiting for their
+    Release's other members there, stages waiting for a window."""
 
     not_ready: int = 0
     moving: int = 0
     windows: list[WindowWait] = Field(default_factory=list)
     held: int = 0  # held by their owners (rollout.dev/hold on the Cluster: rollout/engine/runs.py)
+    # on the target, waiting for their Release's other members there (rollout/engine/dependencies.py)
+    awaiting_release: int = 0
 
     def sentence(self) -> str:
         """E.g. "2 clusters not ready; stage wave waits for a maintenance window" ('': nothing)."""
@@ -658,6 +661,11 @@ class Outstanding(Part):
         if self.held:
             whose = "their owners" if self.held != 1 else "its owner"
             reasons.append(f"{self.held} cluster{'s' if self.held != 1 else ''} held by {whose}")
+        if self.awaiting_release:
+            many = self.awaiting_release != 1
+            reasons.append(
+                f"{self.awaiting_release} cluster{'s' if many else ''} waiting for the release's other members"
+            )
         for wait in self.windows:
             opens = f", next opens at {iso(wait.next_open)}" if wait.next_open else ""
             reasons.append(f"stage {wait.stage} waits for a maintenance window{opens}")

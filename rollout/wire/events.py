@@ -587,8 +587,10 @@ class DependencyReported(EventBase):
     # `module` is a Release member and failed on its target there (the release failed on
     # that cluster: rollout/engine/dependencies.py, "Releases")
     failed: bool = Field(default=False, exclude_if=_unset)
-    # `module` is a Release member pinned on that cluster: its peers do not wait for it there
-    pinned: bool = Field(default=False, exclude_if=_unset)
+    # `module` is a Release member skipped on that cluster — pinned there (held where it
+    # is), or not ready there and not on its target (its run skips it, offline): its peers
+    # do not wait for it there
+    skipped: bool = Field(default=False, exclude_if=_unset)
 
     @field_validator("module", "dependent", "cluster")
     @classmethod

@@ -54,7 +54,17 @@ PENDING = "Pending"
 """The phase of a module not staged yet (the pending shape)."""
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 STAGE_STATES = ("Pending", "Running", "Soaking", "AwaitingApproval", "Succeeded")
-TARGET_STATES = ("pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held")
+TARGET_STATES = (
+    "pending",
+    "updating",
+    "succeeded",
+    "failed",
+    "not_ready",
+    "pinned",
+    "blocked",
+    "held",
+    "awaiting_release",
+)
 """Where one cluster stands in a module's rollout (rollout.engine.state.Category)."""
 RUN_STATES = (
     "Succeeded",
@@ -67,9 +77,11 @@ RUN_STATES = (
     "Pending",
     "Updating",
     "Blocked",
+    "AwaitingRelease",
 )
 """Where one member stands in the module's run (rollout/engine/runs.py, `run_state`): the
-first seven are where a member ends; the last three say it is still on its way."""
+first seven are where a member ends; the last four say it is still on its way
+(AwaitingRelease: on its target, waiting for its Release's other members there)."""
 SETTLED_RUN_STATES = frozenset(RUN_STATES[:7])
 OFFLINE_REASONS = {
     "lease": "its lease expired (no heartbeat from its applier)",
@@ -97,6 +109,7 @@ class MemberCounts(Part):
     pinned: int = 0
     blocked: int = 0  # ready, waiting for its dependencies there
     held: int = 0  # held by its owner (rollout.dev/hold on its Cluster)
+    awaiting_release: int = 0  # on its target, waiting for its Release's other members there
 
 
 class WindowSpec(Part):
@@ -487,6 +500,8 @@ def run_state(target: TargetStatus, status: ModuleStatus) -> RunMember:
         why = f"assigned before {OFFLINE_REASONS[target.offline]}" if target.offline in OFFLINE_REASONS else ""
     elif target.state == "blocked":
         state, why = "Blocked", target.message
+    elif target.state == "awaiting_release":
+        state, why = "AwaitingRelease", target.message
     else:
         stage = status.stage(target.stage)
         waits = stage is not None and stage.state != "Pending" and stage.window is not None

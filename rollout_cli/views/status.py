@@ -142,7 +142,7 @@ def status_renderable(
             header.add_row("Approvals", line)
     parts: list[Any] = [header]
     if status.stages:
-        parts += [Text(""), _stages_table(status.stages)]
+        parts += [Text(""), _stages_table(status.stages, release=status.release is not None)]
     analyses = [(stage, gate) for stage in status.stages for gate in stage.gates if gate.count is not None]
     if analyses:
         parts += [Text(""), _analysis_table(analyses)]
@@ -166,23 +166,12 @@ def status_renderable(
     return Group(*parts)
 
 
-def _stages_table(stage_list: list[StageStatus]) -> Table:
-    """One row per stage: its state, progress, counts and limits."""
-    stages = Table(
-        "STAGE",
-        "STATE",
-        "PROGRESS",
-        "PENDING",
-        "UPDATING",
-        "SUCCEEDED",
-        "FAILED",
-        "NOT READY",
-        "BLOCKED",
-        "PINNED",
-        "HELD",
-        "LIMITS",
-        box=None,
-    )
+def _stages_table(stage_list: list[StageStatus], *, release: bool = False) -> Table:
+    """One row per stage: its state, progress, counts and limits — for a Release member,
+    also how many of its clusters wait on its target for the release's other members."""
+    columns = ["STAGE", "STATE", "PROGRESS", "PENDING", "UPDATING", "SUCCEEDED", "FAILED", "NOT READY", "BLOCKED"]
+    columns += ["AWAITING RELEASE"] if release else []
+    stages = Table(*columns, "PINNED", "HELD", "LIMITS", box=None)
     for stage in stage_list:
         c = stage.counts
         limits = f"conc {stage.max_concurrency}, fail {stage.max_failures}"
@@ -209,6 +198,7 @@ def _stages_table(stage_list: list[StageStatus]) -> Table:
             str(c.failed),
             str(c.not_ready),
             str(c.blocked),
+            *([str(c.awaiting_release)] if release else []),
             str(c.pinned),
             str(c.held),
             limits,

@@ -71,7 +71,8 @@ def example_run() -> list[tuple[str, bytes | None]]:
     """The module-status records the example makes on the engine as `rollout up --example`
     runs it: the modules applied stamped past the clusters (held, pending, until the router's
     FleetSeen), every assignment reported succeeded (the applier's --simulate-status), a tick
-    every 30 s for 20 minutes (the canaries soak 5m; podinfo's wave-2 waits for approval)."""
+    every 30 s for 20 minutes (the canaries soak 5m; podinfo's wave-2 waits for approval, as
+    does the rest of the Release storefront's fleet)."""
     fleet = given()
     published: list[tuple[str, bytes | None]] = []
 
@@ -144,9 +145,11 @@ async def test_up_example_summary_shows_every_module_exactly_once_per_change(
 ) -> None:
     published = example_run()
     expected = changes(published)
-    assert set(expected) == {"flux-install", "podinfo", "monitoring", "web"}
+    assert set(expected) == {"flux-install", "podinfo", "monitoring", "web", "storefront-web", "storefront-api"}
     assert [summary.phase for summary in expected["podinfo"]][:2] == ["Pending", "Progressing"]
     assert expected["podinfo"][-1].phase == "AwaitingApproval"  # wave-2 waits for approval
+    for member in ("storefront-web", "storefront-api"):  # the Release: its canary done, its rest waits
+        assert expected[member][-1].phase == "AwaitingApproval", expected[member]
     topic = records(published)
     half = len(topic) // 2
     printed = await summarized(monkeypatch, capsys, [topic[:half], topic[half:]])

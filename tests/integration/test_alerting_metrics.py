@@ -56,12 +56,14 @@ def module_phases(port: int) -> dict[str, list[str]] | None:
 
 def expected_phases(phases: dict[str, list[str]] | None) -> bool:
     """podinfo and web soak after their canaries (5 minutes); the other two examples pass
-    their stages (not Complete: two example clusters are not ready)."""
+    their stages (not Complete: two example clusters are not ready); the Release
+    storefront's members wait for approvals of their rest stage."""
     return (
         phases is not None
         and phases.get("podinfo") == ["Soaking"]
         and phases.get("web") == ["Soaking"]
-        and len(phases) == 4
+        and phases.get("storefront-web") == phases.get("storefront-api") == ["AwaitingApproval"]
+        and len(phases) == 6
     )
 
 

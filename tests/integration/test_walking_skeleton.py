@@ -5,7 +5,7 @@ checked from the outside — topics, files, CLI.
 
 The tests in this module share one stack and run in order, like a user's session:
 apply → a cluster turns ready → a module is deleted → poison events → worker restart →
-replay.
+replay → the example's Release approved and complete.
 """
 
 from __future__ import annotations
@@ -64,13 +64,15 @@ def test_example_fleet_becomes_crd_valid_flux_yaml(stack: Stack) -> None:
         | {f"proxy/{c}/monitoring.yaml" for c in READY}
         | {"proxy/prod-eu-1/podinfo.yaml"}  # podinfo is staged: only its canary so far
         | {"proxy/prod-eu-1/web.yaml"}  # so is web, the Helm release (a HelmRelease)
+        # and the Release storefront: both members on its canary, its rest waiting for approvals
+        | {"proxy/prod-eu-1/storefront-web.yaml", "proxy/prod-eu-1/storefront-api.yaml"}
     )
     files = wait_for("the example fleet's Flux files", lambda: stack.files() >= expected and stack.files())
     assert files == expected, files ^ expected
     for relative in files:
         documents = list(yaml.safe_load_all((stack.out / relative).read_text()))
         assert [d["kind"] for d in documents][1] == (
-            "HelmRelease" if relative.endswith("web.yaml") else "Kustomization"
+            "HelmRelease" if relative.endswith("/web.yaml") else "Kustomization"
         )
         for document in documents:
             crds.validate(document)  # raises SchemaError naming the field
@@ -95,7 +97,13 @@ def test_projection_topics_hold_one_snapshot_per_ready_cluster(stack: Stack) -> 
     proxy = stack.latest("proxy")
     assert set(remote) == READY
     assert set(proxy) == READY
-    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["monitoring", "podinfo", "web"]
+    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == [
+        "monitoring",
+        "podinfo",
+        "storefront-api",
+        "storefront-web",
+        "web",
+    ]
     assert all(doc["kind"] == "RemoteAssemblage" for doc in remote.values())
     table = run_cli(stack, "get", "remoteassemblages")
     assert "prod-eu-1" in table and "flux-install@v2.7.3" in table
@@ -123,7 +131,12 @@ def test_deleted_module_is_pruned_from_files_and_snapshots(stack: Stack) -> None
     wait_for("monitoring's files to be pruned", lambda: not any("monitoring" in f for f in stack.files()))
     proxy = stack.latest("proxy")
     assert set(proxy) == {"prod-eu-1"}  # the others had only monitoring: tombstoned
-    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == ["podinfo", "web"]
+    assert [s["module"] for s in proxy["prod-eu-1"]["spec"]["syncs"]] == [
+        "podinfo",
+        "storefront-api",
+        "storefront-web",
+        "web",
+    ]
     assert not (stack.out / "proxy/staging-ap-3").exists()
     assert "monitoring" not in stack.latest("module_status")
 
@@ -160,7 +173,8 @@ def test_worker_restart_recovers_state_without_duplicate_or_missing_snapshots(st
     # both modules that bind REGION are re-expanded: one new snapshot each
     after = wait_for("prod-eu-1's re-expanded snapshot", moved)
     assert after["version"] == before["version"] + 2
-    podinfo, web = after["spec"]["syncs"]
+    syncs = {sync["module"]: sync for sync in after["spec"]["syncs"]}
+    podinfo, web = syncs["podinfo"], syncs["web"]
     assert podinfo["sync"]["package"]["kustomize"]["substitute"]["REGION"] == "us"
     assert web["sync"]["package"]["helm"]["values"]["ui"]["message"] == "prod-eu-1 in us"
     for role in ("remote", "proxy"):
@@ -187,6 +201,37 @@ def test_status_shows_stages_and_latest_decisions(stack: Stack) -> None:
     history = json.loads(run_cli(stack, "history", "podinfo", "-o", "json"))
     actions = [d["action"] for d in history]
     assert actions.index("stage-started") < actions.index("assign") < actions.index("stage-succeeded")
+
+
+RELEASE = ("storefront-web", "storefront-api")  # examples/release.yaml
+PROD = {"prod-eu-1", "prod-us-2", "prod-ap-3", "prod-eu-4", "prod-us-5", "prod-ap-6", "prod-eu-7", "prod-us-8"}
+
+
+def test_the_example_release_is_planned_shown_and_completes_once_approved(stack: Stack) -> None:
+    plan = run_cli(stack, "plan", "-f", str(EXAMPLES), "--clusters", str(EXAMPLES / "clusters.yaml"))
+    assert "release storefront, with storefront-api" in plan and "release storefront, with storefront-web" in plan
+
+    def phases() -> list[str]:
+        statuses = stack.latest("module_status")
+        return [statuses[name]["phase"] if name in statuses else "-" for name in RELEASE]
+
+    # its canary is done for both members; its rest waits for an approval of each
+    wait_for("the release's canary done", lambda: phases() == ["AwaitingApproval"] * 2, timeout=120)
+    shown = json.loads(run_cli(stack, "status", "storefront-web", "-o", "json"))["releaseStatus"]
+    assert (shown["name"], [m["module"] for m in shown["members"]]) == ("storefront", list(RELEASE))
+    assert [
+        c["cluster"] for c in shown["clusters"] if all(t["state"] == "succeeded" for t in c["members"].values())
+    ] == ["prod-eu-1"]
+    assert "Release storefront" in run_cli(stack, "status", "storefront-api")
+    stack.send("clusters", "prod-ap-6", cluster_event("prod-ap-6", ready=True))  # every prod cluster ready
+    for name in RELEASE:
+        run_cli(stack, "approve", name, "--stage", "rest")
+    wait_for("the release complete", lambda: phases() == ["Complete"] * 2, timeout=180)
+    shown = json.loads(run_cli(stack, "status", "storefront-api", "-o", "json"))["releaseStatus"]
+    assert shown["phase"] == "Complete" and [m["stableRevision"] for m in shown["members"]] == ["6.7.1", "6.7.1"]
+    assert {c["cluster"] for c in shown["clusters"]} == PROD
+    assert all(t["state"] == "succeeded" for c in shown["clusters"] for t in c["members"].values())
+    assert {f"proxy/{c}/{m}.yaml" for c in PROD for m in RELEASE} <= stack.files()
 
 
 def test_files_survive_as_written_by_an_atomic_sink(stack: Stack) -> None:

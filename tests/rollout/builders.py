@@ -699,11 +699,11 @@ def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, 
             return "failed"
     if target.assigned == goal:
         if goal is None or target.status == "succeeded":
-            for peer, known in known_peers.items():  # done only once every member is done (or pinned) here
+            for peer, known in known_peers.items():  # done only once every member is done (or skipped) here
                 if target.hold is not None:
                     break  # a cluster its owner holds: the others are held there too
-                if peer in record.awaiting or known is None or not (known.ready or known.pinned):
-                    return "blocked"
+                if peer in record.awaiting or known is None or not (known.ready or known.skipped):
+                    return "awaiting_release"  # started, not done
             return "succeeded"
         return "failed" if target.status == "failed" else "updating"
     if record.mode == "rollback" and target.stage_index is None and target.assigned is None:

@@ -399,7 +399,7 @@ def churning_runs(draw: st.DrawFn) -> dict[str, Any]:
         OPERATIONS["tick"],
         st.tuples(st.just("command"), st.just("approve"), st.just("app"), st.integers(0, 99)),
     )
-    return {
+    scenario = {
         "clusters": draw(st.lists(cluster_specs(), min_size=size, max_size=size)),
         "strategies": [strategy],
         "selector": draw(st.sampled_from([{}, {"env": "prod"}])),
@@ -408,6 +408,16 @@ def churning_runs(draw: st.DrawFn) -> dict[str, Any]:
         "rejections": False,  # an operator's rejection halts a run on purpose: not churn
         "graph": draw(graph_shapes),  # drawn last: every other draw is what it was
     }
+    # or app and base move as one Release, with its one strategy, each settling in turn —
+    # drawn last, so that every other part of a scenario is drawn as before
+    if draw(st.booleans()):
+        steps = [
+            item
+            for step in scenario["steps"]
+            for item in ([step, ("settle", "base", *step[2:])] if step[0] == "settle" else [step])
+        ]
+        scenario.update(strategies=[strategy, strategy], release=True, steps=steps)
+    return scenario
 
 
 @settings(
@@ -423,20 +433,24 @@ def test_random_fleet_churn_during_a_run_never_aborts_or_stalls_it(scenario: dic
     """Whatever the fleet does during a run, the run is the one that started (no new run,
     never halted, aborted or rolled back), each stage's fixed set only grows by joiners,
     and once its clusters succeed it completes — but for members still offline, which
-    keep it Progressing — with every member in an explicit, settled state."""
+    keep it Progressing — with every member in an explicit, settled state (for a
+    Release's modules, none still AwaitingRelease)."""
     checked = Run(scenario)
     for outcome in checked.fleet.outcomes:
         for decision in outcome.decisions:
             assert decision.action not in ("halted", "aborted", "rollback", "failed"), decision.reason
-    run = checked.fleet.run("app")
-    assert (run["number"], run["generation"]) == (1, 1), "churn started another run"
+    names = list(MODULES) if scenario.get("release") else ["app"]
+    for name in names:
+        run = checked.fleet.run(name)
+        assert (run["number"], run["generation"]) == (1, 1), f"churn started another run of {name}"
     checked.finish(new_revision=False)
-    assert checked.fleet.run("app")["number"] == 1
-    states = checked.fleet.run_members("app")
-    for cluster_name, (state, why) in states.items():
-        assert state in SETTLED_RUN_STATES, f"{cluster_name} is still {state}: {why}"
-        if state in ("SkippedOffline", "Left"):
-            assert why, f"{cluster_name} is {state} without a reason"
+    for name in names:
+        assert checked.fleet.run(name)["number"] == 1
+        states = checked.fleet.run_members(name)
+        for cluster_name, (state, why) in states.items():
+            assert state in SETTLED_RUN_STATES, f"{name}: {cluster_name} is still {state}: {why}"
+            if state in ("SkippedOffline", "Left"):
+                assert why, f"{name}: {cluster_name} is {state} without a reason"
 
 
 @settings(

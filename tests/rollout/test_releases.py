@@ -12,7 +12,7 @@ import pytest
 from rollout.api.loading import Loaded, ManifestError, load_manifests
 from rollout.api.module_releases import expand_releases
 from rollout.wire.events import ModuleApplied
-from tests.rollout.builders import given, module, stage
+from tests.rollout.builders import cluster, given, module, stage
 
 CANARY = {"ring": "canary"}
 WAVE = {"ring": "wave"}
@@ -33,8 +33,6 @@ def member(name: str, tag: str = "v1", *, on_failure: str | None = None, failure
 
 
 def shop(**options: Any) -> Any:
-    from tests.rollout.builders import cluster
-
     return given(
         cluster("c1", CANARY),
         cluster("w1", WAVE),
@@ -47,7 +45,7 @@ def shop(**options: Any) -> Any:
 def test_a_cluster_is_done_for_a_release_member_only_when_every_member_succeeded_there() -> None:
     fleet = shop()
     fleet.succeed("web", "c1")
-    assert fleet.category("web", "c1") == "blocked"  # on its target, waiting for api there
+    assert fleet.category("web", "c1") == "awaiting_release"  # on its target, waiting for api there
     assert fleet.record("web").stage_index == 0
     assert fleet.target_status["web/c1"]["message"] == (
         "on its target, waiting for release shop: api on their target and succeeded here"
@@ -66,6 +64,58 @@ def test_release_members_move_through_the_stages_together() -> None:
     fleet.succeed("api", "w1")
     assert fleet.phase("web") == "Progressing" and fleet.record("web").stable is None
     fleet.succeed("api", "w2")
+    assert fleet.phase("web") == "Complete" and fleet.phase("api") == "Complete"
+
+
+def test_a_member_waiting_for_its_release_is_started_for_its_wave_and_says_so_in_its_run() -> None:
+    # given a release whose stage moves in waves of one, ten minutes apart
+    waves = {"size": 1, "seed": 7, "delay": "10m"}
+    fleet = given(
+        *[cluster(name, WAVE) for name in ("w1", "w2", "w3")],
+        module("web", {}, "v1", stage("wave", WAVE, waves=waves), release=SHOP),
+        module("api", {}, "v1", stage("wave", WAVE, waves=waves), release=SHOP),
+    )
+    [first] = [name for name in ("w1", "w2", "w3") if fleet.revision("web", name) == "v1"]
+    # when web succeeds on its wave's member, where api still updates
+    fleet.succeed("web", first)
+    # then web waits there for api — started, so its open wave moves no other member
+    assert fleet.category("web", first) == "awaiting_release"
+    assert fleet.on("web", "v1") == [first]
+    assert fleet.counts("web", "wave")["awaiting_release"] == 1
+    state, why = fleet.run_members("web")[first]
+    assert state == "AwaitingRelease" and "waiting for release shop: api" in why
+    # and the wave's delay runs from when web's own update there ended: then the next wave
+    fleet.wait(600)
+    assert len(fleet.on("web", "v1")) == 2
+    assert fleet.phase("web") == "Progressing"
+    fleet.succeed("api", first)
+    assert fleet.category("web", first) == "succeeded" and fleet.category("api", first) == "succeeded"
+
+
+def test_a_member_waiting_for_its_release_takes_no_concurrency_slot_and_keeps_its_stage_open() -> None:
+    # given a release moving one cluster at a time in its wave stage
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        module("web", {}, "v1", stage("canary", CANARY), stage("wave", WAVE, concurrency=1), release=SHOP),
+        module("api", {}, "v1", stage("canary", CANARY), stage("wave", WAVE, concurrency=1), release=SHOP),
+    )
+    fleet.succeed("web", "c1")
+    fleet.succeed("api", "c1")
+    [first] = [name for name in ("w1", "w2") if fleet.revision("web", name) == "v1"]
+    [second] = [name for name in ("w1", "w2") if name != first]
+    assert fleet.revision("web", second) is None  # one at a time
+    # when web succeeds on the first wave member, where api still updates
+    fleet.succeed("web", first)
+    # then web's slot is free: it moves on, as it would after a success (its own update ended)
+    assert fleet.category("web", first) == "awaiting_release"
+    assert fleet.revision("web", second) == "v1"
+    # and its stage stays open until api is done there too, whatever else succeeds
+    fleet.succeed("web", second)
+    assert fleet.category("web", second) == "awaiting_release"
+    assert fleet.phase("web") == "Progressing" and fleet.record("web").stable is None
+    fleet.succeed("api", first, second)
     assert fleet.phase("web") == "Complete" and fleet.phase("api") == "Complete"
 
 
@@ -116,7 +166,7 @@ def test_a_new_release_does_not_count_a_peers_previous_state() -> None:
     after = {"api": "apply-api-v2"}
     fleet.send(ModuleApplied(id="apply-web-v2", module=member("web", "v2"), after=after))
     fleet.succeed("web", "c1")
-    assert fleet.category("web", "c1") == "blocked"  # api's success was about v1
+    assert fleet.category("web", "c1") == "awaiting_release"  # api's success was about v1
     assert fleet.status("web")["awaiting"] == ["api"]
 
 
@@ -127,19 +177,48 @@ def test_a_cluster_pinned_in_one_member_is_not_waited_for_by_the_others() -> Non
     assert fleet.category("web", "c1") == "succeeded"
     assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
     fleet.unpin("api", "c1")
-    assert fleet.category("web", "c1") == "blocked"  # api follows again: web waits for it there
+    assert fleet.category("web", "c1") == "awaiting_release"  # api follows again: web waits for it there
 
 
 def test_a_cluster_its_owner_holds_is_not_waited_for_by_the_members() -> None:
-    from tests.rollout.builders import cluster
-
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), member("web"))
     fleet.succeed("web", "c1")
-    assert fleet.category("web", "c1") == "blocked"  # api does not exist yet: web waits for it
+    assert fleet.category("web", "c1") == "awaiting_release"  # api does not exist yet: web waits for it
     fleet.send(cluster("c1", CANARY, annotations={"rollout.dev/hold": "true"}))
     fleet.apply(member("api"))
     assert fleet.category("api", "c1") == "held" and fleet.category("web", "c1") == "succeeded"
     assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+
+
+def test_a_member_its_run_skips_offline_on_a_cluster_is_not_waited_for_there() -> None:
+    # given web on its target on the canary, and the canary gone offline before api moved there
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), member("web"))
+    fleet.succeed("web", "c1")
+    fleet.send(cluster("c1", CANARY, ready=False))
+    # when api arrives: its run skips the canary (not ready, never moved there)
+    fleet.apply(member("api"))
+    assert fleet.category("api", "c1") == "not_ready"
+    # then web does not wait for it there: the canary passes, as it does for api
+    assert fleet.category("web", "c1") == "succeeded"
+    assert fleet.revision("web", "w1") == "v1" and fleet.revision("api", "w1") == "v1"
+    # and once the canary is back, api moves there and web waits for it again
+    fleet.send(cluster("c1", CANARY))
+    assert fleet.revision("api", "c1") == "v1" and fleet.category("web", "c1") == "awaiting_release"
+    fleet.succeed("api", "c1")
+    assert fleet.category("web", "c1") == "succeeded"
+
+
+def test_a_member_that_went_offline_while_updating_is_still_waited_for() -> None:
+    # given web on its target on the canary, api updating there
+    fleet = shop()
+    fleet.succeed("web", "c1")
+    # when the canary goes offline before api's report
+    fleet.send(cluster("c1", CANARY, ready=False))
+    # then web still waits for api there: api's report counts (a run waits for it too)
+    assert fleet.category("api", "c1") == "updating" and fleet.category("web", "c1") == "awaiting_release"
+    assert fleet.revision("web", "w1") is None
+    fleet.succeed("api", "c1")
+    assert fleet.category("web", "c1") == "succeeded" and fleet.revision("web", "w1") == "v1"
 
 
 def test_deleting_a_release_member_is_not_held_by_its_peers() -> None:
@@ -292,7 +371,7 @@ def test_a_release_shows_its_worst_members_phase_and_which_clusters_are_done() -
     shown = ReleaseStatus.of(ModuleRelease(name="shop", members=["web", "api"]), statuses, targets)
     assert shown.phase == "Progressing" and [m.phase for m in shown.members] == ["Progressing", "Progressing"]
     c1 = next(place for place in shown.clusters if place.cluster == "c1")
-    assert (c1.members["web"].state, c1.members["api"].state, c1.done) == ("blocked", "updating", False)
+    assert (c1.members["web"].state, c1.members["api"].state, c1.done) == ("awaiting_release", "updating", False)
     fleet.fail("api", "c1")
     statuses = {name: ModuleStatus.read(fleet.module_status[name]) for name in ("web", "api")}
     assert ReleaseStatus.of(ModuleRelease(name="shop", members=["web", "api"]), statuses, targets).phase == "Halted"

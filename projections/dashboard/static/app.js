@@ -21,7 +21,7 @@
 
 const PAGE_SIZE = 500;
 const VERDICT_WAIT_MS = 15000;
-const STATE_ORDER = ["succeeded", "updating", "failed", "pending", "not_ready", "pinned", "blocked", "held"];
+const STATE_ORDER = ["succeeded", "awaiting_release", "updating", "failed", "pending", "not_ready", "pinned", "blocked", "held"];
 const app = { view: null, skew: 0, live: null, me: null };
 
 function h(tag, attrs, ...children) {
@@ -137,6 +137,7 @@ function moduleView(root, name) {
   const run = h("div", { testid: "run" });
   const release = h("div", { testid: "release" });
   let releaseMembers = [];
+  let releaseName = "";
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   const rejectReasons = {};  // stage → the reason typed so far: the cards are rebuilt on every refresh
   const glass = { reason: "", for: "1h" };  // the break-glass form's fields, kept across refreshes
@@ -193,9 +194,10 @@ function moduleView(root, name) {
     return h("section", { class: `stage-card ${stage.state.toLowerCase()}`, testid: `stage-${stage.name}` },
       h("div", { class: "stage-title" }, h("strong", {}, stage.name), h("span", { testid: "stage-state" }, badge(stage.state))),
       progressBar(stage.counts, `stage-bar-${stage.name}`),
-      h("div", { class: "muted" }, STATE_ORDER.map((s) => `${s.replace("_", " ")} ${stage.counts[s]}`).join(" · ")),
+      h("div", { class: "muted" }, STATE_ORDER.filter((s) => s !== "awaiting_release" || stage.counts[s])
+        .map((s) => `${s.replace("_", " ")} ${stage.counts[s] || 0}`).join(" · ")),
       h("div", { class: "muted" }, limits.join(" · ")), clock, approvalsLine(stage), approve, reject,
-      ...stageHolds(stage, dependsOn));
+      ...stageHolds(stage, dependsOn, releaseName));
   }
 
   // auto-promotion (rollout/engine/promotions.py): the range followed, its holds, the version available while held
@@ -275,6 +277,7 @@ function moduleView(root, name) {
       const stageList = s ? s.stages : [];
       dependsOn = s ? s.dependsOn || [] : [];
       releaseMembers = page.release ? page.release.members.map((m) => m.module) : [];
+      releaseName = page.release ? page.release.name : "";
       release.replaceChildren(...(page.release ? releaseSection(page.release) : []));
       stages.replaceChildren(...stageList.map(stageCard));
       currentStage = s ? s.currentStage : "";
@@ -374,8 +377,8 @@ function upstreamHold(stage) {
 }
 
 // What holds a stage: its upstream stages, its maintenance window, its health gates, its waves,
-// clusters blocked by dependencies.
-function stageHolds(stage, dependsOn) {
+// clusters blocked by dependencies, clusters on their target waiting for their release's other members.
+function stageHolds(stage, dependsOn, releaseName) {
   const holds = [];
   const upstream = upstreamHold(stage);
   if (upstream) holds.push(upstream);
@@ -414,6 +417,10 @@ function stageHolds(stage, dependsOn) {
   if (stage.blocked) {
     holds.push(h("div", { class: "hold blocked", testid: `blocked-${stage.name}` },
       `${stage.blocked} blocked, waiting for ${dependsOn.join(", ") || "dependencies"}`));
+  }
+  if (stage.counts && stage.counts.awaiting_release) {
+    holds.push(h("div", { class: "hold blocked", testid: `awaiting-release-${stage.name}` },
+      `${stage.counts.awaiting_release} on their target, waiting for release ${releaseName || "?"}'s other members there`));
   }
   if (stage.counts && stage.counts.held) {
     holds.push(h("div", { class: "hold blocked", testid: `held-${stage.name}` },
