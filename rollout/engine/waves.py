@@ -24,11 +24,15 @@ order, and `rollout plan` computes the same waves from the manifest before it is
 Never the clock, never the operating system's randomness.
 
 The waves. A wave is a number of moves: wave w (0-based) may have started (updating,
-succeeded or failed on the target) `(w + 1) * size` members of the stage, `size` being
+succeeded or failed on the target, or on it and waiting for its Release's other members:
+`strategy.started`) `(w + 1) * size` members of the stage, `size` being
 `waves.size` resolved against the stage's members as `maxConcurrency` is (percentages round
 down, at least 1). Within the wave `maxConcurrency` still limits how many update at once.
 Wave w is done when it has started its share (or nothing is left to move) and none of the
-stage's members is updating — over `maxFailures` the rollout halts before (stages.py). Wave
+stage's members is updating (a member waiting for its Release's other members updates
+nothing: the delay runs from its own update's end, or two members whose waves shuffle
+differently could wait for each other for ever) — over `maxFailures` the rollout halts
+before (stages.py). Wave
 w + 1 starts `delay` after that, at the first event (a Tick) that finds the delay passed;
 a wave done before the engine saw any tick starts its delay at the first one. Each start is
 the decision `wave-started` naming the stage, the wave, the seed and the members it takes
