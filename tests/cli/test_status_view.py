@@ -211,3 +211,24 @@ def test_status_shows_an_active_break_glass_with_who_and_why() -> None:
     assert shown == [
         "Break-glass every freeze calendar overridden until 2026-11-27T16:00:00Z by bob via cli: sev-1 fix".split()
     ]
+
+
+def test_status_counts_a_release_members_clusters_waiting_for_the_other_members() -> None:
+    shop = ("shop", ["web", "api"])
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        module("web", {}, "v1", stage("canary", {"ring": "canary"}), release=shop),
+        module("api", {}, "v1", stage("canary", {"ring": "canary"}), release=shop),
+    )
+    fleet.succeed("web", "c1")  # on its target; api still updates there
+    lines = printed(fleet.status("web")).splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("STAGE"))
+    row = next(line for line in lines if line.lstrip().startswith("canary"))
+    column = header.index("AWAITING RELEASE")
+    assert column < header.index("PINNED") and row[column] == "1"  # web on c1, waiting for api there
+    assert "AWAITING" not in printed(module_status_without_release())
+
+
+def module_status_without_release() -> dict[str, Any]:
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", stage("canary", {"ring": "canary"})))
+    return fleet.status("app")
