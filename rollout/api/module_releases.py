@@ -23,7 +23,8 @@ member there is a failure of each.
 The rules checked here, each a `DocumentProblem` naming file, document and field: every
 member is a Module or BootstrapModule of these files; no module is in two releases; a
 member leaves `selector` and `rollout` to its release (two places deciding one thing is a
-mistake waiting to happen); a version matches the member's source (`git` for a Git
+mistake waiting to happen) and is not auto-promoted on its own (`autoPromote`: a member
+promoted alone would break the combination); a version matches the member's source (`git` for a Git
 source, `oci` for an OCI one, `chart` for a Helm chart) and `values` go to a Helm package
 only; nobody writes `spec.release` by hand.
 """
@@ -100,6 +101,12 @@ def _member(
         for name in ("selector", "rollout")
         if getattr(manifest.spec, name) is not None
     ]
+    if manifest.spec.sync.source.auto_promote is not None:
+        reason = (
+            f"a member of {where.where} moves with its release, never promoted alone (that would break the "
+            "combination); remove autoPromote here and give the release its new versions"
+        )
+        problems.append(_problem(module, "spec.sync.source.autoPromote", reason))
     document: dict[str, Any] = manifest.model_dump(by_alias=True, exclude_unset=True)
     spec = document["spec"]
     source = spec["sync"]["source"]

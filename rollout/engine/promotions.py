@@ -1,7 +1,8 @@
 """Auto-promotion: what a PromotionObserved and `rollout promotion hold|resume` do.
 
     PromotionObserved(module, version, source, promoter)      (from `rollout promoter`)
-        ──► ignored unless: the module auto-promotes this very source, the version is in its
+        ──► ignored unless: the module auto-promotes this very source (and is no Release
+            member: a member moves with its release, never alone), the version is in its
             range (pre-releases only when the range names one: rollout/api/promotion.py) and
             newer than the target — never a downgrade, and the same version again (a
             redelivery, a second promoter, the next poll) changes nothing
@@ -97,6 +98,8 @@ class Promotions:
         auto = source.auto_promote
         if auto is None or not same_source(source, event) or not auto.admits(event.version):
             return  # not auto-promoted (any more), another source, or out of range
+        if stored.spec.release is not None:
+            return  # a Release member moves with its release, never promoted alone (module_releases.py)
         current = stored.revisions[stored.target].revision
         if not newer(event.version, current):
             return  # never a downgrade; the target itself again changes nothing

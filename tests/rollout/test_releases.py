@@ -327,6 +327,34 @@ def test_a_member_leaves_its_selector_and_stages_to_the_release() -> None:
     ]
 
 
+def test_a_member_is_not_auto_promoted_on_its_own() -> None:
+    text = MODULES.replace(
+        "source: {git: {url: https://git.example/api, version: {tag: v1.0.0}}}",
+        "source: {git: {url: https://git.example/api, version: {tag: v1.0.0}}, autoPromote: {semver: '^1.0'}}",
+    )
+    assert problems(text + RELEASE) == [
+        "shop.yaml: document 2 (Module/api): spec.sync.source.autoPromote: a member of shop.yaml: document 4 "
+        "(Release/shop) moves with its release, never promoted alone (that would break the combination); "
+        "remove autoPromote here and give the release its new versions"
+    ]
+
+
+def test_a_release_member_ignores_a_promotion_of_its_source() -> None:
+    from tests.rollout.builders import promotion
+
+    # given release members whose spec carries autoPromote (only a hand-made apply can)
+    fleet = given(cluster("c1", CANARY))
+    auto = {"semver": "^1.0"}
+    web = module("web", {}, "v1.0.0", stage("canary", CANARY), release=SHOP, auto_promote=auto)
+    api = module("api", {}, "v1.0.0", stage("canary", CANARY), release=SHOP, auto_promote=auto)
+    fleet.apply(web, api)
+    # when the promoter sees a newer version in web's range
+    outcome = fleet.send(promotion("web", "1.1.0"))
+    # then web stays on its release's revision: no promotion, no new target
+    assert outcome.decisions == [] and fleet.record("web").target == 1
+    assert fleet.revision("web", "c1") == "v1.0.0"
+
+
 def test_a_release_version_must_match_the_members_source() -> None:
     text = MODULES + RELEASE.replace("{name: api, git: {tag: v2.0.0}}", "{name: api, oci: {tag: v2.0.0}}")
     assert problems(text) == ["shop.yaml: document 4 (Release/shop): spec.modules[1].oci: api's source is not oci: git"]
