@@ -2,7 +2,9 @@
 
     Tick -> clock["now"] (at most MAX_TICK_STEP ahead) -> Clock.hooks, in order:
               1. Leases.expire_leases        leases that ran out expire: their clusters are
-                                             not ready (leases.py, through membership.py)
+                                             not ready — all of them refreshed in every module
+                                             before it moves (leases.py, membership.py
+                                             `clusters_changed`)
               2. ModuleTimers.on_clock_moved every module not settled, one at a time:
                    a. soak restarted       a stage done before the first tick soaks from it
                    b. window waits redone  waits (and freezes: freeze_gate.py) entered before

@@ -121,6 +121,8 @@ class Leases:
         self._holder_expiries: Expiries | None = None
         self._holders_unclocked: set[str] | None = None
         self._dead_holders: Expiries | None = None  # holders expired: when their lease ran out
+        # while a tick expires leases: each cluster whose facts they changed → its facts before
+        self._expiring: dict[str, ClusterFacts] | None = None
         self.holder_horizon = HOLDER_HORIZON  # an engine may be given another: tests use hours
 
     def reset_index(self) -> None:
@@ -369,9 +371,20 @@ class Leases:
         """Clock hook: leases renewed before any tick run from the first one; leases whose
         time ran out expire — the clusters' own (each becomes not ready, unless a live holder
         claims it), then the holders' (the clusters only they claim become not ready); then
-        holders expired a horizon ago are forgotten (no readiness changes)."""
-        self._expire_own_leases(first, out)
-        self._expire_holders(first, out)
+        every module concerned refreshes all the clusters whose readiness that changed and
+        moves once (`Membership.clusters_changed`): a cluster whose lease runs out on this
+        tick is never moved by another's expiry on it; then holders expired a horizon ago
+        are forgotten (no readiness changes)."""
+        self._expiring = {}  # every lease that runs out on this tick first, then the moves
+        try:
+            self._expire_own_leases(first, out)
+            self._expire_holders(first, out)
+        finally:
+            expiring, self._expiring = self._expiring, None
+        changes = [(name, before, self.tables.clusters[name]) for name, before in expiring.items()]
+        self.membership.clusters_changed(
+            [(name, before, now) for name, before, now in changes if now.ready != before.ready], out
+        )
         self.forget_dead_holders()
 
     def _expire_own_leases(self, first: bool, out: Outcome) -> None:
@@ -446,8 +459,12 @@ class Leases:
         del self.tables.holders[holder]
 
     def _refresh_facts(self, previous: ClusterFacts, facts: ClusterFacts, out: Outcome) -> None:
-        """Store `facts` with its readiness worked out; a readiness change moves modules."""
+        """Store `facts` with its readiness worked out; a readiness change moves modules —
+        on a tick, once every lease that runs out on it has expired (`expire_leases`)."""
         facts.ready = facts.readiness()
         self.tables.clusters[facts.name] = facts
+        if self._expiring is not None:
+            self._expiring.setdefault(facts.name, previous)
+            return
         if facts.ready != previous.ready:
             self.membership.cluster_changed(facts.name, previous, facts, out)

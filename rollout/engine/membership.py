@@ -68,6 +68,9 @@ _DROPPED: dict[DepartureReason, type[ClusterWasRemoved | ClusterUnselected | Clu
 }
 """How a member left (runs.py `Departure.reason`) → the reason of its unassignment."""
 
+Change = tuple[str, ClusterFacts | None, ClusterFacts | None]
+"""A cluster whose facts changed: (name, its facts before, its facts now — None: removed)."""
+
 
 class Membership:
     """Folds cluster observations; keeps each module's Targets matching the fleet."""
@@ -154,47 +157,71 @@ class Membership:
     ) -> None:
         """A cluster's facts changed (None: it was removed): every module of the partition
         that covers it, covered it or now covers it refreshes its Target there and moves."""
-        tables, book = self.tables, self.book
+        self.clusters_changed([(cluster, previous, facts)], out)
+
+    def clusters_changed(self, changes: list[Change], out: Outcome) -> None:
+        """Several clusters' facts changed at once (leases expiring on one tick: leases.py):
+        every module concerned refreshes all of their Targets, then moves once — so no
+        cluster among them is moved on the strength of facts it no longer has."""
+        tables = self.tables
+        for name in sorted(tables.modules.keys()):
+            stored = tables.modules[name]
+            if stored.partition != tables.partition:
+                continue
+            concerned = [
+                change
+                for change in changes
+                if (change[2] is not None and self.reaches(stored, change[2]))
+                or target_key(name, change[0]) in tables.targets
+            ]
+            if not concerned:
+                continue  # a member of none of them, before or now: nothing changes for this module
+            record = stored.working_copy()
+            self.refresh_membership(record, {change[0] for change in concerned}, out)
+            for cluster, previous, facts in concerned:
+                self._resend_if_changed(record, cluster, previous, facts, out)
+            self.stages.advance(record, out)
+            if record != stored:
+                self.book.save_module(record, out)
+
+    def _resend_if_changed(
+        self,
+        record: ModuleRecord,
+        cluster: str,
+        previous: ClusterFacts | None,
+        facts: ClusterFacts | None,
+        out: Outcome,
+    ) -> None:
+        """Re-send the cluster's assigned sync when what it is expanded from changed."""
+        book, name = self.book, record.name
         moved_namespace = previous is not None and facts is not None and previous.namespace != facts.namespace
         bindings_changed = (
             previous is not None
             and facts is not None
             and (previous.labels != facts.labels or previous.annotations != facts.annotations)
         )
-        for name in sorted(tables.modules.keys()):
-            stored = tables.modules[name]
-            if stored.partition != tables.partition:
-                continue
-            if facts is None or not self.reaches(stored, facts):
-                if target_key(name, cluster) not in tables.targets:
-                    continue  # a member neither before nor now: nothing changes for this module
-            record = stored.working_copy()
-            self.refresh_membership(record, {cluster}, out)
-            target = tables.targets.get(target_key(name, cluster))
-            assigned = target.assigned if target is not None else None
-            resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
-            if not resend and bindings_changed and assigned is not None and assigned in record.revisions:
-                resend = self._release_moved(record, assigned, previous, facts)
-            if resend and target is not None and target.assigned is not None:
-                # the cluster's labels feed its bindings, its stage's Helm values, its
-                # namespace CLUSTER_NAMESPACE and its assemblage's place: re-send its sync
-                out.assignments.append(
-                    Assignment(
-                        cluster=cluster,
-                        cluster_namespace=facts.namespace,  # type: ignore[union-attr]
-                        module=name,
-                        assemblage=ASSEMBLAGE_FOR[record.kind],
-                        sync=book.resent_sync(record, target, facts, out),
-                        reason="cluster namespace changed: sync re-sent"
-                        if moved_namespace
-                        else "cluster labels changed: bindings re-expanded, values merged again"
-                        if record.spec.sync.package.helm is not None
-                        else "cluster labels changed: bindings re-expanded",
-                    )
+        target = self.tables.targets.get(target_key(name, cluster))
+        assigned = target.assigned if target is not None else None
+        resend = moved_namespace or (bindings_changed and bool(record.spec.bindings))
+        if not resend and bindings_changed and assigned is not None and assigned in record.revisions:
+            resend = self._release_moved(record, assigned, previous, facts)
+        if resend and target is not None and target.assigned is not None:
+            # the cluster's labels feed its bindings, its stage's Helm values, its
+            # namespace CLUSTER_NAMESPACE and its assemblage's place: re-send its sync
+            out.assignments.append(
+                Assignment(
+                    cluster=cluster,
+                    cluster_namespace=facts.namespace,  # type: ignore[union-attr]
+                    module=name,
+                    assemblage=ASSEMBLAGE_FOR[record.kind],
+                    sync=book.resent_sync(record, target, facts, out),
+                    reason="cluster namespace changed: sync re-sent"
+                    if moved_namespace
+                    else "cluster labels changed: bindings re-expanded, values merged again"
+                    if record.spec.sync.package.helm is not None
+                    else "cluster labels changed: bindings re-expanded",
                 )
-            self.stages.advance(record, out)
-            if record != stored:
-                book.save_module(record, out)
+            )
 
     def _release_moved(
         self, record: ModuleRecord, generation: int, previous: ClusterFacts | None, facts: ClusterFacts | None

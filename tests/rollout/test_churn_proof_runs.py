@@ -303,3 +303,25 @@ def test_a_rollout_stored_before_runs_existed_adopts_a_run_and_goes_on() -> None
     assert run["stages"] == {"canary": {"members": 1, "left": 0}, "wave": {"members": 2, "left": 0}}
     fleet.succeed("app", "w2")
     assert fleet.phase("app") == "Complete"
+
+
+# -- leases expiring on the same tick -------------------------------------------------------
+
+
+def test_clusters_whose_leases_expire_on_the_same_tick_are_all_offline_before_anything_moves() -> None:
+    # c1 holds the canary (its window is closed); c1's and w1's leases run out on one tick:
+    # c1 offline passes the canary, but w1 — offline on that tick too — is not moved
+    monday_20h = datetime(2026, 3, 2, 20, 0, tzinfo=UTC).timestamp()  # 21:00 in Berlin: closed
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        module("app", {}, "v1", {**stage("canary", CANARY), "windows": [EVENINGS]}, stage("wave", WAVE)),
+        at=monday_20h,
+    )
+    fleet.send(heartbeat("c1", 30), heartbeat("w1", 30))
+    assert fleet.run_members("app")["c1"][0] == "DeferredByWindow"
+    fleet.wait(31)
+    assert fleet.revision("app", "w1") is None  # offline on the tick its stage started
+    assert fleet.revision("app", "w2") == "v1"
+    assert fleet.run_members("app")["w1"][0] == "SkippedOffline"

@@ -5,6 +5,7 @@ holders' leases. One given/when/then test per rule, and the cost of a beat."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rollout.engine.core import RolloutEngine
@@ -305,3 +306,25 @@ def test_a_holders_beat_writes_one_state_record_per_partition_whatever_it_claims
         small, large = changelog_of_a_beat(10, partition), changelog_of_a_beat(10_000, partition)
         assert [key for key, _ in large] == [b"holders:a-0"] == [key for key, _ in small]
         assert len(large[0][1] or b"") == len(small[0][1] or b"")  # nor do its bytes grow
+
+
+def test_a_holder_and_a_cluster_lease_expiring_on_one_tick_move_nothing_between_them() -> None:
+    # c1's own lease and holder a-0's (which alone claims w1) run out on one tick: c1 going
+    # offline passes the canary (its window closed), yet w1 — offline on that tick — is not moved
+    monday_20h = datetime(2026, 3, 2, 20, 0, tzinfo=UTC).timestamp()  # 21:00 in Berlin: closed
+    evenings = {"schedule": "0 22 * * 1-5", "duration": "4h", "timeZone": "Europe/Berlin"}
+    a = Replica("a-0", lease_seconds=30)
+    canary = {**stage("canary", CANARY), "windows": [evenings]}
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        module("app", {}, "v1", canary, stage("wave", WAVE)),
+        at=monday_20h,
+    )
+    fleet.send(heartbeat("c1", 30), *a.reach("w1"))
+    fleet.wait(30)
+    assert not fleet.clusters["c1"].ready and not fleet.clusters["w1"].ready
+    assert fleet.revision("app", "w2") == "v1"  # the wave started on that tick
+    assert fleet.revision("app", "w1") is None
+    assert fleet.category("app", "w1") == "not_ready"
