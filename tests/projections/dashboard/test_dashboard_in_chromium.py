@@ -641,7 +641,11 @@ def test_a_read_only_user_sees_the_rollout_but_no_buttons_and_the_server_refuses
     page.screenshot(path=str(ARTIFACTS / "dashboard-read-only.png"), full_page=True)
 
     me = page.request.get(f"{stack.dashboard_url}/api/me").json()  # type: ignore[attr-defined]
-    assert me["user"] == "vera@example.com" and me["can"]["fleet"] == {"commands": False, "approvals": False}
+    assert me["user"] == "vera@example.com" and me["can"]["fleet"] == {
+        "commands": False,
+        "approvals": False,
+        "breakGlass": False,
+    }
     origin = {"Origin": stack.dashboard_url, "X-CSRF-Token": me["csrfToken"]}  # type: ignore[attr-defined]
     url = f"{stack.dashboard_url}/api/modules/view/commands"  # type: ignore[attr-defined]
     refused = page.request.post(url, data={"command": "abort"}, headers=origin)
