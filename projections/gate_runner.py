@@ -64,6 +64,7 @@ from infra import client
 from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.publisher import Publish
+from projections.rounds import run_rounds
 from rollout.api.formats import parse_duration
 from rollout.api.gates import CLUSTERS
 from rollout.wire.documents import DocumentError
@@ -223,21 +224,13 @@ class GateRunner:
         self.round_targets: dict[str, list[TargetStatus]] | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            try:
-                while not stop.is_set():
-                    try:
-                        await self.round(session)
-                    except Exception as error:  # the broker may be away: the next round tries again
-                        log.warning("gate round failed: %s", error, extra=RATE_LIMITED)
-                    try:
-                        await asyncio.wait_for(stop.wait(), self.interval)
-                    except TimeoutError:
-                        pass
-            finally:
-                await self.statuses.close()
-                await self.targets.close()
+        try:
+            await run_rounds(
+                self.round, interval=self.interval, stop=stop, request_timeout=REQUEST_TIMEOUT, what="gate"
+            )
+        finally:
+            await self.statuses.close()
+            await self.targets.close()
 
     async def round(self, session: aiohttp.ClientSession) -> None:
         """One evaluation of every gate of every soaking stage (of an analysis: when due)."""

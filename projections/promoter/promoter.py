@@ -44,6 +44,7 @@ from infra.observability import RATE_LIMITED
 from infra.topics import TopicNames
 from projections.promoter.sources import REQUEST_TIMEOUT, SourceError, list_versions
 from projections.publisher import Publish
+from projections.rounds import run_rounds
 from rollout.api.promotion import newer, newest_in_range
 from rollout.wire.documents import DocumentError
 from rollout.wire.events import PromotedSource, PromotionObserved
@@ -77,20 +78,12 @@ class Promoter:
         self.statuses = client.LatestReader(bootstrap, self.topics.module_status)
 
     async def run(self, stop: asyncio.Event) -> None:
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            try:
-                while not stop.is_set():
-                    try:
-                        await self.round(session)
-                    except Exception as error:  # the broker may be away: the next round tries again
-                        log.warning("promotion round failed: %s", error, extra=RATE_LIMITED)
-                    try:
-                        await asyncio.wait_for(stop.wait(), self.interval)
-                    except TimeoutError:
-                        pass
-            finally:
-                await self.statuses.close()
+        try:
+            await run_rounds(
+                self.round, interval=self.interval, stop=stop, request_timeout=REQUEST_TIMEOUT, what="promotion"
+            )
+        finally:
+            await self.statuses.close()
 
     async def round(self, session: aiohttp.ClientSession) -> None:
         """One look at every auto-promoted module's source."""
