@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from cronsim import CronSim, CronSimError
+from cronsim import CronSim
 from dateutil.rrule import DAILY, rrule, rrulestr  # type: ignore[import-untyped]  # no stubs installed
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollout.api.formats import check_dns1123_label, check_duration, parse_duration, shown
+from rollout.api.windows import check_cron_schedule, check_time_zone
 
 MAX_FREEZE_WINDOWS = 32
 
@@ -54,11 +55,7 @@ class FreezeWindow(BaseModel):
     @field_validator("time_zone")
     @classmethod
     def _zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"timeZone {shown(value)} is not an IANA time zone (such as Europe/Berlin)") from None
-        return value
+        return check_time_zone(value)
 
     @field_validator("duration")
     @classmethod
@@ -75,12 +72,7 @@ class FreezeWindow(BaseModel):
         if self.schedule is not None:
             if self.start is not None:
                 raise ValueError("'start' goes with 'rrule', not with a cron 'schedule'")
-            if len(self.schedule.split()) != 5:
-                raise ValueError(f"schedule {shown(self.schedule)} must have 5 fields")
-            try:
-                CronSim(self.schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC")))
-            except CronSimError as error:
-                raise ValueError(f"schedule {shown(self.schedule)} is not a cron expression: {error}") from None
+            check_cron_schedule(self.schedule)
             return self
         if self.start is None:
             raise ValueError("an 'rrule' needs 'start', its first occurrence (a local date-time)")

@@ -39,6 +39,26 @@ MAX_WINDOWS = 32  # per module or stage
 CHANGE_POINTS_SEARCHED = 64  # how far `next_open` looks (window starts and ends)
 
 
+def check_cron_schedule(value: str) -> str:
+    """A 5-field cron expression (maintenance windows, freeze calendars), else ValueError saying why."""
+    if len(value.split()) != 5:
+        raise ValueError(f"schedule {shown(value)} must have 5 fields: minute hour day-of-month month day-of-week")
+    try:
+        CronSim(value, datetime(2026, 1, 1, tzinfo=UTC))
+    except CronSimError as error:
+        raise ValueError(f"schedule {shown(value)} is not a cron expression: {error}") from None
+    return value
+
+
+def check_time_zone(value: str) -> str:
+    """An IANA time zone name, else ValueError saying so."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"timeZone {shown(value)} is not an IANA time zone (such as Europe/Berlin)") from None
+    return value
+
+
 class MaintenanceWindow(BaseModel):
     """`schedule`: a 5-field cron expression (minute hour day-of-month month day-of-week)
     when the window opens; `duration`: how long it stays open (`4h`, `90m`); `timeZone`:
@@ -55,13 +75,7 @@ class MaintenanceWindow(BaseModel):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str) -> str:
-        if len(value.split()) != 5:
-            raise ValueError(f"schedule {shown(value)} must have 5 fields: minute hour day-of-month month day-of-week")
-        try:
-            CronSim(value, datetime(2026, 1, 1, tzinfo=UTC))
-        except CronSimError as error:
-            raise ValueError(f"schedule {shown(value)} is not a cron expression: {error}") from None
-        return value
+        return check_cron_schedule(value)
 
     @field_validator("duration")
     @classmethod
@@ -74,11 +88,7 @@ class MaintenanceWindow(BaseModel):
     @field_validator("time_zone")
     @classmethod
     def _zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"timeZone {shown(value)} is not an IANA time zone (such as Europe/Berlin)") from None
-        return value
+        return check_time_zone(value)
 
 
 def check_windows(windows: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
