@@ -50,12 +50,14 @@ def test_a_rollouts_decisions_verify_chain_by_chain(stack: Stack) -> None:
         "flux-install's stages to pass (two example clusters are not ready: it stays Progressing)",
         lambda: stack.latest("module_status").get("flux-install", {}).get("stableRevision") == "v2.7.3",
     )
-    report = verified(stack.env)
+    # the decisions first: the rollout goes on deciding (clusters join, stages pass), so the
+    # chains verified afterwards hold at least every decision read here
     decisions = [r.json() for r in stack.records("decisions")]
+    report = verified(stack.env)
     assert report["ok"] and report["headsChecked"]
     assert sum(chain["records"] for chain in report["chains"]) >= len(decisions) > 10
     assert all(chain["fromGenesis"] and chain["unchained"] == 0 for chain in report["chains"])
-    assert {chain["chain"] for chain in report["chains"]} == {d["chain"] for d in decisions}
+    assert {d["chain"] for d in decisions} <= {chain["chain"] for chain in report["chains"]}
     table = history(stack.env, "podinfo", "--verify")
     assert table.exit_code == 0 and "OK" in table.output and "of podinfo" in table.output, table.output
 
