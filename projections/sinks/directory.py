@@ -35,12 +35,34 @@ offsets — written once when the batch ends, after all of the batch's files. Th
 guarantee is the same: a crash between a file and the state file was always possible, and
 leaves files newer than the state says, which the replay rewrites identically.
 
+Durability per batch, not per file. Outside a batch each file is its own atomic, durable
+write (fsync of the temporary file, rename, fsync of the directory): two fsyncs per file,
+each a journal commit of the filesystem — measured 0.25 to 0.35 ms of CPU and 0.5 to 3.3 ms of
+wall time per file, a third of the sink's CPU per snapshot. Inside `batch()` the files are
+*staged*: written to their temporary names without an fsync, and published when the batch
+ends — one `syncfs(2)` of the root's filesystem makes every staged file durable, then each
+is renamed over its target, then a second `syncfs` makes the renames durable; only then is
+the state file written (0.08 ms of CPU and 0.13 to 0.15 ms of wall time per file, batches of
+100). Git's `core.fsyncMethod=batch` makes the same trade. What a reader or a crash can
+see is unchanged: a file holds its old content or its new one, never a partial one; after
+a crash the staged temporary files are cleaned up by the next write of their cluster, and
+files and state file are as old as the last published batch — which the replay rewrites.
+The applier sends a batch's status reports only after `batch()` ended, so nothing is
+reported applied before its file is in place. Where `syncfs` is not available (not Linux),
+each staged file and its directory are fsynced at publication instead. A publication that
+fails removes the staged files, forgets the batch's versions and raises: the applier's
+batch fails and is redelivered.
+
 One writer per root: the sink takes no locks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
+import functools
 import hashlib
 import json
 import logging
@@ -136,6 +158,66 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_directory(path.parent)
 
 
+def _write_staged(path: Path, data: bytes) -> str:
+    """`data` in a temporary file beside `path`, not yet durable nor visible: its name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return temp_name
+
+
+@functools.cache
+def _syncfs_call() -> Any | None:
+    """libc's `syncfs(2)` (Linux), or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    function = getattr(ctypes.CDLL(name, use_errno=True), "syncfs", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_int]
+        function.restype = ctypes.c_int
+    return function
+
+
+def _sync_filesystem(root: Path, files: list[str], directories: set[Path]) -> None:
+    """Make `files` and `directories` durable: one `syncfs` of the filesystem holding `root`,
+    or an fsync of each where there is no `syncfs`."""
+    syncfs = _syncfs_call()
+    if syncfs is not None:
+        fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            if syncfs(fd) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"syncfs of {root}: {os.strerror(code or errno.EIO)}")
+        finally:
+            os.close(fd)
+        return
+    for name in files:
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for directory in sorted(directories):
+        _fsync_directory(directory)
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A file written in a batch, published when the batch ends: its temporary name, its
+    content, and which rendered entry (`"<kind>/<cluster>"`, file name) to stamp then."""
+
+    temp: str
+    content: bytes
+    key: str
+    file_name: str
+
+
 def _stamp(path: Path) -> tuple[int, int, int] | None:
     try:
         status = os.stat(path)
@@ -191,10 +273,13 @@ class DirectorySink:
         # rendered from and the file's stamp — a sync unchanged since, whose file is
         # untouched, is not rendered again (`_render`)
         self._rendered: dict[str, tuple[bytes, dict[str, _Rendered]]] = {}
+        # per directory, per file name: the files a batch staged, published when it ends
+        self._staged: dict[Path, dict[str, _Staged]] = {}
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Write the state file once, when the block ends (see the module docstring)."""
+        """Stage the files, publish them when the block ends — one filesystem sync for all —
+        and write the state file once, after them (see the module docstring)."""
         if self._batching:
             yield
             return
@@ -203,8 +288,58 @@ class DirectorySink:
             yield
         finally:
             self._batching = False
+            try:
+                self._publish()
+            except BaseException:
+                self._state, self._state_dirty = None, False  # the batch's versions are not written
+                raise
             if self._state_dirty:
                 self._save_state(self._current_state())
+
+    def _put(self, key: str, directory: Path, file_name: str, content: bytes) -> bool:
+        """Make the file hold `content` (staged inside a batch): False when it already does."""
+        path = directory / file_name
+        staged = self._staged.get(directory, {}).pop(file_name, None)
+        if staged is not None:
+            if staged.content == content:
+                self._staged[directory][file_name] = _Staged(staged.temp, content, key, file_name)
+                return False
+            Path(staged.temp).unlink(missing_ok=True)
+        if path.is_file() and path.read_bytes() == content:
+            return False
+        if self._batching:
+            temp = _write_staged(path, content)
+            self._staged.setdefault(directory, {})[file_name] = _Staged(temp, content, key, file_name)
+        else:
+            _atomic_write(path, content)
+        return True
+
+    def _publish(self) -> None:
+        """Make the staged files durable, rename each over its target, make the renames
+        durable; then stamp them as rendered. On failure nothing staged is left behind."""
+        staged, self._staged = self._staged, {}
+        files = [(directory / name, entry) for directory, entries in staged.items() for name, entry in entries.items()]
+        if not files:
+            return
+        directories = {path.parent for path, _ in files}
+        published = 0
+        try:
+            _sync_filesystem(self.root, [entry.temp for _, entry in files], set())
+            for path, entry in files:
+                os.replace(entry.temp, path)
+                published += 1
+            _sync_filesystem(self.root, [], directories)
+        except BaseException:
+            for _, entry in files[published:]:
+                Path(entry.temp).unlink(missing_ok=True)
+            for directory in sorted(directories, reverse=True):
+                self._remove_empty(directory)  # made for a cluster's first files
+            self._rendered.clear()  # what the files hold is not known any more
+            raise
+        for path, entry in files:
+            rendered = self._rendered.get(entry.key)
+            if rendered is not None and entry.file_name in rendered[1]:
+                rendered[1][entry.file_name].stamp = _file_stamp(path)
 
     @property
     def state_path(self) -> Path:
@@ -246,13 +381,12 @@ class DirectorySink:
             if content is None:  # rendered from the same sync before, and the file still holds it
                 unchanged += 1
                 continue
-            path = directory / file_name
-            if path.is_file() and path.read_bytes() == content:
-                unchanged += 1
-            else:
-                _atomic_write(path, content)
+            if self._put(key, directory, file_name, content):
                 written += 1
-            rendered[1][file_name].stamp = _file_stamp(path)
+            else:
+                unchanged += 1
+            if file_name not in self._staged.get(directory, {}):
+                rendered[1][file_name].stamp = _file_stamp(directory / file_name)
         self._rendered[key] = rendered
         pruned = self._clear(directory, keep=set(files))
         for other in self._cluster_directories(kind, cluster):
@@ -326,12 +460,18 @@ class DirectorySink:
 
     def _clear(self, directory: Path, keep: set[str] | frozenset[str] = frozenset()) -> int:
         """Remove sync files not in `keep` and leftover temporary files; then empty dirs."""
+        staged = self._staged.get(directory, {})
+        for name in [name for name in staged if name not in keep]:
+            Path(staged.pop(name).temp).unlink(missing_ok=True)
         if not directory.is_dir():
             return 0
         pruned = 0
+        staging = {os.path.basename(entry.temp) for entry in staged.values()}
         with os.scandir(directory) as entries:  # the entries' types come with the listing: no stat each
             found = [entry.name for entry in entries if entry.is_file()]
         for name in found:
+            if name in staging:
+                continue  # this batch's, published when it ends
             if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
                 (directory / name).unlink(missing_ok=True)  # a write interrupted by a crash
             elif os.path.splitext(name)[1] == ".yaml" and name not in keep:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from projections.crds import SchemaError
 from projections.render import FluxRenderer
 from projections.sinks import Sink, SinkResult
+from projections.sinks import directory as directory_sink
 from projections.sinks.directory import STATE_FILE, DirectorySink, _dump
 from rollout.api.manifests import Sync
 from rollout.wire.assemblages import Assemblage, AssignedSync
@@ -314,6 +315,116 @@ def test_a_batch_cut_short_by_a_failure_still_records_what_it_wrote(sink: Direct
         sink.write("ProxyAssemblage", "prod-eu-1", snapshot(3, sync("podinfo")))
         sink.write("ProxyAssemblage", "prod-eu-2", snapshot(1, sync("podinfo")))
     assert list(DirectorySink(sink.root, FluxRenderer()).written_versions()) == [("ProxyAssemblage", "prod-eu-1", 3)]
+
+
+def temporaries(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def counting_syncfs(monkeypatch: pytest.MonkeyPatch, *, result: int = 0) -> list[int]:
+    """The real syncfs, counted (or, with `result` != 0, a failing one: a disk that is full)."""
+    real = directory_sink._syncfs_call()
+    assert real is not None, "these tests run on Linux, whose C library has syncfs"
+    calls: list[int] = []
+
+    def syncfs(fd: int) -> int:
+        calls.append(fd)
+        return real(fd) if result == 0 else result
+
+    monkeypatch.setattr(directory_sink, "_syncfs_call", lambda: syncfs)
+    return calls
+
+
+def counting_fsync(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    real = os.fsync
+    calls: list[int] = []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_a_batch_publishes_its_files_when_it_ends_and_not_before(sink: DirectorySink) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    existing = sink.root / "proxy/prod-eu-1/podinfo.yaml"
+    before = existing.read_bytes()
+    with sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo", tag="2.0.0")))
+        sink.write("ProxyAssemblage", "prod-eu-2", snapshot(1, sync("podinfo"), cluster="prod-eu-2"))
+        assert existing.read_bytes() == before
+        assert not (sink.root / "proxy/prod-eu-2/podinfo.yaml").exists()
+    assert documents(existing)[0]["spec"]["ref"] == {"tag": "2.0.0"}
+    assert documents(sink.root / "proxy/prod-eu-2/podinfo.yaml")[0]["spec"]["ref"] == {"tag": "1.0.0"}
+    assert temporaries(sink.root) == []
+
+
+def test_a_batch_makes_all_its_files_durable_with_two_filesystem_syncs_not_two_fsyncs_each(
+    sink: DirectorySink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs = counting_syncfs(monkeypatch)
+    fsynced = counting_fsync(monkeypatch)
+    with sink.batch():
+        for number in range(1, 6):
+            cluster = f"prod-eu-{number}"
+            sink.write("ProxyAssemblage", cluster, snapshot(1, sync("podinfo"), sync("redis"), cluster=cluster))
+    assert len(syncs) == 2  # the staged files, then their renames
+    assert len(fsynced) == 2  # the state file and its directory, written once after the files
+    assert len(list(sink.root.rglob("*.yaml"))) == 10
+
+
+def test_a_batch_whose_files_cannot_be_made_durable_publishes_nothing_and_records_no_version(
+    sink: DirectorySink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    existing = sink.root / "proxy/prod-eu-1/podinfo.yaml"
+    before = existing.read_bytes()
+    counting_syncfs(monkeypatch, result=-1)
+    with pytest.raises(OSError, match="syncfs"), sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo", tag="2.0.0")))
+        sink.write("ProxyAssemblage", "prod-eu-2", snapshot(1, sync("podinfo"), cluster="prod-eu-2"))
+    monkeypatch.undo()
+    assert existing.read_bytes() == before and not (sink.root / "proxy/prod-eu-2").exists()
+    assert temporaries(sink.root) == []
+    assert list(sink.written_versions()) == [("ProxyAssemblage", "prod-eu-1", 1)]
+    redelivered = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo", tag="2.0.0")))
+    assert (redelivered.stale, redelivered.written) == (False, 1)
+    assert documents(existing)[0]["spec"]["ref"] == {"tag": "2.0.0"}
+
+
+def test_without_syncfs_a_batch_fsyncs_each_staged_file_and_directory(
+    sink: DirectorySink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(directory_sink, "_syncfs_call", lambda: None)
+    fsynced = counting_fsync(monkeypatch)
+    with sink.batch():
+        for number in range(1, 4):
+            cluster = f"prod-eu-{number}"
+            sink.write("ProxyAssemblage", cluster, snapshot(1, sync("podinfo"), cluster=cluster))
+    assert len(fsynced) == 3 + 3 + 2  # each file, each cluster's directory, the state file and root
+    assert len(list(sink.root.rglob("*.yaml"))) == 3 and temporaries(sink.root) == []
+
+
+def test_a_tombstone_in_a_batch_drops_the_files_staged_before_it(sink: DirectorySink) -> None:
+    with sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo"), sync("redis")))
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo")))
+        assert temporaries(sink.root) != []
+        sink.write("ProxyAssemblage", "prod-eu-1", None)
+    assert files(sink.root) == ["proxy"] and list(sink.written_versions()) == []
+
+
+def test_a_batch_writing_a_cluster_twice_publishes_its_last_snapshot(sink: DirectorySink) -> None:
+    sink.write("ProxyAssemblage", "prod-eu-1", snapshot(1, sync("podinfo")))
+    with sink.batch():
+        sink.write("ProxyAssemblage", "prod-eu-1", snapshot(2, sync("podinfo", tag="2.0.0"), sync("redis")))
+        back = sink.write("ProxyAssemblage", "prod-eu-1", snapshot(3, sync("podinfo")))
+    assert back.unchanged == 1  # the file on disk already holds it: the staged 2.0.0 is dropped
+    assert files(sink.root) == ["proxy", "proxy/prod-eu-1", "proxy/prod-eu-1/podinfo.yaml"]
+    assert documents(sink.root / "proxy/prod-eu-1/podinfo.yaml")[0]["spec"]["ref"] == {"tag": "1.0.0"}
+    assert list(sink.written_versions()) == [("ProxyAssemblage", "prod-eu-1", 3)]
 
 
 def test_a_removed_state_file_lets_the_next_snapshot_of_every_cluster_apply(sink: DirectorySink) -> None:
