@@ -51,7 +51,9 @@ The applier sends a batch's status reports only after `batch()` ended, so nothin
 reported applied before its file is in place. Where `syncfs` is not available (not Linux),
 each staged file and its directory are fsynced at publication instead. A publication that
 fails removes the staged files, forgets the batch's versions and raises: the applier's
-batch fails and is redelivered.
+batch fails and is redelivered. The price: `syncfs` writes back every dirty page of that filesystem,
+other processes' too — give the root a filesystem of its own when something else (a Kafka
+broker's logs) writes heavily to the same one.
 
 One writer per root: the sink takes no locks.
 """
