@@ -43,6 +43,7 @@ from rollout.wire.events import (
     EventRejected,
     ModuleApplied,
     ModuleDeleted,
+    ReleasePromoted,
     RolloutCommanded,
     RolloutContinued,
     SyncStatusReported,
@@ -188,7 +189,11 @@ class DecidePartition:
             body = decision_body(self.partition, record.offset, index, decision)
             out.send(topics.decisions, decision.module.encode(), self.chain.link(body))
         for event in outcome.dependency_events:  # to another module's partition, via the router
-            receiver = event.module if isinstance(event, DependentLinked | RolloutContinued) else event.dependent
+            receiver = (
+                event.module
+                if isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted)
+                else event.dependent
+            )
             out.send(topics.dependencies, receiver.encode(), event.to_bytes())
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))

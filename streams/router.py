@@ -50,6 +50,8 @@ from rollout.wire.events import (
     ModuleApplied,
     ModuleDeleted,
     PromotionObserved,
+    ReleasePromoted,
+    ReleasePromotionObserved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -88,6 +90,8 @@ TOPIC_ROLE: dict[type, str] = {
     RolloutContinued: "dependencies",
     GateEvaluated: "status",
     PromotionObserved: "status",
+    ReleasePromotionObserved: "status",
+    ReleasePromoted: "dependencies",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
 BROADCAST = (
@@ -111,7 +115,17 @@ def journal_key(event: Any) -> str:
         return str(event.module.metadata.name)
     if isinstance(event, ModuleDeleted):
         return event.name
-    if isinstance(event, (RolloutCommanded, SyncStatusReported, HelmValuesObserved, GateEvaluated, PromotionObserved)):
+    if isinstance(
+        event,
+        (
+            RolloutCommanded,
+            SyncStatusReported,
+            HelmValuesObserved,
+            GateEvaluated,
+            PromotionObserved,
+            ReleasePromotionObserved,
+        ),
+    ):
         return event.module
     if isinstance(event, ClusterObserved):
         return str(event.cluster.metadata.name)
@@ -133,8 +147,8 @@ def journal_key(event: Any) -> str:
         return event.holder
     if isinstance(event, HolderClaims):
         return f"{event.holder}/{event.chunk}"
-    if isinstance(event, DependentLinked | RolloutContinued):
-        return event.module  # the dependency's partition; a continuation's own
+    if isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted):
+        return event.module  # the dependency's partition; a continuation's own; a release member's
     if isinstance(event, DependencyReported | DependencyCurrent):
         return event.dependent  # the dependent's partition
     return "tick"

@@ -76,7 +76,7 @@ from rollout.api.formats import parse_duration as parse_duration
 from rollout.api.freezes import FreezeCalendarSpec
 from rollout.api.gates import HealthGate, check_gates
 from rollout.api.helm import HelmChartSource, HelmPackage
-from rollout.api.promotion import AutoPromote, is_version
+from rollout.api.promotion import AutoPromote, check_range, is_version
 from rollout.api.windows import MaintenanceWindow, check_windows
 
 API_VERSION = "rollout.dev/v1alpha1"
@@ -780,6 +780,36 @@ def _cycle(stages: list[Stage], upstreams: dict[str, list[StageUpstream]]) -> li
     return []
 
 
+class FollowedMember(Strict):
+    """A Release member that follows a semver range (rollout/engine/promotions.py, "Releases"):
+    its source (kind, URL, chart: where the promoter looks), its range, and the version the
+    release was applied with — where promotion starts, and the floor."""
+
+    module: str
+    semver: str
+    kind: Literal["git", "oci", "helm"]
+    url: str
+    chart: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    version: str
+
+    @field_validator("semver")
+    @classmethod
+    def _range(cls, value: str) -> str:
+        return check_range(value)
+
+
+class ReleasePromotion(Strict):
+    """A release's auto-promotion as every member carries it: `hold` (the manifest's), and
+    the members that follow a range. The release's leader (`ReleaseMembership.leader`)
+    decides each new combination; see docs/rollout-semantics.md, "Releases"."""
+
+    hold: bool = Field(default=False, exclude_if=lambda value: not value)
+    follow: list[FollowedMember]
+
+    def followed(self, module: str) -> FollowedMember | None:
+        return next((member for member in self.follow if member.module == module), None)
+
+
 class ReleaseMembership(Strict):
     """A module's place in a Release (rollout/api/module_releases.py): the release's name
     and every member module, this one included. Its peers' per-cluster state decides
@@ -787,11 +817,22 @@ class ReleaseMembership(Strict):
 
     name: str
     members: list[str]
+    # the release's auto-promotion, as `rollout apply` gives every member (None: the release
+    # moves only when applied with new versions); left out when unset
+    auto_promote: ReleasePromotion | None = Field(
+        default=None, alias="autoPromote", exclude_if=lambda value: value is None
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+    @property
+    def leader(self) -> str:
+        """The member whose partition decides the release's promotions and keeps its hold:
+        the first member by name (reordering the release does not move it)."""
+        return min(self.members)
 
     @field_validator("members")
     @classmethod
@@ -1009,11 +1050,19 @@ class ReleaseModule(Strict):
     oci: OCIVersion | None = None
     chart: ChartVersion | None = None
     values: dict[str, Any] | None = None
+    # follow this semver range (Flux's ref.semver) when the release auto-promotes
+    # (`spec.autoPromote`): a newer version makes a new combination of the release
+    semver: str | None = None
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+    @field_validator("semver")
+    @classmethod
+    def _semver(cls, value: str | None) -> str | None:
+        return None if value is None else check_range(value)
 
     @model_validator(mode="after")
     def _one_version(self) -> ReleaseModule:
@@ -1023,12 +1072,23 @@ class ReleaseModule(Strict):
         return self
 
 
+class ReleaseAutoPromote(Strict):
+    """A Release's auto-promotion: its members' `semver` ranges are followed, and each new
+    combination the promoter sees is promoted as one — unless `hold` (or `rollout promotion
+    hold release/NAME`): then it is recorded as available, promoted on resume."""
+
+    hold: bool = False
+
+
 class ReleaseSpec(Strict):
     # the clusters every member module is rolled out to (as a Module's selector)
     selector: LabelSelector | None = None
     # the stages every member module moves through, together (as a Module's rollout)
     rollout: RolloutStrategy | None = None
     modules: list[ReleaseModule]
+    # promote the release as a unit: whenever the promoter sees a newer version in a
+    # member's `semver` range, the combination becomes a new release generation (unless held)
+    auto_promote: ReleaseAutoPromote | None = Field(default=None, alias="autoPromote")
 
     @field_validator("modules")
     @classmethod

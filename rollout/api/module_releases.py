@@ -24,7 +24,10 @@ The rules checked here, each a `DocumentProblem` naming file, document and field
 member is a Module or BootstrapModule of these files; no module is in two releases; a
 member leaves `selector` and `rollout` to its release (two places deciding one thing is a
 mistake waiting to happen) and is not auto-promoted on its own (`autoPromote`: a member
-promoted alone would break the combination); a version matches the member's source (`git` for a Git
+promoted alone would break the combination — a Release auto-promotes as a whole instead:
+`spec.autoPromote` and a `semver` per member that follows a range, given to each member's
+source and, with every followed member's source and version, to `spec.release.autoPromote`,
+which the release's leader decides each new combination with); a version matches the member's source (`git` for a Git
 source, `oci` for an OCI one, `chart` for a Helm chart) and `values` go to a Helm package
 only; nobody writes `spec.release` by hand.
 """
@@ -36,7 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollout.api.loading import DocumentProblem, Loaded, ManifestError
-from rollout.api.manifests import ReleaseManifest, ReleaseModule
+from rollout.api.manifests import FollowedMember, ReleaseManifest, ReleaseModule, ReleasePromotion
 
 MODULE_KINDS = ("Module", "BootstrapModule")
 
@@ -86,6 +89,9 @@ def expand_releases(loaded: list[Loaded]) -> list[Loaded]:
             problems.extend(member_problems)
             if updated is not None:
                 expanded[id(module)] = updated
+        problems.extend(_promotion_problems(item))
+        if release.spec.auto_promote is not None:
+            _give_promotion(release, modules, expanded)
     if problems:
         raise ManifestError(problems)
     return [expanded.get(id(item), item) for item in loaded if item.manifest.kind != "Release"]
@@ -127,6 +133,13 @@ def _member(
         else:
             reason = f"{member.name} installs no Helm chart (its source is {_source_kind(source)})"
             problems.append(_problem(where, f"{field}.chart", reason))
+    if member.semver is not None:
+        if release.spec.auto_promote is None:
+            reason = "follows a range only when the release auto-promotes: give the release spec.autoPromote"
+            problems.append(_problem(where, f"{field}.semver", reason))
+        else:  # the member's source follows the range: the promoter looks there, status shows it
+            hold = {"hold": True} if release.spec.auto_promote.hold else {}
+            source["autoPromote"] = {"semver": member.semver, **hold}
     if member.values is not None:
         helm = spec["sync"].get("package", {}).get("helm")
         if helm is None:
@@ -148,6 +161,49 @@ def _member(
         )
         return [_problem(where, field, f"{member.name} as this release gives it is not valid: {reasons}")], None
     return [], Loaded(module.file, module.document, updated)
+
+
+def _promotion_problems(item: Loaded) -> list[DocumentProblem]:
+    """A release that auto-promotes has at least one member following a range."""
+    release: ReleaseManifest = item.manifest
+    if release.spec.auto_promote is None or any(m.semver is not None for m in release.spec.modules):
+        return []
+    reason = "an auto-promoted release follows at least one member's range: give a member spec.modules[].semver"
+    return [_problem(item, "spec.autoPromote", reason)]
+
+
+def _give_promotion(release: ReleaseManifest, modules: dict[str, Loaded], expanded: dict[int, Loaded]) -> None:
+    """Every member's `spec.release.autoPromote`: the hold, and each followed member's
+    source, range and version as the release gives it — what the leader decides with."""
+    assert release.spec.auto_promote is not None
+    follow: list[FollowedMember] = []
+    for member in release.spec.modules:
+        module = modules.get(member.name)
+        given = expanded.get(id(module)) if module is not None else None
+        if member.semver is None or given is None:
+            continue
+        source = given.manifest.spec.sync.source
+        chart = source.helm.chart if source.helm is not None else None
+        follow.append(
+            FollowedMember(
+                module=member.name,
+                semver=member.semver,
+                kind=source.kind,
+                url=source.url,
+                chart=chart,
+                version=source.revision,
+            )
+        )
+    promotion = ReleasePromotion(hold=release.spec.auto_promote.hold, follow=follow)
+    for member in release.spec.modules:
+        module = modules.get(member.name)
+        given = expanded.get(id(module)) if module is not None else None
+        if given is None or given.manifest.spec.release is None:
+            continue
+        manifest = given.manifest
+        membership = manifest.spec.release.model_copy(update={"auto_promote": promotion})
+        spec = manifest.spec.model_copy(update={"release": membership})
+        expanded[id(module)] = Loaded(given.file, given.document, manifest.model_copy(update={"spec": spec}))
 
 
 def _source_kind(source: dict[str, Any]) -> str:

@@ -63,8 +63,10 @@ uses when it is built (below, bottom to top; none reaches another but through th
     leases.py           Leases             heartbeats and claims, lease expiry, leave/join: readiness
     restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
     intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
-    promotions.py       Promotions         PromotionObserved, promotion hold/resume (inside ModuleIntents)
-    dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py
+    promotions.py       Promotions         PromotionObserved, ReleasePromotionObserved (at a release's
+                                           leader), promotion hold/resume (inside ModuleIntents)
+    dependencies.py     DependencyIntents  dependsOn across partitions, around intents.py;
+                                           ReleasePromoted (a release member's new combination)
     causal.py           CausalOrder        redelivery and held intents; FleetSeen
     tombstones.py       Tombstones         removed clusters' and deleted modules' tombstones pruned
 
@@ -164,6 +166,8 @@ from rollout.wire.events import (
     ModuleApplied,
     ModuleDeleted,
     PromotionObserved,
+    ReleasePromoted,
+    ReleasePromotionObserved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -319,6 +323,8 @@ class RolloutEngine:
             DependencyCurrent: self.dependencies.on_dependency_current,
             GateEvaluated: self.gate_results.on_gate_evaluated,
             PromotionObserved: self.intents.promotions.on_promotion_observed,
+            ReleasePromotionObserved: self.intents.promotions.on_release_observed,
+            ReleasePromoted: self.dependencies.on_release_promoted,
             RolloutContinued: stages.on_continued,
         }
 

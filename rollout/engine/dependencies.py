@@ -51,6 +51,7 @@ from rollout.engine.state import (
     Dependents,
     ModuleRecord,
     Upstream,
+    awaited_dependencies,
     linked_modules,
     remember,
     target_key,
@@ -58,7 +59,14 @@ from rollout.engine.state import (
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
 from rollout.wire.decision_reasons import DeleteCancelled, DeleteWaitsForDependents
-from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked, ModuleApplied, ModuleDeleted
+from rollout.wire.events import (
+    DependencyCurrent,
+    DependencyReported,
+    DependentLinked,
+    ModuleApplied,
+    ModuleDeleted,
+    ReleasePromoted,
+)
 
 
 class DependencyIntents:
@@ -135,11 +143,48 @@ class DependencyIntents:
     def answer_waiting_dependents(self, event: Intent, out: Outcome) -> None:
         """After-intent hook: a dependent applied with this intent (`after`) waits to hear
         it was folded — it is told now."""
-        name = intent_module(event)
+        self._answer_waiting(intent_module(event), event.id, out)
+
+    def _answer_waiting(self, name: str, event_id: str, out: Outcome) -> None:
         links = self.tables.dependents.get(name)
         for dependent, link in sorted(links.links.items()) if links is not None else []:
-            if link.after == event.id:  # a dependent applied with this intent waits for it
-                self._answer(name, dependent, event.id, out)
+            if link.after == event_id:  # a dependent applied with this intent waits for it
+                self._answer(name, dependent, event_id, out)
+
+    def on_release_promoted(self, event: ReleasePromoted, out: Outcome) -> None:
+        """A release member told its version of the release's new combination by the leader
+        (promotions.py): as a member of a release apply, it awaits its peers' part of the same
+        promotion (`after`) before their state counts again, and takes its version; then its
+        peers waiting to hear it folded this are told."""
+        tables, book = self.tables, self.book
+        name = event.module
+        stored = tables.modules.get(name)
+        if stored is None or stored.partition != tables.partition:
+            if stored is None:  # deleted: its tombstone remembers it, and the peers hear it folded
+                self.intents.remember_intent(name, event.id)
+                self._answer_waiting(name, event.id, out)
+            return
+        if event.id in stored.handled_intents:
+            return  # redelivered
+        record = stored.working_copy()
+        record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
+        release = record.spec.release
+        if release is None or release.name != event.release:
+            tables.modules[name] = record  # left the release since: remembers the id, nothing else
+        else:
+            linked = linked_modules(record.spec, name)
+            record.awaiting = awaited_dependencies(record.awaiting, list(linked), event.after)
+            for peer, intent in sorted(record.awaiting.items()):
+                if event.after.get(peer) == intent:  # ask each peer to say when it folded its part
+                    self.links.send(
+                        DependentLinked, out, module=peer, dependent=name, linked=True, after=intent, peer=linked[peer]
+                    )
+            if not self.intents.promotions.promote_member(record, event, out):
+                book.index(name)
+                book.recategorize_all(record, out)  # its peers' state does not count until they answer
+            self.stages.advance(record, out)
+            book.save_module(record, out)
+        self._answer_waiting(name, event.id, out)
 
     def _answer(self, module: str, dependent: str, intent: str, out: Outcome) -> None:
         """Tell `dependent` that `module`'s intent is folded: the reports before count."""

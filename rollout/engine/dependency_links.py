@@ -96,3 +96,11 @@ class DependencyLinks:
         tables.sequences[SEQUENCE] = Sequence(next=counter.next + 1)
         event_id = f"dep-{tables.partition}-{counter.next}"
         out.dependency_events.append(kind(id=event_id, at=iso(tables.now) or "", seq=counter.next, **fields))
+
+    def reserve(self, count: int) -> list[str]:
+        """`count` ids of events this partition sends (numbered as `send` numbers them), for
+        events that name each other (a release's ReleasePromoted: promotions.py)."""
+        tables = self.tables
+        counter = tables.sequences.get(SEQUENCE) or Sequence()
+        tables.sequences[SEQUENCE] = Sequence(next=counter.next + count)
+        return [f"dep-{tables.partition}-{counter.next + index}" for index in range(count)]

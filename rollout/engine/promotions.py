@@ -35,16 +35,31 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from rollout.api.manifests import AnyModule, Source, Sync
+from rollout.api.manifests import AnyModule, ReleasePromotion, Source, Sync
 from rollout.api.promotion import in_range, newer
+from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.state import PROMOTION_IDS_KEPT, ModuleRecord, PromotionHold, PromotionState, remember
 from rollout.engine.strategy import bindings_digest
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
-from rollout.wire.decision_reasons import Promoted, PromotionHeld, PromotionHoldSet, PromotionResumed
-from rollout.wire.events import PromotionObserved, RolloutCommanded
+from rollout.wire.decision_reasons import (
+    MemberVersion,
+    Promoted,
+    PromotionHeld,
+    PromotionHoldSet,
+    PromotionResumed,
+    ReleaseCombinationHeld,
+    ReleaseCombinationPromoted,
+)
+from rollout.wire.events import (
+    CommandDoor,
+    PromotionObserved,
+    ReleasePromoted,
+    ReleasePromotionObserved,
+    RolloutCommanded,
+)
 
 Retarget = Callable[[ModuleRecord, Sync, str, Outcome], None]
 """intents.py's: a new generation of `record` with `sync` (and bindings digest), decided `new-revision`."""
@@ -72,6 +87,38 @@ def held_by(record: ModuleRecord) -> str | None:
     if record.promotion is not None and record.promotion.held_by is not None:
         return "command"
     return None
+
+
+def release_promotion(record: ModuleRecord) -> ReleasePromotion | None:
+    """The auto-promotion of the release `record`'s module leads (None: it leads none)."""
+    release = record.spec.release
+    if release is None or release.auto_promote is None or release.leader != record.name:
+        return None
+    return release.auto_promote
+
+
+def release_held_by(record: ModuleRecord) -> str | None:
+    """What holds the promotion of the release `record` leads: "manifest", "command" or None."""
+    auto = record.spec.release.auto_promote if record.spec.release is not None else None
+    if auto is not None and auto.hold:
+        return "manifest"
+    if record.promotion is not None and record.promotion.held_by is not None:
+        return "command"
+    return None
+
+
+def release_current(record: ModuleRecord, auto: ReleasePromotion) -> dict[str, str]:
+    """The leader's view of its release's combination (followed member → version): the
+    version it last promoted, while that is above the one the release was applied with, in
+    range and not held by the manifest — what each member's `floor` keeps — else the
+    version the release was applied with."""
+    promoted = record.promotion.release_promoted if record.promotion is not None else {}
+    current: dict[str, str] = {}
+    for member in auto.follow:
+        kept = promoted.get(member.module)
+        keep = kept is not None and not auto.hold and newer(kept, member.version) and in_range(kept, member.semver)
+        current[member.module] = kept if keep and kept is not None else member.version
+    return current
 
 
 class Promotions:
@@ -123,7 +170,13 @@ class Promotions:
         self.book.save_module(record, out)
 
     def _promote(
-        self, record: ModuleRecord, sync: Sync, promoter: str | None, by: RolloutCommanded | None, out: Outcome
+        self,
+        record: ModuleRecord,
+        sync: Sync,
+        promoter: str | None,
+        by: RolloutCommanded | ReleasePromoted | None,
+        out: Outcome,
+        release: str | None = None,
     ) -> None:
         """`sync` (the source at a newer version) becomes the target of `record`."""
         state = record.promotion = record.promotion or PromotionState()
@@ -136,6 +189,7 @@ class Promotions:
             promoter=promoter,
             user=by.user if by is not None else None,
             via=by.via if by is not None else None,
+            release=release,
         )
         self.book.decide(record, DecisionAction.PROMOTED, promoted, out)
         record.spec = record.spec.model_copy(update={"sync": sync})
@@ -145,8 +199,17 @@ class Promotions:
     # -- commands ------------------------------------------------------------------------
 
     def on_command(self, record: ModuleRecord, event: RolloutCommanded, out: Outcome) -> str | None:
-        """hold-promotion / resume-promotion on `record` (a working copy); a refusal's text, or None."""
-        if record.spec.sync.source.auto_promote is None:
+        """hold-promotion / resume-promotion on `record` (a working copy); a refusal's text, or None.
+        A Release member's promotion is its release's: only the release's leader keeps it."""
+        release = record.spec.release
+        if release is not None and release.auto_promote is None:
+            return f"{record.name} moves with release {release.name}, which does not auto-promote (no spec.autoPromote)"
+        if release is not None and release.leader != record.name:
+            return (
+                f"{record.name} moves with release {release.name}: hold or resume the release "
+                f"(rollout promotion hold release/{release.name}), whose promotion {release.leader} keeps"
+            )
+        if release is None and record.spec.sync.source.auto_promote is None:
             return f"module {record.name} does not auto-promote: its source has no autoPromote"
         state = record.promotion = record.promotion or PromotionState()
         if event.command == "hold-promotion":
@@ -194,6 +257,9 @@ class Promotions:
     def settle(self, record: ModuleRecord, out: Outcome, by: RolloutCommanded | None = None) -> None:
         """After an apply or a resume: promote the available version when nothing holds it
         any more; forget it when it is no longer newer than the target, or out of range."""
+        if record.spec.release is not None:
+            self._settle_release(record, out, by)
+            return
         state = record.promotion
         if state is None or state.available is None:
             return
@@ -211,3 +277,133 @@ class Promotions:
             state.available = state.available_from = None
             return
         self._promote(record, sync, state.available_from, by, out)
+
+    # -- releases: promoted as a unit by their leader ------------------------------------
+
+    def on_release_observed(self, event: ReleasePromotionObserved, out: Outcome) -> None:
+        """The promoter's newer versions of a release's followed members, at the release's
+        leader: the combination they make with the others' current versions is promoted as
+        one (every member told its version), or recorded as available while held."""
+        tables = self.tables
+        stored = tables.modules.get(event.module)
+        if stored is None or stored.partition != tables.partition or stored.deleting is not None:
+            return
+        auto = release_promotion(stored)
+        release = stored.spec.release
+        if auto is None or release is None or release.name != event.release:
+            return  # not (any more) the leader of this auto-promoted release
+        state = stored.promotion or PromotionState()
+        if event.id in state.ids or spec_refusal(stored.spec) is not None:
+            return  # redelivered; or a spec this release refuses
+        current = release_current(stored, auto)
+        seen: dict[str, str] = {}
+        for observed in event.members:
+            member = auto.followed(observed.module)
+            origin = (observed.source.kind, observed.source.url, observed.source.chart)
+            if member is None or origin != (member.kind, member.url, member.chart):
+                continue  # not followed (any more), or another source
+            if in_range(observed.version, member.semver) and newer(observed.version, current[member.module]):
+                seen[member.module] = observed.version
+        hold = release_held_by(stored)
+        available = state.release_available
+        if not seen or (hold is not None and not any(newer(v, available.get(m, current[m])) for m, v in seen.items())):
+            return  # nothing newer; or, held, nothing newer than what is available already
+        record = stored.working_copy()
+        state = record.promotion = record.promotion or PromotionState()
+        state.ids = remember(state.ids, event.id, PROMOTION_IDS_KEPT)
+        if hold is not None:
+            merged = dict(state.release_available)
+            for module, version in seen.items():
+                if newer(version, merged.get(module, current[module])):
+                    merged[module] = version
+            state.release_available, state.available_from = merged, event.promoter
+            moves = [MemberVersion(module=m, version=v, previous=current[m]) for m, v in sorted(merged.items())]
+            held = ReleaseCombinationHeld(release=release.name, members=moves, by=hold, promoter=event.promoter)  # type: ignore[arg-type]
+            self.book.decide(record, DecisionAction.RELEASE_PROMOTION_HELD, held, out)
+        else:
+            self._promote_release(record, current | seen, current, event.promoter, None, None, out)
+        self.book.save_module(record, out)
+
+    def _settle_release(self, record: ModuleRecord, out: Outcome, by: RolloutCommanded | None) -> None:
+        """After an apply or a resume, at the release's leader: the combination available is
+        promoted when nothing holds it any more; a version no longer newer than the current
+        one (or out of its range) is forgotten."""
+        state = record.promotion
+        if state is None or not state.release_available:
+            return
+        auto = release_promotion(record)
+        if auto is None:
+            state.release_available, state.available_from = {}, None
+            return
+        current = release_current(record, auto)
+        kept: dict[str, str] = {}
+        for module, version in sorted(state.release_available.items()):
+            member = auto.followed(module)
+            if member is not None and in_range(version, member.semver) and newer(version, current[module]):
+                kept[module] = version
+        state.release_available = kept
+        if not kept:
+            state.available_from = None
+            return
+        if release_held_by(record) is not None:
+            return
+        user, via = (by.user, by.via) if by is not None else (None, None)
+        self._promote_release(record, current | kept, current, state.available_from, user, via, out)
+
+    def _promote_release(
+        self,
+        record: ModuleRecord,
+        combination: dict[str, str],
+        current: dict[str, str],
+        promoter: str | None,
+        user: str | None,
+        via: CommandDoor | None,
+        out: Outcome,
+    ) -> None:
+        """The release `record` leads moves to `combination` as one: decided here, and one
+        ReleasePromoted to every member (this one too, through its own partition's input), each
+        naming the others' — none counts a peer's state from before the promotion."""
+        release = record.spec.release
+        assert release is not None
+        state = record.promotion = record.promotion or PromotionState()
+        state.release_promoted, state.release_available, state.available_from = dict(combination), {}, None
+        moves = [MemberVersion(module=m, version=v, previous=current[m]) for m, v in sorted(combination.items())]
+        promoted = ReleaseCombinationPromoted(
+            release=release.name, members=moves, promoter=promoter, user=user, via=via
+        )
+        self.book.decide(record, DecisionAction.RELEASE_PROMOTED, promoted, out)
+        members = sorted(release.members)
+        ids = dict(zip(members, self.book.links.reserve(len(members)), strict=True))
+        at = iso(self.tables.now) or ""
+        for member in members:
+            after = {peer: ids[peer] for peer in members if peer != member}
+            out.dependency_events.append(
+                ReleasePromoted(
+                    id=ids[member],
+                    at=at,
+                    module=member,
+                    release=release.name,
+                    version=combination.get(member),
+                    after=after,
+                    promoter=promoter,
+                    user=user,
+                    via=via,
+                )
+            )
+
+    def promote_member(self, record: ModuleRecord, event: ReleasePromoted, out: Outcome) -> bool:
+        """A member (`record`, a working copy) told its version of its release's new
+        combination: a new target when it is newer than the target and in the range the
+        member follows. Whether it was."""
+        source = record.spec.sync.source
+        auto = source.auto_promote
+        current = record.revisions[record.target].revision
+        version = event.version
+        if version is None or auto is None or not auto.admits(version) or not newer(version, current):
+            return False
+        try:
+            sync = record.spec.sync.model_copy(update={"source": source.at_version(version)})
+        except (ValidationError, ValueError):
+            return False
+        self._promote(record, sync, event.promoter, event if event.user or event.via else None, out, event.release)
+        return True

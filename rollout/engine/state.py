@@ -485,6 +485,11 @@ class PromotionState(Record):
     available_from: str | None = None
     promoted: str | None = None
     ids: list[str] = Field(default_factory=list)
+    # a Release's leader only (promotions.py, "Releases"): the newer versions of followed
+    # members seen while the release is held (member → version), and the combination it
+    # last promoted (member → version) — the release's floor, as `promoted` is a module's
+    release_available: dict[str, str] = added_field(factory=dict)
+    release_promoted: dict[str, str] = added_field(factory=dict)
 
 
 class Frozen(Record):

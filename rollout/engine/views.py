@@ -32,6 +32,7 @@ from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
     PENDING,
     BreakGlassStatus,
+    FollowedRange,
     FrozenStatus,
     Held,
     MemberCounts,
@@ -41,6 +42,7 @@ from rollout.wire.status import (
     PromotionSourceStatus,
     PromotionStatus,
     RejectionStatus,
+    ReleasePromotionStatus,
     RunDeparture,
     RunStage,
     RunStatus,
@@ -113,14 +115,40 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         unstaged=member_counts(record.counts.get(UNSTAGED, NO_COUNTS)),
         pinned=record.pinned,
         depends_on=list(record.spec.depends_on),
-        release=ModuleRelease(name=release.name, members=list(release.members))
-        if (release := record.spec.release) is not None
-        else None,
+        release=release_status(record),
         deleting=record.deleting is not None,  # held until its dependents are deleted
         last_decision=record.last_reason,
         observed_at=now,
         **optional,
     )
+
+
+def release_status(record: ModuleRecord) -> ModuleRelease | None:
+    """The release the module moves with, and how it is auto-promoted (promotions.py): the
+    hold and what is available are the leader's to say."""
+    release = record.spec.release
+    if release is None:
+        return None
+    auto = release.auto_promote
+    if auto is None:
+        return ModuleRelease(name=release.name, members=list(release.members))
+    promotion = ReleasePromotionStatus(
+        leader=release.leader,
+        hold=auto.hold,
+        follow=[FollowedRange(module=member.module, semver=member.semver) for member in auto.follow],
+    )
+    state = record.promotion
+    if release.leader == record.name and state is not None:
+        held = state.held_by
+        promotion = promotion.model_copy(
+            update={
+                "held_by": PromotionHoldStatus(reason=held.reason, user=held.user, via=held.via) if held else None,
+                "available": dict(state.release_available),
+                "available_from": state.available_from if state.release_available else None,
+                "promoted": dict(state.release_promoted),
+            }
+        )
+    return ModuleRelease(name=release.name, members=list(release.members), auto_promote=promotion)
 
 
 def promotion_status(record: ModuleRecord) -> PromotionStatus:

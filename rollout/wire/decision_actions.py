@@ -65,5 +65,7 @@ class DecisionAction(StrEnum):
     PROMOTION_HELD = "promotion-held"
     PROMOTION_HOLD = "promotion-hold"
     PROMOTION_RESUMED = "promotion-resumed"
+    RELEASE_PROMOTED = "release-promoted"
+    RELEASE_PROMOTION_HELD = "release-promotion-held"
     BREAK_GLASS = "break-glass"  # a freeze overridden (freeze_gate.py)
     BREAK_GLASS_ENDED = "break-glass-ended"  # (clock.py)

@@ -105,6 +105,8 @@ class ReasonCode(StrEnum):
     PROMOTION_HELD = "promotion-held"
     PROMOTION_HOLD = "promotion-hold"
     PROMOTION_RESUMED = "promotion-resumed"
+    RELEASE_PROMOTED = "release-promoted"
+    RELEASE_PROMOTION_HELD = "release-promotion-held"
     # freezes overridden (freeze_gate.py, intents.py, clock.py)
     BROKE_GLASS = "broke-glass"
     BREAK_GLASS_ENDED = "break-glass-ended"
@@ -880,11 +882,13 @@ class Promoted(CommandReason):
     previous: str
     source: str  # "oci oci://registry/app", "helm https://charts.example.com podinfo"
     promoter: str | None = None
+    release: str | None = Field(default=None, exclude_if=lambda value: value is None)  # with its release
 
     def sentence(self) -> str:
         seen = f", seen by {self.promoter}" if self.promoter else ""
         resumed = f", resumed{self.by()}" if self.user or self.via else ""
-        return f"promoted {self.previous} → {self.version} from {self.source}{seen}{resumed}"
+        unit = f" with release {self.release}" if self.release else ""
+        return f"promoted {self.previous} → {self.version} from {self.source}{unit}{seen}{resumed}"
 
 
 class PromotionHeld(Reason):
@@ -920,6 +924,54 @@ class PromotionResumed(CommandReason):
 
     def sentence(self) -> str:
         return f"promotion resumed{self.by()}"
+
+
+class MemberVersion(Part):
+    """One member's move in a release's combination: `previous` → `version` (equal: kept)."""
+
+    module: str
+    version: str
+    previous: str
+
+    def said(self) -> str:
+        return (
+            f"{self.module} {self.previous} → {self.version}"
+            if self.version != self.previous
+            else (f"{self.module} {self.version}")
+        )
+
+
+class ReleaseCombinationPromoted(CommandReason):
+    """The release's leader promoted a new combination of its members' versions, seen by
+    `promoter` (`user`/`via`: who resumed it, when a held one was promoted on resume): one
+    release generation, each member told its version (ReleasePromoted)."""
+
+    code: Literal[ReasonCode.RELEASE_PROMOTED] = ReasonCode.RELEASE_PROMOTED
+    release: str
+    members: list[MemberVersion]
+    promoter: str | None = None
+
+    def sentence(self) -> str:
+        seen = f", seen by {self.promoter}" if self.promoter else ""
+        resumed = f", resumed{self.by()}" if self.user or self.via else ""
+        moves = ", ".join(member.said() for member in self.members)
+        return f"release {self.release} promoted as one: {moves}{seen}{resumed}"
+
+
+class ReleaseCombinationHeld(Reason):
+    """A newer combination of the release is available (seen by `promoter`) but held — by
+    the Release's `autoPromote.hold` ("manifest") or `rollout promotion hold` ("command")."""
+
+    code: Literal[ReasonCode.RELEASE_PROMOTION_HELD] = ReasonCode.RELEASE_PROMOTION_HELD
+    release: str
+    members: list[MemberVersion]
+    by: Literal["manifest", "command"]
+    promoter: str | None = None
+
+    def sentence(self) -> str:
+        hold = "autoPromote.hold" if self.by == "manifest" else "rollout promotion hold"
+        moves = ", ".join(member.said() for member in self.members)
+        return f"release {self.release}: {moves} available, held ({hold})"
 
 
 DecisionReason = Annotated[
@@ -970,6 +1022,8 @@ DecisionReason = Annotated[
     | PromotionHeld
     | PromotionHoldSet
     | PromotionResumed
+    | ReleaseCombinationPromoted
+    | ReleaseCombinationHeld
     | BrokeGlass
     | BreakGlassEnded,
     Field(discriminator="code"),

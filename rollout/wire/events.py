@@ -11,7 +11,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
   the same reasons: rollout/api/freezes.py)
 * sync status (key: cluster)    — SyncStatusReported, HelmValuesObserved (what appliers saw); GateEvaluated
   (a health gate's result, from `rollout gate-runner`; key: module); PromotionObserved (a newer
-  version of an auto-promoted source, from `rollout promoter`; key: module)
+  version of an auto-promoted source, from `rollout promoter`; key: module);
+  ReleasePromotionObserved (an auto-promoted Release's newer versions; key: its leader)
 * ticks                         — Tick (time enters the engine only as these events)
 * cluster heartbeats (key: the applier, `<applier>/<chunk>`, or the cluster) — HolderHeartbeat
   (an applier replica is alive: one per beat), HolderClaims (the clusters it reaches, per
@@ -21,7 +22,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
   cluster leave/join`) travels with the observations.
 * dependencies (key: the receiving module) — DependentLinked, DependencyReported,
   DependencyCurrent, written by the decider so that one module's per-cluster state reaches
-  another's partition; RolloutContinued, to the module's own partition: a stage's moves
+  another's partition; ReleasePromoted, a release's new combination from its leader;
+  RolloutContinued, to the module's own partition: a stage's moves
   carried on past the per-event limit.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
@@ -71,6 +73,7 @@ MAX_REASON_CHARS = 1000  # a rejection reason never grows with the input
 MAX_FLEET_PARTITIONS = 4096  # entries in ModuleApplied.fleet
 MAX_AFTER_DEPENDENCIES = 256  # entries in ModuleApplied.after
 MAX_INTENT_ID = 200  # characters of an intent id named in ModuleApplied.after
+MAX_RELEASE_MEMBERS = 32  # members of a Release (as manifests.MAX_DEPENDENCIES)
 MAX_COMMAND_REASON = 1000  # characters of a command's reason (reject)
 MAX_IDENTITY_GROUPS = 256  # groups of a command's verified identity
 MAX_IDENTITY_GROUP = 256  # characters of one group name
@@ -697,6 +700,87 @@ class PromotionObserved(EventBase):
         return value
 
 
+class ObservedMember(BaseModel):
+    """One member's newest version in its range, as a ReleasePromotionObserved carries it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    module: str
+    version: str
+    source: PromotedSource
+
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if len(value) > 128 or not is_version(value):
+            raise ValueError("a semantic version such as 1.4.2 (optionally prefixed v)")
+        return value
+
+
+class ReleasePromotionObserved(EventBase):
+    """The newest version in range of each followed member of an auto-promoted Release,
+    seen in one round by `rollout promoter` — on the sync-status topic keyed by `module`, the
+    release's leader (its first member by name: `ReleaseMembership.leader`), whose partition
+    decides each new combination (rollout/engine/promotions.py, "Releases"). One event for
+    the whole release, so the versions seen together become one release generation."""
+
+    type: Literal["ReleasePromotionObserved"] = "ReleasePromotionObserved"
+    module: str
+    release: str
+    members: list[ObservedMember] = Field(min_length=1, max_length=MAX_RELEASE_MEMBERS)
+    promoter: str = Field(min_length=1, max_length=253)
+
+    @field_validator("module", "release")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("members")
+    @classmethod
+    def _once(cls, value: list[ObservedMember]) -> list[ObservedMember]:
+        names = [member.module for member in value]
+        if len(names) != len(set(names)):
+            raise ValueError("each member once")
+        return sorted(value, key=lambda member: member.module)
+
+
+class ReleasePromoted(EventBase):
+    """Engine-written, through the dependencies topic, by a release's leader to each member
+    (rollout/engine/promotions.py, "Releases"): the release's new combination gives `module`
+    `version` (None: it keeps its revision). `after`: the ids of the same promotion's events
+    to the other members — as a release apply's `ModuleApplied.after`, none of their state
+    counts for `module` until their partitions have folded them. `user`/`via`: who resumed
+    a held release (absent when the promoter's observation promoted it at once)."""
+
+    type: Literal["ReleasePromoted"] = "ReleasePromoted"
+    module: str
+    release: str
+    version: str | None = None
+    after: dict[str, str] = Field(default_factory=dict, max_length=MAX_RELEASE_MEMBERS)
+    promoter: str | None = Field(default=None, max_length=253)
+    user: str | None = None
+    via: CommandDoor | None = None
+
+    @field_validator("module", "release")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: dict[str, str]) -> dict[str, str]:
+        for module, intent in value.items():
+            check_dns1123_label(module)
+            if not 0 < len(intent) <= MAX_INTENT_ID:
+                raise ValueError(f"intent ids of 1 to {MAX_INTENT_ID} characters")
+        return value
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -745,7 +829,9 @@ InputEvent = Annotated[
     | DependencyCurrent
     | RolloutContinued
     | GateEvaluated
-    | PromotionObserved,
+    | PromotionObserved
+    | ReleasePromotionObserved
+    | ReleasePromoted,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

@@ -377,12 +377,40 @@ class PromotionStatus(Part):
         return self.hold or self.held_by is not None
 
 
+class FollowedRange(Part):
+    """A release member that follows a semver range."""
+
+    module: str
+    semver: str
+
+
+class ReleasePromotionStatus(Part):
+    """A release auto-promoted as a unit (rollout/engine/promotions.py, "Releases"): its
+    leader (who decides each combination and keeps the hold), the manifest's hold, the
+    members' ranges — and, in the leader's document only, the command's hold, the newer
+    versions available while held (member → version, and who saw them) and the combination
+    last promoted."""
+
+    leader: str
+    hold: bool = False  # the Release's autoPromote.hold
+    follow: list[FollowedRange] = Field(default_factory=list)
+    held_by: PromotionHoldStatus | None = Field(default=None, alias="heldBy")
+    available: dict[str, str] = Field(default_factory=dict)
+    available_from: str | None = Field(default=None, alias="availableFrom")
+    promoted: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def held(self) -> bool:
+        return self.hold or self.held_by is not None
+
+
 class ModuleRelease(Part):
     """The Release a module moves with: a cluster is done for it only when every member
     is on its target there and succeeded (rollout/engine/dependencies.py, "Releases")."""
 
     name: str
     members: list[str] = Field(default_factory=list)
+    auto_promote: ReleasePromotionStatus | None = Field(default=None, alias="autoPromote")
 
 
 class ModuleStatus(VersionedDocument):

@@ -6,7 +6,8 @@ RolloutCommanded intent and, unless `--no-wait`, reports the engine's verdict on
 `rollout promotion hold|resume MODULE` holds a module's auto-promotion or resumes it
 (rollout/engine/promotions.py): while held, newer versions the promoter sees are recorded as
 available (shown by `rollout status`), not promoted; `resume` promotes the latest available
-one (unless the manifest's `autoPromote.hold` still holds it)."""
+one (unless the manifest's `autoPromote.hold` still holds it). `release/NAME` holds or resumes
+a Release auto-promoted as a unit: the command goes to the release's leader."""
 
 from __future__ import annotations
 
@@ -105,35 +106,56 @@ def promotion_group() -> None:
 
 
 @promotion_group.command(name="hold")
-@click.argument("module")
+@click.argument("target")
 @click.option("--reason", required=True, help="Why: recorded in the decision and shown by status.")
 @verdict_options
 @kafka_options
-def hold_promotion(ctx: Context, module: str, reason: str, wait: Wait) -> None:
-    """Record newer versions of MODULE's source as available instead of promoting them."""
+def hold_promotion(ctx: Context, target: str, reason: str, wait: Wait) -> None:
+    """Record newer versions of MODULE's source as available instead of promoting them.
+    TARGET is a MODULE, or release/NAME: a Release auto-promoted as a unit, held at its leader."""
     from rollout.wire.events import RolloutCommanded
 
-    check_name(module)
     if not reason.strip():
         raise click.BadParameter("say why promotion is held", param_hint="--reason")
+    module, what = promotion_target(ctx, target)
     event = RolloutCommanded(module=module, command="hold-promotion", reason=reason, user=current_user(), via="cli")
-    ask_engine(ctx, wait, event, module, f"module/{module}: hold promotion")
+    ask_engine(ctx, wait, event, module, f"{what}: hold promotion")
 
 
 @promotion_group.command(name="resume")
-@click.argument("module")
+@click.argument("target")
 @click.option("--reason", default=None, help="Why (optional): recorded with the command.")
 @verdict_options
 @kafka_options
-def resume_promotion(ctx: Context, module: str, reason: str | None, wait: Wait) -> None:
-    """Lift a hold: the latest available version is promoted."""
+def resume_promotion(ctx: Context, target: str, reason: str | None, wait: Wait) -> None:
+    """Lift a hold: the latest available version (a release's: combination) is promoted.
+    TARGET is a MODULE, or release/NAME."""
     from rollout.wire.events import RolloutCommanded
 
-    check_name(module)
+    module, what = promotion_target(ctx, target)
     event = RolloutCommanded(
         module=module, command="resume-promotion", reason=reason or None, user=current_user(), via="cli"
     )
-    ask_engine(ctx, wait, event, module, f"module/{module}: resume promotion")
+    ask_engine(ctx, wait, event, module, f"{what}: resume promotion")
+
+
+def promotion_target(ctx: Context, target: str) -> tuple[str, str]:
+    """(the module the command goes to, how the CLI names what it holds): a module itself,
+    or for release/NAME the release's leader — its first member by name, which keeps the
+    release's hold (rollout/engine/promotions.py) — found in the module statuses."""
+    from rollout_cli.options import fail
+    from rollout_cli.reading.documents import module_statuses
+
+    if not target.startswith("release/"):
+        check_name(target)
+        return target, f"module/{target}"
+    name = target.removeprefix("release/")
+    check_name(name)
+    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
+    members = sorted(n for n, s in statuses.items() if s.release is not None and s.release.name == name)
+    if not members:
+        fail(f"{target} not found (no module of the engine moves with release {name})", code=1)
+    return members[0], f"{target} (its leader {members[0]})"
 
 
 @click.command(name="break-glass")

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         MemberCounts,
         ModuleStatus,
         PromotionStatus,
+        ReleasePromotionStatus,
         ReleaseStatus,
         RunStatus,
         StageGate,
@@ -114,6 +115,8 @@ def status_renderable(
     if status.release is not None:  # moves with its Release (rollout/api/module_releases.py)
         others = ", ".join(m for m in status.release.members if m != status.module)
         header.add_row("Release", f"{status.release.name}, with {others}: a cluster is done once every member is there")
+        if status.release.auto_promote is not None:  # auto-promoted as a unit (rollout/engine/promotions.py)
+            header.add_row("Release promotion", release_promotion_line(status.module, status.release.auto_promote))
     if status.waiting:  # every stage passed, not every member runs the target (rollout/engine/views.py)
         header.add_row("Waiting", Text(status.waiting, style="yellow"))
     if status.restricted:  # halted by its namespace's ModuleRestriction (rollout/engine/restriction_rules.py)
@@ -349,6 +352,30 @@ def _gate_result(gate: StageGate) -> str:
 
 RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
 """The run states `rollout status` lists by name, with why: the members the run went on without."""
+
+
+def release_promotion_line(module: str, promotion: ReleasePromotionStatus) -> Text:
+    """`as a unit: api ^2.0.0, web >=1.0.0 <2.0.0 — decided by api; held by alice via cli:
+    incident; available api 2.2.0, web 1.1.0 (seen by promoter-a)`."""
+    ranges = ", ".join(f"{member.module} {member.semver}" for member in promotion.follow)
+    line = Text(f"as a unit: {ranges} — decided by {promotion.leader}")
+    if promotion.hold:
+        line.append("; held (the Release's autoPromote.hold)", style="yellow")
+    if module != promotion.leader:
+        line.append(f" (its hold and what is available: rollout status {promotion.leader})")
+        return line
+    if promotion.held_by is not None:
+        hold = promotion.held_by
+        by = f" by {hold.user}" + (f" via {hold.via}" if hold.via else "") if hold.user else ""
+        line.append(f"; held{by}: {hold.reason}", style="yellow")
+    if promotion.available:
+        seen = f" (seen by {promotion.available_from})" if promotion.available_from else ""
+        versions = ", ".join(f"{name} {version}" for name, version in sorted(promotion.available.items()))
+        line.append(f"; available {versions}, held{seen}", style="bold yellow")
+    elif promotion.promoted:
+        versions = ", ".join(f"{name} {version}" for name, version in sorted(promotion.promoted.items()))
+        line.append(f"; last promoted {versions}")
+    return line
 
 
 def promotion_line(promotion: PromotionStatus) -> Text:

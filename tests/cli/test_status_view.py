@@ -232,3 +232,24 @@ def test_status_counts_a_release_members_clusters_waiting_for_the_other_members(
 def module_status_without_release() -> dict[str, Any]:
     fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", stage("canary", {"ring": "canary"})))
     return fleet.status("app")
+
+
+def test_status_shows_a_release_promoted_as_a_unit_its_hold_and_the_combination_available() -> None:
+    from tests.rollout.test_release_promotions import observed, shop
+
+    fleet = shop()
+    fleet.send(command("api", "hold-promotion", user="alice", via="cli", reason="incident 7"))
+    fleet.send(observed(promoter="promoter-a", web="1.1.0", api="2.2.0"))
+    [line] = [
+        " ".join(line.split()) for line in printed(fleet.status("api")).splitlines() if "Release promotion" in line
+    ]
+    assert line == (
+        "Release promotion as a unit: web >=1.0.0 <2.0.0, api ^2.0.0 — decided by api; held by alice via cli: "
+        "incident 7; available api 2.2.0, web 1.1.0, held (seen by promoter-a)"
+    )
+    [other] = [
+        " ".join(line.split()) for line in printed(fleet.status("web")).splitlines() if "Release promotion" in line
+    ]
+    assert other.endswith("decided by api (its hold and what is available: rollout status api)")
+    document = fleet.status("api")["release"]["autoPromote"]  # the JSON (`-o json`) carries it
+    assert document["available"] == {"api": "2.2.0", "web": "1.1.0"} and document["heldBy"]["user"] == "alice"

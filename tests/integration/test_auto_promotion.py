@@ -7,7 +7,10 @@ process, a real OCI registry (the CNCF distribution registry) and a real Helm re
 A new tag in range becomes the target and rolls out; tags outside the range and
 pre-releases are not promoted; held by command, a newer tag is recorded as available and
 shown, not promoted, and `resume` promotes it; a chart version from a private Helm index is
-promoted the same way.
+promoted the same way. A Release auto-promoted as a unit (`rollout apply` of the Release):
+new versions of two members become one combination its leader decides, every member
+moving to it together; held and resumed on the release by `rollout promotion hold|resume
+release/NAME`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.localflux.sources.helm import HelmRepository
 from infra.localflux.sources.oci import OCIRegistry
@@ -159,3 +163,94 @@ def test_a_chart_version_from_a_private_helm_index_is_promoted(stack: Stack, cha
     add_charts(chart_repository, "ferry", "1.0.3", "1.1.0")  # ~1.0: patch releases only
     driver.until("Complete", stable="1.0.3")
     assert status(stack, "ferry")["promotion"]["source"]["secretRef"] == "charts-auth"
+
+
+def oci_source(url: str, tag: str) -> dict[str, Any]:
+    return {"url": url, "version": {"tag": tag}, "insecure": True}
+
+
+def settle_members(stack: Stack, members: tuple[str, ...]) -> None:
+    """Play the appliers for every member: each cluster updating reports success."""
+    for member in members:
+        Driver(stack, member).step()
+
+
+def test_a_release_is_promoted_as_one_combination_held_and_resumed_on_the_release(
+    stack: Stack,
+    registry: OCIRegistry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    members = ("bus", "depot")  # depot's version is fixed; bus and stop follow ranges
+    push_versions(registry, "it/bus", "1.0.0")
+    push_versions(registry, "it/stop", "3.0.0")
+    fleet(stack, "line")
+    documents: list[dict[str, Any]] = [
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": name, "namespace": "fleet"},
+            "spec": {"sync": {"source": {"oci": oci_source(f"{registry.url}/it/{repo}", tag)}}},
+        }
+        for name, repo, tag in (("bus", "bus", "1.0.0"), ("stop", "stop", "3.0.0"), ("depot", "stop", "3.0.0"))
+    ]
+    documents.append(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Release",
+            "metadata": {"name": "line", "namespace": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "line"}},
+                "rollout": {
+                    "stages": [{"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}, {"name": "wave"}]
+                },
+                "autoPromote": {},
+                "modules": [
+                    {"name": "bus", "semver": ">=1.0.0 <2.0.0"},
+                    {"name": "stop", "semver": "^3.0.0"},
+                    {"name": "depot"},
+                ],
+            },
+        }
+    )
+    path = tmp_path / "line.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    cli(stack, "apply", "-f", str(path))
+    names = (*members, "stop")
+
+    def complete(bus: str, stop: str) -> bool:
+        settle_members(stack, names)
+        statuses = stack.latest("module_status")
+        revisions = {n: (statuses.get(n) or {}).get("stableRevision") for n in names}
+        phases = {(statuses.get(n) or {}).get("phase") for n in names}
+        return phases == {"Complete"} and revisions == {"bus": bus, "stop": stop, "depot": "3.0.0"}
+
+    wait_for("release line complete at its first combination", lambda: complete("1.0.0", "3.0.0"), timeout=240)
+
+    # new versions of both followed members: one combination, decided by the leader (bus)
+    push_versions(registry, "it/bus", "1.1.0", "2.0.0")
+    push_versions(registry, "it/stop", "3.1.0")
+    wait_for("the new combination complete", lambda: complete("1.1.0", "3.1.0"), timeout=240)
+    decided = [d.json() for d in stack.records("decisions") if d.json()["action"] == "release-promoted"]
+    assert [d["module"] for d in decided] == ["bus"]
+    assert {(m["module"], m["version"]) for m in decided[0]["because"]["members"]} == {
+        ("bus", "1.1.0"),
+        ("stop", "3.1.0"),
+    }
+
+    # held on the release (the CLI finds its leader), newer versions are recorded, not promoted
+    held = cli(stack, "promotion", "hold", "release/line", "--reason", "change freeze")
+    assert "release/line (its leader bus)" in held and "accepted" in held, held
+    push_versions(registry, "it/stop", "3.2.0")
+    available = wait_for(
+        "3.2.0 recorded as available on the release",
+        lambda: (
+            ((status(stack, "bus").get("release") or {}).get("autoPromote") or {}).get("available") == {"stop": "3.2.0"}
+        ),
+        timeout=60,
+    )
+    assert available and status(stack, "stop")["targetRevision"] == "3.1.0"
+    shown = " ".join(cli(stack, "status", "bus").split())
+    assert "available stop 3.2.0, held" in shown and "held by" in shown, shown
+
+    cli(stack, "promotion", "resume", "release/line")
+    wait_for("the combination available promoted on resume", lambda: complete("1.1.0", "3.2.0"), timeout=240)

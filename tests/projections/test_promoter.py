@@ -16,8 +16,16 @@ from infra.localflux.sources.helm import HelmRepository
 from infra.localflux.sources.oci import OCIRegistry
 from projections.promoter.promoter import Promoter
 from projections.promoter.sources import SourceError, read_credentials
-from rollout.wire.events import PromotionObserved, parse_event
-from rollout.wire.status import ModuleStatus, PromotionSourceStatus, PromotionStatus
+from rollout.wire.events import PromotionObserved, ReleasePromotionObserved, parse_event
+from rollout.wire.status import (
+    FollowedRange,
+    ModuleRelease,
+    ModuleStatus,
+    PromotionHoldStatus,
+    PromotionSourceStatus,
+    PromotionStatus,
+    ReleasePromotionStatus,
+)
 from tests.support.promotion_sources import (
     CHART_USER,
     GIT_USER,
@@ -38,10 +46,10 @@ def status(source: PromotionSourceStatus, target: str = "1.0.0", **promotion: An
     )
 
 
-class Published(list[PromotionObserved]):
+class Published(list[Any]):
     async def __call__(self, key: str, value: bytes) -> None:
         event = parse_event(value)
-        assert isinstance(event, PromotionObserved) and key == event.module
+        assert isinstance(event, PromotionObserved | ReleasePromotionObserved) and key == event.module
         self.append(event)
 
 
@@ -172,3 +180,65 @@ def test_registry_credentials_come_from_a_dockerconfigjson_secret(tmp_path: Path
     assert found is not None and (found.username, found.password) == ("bot", "s3cret")
     with pytest.raises(SourceError, match=r"no credentials for other\.example\.com"):
         read_credentials(tmp_path, "regcred", "other.example.com")
+
+
+# --- a Release auto-promoted as a unit (promoter.py `watch_release`) ---------------------
+
+
+def member_status(
+    name: str, source: PromotionSourceStatus | None, target: str, leader: ReleasePromotionStatus
+) -> ModuleStatus:
+    """A member of release shop as the engine writes its status (api leads: first by name)."""
+    promotion = PromotionStatus(semver=RANGE, source=source) if source is not None else None
+    return ModuleStatus(
+        module=name,
+        phase="Complete",
+        generation=1,
+        target_revision=target,
+        promotion=promotion,
+        release=ModuleRelease(name="shop", members=["web", "api", "db"], auto_promote=leader),
+    )
+
+
+async def test_a_releases_members_newer_versions_go_to_its_leader_in_one_event(registry: OCIRegistry) -> None:
+    push_versions(registry, "shop/web", "1.0.0", "1.1.0", "2.0.0")
+    push_versions(registry, "shop/api", "1.0.0", "1.0.1")
+    push_versions(registry, "shop/db", "1.0.0")
+    sources = {n: PromotionSourceStatus(kind="oci", url=f"{registry.url}/shop/{n}", insecure=True) for n in SHOP}
+    auto = ReleasePromotionStatus(leader="api", follow=[FollowedRange(module=n, semver=RANGE) for n in SHOP])
+    statuses = {n: member_status(n, sources[n], "1.0.0", auto) for n in SHOP}
+    made, published = promoter()
+    async with aiohttp.ClientSession() as session:
+        await made.watch_release(session, "shop", statuses)
+    # one event, to the leader, with every member newer than its target (db has nothing newer)
+    [event] = published
+    assert isinstance(event, ReleasePromotionObserved) and (event.module, event.release) == ("api", "shop")
+    assert [(m.module, m.version, m.source.url) for m in event.members] == [
+        ("api", "1.0.1", sources["api"].url),
+        ("web", "1.1.0", sources["web"].url),
+    ]
+
+
+async def test_a_held_release_is_not_told_the_combination_available_again(registry: OCIRegistry) -> None:
+    push_versions(registry, "held/web", "1.0.0", "1.1.0")
+    push_versions(registry, "held/api", "1.0.0")
+    push_versions(registry, "held/db", "1.0.0")
+    sources = {n: PromotionSourceStatus(kind="oci", url=f"{registry.url}/held/{n}", insecure=True) for n in SHOP}
+    auto = ReleasePromotionStatus(
+        leader="api",
+        follow=[FollowedRange(module=n, semver=RANGE) for n in SHOP],
+        held_by=PromotionHoldStatus(reason="incident"),
+        available={"web": "1.1.0"},
+    )
+    statuses = {n: member_status(n, sources[n], "1.0.0", auto) for n in SHOP}
+    made, published = promoter()
+    async with aiohttp.ClientSession() as session:
+        await made.watch_release(session, "shop", statuses)
+        assert published == []
+        push_versions(registry, "held/api", "1.2.0")
+        await made.watch_release(session, "shop", statuses)
+    [event] = published
+    assert [(m.module, m.version) for m in event.members] == [("api", "1.2.0")]
+
+
+SHOP = ("web", "api", "db")

@@ -46,8 +46,10 @@ from rollout.wire.events import (
     GateEvaluated,
     ModuleApplied,
     ModuleDeleted,
+    ObservedMember,
     PromotedSource,
     PromotionObserved,
+    ReleasePromotionObserved,
     RolloutCommanded,
     SyncStatusReported,
     Tick,
@@ -151,6 +153,7 @@ def module(
     depends_on: list[str] | None = None,
     auto_promote: dict[str, Any] | None = None,
     release: tuple[str, list[str]] | None = None,
+    release_promotion: dict[str, Any] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
     selector (shorthand for matchLabels; `{}` everything; None: no selector at all).
@@ -171,6 +174,8 @@ def module(
         spec["dependsOn"] = depends_on
     if release is not None:  # as rollout apply gives a Release's member (rollout/api/module_releases.py)
         spec["release"] = {"name": release[0], "members": release[1]}
+        if release_promotion is not None:  # the release's autoPromote, as apply gives every member
+            spec["release"]["autoPromote"] = release_promotion
     strategy: dict[str, Any] = {}
     if stages:
         strategy["stages"] = list(stages)
@@ -363,6 +368,29 @@ def promotion(
         module=module_name,
         version=version,
         source=PromotedSource(kind=kind, url=url, chart=chart),  # type: ignore[arg-type]
+        promoter=promoter,
+    )
+
+
+def release_observed(
+    leader: str,
+    release_name: str,
+    versions: dict[str, str],
+    *,
+    url: str = GIT_URL,
+    promoter: str = "promoter-0",
+) -> ReleasePromotionObserved:
+    """A ReleasePromotionObserved for `leader`: each member's newest version in range (its
+    source the builders' Git URL unless `url`)."""
+    return ReleasePromotionObserved(
+        id=next_id(),
+        at=AT,
+        module=leader,
+        release=release_name,
+        members=[
+            ObservedMember(module=name, version=version, source=PromotedSource(kind="git", url=url))
+            for name, version in versions.items()
+        ],
         promoter=promoter,
     )
 

@@ -17,12 +17,14 @@ from rollout.wire.events import (
     FreezeCalendarDeleted,
     HolderClaims,
     HolderHeartbeat,
+    PromotionObserved,
     RestrictionApplied,
     RestrictionDeleted,
     claim_chunk,
 )
 from rollout.wire.status import ModuleStatus
 from tests.rollout.builders import (
+    GIT_URL,
     Fleet,
     applied,
     calendar_applied,
@@ -38,6 +40,7 @@ from tests.rollout.builders import (
     next_id,
     observed,
     promotion,
+    release_observed,
     removed,
     reported,
     restriction,
@@ -301,9 +304,23 @@ class World:
     def promoting(self) -> bool:
         return bool(self.scenario.get("promotions"))
 
+    def release_auto_promotion(self) -> dict[str, Any] | None:
+        """The Release's autoPromote as apply gives every member, when a release scenario
+        promotes: both members follow PROMOTION_RANGE from their tags; a manifest hold of
+        either holds the release (promotions.py, "Releases")."""
+        if not (self.promoting and self.in_release()):
+            return None
+        follow = [
+            {"module": m, "semver": PROMOTION_RANGE, "kind": "git", "url": GIT_URL, "version": f"v{self.tags[m]}.0.0"}
+            for m in MODULES
+            if m in self.tags
+        ]
+        return {"follow": follow, **({"hold": True} if self.manifest_holds else {})}
+
     def manifest(self, index: int, spec: dict[str, Any], tag: int) -> Any:
         name = MODULES[index]
-        auto = {"semver": PROMOTION_RANGE, "hold": name in self.manifest_holds} if self.promoting else None
+        hold = bool(self.manifest_holds) if self.in_release() else name in self.manifest_holds
+        auto = {"semver": PROMOTION_RANGE, "hold": hold} if self.promoting else None
         return module(
             name,
             self.selectors.get(name, self.scenario["selector"]),
@@ -317,6 +334,7 @@ class World:
             windows=spec.get("windows"),
             depends_on=["app"] if index == 1 and self.scenario.get("depends") else None,
             release=("pair", list(MODULES)) if self.in_release() else None,
+            release_promotion=self.release_auto_promotion(),
         )
 
     def release_revision(self, name: str) -> list[Any]:
@@ -326,6 +344,11 @@ class World:
         changed = self.event_for(("revision", name))
         if changed is None:
             return []
+        return self.release_applied(changed)
+
+    def release_applied(self, changed: Any) -> list[Any]:
+        """`changed` (a member's apply) and the other members', as apply publishes a release."""
+        name = changed.module.metadata.name
         events = [changed]
         for peer in MODULES:
             if peer != name and peer in self.specs and peer not in self.dropped:
@@ -384,6 +407,8 @@ class World:
             return self.holder(*step[1:])
         if step[0] == "revision" and self.in_release():
             return self.release_revision(step[1])
+        if step[0] == "promote" and self.in_release():
+            return self.release_promotion_events(*step[1:])
         event = self.event_for(step)
         return [] if event is None else [event]
 
@@ -572,6 +597,20 @@ class World:
                 self.selectors[name] = {"all": {}, "prod": {"env": "prod"}, "none": None}[chosen[0]]
             return applied(self.manifest(MODULES.index(name), spec, self.tags[name]))
         raise AssertionError(kind)
+
+    def release_promotion_events(self, name: str, what: str, number: int) -> list[Any]:
+        """In a release scenario: the promoter's observation of `name`'s version goes to the
+        release's leader (app, first by name); a hold or resume command to `name` (refused
+        but at the leader); the manifest's hold toggled applies every member."""
+        if name not in self.modules():
+            return []
+        if what == "manifest-hold":
+            self.manifest_holds ^= {name}
+            return self.release_applied(applied(self.manifest(MODULES.index(name), self.specs[name], self.tags[name])))
+        event = self.promotion_event(name, what, number)
+        if event is None or not isinstance(event, PromotionObserved):
+            return [] if event is None else [event]
+        return [release_observed("app", "pair", {name: event.version}, promoter=event.promoter)]
 
     def promotion_event(self, name: str, what: str, number: int) -> Any:
         """A promoter's observation, a hold or resume command, or the manifest's hold toggled."""

@@ -20,6 +20,7 @@ WIRE = {
     "gate-passed", "gate-failed", "gate-inconclusive", "complete", "halted", "rollback", "restriction-met",
     "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
     "promoted", "promotion-held", "promotion-hold", "promotion-resumed",  # auto-promotion, added
+    "release-promoted", "release-promotion-held",  # a release auto-promoted as a unit, added
     "break-glass", "break-glass-ended",
 }  # fmt: skip
 

@@ -36,6 +36,7 @@ from rollout.wire.decision_reasons import (
     HeldBehindIntents,
     HeldForFleet,
     LiveValuesChanged,
+    MemberVersion,
     ModuleCreated,
     ModuleWasDeleted,
     MovedToTarget,
@@ -52,6 +53,8 @@ from rollout.wire.decision_reasons import (
     Reason,
     ReasonCode,
     Rejected,
+    ReleaseCombinationHeld,
+    ReleaseCombinationPromoted,
     RestrictionBroken,
     RestrictionMet,
     Resumed,
@@ -337,6 +340,27 @@ EXAMPLES: list[tuple[Reason, str]] = [
         "promotion held by alice via cli: incident 42",
     ),
     (PromotionResumed(user="alice", via="dashboard"), "promotion resumed by alice via dashboard"),
+    (
+        Promoted(version="2.2.0", previous="2.1.0", source="oci oci://registry/web", promoter="p", release="shop"),
+        "promoted 2.1.0 → 2.2.0 from oci oci://registry/web with release shop, seen by p",
+    ),
+    (
+        ReleaseCombinationPromoted(
+            release="shop",
+            members=[
+                MemberVersion(module="api", version="1.5.0", previous="1.4.0"),
+                MemberVersion(module="web", version="2.1.0", previous="2.1.0"),
+            ],
+            promoter="p",
+        ),
+        "release shop promoted as one: api 1.4.0 → 1.5.0, web 2.1.0, seen by p",
+    ),
+    (
+        ReleaseCombinationHeld(
+            release="shop", members=[MemberVersion(module="api", version="1.5.0", previous="1.4.0")], by="command"
+        ),
+        "release shop: api 1.4.0 → 1.5.0 available, held (rollout promotion hold)",
+    ),
 ]
 CAUSES = {
     ReasonCode.FAILURE_BUDGET_EXCEEDED,

@@ -29,6 +29,7 @@ from rollout.wire.events import (
     HolderHeartbeat,
     InputEvent,
     ModuleApplied,
+    ReleasePromoted,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutContinued,
@@ -52,6 +53,7 @@ from tests.rollout.builders import (
     module,
     observed,
     promotion,
+    release_observed,
     removed,
     reported,
     restriction,
@@ -298,6 +300,19 @@ def _every_event() -> list[EventBase]:
         gate_result("app", "canary", "errors", True),
         promotion("app", "v1.4.0"),
         promotion("chart", "1.5.0-rc.1", kind="helm", url="https://charts.example.com", chart="chart"),
+        release_observed("api", "shop", {"web": "1.1.0", "api": "v2.0.0"}),
+        ReleasePromoted(
+            id="dep-0-7",
+            at="2026-03-01T00:00:00Z",
+            module="web",
+            release="shop",
+            version="1.1.0",
+            after={"api": "dep-0-6"},
+            promoter="p",
+        ),
+        ReleasePromoted(
+            id="dep-0-8", at="2026-03-01T00:00:00Z", module="cache", release="shop", user="bob", via="dashboard"
+        ),
     ]
 
 

@@ -59,9 +59,9 @@ from rollout.api.manifests import Stage
 from rollout.api.promotion import in_range, newer
 from rollout.engine.approvals import approval_met
 from rollout.engine.core import DecisionAction, Outcome, stages_of
-from rollout.engine.promotions import held_by
+from rollout.engine.promotions import held_by, release_held_by
 from rollout.engine.state import ModuleRecord
-from rollout.wire.decision_reasons import Promoted
+from rollout.wire.decision_reasons import Promoted, ReleaseCombinationPromoted
 from rollout.wire.events import ModuleApplied, RestrictionDeleted, RolloutCommanded
 from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
@@ -124,8 +124,10 @@ class Run:
     def feed(self, event: Any, *, duplicate: bool = False) -> None:
         before = self.checker.before()
         held = {name: held_by(record) for name, record in self.fleet.modules.items()}
+        release_held = {name: release_held_by(record) for name, record in self.fleet.modules.items()}
         outcome = self.fleet.send(event)
         check_promotions(event, outcome, held)
+        check_release_promotions(self.fleet, event, outcome, release_held)
         self.checker.note_respec(event, before)
         self.checker.after(event, outcome, before, duplicate)
         self.world.previous = event
@@ -237,6 +239,29 @@ class Run:
         for name in self.world.modules():
             for pinned in list(self.fleet.record(name).pinned):
                 self.feed(command(name, "unpin", cluster=pinned))
+
+
+def check_release_promotions(fleet: Fleet, event: Any, outcome: Outcome, held: dict[str, str | None]) -> None:
+    """A release's combination is decided by its leader only, only ever goes up and stays in
+    range, never while the release is held (but by the resume or apply that lifts it) — and
+    every member present ends the event on its version of it or newer: the unit moved as one."""
+    lifting = isinstance(event, ModuleApplied) or (
+        isinstance(event, RolloutCommanded) and event.command == "resume-promotion"
+    )
+    for decision in outcome.decisions:
+        if decision.action != DecisionAction.RELEASE_PROMOTED:
+            continue
+        because = decision.because
+        assert isinstance(because, ReleaseCombinationPromoted) and decision.module == "app", decision.reason
+        assert held.get("app") is None or lifting, f"{decision.reason} while held"
+        assert any(newer(m.version, m.previous) for m in because.members), f"{decision.reason}: nothing newer"
+        for member in because.members:
+            assert not newer(member.previous, member.version), f"{decision.reason}: a downgrade"
+            assert in_range(member.version, PROMOTION_RANGE) and "-" not in member.version, decision.reason
+            record = fleet.modules.get(member.module)
+            if record is not None and record.spec.release is not None:
+                on = record.revisions[record.target].revision
+                assert not newer(member.version, on), f"{member.module} stayed on {on}: {decision.reason}"
 
 
 def check_promotions(event: Any, outcome: Outcome, held: dict[str, str | None]) -> None:
