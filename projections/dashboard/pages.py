@@ -236,7 +236,8 @@ RELEASE_CLUSTERS_SHOWN = 20
 def release_view(view: FleetView, status: ModuleStatus) -> Document | None:
     """A Release member's release (None: not in one): its phase, every member's phase and
     revisions, how many of its clusters are done (every member succeeded there) and the
-    first `RELEASE_CLUSTERS_SHOWN` that are not, with each member's revision and state."""
+    first `RELEASE_CLUSTERS_SHOWN` that are not, with each member's revision and state; and
+    how it is auto-promoted as a unit (None: it is not)."""
     if status.release is None:
         return None
     members = status.release.members
@@ -256,6 +257,10 @@ def release_view(view: FleetView, status: ModuleStatus) -> Document | None:
             }
             for place in waiting[:RELEASE_CLUSTERS_SHOWN]
         ],
+        # auto-promoted as a unit: as its leader says it (the hold, the combination available)
+        "autoPromote": release.auto_promote.model_dump(mode="json", by_alias=True)
+        if release.auto_promote is not None
+        else None,
     }
 
 

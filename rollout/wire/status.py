@@ -587,6 +587,8 @@ class ReleaseStatus(Part):
     phase: str
     members: list[ReleaseMember] = Field(default_factory=list)
     clusters: list[ReleaseCluster] = Field(default_factory=list)
+    # auto-promoted as a unit: as its leader's status says it (its hold, what is available)
+    auto_promote: ReleasePromotionStatus | None = Field(default=None, alias="autoPromote")
 
     @classmethod
     def of(
@@ -612,11 +614,16 @@ class ReleaseStatus(Part):
                 clusters.setdefault(target.cluster, ReleaseCluster(cluster=target.cluster)).members[target.module] = (
                     target
                 )
+        auto = release.auto_promote
+        leader = statuses.get(auto.leader) if auto is not None else None
+        if leader is not None and leader.release is not None and leader.release.auto_promote is not None:
+            auto = leader.release.auto_promote  # the leader's: its hold and what is available
         return cls(
             name=release.name,
             phase=release_phase([m.phase for m in members]),
             members=members,
             clusters=[clusters[name] for name in sorted(clusters)],
+            auto_promote=auto,
         )
 
 

@@ -224,6 +224,27 @@ function moduleView(root, name) {
           onclick: () => sendCommand(name, { command: "hold-promotion", reason: promotionReason }, verdict) }, "hold promotion"));
   };
 
+  // a Release auto-promoted as a unit (rollout/engine/promotions.py "releases"): its ranges, its leader's
+  // hold and the combination available; hold and resume go to the leader, which keeps the release's hold
+  const releasePromotionText = (p) => {
+    let text = `as a unit: ${p.follow.map((f) => `${f.module} ${f.semver}`).join(", ")} — decided by ${p.leader}`;
+    const versions = (map) => Object.keys(map).sort().map((m) => `${m} ${map[m]}`).join(", ");
+    if (p.hold) text += "; held (the Release's autoPromote.hold)";
+    if (p.heldBy) text += `; held${p.heldBy.user ? ` by ${p.heldBy.user}` : ""}${p.heldBy.via ? ` via ${p.heldBy.via}` : ""}: ${p.heldBy.reason}`;
+    if (Object.keys(p.available || {}).length) text += `; available ${versions(p.available)}, held${p.availableFrom ? ` (seen by ${p.availableFrom})` : ""}`;
+    else if (Object.keys(p.promoted || {}).length) text += `; last promoted ${versions(p.promoted)}`;
+    return text;
+  };
+  const releasePromotionControls = (p) => {
+    const reason = h("input", { class: "reject-reason", testid: "release-promotion-reason", placeholder: "why hold the release",
+      value: promotionReason, oninput: (event) => { promotionReason = event.target.value; } });
+    return p.heldBy
+      ? h("div", { class: "reject" }, h("button", { testid: "release-promotion-resume",
+          onclick: () => sendCommand(p.leader, { command: "resume-promotion" }, verdict) }, "resume the release's promotion"))
+      : h("div", { class: "reject" }, reason, h("button", { class: "danger", testid: "release-promotion-hold",
+          onclick: () => sendCommand(p.leader, { command: "hold-promotion", reason: promotionReason }, verdict) }, "hold the release's promotion"));
+  };
+
   // Break-glass (rollout/engine/freeze_gate.py): needs a reason and how long; its own permission.
   function breakGlassForm() {
     return h("div", { class: "reject break-glass" },
@@ -263,7 +284,11 @@ function moduleView(root, name) {
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"),
         ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", {},
           h("span", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" }, promotionText(s.promotion)),
-          may(namespace, "commands") ? promotionControls(s.promotion) : null)] : []),
+          may(namespace, "commands") && !s.release ? promotionControls(s.promotion) : null)] : []),
+        ...(page.release && page.release.autoPromote ? [h("dt", {}, "Release promotion"), h("dd", {},
+          h("span", { class: promotionHeld(page.release.autoPromote) ? "warning" : "", testid: "release-promotion" },
+            releasePromotionText(page.release.autoPromote)),
+          may(namespace, "commands") ? releasePromotionControls(page.release.autoPromote) : null)] : []),
         ...(s.frozen ? [h("dt", {}, "Frozen"), h("dd", { class: "warning", testid: "frozen" },
           `by calendar ${s.frozen.calendars.join(", ")}${s.frozen.untilAt ? ` until ${s.frozen.untilAt}` : ""}`,
           may(namespace, "breakGlass") ? breakGlassForm() : null)] : []),

@@ -488,6 +488,74 @@ def test_a_held_promotion_shows_the_version_available_and_is_resumed_and_held_wi
     assert page.csp_violations == []  # type: ignore[attr-defined]
 
 
+TRAIN = """
+apiVersion: rollout.dev/v1alpha1
+kind: Release
+metadata: {name: train, namespace: fleet}
+spec:
+  selector: {matchLabels: {app: train}}
+  rollout: {stages: [{name: all, maxConcurrency: 2}]}
+  autoPromote: {}
+  modules:
+    - {name: engine, semver: ">=1.0.0 <2.0.0"}
+    - {name: wagon, semver: ">=1.0.0 <2.0.0"}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: engine, namespace: fleet}
+spec: {sync: {source: {git: {url: "https://example.com/engine", version: {tag: 1.0.0}}}}}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: wagon, namespace: fleet}
+spec: {sync: {source: {git: {url: "https://example.com/wagon", version: {tag: 1.0.0}}}}}
+"""
+
+
+def test_a_release_promoted_as_a_unit_is_held_and_resumed_with_the_release_buttons(page: Page, stack: Stack) -> None:
+    from rollout.api.loading import load_manifests
+    from rollout.api.module_releases import expand_releases
+    from rollout.wire.events import ModuleApplied, ObservedMember, ReleasePromotionObserved
+
+    publish_fleet(stack, "train", "train", 2)
+    for item in expand_releases(load_manifests(TRAIN.encode(), file="train.yaml")):  # as `rollout apply` gives them
+        off_loop(stack.send, "intents", item.manifest.metadata.name, ModuleApplied(module=item.manifest))
+    hold = RolloutCommanded(module="engine", command="hold-promotion", user="ops", via="cli", reason="change freeze")
+    off_loop(stack.send, "intents", "engine", hold)  # engine leads train: first by name
+    open_dashboard(page, stack, "#/modules/wagon")  # a member that does not lead: its buttons go to the leader
+    shown = page.get_by_test_id("release-promotion")
+    expect(shown).to_contain_text("as a unit: engine >=1.0.0 <2.0.0, wagon >=1.0.0 <2.0.0 — decided by engine",
+                                  timeout=60_000)  # fmt: skip
+    expect(shown).to_contain_text("held by ops via cli: change freeze", timeout=30_000)
+    seen = [
+        ObservedMember(
+            module=name, version=version, source=PromotedSource(kind="git", url=f"https://example.com/{name}")
+        )
+        for name, version in (("engine", "1.2.0"), ("wagon", "1.3.0"))
+    ]
+    observed = ReleasePromotionObserved(module="engine", release="train", members=seen, promoter="promoter-0")
+    off_loop(stack.send, "status", "engine", observed)
+    expect(shown).to_contain_text("available engine 1.2.0, wagon 1.3.0, held (seen by promoter-0)", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-release-promotion-held.png"), full_page=True)
+
+    page.get_by_test_id("release-promotion-resume").click()  # the combination promoted as one
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text("promotion resumed by alice@example.com via dashboard", timeout=20_000)
+    expect(verdict).to_contain_text("release train promoted as one: engine 1.0.0 → 1.2.0, wagon 1.0.0 → 1.3.0")
+    expect(shown).to_contain_text("last promoted engine 1.2.0, wagon 1.3.0", timeout=30_000)
+    expect(page.get_by_test_id("release-member-wagon")).to_contain_text("1.3.0", timeout=30_000)
+
+    page.get_by_test_id("release-promotion-hold").click()  # without a reason: the dashboard refuses to send it
+    expect(verdict).to_contain_text("hold-promotion: not sent — hold-promotion needs a reason", timeout=20_000)
+    page.get_by_test_id("release-promotion-reason").fill("incident 9")
+    page.get_by_test_id("release-promotion-hold").click()
+    expect(verdict).to_contain_text("promotion held by alice@example.com via dashboard: incident 9", timeout=20_000)
+    [held] = [e for e in intents(stack, "engine") if e.command == "hold-promotion" and e.via == "dashboard"]
+    assert (held.user, held.reason) == ("alice@example.com", "incident 9")
+    assert same_page(page)
+    assert page.csp_violations == []  # type: ignore[attr-defined]
+
+
 def test_an_analysis_shows_its_measurements_and_why_it_paused_the_rollout(page: Page, stack: Stack) -> None:
     publish_fleet(stack, "deli", "deli", 4)  # deli-00, deli-01 in canary; deli-02, -03 in wave-1
     errors = {"name": "errors", "prometheus": {"url": "http://127.0.0.1:9", "query": "up", "min": 1}, "count": 3}
