@@ -12,6 +12,8 @@
              --workers N (worker processes sharing the partitions, default 1: each stage's consumer
              group spreads them; per-worker RSS, partitions and restart-to-ready are printed),
              --partitions P (of every topic, default 4),
+             --static-membership (each worker with --instance-id, the same after the restart:
+             restart-to-ready without the dead member's session timeout),
              --from-commit REV (run the `rollout` processes from `git archive REV`: in a working
              tree others edit meanwhile, a half-saved file would otherwise end up in a worker)
 
@@ -289,10 +291,13 @@ def spawn(name: str, args: list[str], log: Path, env: dict[str, str]) -> Process
     return Process(name, popen, log)
 
 
-def start_worker(env: dict[str, str], log: Path, port: int, tick: float, name: str = "worker") -> Process:
+def start_worker(
+    env: dict[str, str], log: Path, port: int, tick: float, name: str = "worker", instance_id: str | None = None
+) -> Process:
+    static = ["--instance-id", instance_id] if instance_id is not None else []
     return spawn(
         name,
-        ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS)],
+        ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS), *static],
         log,
         env,
     )
@@ -761,6 +766,7 @@ class Options:
     rollout_timeout_s: float
     ready_timeout_s: float = 300
     workers: int = 1  # worker processes sharing the partitions (one consumer group per stage)
+    static_membership: bool = False  # each worker started with --instance-id (the same after the restart)
 
 
 @dataclass
@@ -1046,10 +1052,21 @@ async def idle_window(bootstrap: str, names: TopicNames, clock: CpuClock, option
 def start_workers(env: dict[str, str], workdir: Path, options: Options, log_name: str) -> list[Process]:
     """`options.workers` worker processes (one: "worker", else "worker-0", …), each with its
     own web port; the partitions are spread over them by each stage's consumer group."""
+
+    def instance(i: int) -> str | None:
+        return f"fleet-worker-{i}" if options.static_membership else None
+
     if options.workers == 1:
-        return [start_worker(env, workdir / f"{log_name}.log", free_port(), options.tick_s)]
+        return [start_worker(env, workdir / f"{log_name}.log", free_port(), options.tick_s, instance_id=instance(0))]
     return [
-        start_worker(env, workdir / f"{log_name}-{i}.log", free_port(), options.tick_s, name=f"worker-{i}")
+        start_worker(
+            env,
+            workdir / f"{log_name}-{i}.log",
+            free_port(),
+            options.tick_s,
+            name=f"worker-{i}",
+            instance_id=instance(i),
+        )
         for i in range(options.workers)
     ]
 
@@ -1172,6 +1189,12 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="worker processes sharing the partitions (their groups spread them)"
     )
+    parser.add_argument(
+        "--static-membership",
+        action="store_true",
+        help="start each worker with --instance-id (the same after the restart: it takes its partitions "
+        "back without waiting for the dead member's session)",
+    )
     parser.add_argument("--partitions", type=int, default=PARTITIONS, help="partitions of every topic")
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--tick-interval", type=float, default=10.0)
@@ -1195,7 +1218,8 @@ def main() -> None:
     if not bootstrap:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
-                      args.keep, args.rollout_timeout, workers=args.workers)  # fmt: skip
+                      args.keep, args.rollout_timeout, workers=args.workers,
+                      static_membership=args.static_membership)  # fmt: skip
     PARTITIONS = args.partitions
     scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
     sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]

@@ -26,6 +26,11 @@ class Settings:
     # batch — a module fanned out to 100,000 clusters folds for ~10 s — must fit in it:
     # Kafka's own default since 3.0 (KIP-735), not aiokafka's 10 s.
     session_timeout: float = 45.0
+    # Kafka static membership (KIP-345): the stages' consumers join with this stable id, so a
+    # worker restarted with the same id (a crashed or OOM-killed container in the same pod)
+    # gets its partitions back at once instead of waiting for its dead self's session to
+    # time out. None: dynamic membership (a graceful stop hands the partitions on at once).
+    instance_id: str | None = None
     app_id: str = "rollout-worker"
     web_port: int = 6066
     web_host: str = "127.0.0.1"

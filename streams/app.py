@@ -118,6 +118,7 @@ class Worker:
                 metrics=self.metrics,
                 duplicates=duplicates,
                 session_timeout=settings.session_timeout,
+                instance_id=settings.instance_id,
             )
             for spec in stage_specs(settings, self.metrics)
         ]

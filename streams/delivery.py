@@ -156,6 +156,7 @@ class StageRunner:
         client_options: dict[str, Any] | None = None,
         transport: Transport | None = None,
         session_timeout: float = 10.0,
+        instance_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`transport`: where the clients come from — aiokafka's on `bootstrap` unless given
@@ -174,6 +175,7 @@ class StageRunner:
             clock=clock,
         )
         self.session_timeout = session_timeout
+        self.instance_id = instance_id
         self.partitions: dict[TopicPartition, Slot] = {}
         self.lock = asyncio.Lock()
         self.reading = asyncio.Lock()
@@ -191,7 +193,9 @@ class StageRunner:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.consumer = self.transport.stage_consumer(self.spec.group_id, session_timeout=self.session_timeout)
+        self.consumer = self.transport.stage_consumer(
+            self.spec.group_id, session_timeout=self.session_timeout, instance_id=self.instance_id
+        )
         if self.spec.state_topic is not None:
             self.reader = self.transport.state_reader(self.spec.state_topic, f"{self.spec.group_id}-state-reader")
             await self.reader.start()

@@ -583,7 +583,9 @@ class MemoryTransport:
         self.readers: list[MemoryStateReader] = []
         self.producers: list[MemoryProducer] = []
 
-    def stage_consumer(self, group_id: str, *, session_timeout: float) -> MemoryConsumer:
+    def stage_consumer(
+        self, group_id: str, *, session_timeout: float, instance_id: str | None = None
+    ) -> MemoryConsumer:
         consumer = MemoryConsumer(self.broker, group_id, max_records=self.max_records)
         self.consumers.append(consumer)
         return consumer

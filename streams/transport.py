@@ -126,7 +126,9 @@ class StateReading(Protocol):
 class Transport(Protocol):
     """Makes the clients of one stage."""
 
-    def stage_consumer(self, group_id: str, *, session_timeout: float) -> StageConsumer: ...
+    def stage_consumer(
+        self, group_id: str, *, session_timeout: float, instance_id: str | None = None
+    ) -> StageConsumer: ...
 
     def state_reader(self, topic: str, client_id: str) -> StateReading: ...
 
@@ -140,10 +142,15 @@ class KafkaTransport:
         self.bootstrap = bootstrap
         self.client_options = client_options
 
-    def stage_consumer(self, group_id: str, *, session_timeout: float) -> StageConsumer:
+    def stage_consumer(
+        self, group_id: str, *, session_timeout: float, instance_id: str | None = None
+    ) -> StageConsumer:
         consumer: StageConsumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=group_id,
+            # static membership (`Settings.instance_id`): the same id after a restart takes
+            # the dead member's place — and its partitions — without waiting for its session
+            group_instance_id=instance_id,
             client_id=f"{group_id}-consumer",
             enable_auto_commit=False,
             auto_offset_reset="earliest",

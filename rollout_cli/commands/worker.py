@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,27 @@ def session_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def instance_id_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--instance-id",
+        envvar="ROLLOUT_INSTANCE_ID",
+        default=None,
+        callback=check_instance_id,
+        help="A stable id of this worker across restarts (Kafka static membership; env "
+        "ROLLOUT_INSTANCE_ID, e.g. the pod's name): restarted after a crash, it takes its "
+        "partitions back at once instead of after --session-timeout. A graceful stop then keeps "
+        "them until the session times out. Two live workers must never share one.",
+    )(command)
+
+
+def check_instance_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if len(value) > 200 or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+        raise click.BadParameter(f"{value!r}: at most 200 of A-Z a-z 0-9 . _ -")
+    return value
+
+
 def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     from infra.settings import STAGES
 
@@ -57,6 +79,7 @@ def parse_stages(_ctx: click.Context, _param: click.Parameter, value: str) -> tu
 @worker_options
 @stages_option
 @session_timeout_option
+@instance_id_option
 @web_options(6066)
 @replication_option
 @kafka_options
@@ -67,6 +90,7 @@ def worker(
     tick_interval: float,
     stages: tuple[str, ...],
     session_timeout: float,
+    instance_id: str | None,
     web_port: int,
     web_host: str,
     log_format: str,
@@ -93,5 +117,6 @@ def worker(
         log_format=log_format,
         stages=stages,
         session_timeout=session_timeout,
+        instance_id=instance_id,
     )
     run_worker(settings, loglevel=loglevel)

@@ -354,6 +354,17 @@ def test_worker_extra_args_reach_the_command_line(helm: Helm, tmp_path: Path) ->
     assert invocation_problems(worker.args, worker.plain_env()) == []
 
 
+def test_static_membership_gives_each_worker_pod_its_name_as_instance_id(
+    render: Render, helm: Helm, tmp_path: Path
+) -> None:
+    assert "ROLLOUT_INSTANCE_ID" not in component(render(None), "worker").env
+    values_file = tmp_path / "static.yaml"
+    values_file.write_text(yaml.safe_dump({"worker": {"staticMembership": True}}))
+    worker = component(parse_manifests(helm.template("--values", str(values_file)).stdout), "worker")
+    assert worker.env["ROLLOUT_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert "--instance-id" in options_of(commands()[("worker",)])
+
+
 def test_worker_rolls_over_without_a_gap(render: Render) -> None:
     strategy = component(render(None), "worker").workload["spec"]["strategy"]
     assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
