@@ -142,9 +142,7 @@ class KafkaTransport:
         self.bootstrap = bootstrap
         self.client_options = client_options
 
-    def stage_consumer(
-        self, group_id: str, *, session_timeout: float, instance_id: str | None = None
-    ) -> StageConsumer:
+    def stage_consumer(self, group_id: str, *, session_timeout: float, instance_id: str | None = None) -> StageConsumer:
         consumer: StageConsumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=group_id,
