@@ -136,6 +136,12 @@ def test_get_selects_clusters_and_assemblages_by_cluster_labels(worker: Worker) 
     code, output = rollout(worker, "get", "clusters", "-l", "ring in (canary,wave)", "-o", "name")
     assert (code, output) == (0, "cluster/c1\ncluster/w1\n")
     assert rollout(worker, "get", "clusters", "-l", "!ring", "-o", "name") == (0, "")
+    # a module of its own on c1, and its snapshot written (the assembler follows the decider)
+    applied(worker, "selected", ONLY_CANARY)
+    deadline = time.monotonic() + 60
+    while "proxyassemblage/c1" not in rollout(worker, "get", "proxyassemblages", "-o", "name")[1]:
+        assert time.monotonic() < deadline, "c1's ProxyAssemblage was never written"
+        time.sleep(0.2)
     code, output = rollout(worker, "get", "proxyassemblages", "-l", "ring=canary", "-o", "name")
     assert code == 0 and output.splitlines() == ["proxyassemblage/c1"], output
     code, output = rollout(worker, "get", "clusters", "-l", "ring in canary")
