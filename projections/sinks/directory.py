@@ -146,13 +146,8 @@ def _fsync_directory(directory: Path) -> None:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Readers see the old content or the new one, never a partial file; durable on return."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
+    temp_name = _write_staged(path, data, durable=True)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
@@ -160,13 +155,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_directory(path.parent)
 
 
-def _write_staged(path: Path, data: bytes) -> str:
-    """`data` in a temporary file beside `path`, not yet durable nor visible: its name."""
+def _write_staged(path: Path, data: bytes, *, durable: bool = False) -> str:
+    """`data` in a temporary file beside `path`, not visible yet (durable with `durable`): its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
