@@ -7,9 +7,10 @@ Every input is parsed and validated once, here (`rollout.wire.events.parse_event
 or is valid but on the wrong topic — becomes a dead letter with the reason, and the stream
 goes on. Module-scoped events are keyed by module, so a module's whole rollout is in one
 journal partition. Cluster observations (and leave/join, and the namespaces'
-ModuleRestrictions and freeze calendars), heartbeats and claims and ticks are broadcast to every journal
-partition, because every partition's modules need the fleet, its policy, its leases and the
-time (a holder's beat is one record per partition whatever it claims: rollout/engine/leases.py).
+ModuleRestrictions and freeze calendars, and a calendar's break-glass from the intents),
+heartbeats and claims and ticks are broadcast to every journal partition, because every
+partition's modules need the fleet, its policy, its leases and the time (a holder's beat
+is one record per partition whatever it claims: rollout/engine/leases.py).
 
 After each batch of a cluster-observations partition, the router also writes a
 `FleetSeen(partition, position)` into every journal partition: "everything of that input
@@ -31,6 +32,7 @@ from aiokafka.structs import ConsumerRecord
 
 from infra.topics import TopicNames
 from rollout.wire.events import (
+    CalendarBreakGlass,
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
@@ -70,6 +72,7 @@ TOPIC_ROLE: dict[type, str] = {
     ModuleApplied: "intents",
     ModuleDeleted: "intents",
     RolloutCommanded: "intents",
+    CalendarBreakGlass: "intents",
     ClusterObserved: "clusters",
     ClusterRemoved: "clusters",
     RestrictionApplied: "clusters",
@@ -107,6 +110,7 @@ BROADCAST = (
     RestrictionDeleted,
     FreezeCalendarApplied,
     FreezeCalendarDeleted,
+    CalendarBreakGlass,
 )
 
 
@@ -137,7 +141,7 @@ def journal_key(event: Any) -> str:
         return restriction_key(event.namespace)
     if isinstance(event, FreezeCalendarApplied):
         return freeze_key(event.calendar.scope, event.calendar.name)
-    if isinstance(event, FreezeCalendarDeleted):
+    if isinstance(event, FreezeCalendarDeleted | CalendarBreakGlass):
         return freeze_key(event.scope, event.name)
     if isinstance(event, ClusterCommanded | ClusterHeartbeat):
         return event.cluster

@@ -33,6 +33,12 @@ from rollout.api.formats import check_dns1123_label, check_duration, parse_durat
 from rollout.api.windows import check_cron_schedule, check_time_zone
 
 MAX_FREEZE_WINDOWS = 32
+# Calendars one scope (a namespace's FreezeCalendars, or the fleet's ClusterFreezeCalendars)
+# may hold: every move-wanting fill of a governed module looks at each of them (and each of
+# their windows), so their count bounds the gate's work per event. `rollout apply` refuses a
+# calendar beyond it, the engine dead-letters one (rollout/engine/freeze_gate.py); a scope's
+# break-glass overrides in force are bounded the same.
+MAX_CALENDARS_PER_SCOPE = 16
 
 
 class FreezeWindow(BaseModel):

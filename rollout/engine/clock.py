@@ -16,6 +16,10 @@
                    e. break-glass ended    an override of freeze calendars whose `until`
                                            has come ends (freeze_gate.py)
                    then StageMachine.advance (soaks that ended, windows that opened, failures)
+              3. FreezeCalendars.end_break_glass  the calendars' break-glass overrides whose
+                                             `until` has come end (freeze_gate.py): dropped,
+                                             decided once, their modules' status shown again
+              4. Tombstones.prune            tombstones a horizon old are deleted
 
 The order is the contract: leases expire first so that a module moving on this tick sees
 which clusters are ready now (a cluster whose lease ran out is not given the next stage's

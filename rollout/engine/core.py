@@ -85,7 +85,10 @@ this file and nowhere else:
            (no readiness changes);
         2. ModuleTimers.on_clock_moved — per module: soak and window waits restarted at the
            first tick, progressDeadline failures, then advance;
-        3. Tombstones.prune — tombstones noted a horizon ago or longer are deleted (no
+        3. FreezeCalendars.end_break_glass — the calendars' break-glass overrides whose
+           end has come are dropped and their end decided (the modules of step 2 saw them
+           ended already: freeze_gate.py);
+        4. Tombstones.prune — tombstones noted a horizon ago or longer are deleted (no
            decision rests on them: last);
     `after_intent` (an intent was applied and answered)
         1. DependencyIntents.answer_waiting_dependents;
@@ -148,6 +151,7 @@ from rollout.engine.views import format_positions, module_view
 from rollout.engine.window_gate import WindowGate
 from rollout.values.releases import ObservedValues
 from rollout.wire.events import (
+    CalendarBreakGlass,
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
@@ -282,6 +286,7 @@ class RolloutEngine:
         self.on_clock_moved: list[ClockHook] = [
             self.leases.expire_leases,
             self.timers.on_clock_moved,
+            self.freezes.end_break_glass,
             self.tombstones.prune,
         ]
         self.after_intent: list[IntentHook] = [self.dependencies.answer_waiting_dependents]
@@ -311,6 +316,7 @@ class RolloutEngine:
             RestrictionDeleted: self.rules.on_restriction_deleted,
             FreezeCalendarApplied: self.freezes.on_calendar_applied,
             FreezeCalendarDeleted: self.freezes.on_calendar_deleted,
+            CalendarBreakGlass: self.freezes.on_break_glass,
             SyncStatusReported: self.reports.on_sync_status,
             HelmValuesObserved: self.live_values.on_helm_values,
             ClusterHeartbeat: self.leases.on_heartbeat,

@@ -114,7 +114,7 @@ CLUSTER_COMMAND_IDS_KEPT = 16  # per cluster: leave/join
 GATE_IDS_KEPT = 64  # per module: health gate results
 PROMOTION_IDS_KEPT = 32  # per module: PromotionObserved (promotions.py)
 RESTRICTION_IDS_KEPT = 16  # per namespace: RestrictionApplied/RestrictionDeleted
-FREEZE_IDS_KEPT = 64  # per scope: FreezeCalendarApplied/FreezeCalendarDeleted
+FREEZE_IDS_KEPT = 64  # per scope: FreezeCalendarApplied/FreezeCalendarDeleted/CalendarBreakGlass
 HELD_INTENTS_PER_MODULE = 100  # beyond that an intent waiting for the fleet is dead-lettered
 DEPARTURES_KEPT = 25  # per module: the latest members that left its current run, by name (runs.py)
 
@@ -600,7 +600,11 @@ class FreezeRecord(Record):
 
     scope: str
     calendars: dict[str, AppliedFreezeCalendar] = Field(default_factory=dict)  # as stored when refused
-    event_ids: list[str] = Field(default_factory=list)
+    event_ids: list[str] = Field(default_factory=list)  # calendar events and break-glasses handled
+    # the calendars of the scope an operator's break-glass overrides, by name, until each
+    # ends (`BreakGlass.calendar`: the calendar's identity): every module they govern may
+    # move (CalendarBreakGlass; freeze_gate.py)
+    break_glass: dict[str, BreakGlass] = added_field(factory=dict)
 
 
 class DeletedModule(Record):

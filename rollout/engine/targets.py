@@ -49,7 +49,7 @@ from rollout.engine.state import (
 )
 from rollout.engine.strategy import stage_for
 from rollout.engine.tables import StateTables
-from rollout.engine.views import held_view, module_view, target_view
+from rollout.engine.views import calendar_break_glass, held_view, module_view, target_view
 from rollout.values.bindings import binding_values, expand_sync
 from rollout.values.layers import MergedValues
 from rollout.values.releases import ObservedValues, read_only_values, release_sync
@@ -498,7 +498,16 @@ class TargetBook:
         """The module-status document of `name` now, with what it holds (None: no such module)."""
         tables = self.tables
         record = tables.modules.get(name)
-        view = module_view(record, tables.now, tables.runs.get(name)) if record is not None else None
+        view = (
+            module_view(
+                record,
+                tables.now,
+                tables.runs.get(name),
+                calendar_break_glass(tables.freezes, record.namespace, tables.now),
+            )
+            if record is not None
+            else None
+        )
         queue = tables.held_queues.get(name)
         if queue is None:
             return view

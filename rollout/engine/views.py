@@ -17,16 +17,17 @@ too. Pure functions: the engine calls them whenever it stores a record and puts 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rollout.api.gates import gate_key
-from rollout.api.manifests import Stage, Waves, parse_duration
+from rollout.api.manifests import CLUSTER_SCOPE, Stage, Waves, parse_duration
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.approvals import approval_met, counted
 from rollout.engine.runs import budget_members
 from rollout.engine.stage_graph import edges, is_graph, needed, progress, running, waiting, wave_progress
 from rollout.engine.stage_graph import passed as graph_passed
-from rollout.engine.state import UNSTAGED, ModuleRecord, RunRecord, StageCounts, Target
+from rollout.engine.state import UNSTAGED, BreakGlass, FreezeRecord, ModuleRecord, RunRecord, StageCounts, Target
 from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_seed, wave_size
 from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
@@ -58,14 +59,41 @@ from rollout.wire.status import (
 NO_COUNTS = StageCounts()  # read only: the counts of a stage nobody is in yet
 
 
-def module_view(record: ModuleRecord, now: float, run: RunRecord | None = None) -> dict[str, Any]:
+def module_view(
+    record: ModuleRecord, now: float, run: RunRecord | None = None, calendar_glass: Sequence[BreakGlass] = ()
+) -> dict[str, Any]:
     """The module-status document as published (the JSON object of `module_status`)."""
-    return module_status(record, now, run).as_json()
+    return module_status(record, now, run, calendar_glass).as_json()
 
 
-def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None) -> ModuleStatus:
+def calendar_break_glass(freezes: Mapping[str, FreezeRecord], namespace: str, now: float) -> list[BreakGlass]:
+    """The calendars' break-glass overrides in force at `now` over a module of `namespace`
+    (freeze_gate.py): the fleet's scope, then its namespace's, by calendar name."""
+    found: list[BreakGlass] = []
+    for scope in (CLUSTER_SCOPE, namespace):
+        kept = freezes.get(scope)
+        overrides = kept.break_glass if kept is not None else {}
+        found += [overrides[name] for name in sorted(overrides) if now < overrides[name].until]
+    return found
+
+
+def break_glass_status(glass: BreakGlass) -> BreakGlassStatus:
+    return BreakGlassStatus(
+        calendar=glass.calendar,
+        until=glass.until,
+        until_at=iso(glass.until),
+        reason=glass.reason,
+        user=glass.user,
+        via=glass.via,
+    )
+
+
+def module_status(
+    record: ModuleRecord, now: float, run: RunRecord | None = None, calendar_glass: Sequence[BreakGlass] = ()
+) -> ModuleStatus:
     """The compacted module-status document (size: O(stages), not O(clusters)); `run`: the
-    module's current run (runs.py), its stages' limits resolved against its fixed members."""
+    module's current run (runs.py), its stages' limits resolved against its fixed members;
+    `calendar_glass`: the break-glass overrides of the calendars governing it, in force."""
     stages = stages_of(record)
     optional: dict[str, Any] = {}  # set only when they apply: absent from the document otherwise
     if record.awaiting:
@@ -90,14 +118,9 @@ def module_status(record: ModuleRecord, now: float, run: RunRecord | None = None
         optional["frozen"] = FrozenStatus(calendars=frozen.calendars, until=frozen.until, until_at=iso(frozen.until))
     glass = record.break_glass
     if glass is not None and now < glass.until:  # freeze_gate.py: in force
-        optional["break_glass"] = BreakGlassStatus(
-            calendar=glass.calendar,
-            until=glass.until,
-            until_at=iso(glass.until),
-            reason=glass.reason,
-            user=glass.user,
-            via=glass.via,
-        )
+        optional["break_glass"] = break_glass_status(glass)
+    if calendar_glass:  # the calendars' own break-glass (CalendarBreakGlass)
+        optional["calendar_break_glass"] = [break_glass_status(glass) for glass in calendar_glass]
     return ModuleStatus(
         module=record.name,
         kind=record.kind,

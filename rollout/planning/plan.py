@@ -117,8 +117,28 @@ class RolloutPlan(BaseModel):
     calendars: list[str] = []
     frozen_by: list[str] = []
     frozen_until: str | None = None
+    # the break-glass overrides in force at the plan's `now`: the calendars they name hold
+    # nothing (not in `frozen_by`)
+    break_glass: list[PlannedBreakGlass] = []
     # the source's autoPromote (rollout/engine/promotions.py): the range it follows, where, held or not
     promotion: PromotionPlan | None = None
+
+
+class PlannedBreakGlass(BaseModel):
+    """A break-glass in force at the plan's `now` over the module (rollout/engine/freeze_gate.py):
+    a calendar's own (`every_module`: `rollout break-glass calendar/NAME`, every module it
+    governs, this one too once applied), or the module's (`calendar` None: every calendar)."""
+
+    calendar: str | None = None
+    every_module: bool = False
+    until: float
+    until_at: str
+    reason: str
+    user: str | None = None
+    via: str | None = None
+
+    def overrides(self, identity: str) -> bool:
+        return self.calendar in (None, identity)
 
 
 class PromotionPlan(BaseModel):
@@ -226,10 +246,12 @@ def plan_rollout(
     now: float | None = None,
     left: Collection[str] = (),
     calendars: Sequence[AnyFreezeCalendar] = (),
+    break_glass: Sequence[PlannedBreakGlass] = (),
 ) -> RolloutPlan:
     """The plan; with `now` (seconds since the epoch), each stage's window state then, and
     which of `calendars` (those governing the module: the fleet's and its namespace's)
-    freeze it then. `left`: the clusters taken out of the rollouts (skipped, as not ready)."""
+    freeze it then — but those a `break_glass` in force then overrides. `left`: the clusters
+    taken out of the rollouts (skipped, as not ready)."""
     revision = Revision(
         generation=1,
         revision=module.spec.sync.revision,
@@ -305,7 +327,7 @@ def plan_rollout(
         release_members=list(module.spec.release.members) if module.spec.release is not None else [],
         values=sorted(values, key=lambda v: v.cluster),
         promotion=promotion_plan(module),
-        **freeze_plan(calendars, now),
+        **freeze_plan(calendars, now, break_glass),
     )
 
 
@@ -317,17 +339,26 @@ def promotion_plan(module: ModuleManifest | BootstrapModuleManifest) -> Promotio
     return PromotionPlan(semver=auto.semver, source=source_label(source), hold=auto.hold)
 
 
-def freeze_plan(calendars: Sequence[AnyFreezeCalendar], now: float | None) -> dict[str, Any]:
-    """The calendars governing the module, described; with `now`, those holding it then and
-    when the latest of their windows holding it ends (the engine's rule: freeze_gate.py)."""
+def freeze_plan(
+    calendars: Sequence[AnyFreezeCalendar], now: float | None, break_glass: Sequence[PlannedBreakGlass] = ()
+) -> dict[str, Any]:
+    """The calendars governing the module, described; with `now`, those holding it then —
+    but those a break-glass in force then overrides — and when the latest of their windows
+    holding it ends (the engine's rule: freeze_gate.py)."""
     described = [f"{c.identity}: {'; '.join(describe_freeze(w) for w in c.spec.windows)}" for c in calendars]
     if now is None:
         return {"calendars": described}
-    holding = [(c.identity, until) for c in calendars if (until := frozen_until(c.spec.windows, now)) is not None]
+    glass = [g for g in break_glass if now < g.until]
+    holding = [
+        (c.identity, until)
+        for c in calendars
+        if not any(g.overrides(c.identity) for g in glass) and (until := frozen_until(c.spec.windows, now)) is not None
+    ]
     return {
         "calendars": described,
         "frozen_by": [identity for identity, _ in holding],
         "frozen_until": iso(max(until for _, until in holding)) if holding else None,
+        "break_glass": glass,
     }
 
 

@@ -834,10 +834,14 @@ class BrokeGlass(CommandReason):
     calendar: str | None = None
     until: float
     reason: str
+    # the calendar's own break-glass (CalendarBreakGlass, decided once, about `calendar/NAME`):
+    # every module it governs, those applied later too; False: this module's only
+    every_module: bool = False
 
     def sentence(self) -> str:
         which = f"freeze calendar {self.calendar}" if self.calendar else "every freeze calendar"
-        return f"break-glass{self.by()}: {which} overridden until {iso(self.until)}: {self.reason}"
+        scope = " for every module it governs" if self.every_module else ""
+        return f"break-glass{self.by()}: {which} overridden{scope} until {iso(self.until)}: {self.reason}"
 
 
 class BreakGlassEnded(Reason):
@@ -847,6 +851,7 @@ class BreakGlassEnded(Reason):
     code: Literal[ReasonCode.BREAK_GLASS_ENDED] = ReasonCode.BREAK_GLASS_ENDED
     calendar: str | None = None
     until: float
+    every_module: bool = False  # the calendar's own break-glass ended (BrokeGlass.every_module)
 
     def sentence(self) -> str:
         which = f"of freeze calendar {self.calendar}" if self.calendar else ""

@@ -2,7 +2,9 @@
 
 Inputs arrive on six topics, each event a JSON object with a `type` discriminator:
 
-* intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded
+* intents (key: module)         — ModuleApplied, ModuleDeleted, RolloutCommanded;
+  CalendarBreakGlass (key: `freeze/<namespace or *>/<name>`, broadcast: a calendar's
+  break-glass covers the modules of every partition)
 * cluster observations (key: cluster) — ClusterObserved, ClusterRemoved; RestrictionApplied,
   RestrictionDeleted (key: `restriction/<namespace>`: the fleet's policy travels with the
   fleet, so a module's `fleet` stamp covers the restrictions published before it, and a
@@ -342,6 +344,52 @@ class FreezeCalendarDeleted(EventBase):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+
+class CalendarBreakGlass(EventBase):
+    """An operator's break-glass of one freeze calendar — `rollout break-glass
+    calendar/NAME`, a RolloutBreakGlass object naming a calendar: on the intents topic (the
+    doors that may send commands send it; a principal that may only write intents can break
+    the glass of a calendar, recorded, never delete one), broadcast to every journal
+    partition, where it is kept on the calendar's scope: every module the calendar `name` of
+    `scope` (a namespace, or `*` for a ClusterFreezeCalendar) governs — those applied later
+    too — may move until `until` (rollout/engine/freeze_gate.py)."""
+
+    type: Literal["CalendarBreakGlass"] = "CalendarBreakGlass"
+    scope: str
+    name: str
+    reason: str
+    """Why, in the operator's words (shown in the decision and the modules' status)."""
+    until: float
+    """When the override ends (seconds since the epoch, compared with the engine's time)."""
+    user: str | None = None
+    """Who asked (as RolloutCommanded.user: the CLI's local user, the verified identity of
+    the dashboard, the object's `spec.requestedBy`, checked by admission)."""
+    via: CommandDoor | None = None
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, value: str) -> str:
+        return value if value == CLUSTER_SCOPE else check_dns1123_label(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not 0 < len(value.strip()) <= MAX_COMMAND_REASON:
+            raise ValueError(f"a reason of 1 to {MAX_COMMAND_REASON} characters")
+        return value
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, value: float) -> float:
+        if not math.isfinite(value) or not 0 < value <= LATEST_PLAUSIBLE_TIME:
+            raise ValueError("must be a finite time in seconds since the epoch, after 1970 and before 2200")
+        return value
 
 
 def freeze_key(scope: str, name: str) -> str:
@@ -815,6 +863,7 @@ InputEvent = Annotated[
     | RestrictionDeleted
     | FreezeCalendarApplied
     | FreezeCalendarDeleted
+    | CalendarBreakGlass
     | SyncStatusReported
     | HelmValuesObserved
     | Tick

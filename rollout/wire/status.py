@@ -450,6 +450,9 @@ class ModuleStatus(VersionedDocument):
     rejection: RejectionStatus | None = None  # the target was rejected (halted or rolled back)
     frozen: FrozenStatus | None = None  # its moves wait for freeze calendars
     break_glass: BreakGlassStatus | None = Field(default=None, alias="breakGlass")  # a freeze overridden, in force
+    # the break-glass of calendars governing it (`rollout break-glass calendar/NAME`: every
+    # module the calendar governs), in force: the fleet's, then its namespace's, by name
+    calendar_break_glass: list[BreakGlassStatus] = Field(default_factory=list, alias="calendarBreakGlass")
     reason: str | None = None  # pending: why it is not staged yet
     run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
     promotion: PromotionStatus | None = None  # its source's autoPromote (None: it has none)

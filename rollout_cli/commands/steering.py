@@ -170,29 +170,27 @@ def break_glass(
 ) -> None:
     """Let a module move despite the freeze calendars holding it, until the override ends.
 
-    TARGET is a MODULE (every calendar governing it is overridden), or calendar/NAME (a
-    ClusterFreezeCalendar) or calendar/NAMESPACE/NAME (a FreezeCalendar): that calendar is
-    overridden for every module it governs (the modules the module-status topic knows).
-    Needs --reason and one of --for or --until; recorded as a `break-glass` decision with who
-    asked and why (rollout/engine/freeze_gate.py)."""
-    from rollout.wire.events import RolloutCommanded
+    TARGET is a MODULE (every calendar governing it is overridden for that module), or
+    calendar/NAME (a ClusterFreezeCalendar) or calendar/NAMESPACE/NAME (a FreezeCalendar):
+    that calendar is overridden for every module it governs — those applied later too — kept
+    by the engine on the calendar's scope. Needs --reason and one of --for or --until;
+    recorded as a `break-glass` decision with who asked and why, about the module or about
+    `calendar/NAME` (`rollout history calendar/NAME`; rollout/engine/freeze_gate.py)."""
+    from rollout.wire.events import CalendarBreakGlass, RolloutCommanded, freeze_key
 
     if not reason.strip():
         raise click.BadParameter("say why the freeze is overridden", param_hint="--reason")
     until = override_end(duration, until_text)
-    calendar, modules = break_glass_targets(ctx, target)
-    for module in modules:
+    if not target.startswith("calendar/"):
+        check_name(target)
         event = RolloutCommanded(
-            module=module,
-            command="break-glass",
-            reason=reason,
-            until=until,
-            calendar=calendar,
-            user=current_user(),
-            via="cli",
+            module=target, command="break-glass", reason=reason, until=until, user=current_user(), via="cli"
         )
-        which = f" of calendar {calendar}" if calendar else ""
-        ask_engine(ctx, wait, event, module, f"module/{module}: break-glass{which}")
+        ask_engine(ctx, wait, event, target, f"module/{target}: break-glass")
+        return
+    scope, name = break_glass_calendar(ctx, target)
+    glass = CalendarBreakGlass(scope=scope, name=name, reason=reason, until=until, user=current_user(), via="cli")
+    ask_engine(ctx, wait, glass, freeze_key(scope, name), f"{target}: break-glass for every module it governs")
 
 
 def override_end(duration: str | None, until_text: str | None) -> float:
@@ -223,26 +221,17 @@ def override_end(duration: str | None, until_text: str | None) -> float:
     return moment.astimezone(UTC).timestamp()
 
 
-def break_glass_targets(ctx: Context, target: str) -> tuple[str | None, list[str]]:
-    """(the calendar overridden — None: every one —, the modules to send the override to)."""
-    from rollout.api.manifests import CLUSTER_SCOPE
+def break_glass_calendar(ctx: Context, target: str) -> tuple[str, str]:
+    """The (scope, name) of the calendar `target` (calendar/NAME or calendar/NAMESPACE/NAME)
+    names — one on the cluster-observations topic, else exit 1 (the engine takes a
+    break-glass of a calendar it has not seen yet: the calendars travel on another topic)."""
     from rollout_cli.options import fail
-    from rollout_cli.reading.documents import module_statuses
-    from rollout_cli.reading.freeze_calendars import calendars_from_records
+    from rollout_cli.reading.freeze_calendars import calendar_named, calendars_from_records
 
-    if not target.startswith("calendar/"):
-        check_name(target)
-        return None, [target]
-    parts = target.removeprefix("calendar/").split("/")
-    if len(parts) not in (1, 2):
-        fail(f"name a calendar as calendar/NAME or calendar/NAMESPACE/NAME, not {target!r}")
-    for part in parts:
-        check_name(part)
-    scope, name = (CLUSTER_SCOPE, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    if (scope, name) not in calendars_from_records(ctx.records(ctx.topics.clusters)):
+    named = calendar_named(target)
+    if isinstance(named, str):
+        fail(named)
+        raise AssertionError  # not reached: fail exits
+    if named not in calendars_from_records(ctx.records(ctx.topics.clusters)):
         fail(f"{target} not found (no such freeze calendar on the cluster-observations topic)", code=1)
-    statuses = module_statuses(ctx.latest(ctx.topics.module_status))
-    modules = sorted(n for n, s in statuses.items() if s.staged and scope in (CLUSTER_SCOPE, s.namespace))
-    if not modules:
-        fail(f"{target} governs no module the engine knows", code=1)
-    return "/".join(parts), modules
+    return named

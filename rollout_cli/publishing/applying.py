@@ -10,7 +10,9 @@
                                         `warning:` lines (applied all the same)
     dependsOn (and module-status)       a cycle → error, exit 2 (plan refuses it too); a
                                         dependency that exists nowhere → `warning:` line
-    freeze calendars                    created / configured / unchanged (from the topic)
+    freeze calendars                    created / configured / unchanged (from the topic);
+                                        more than MAX_CALENDARS_PER_SCOPE in a namespace (or
+                                        the fleet), with the topic's → error, exit 2
     ModuleRestrictions                  each module checked against its namespace's — the
                                         one in the files, else the one on the
                                         cluster-observations topic (rollout/api/restrictions.py):
@@ -130,6 +132,7 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     known_modules = {name: status.depends_on for name, status in known_statuses.items()}
     refuse_cycles(loaded, known_modules)
     refuse_violations(loaded, restrictions)
+    refuse_calendars_beyond_limit(loaded, calendars)
     sources = {(intent.role, intent.key): item for item in loaded for intent in [intent_for(item.manifest)]}
     too_large = []
     for intent in intents:
@@ -150,6 +153,35 @@ def prepare(ctx: Context, loaded: list[Loaded]) -> Prepared:
     prepared.warnings += dependency_warnings(loaded, known_modules)
     prepared.warnings += release_warnings(loaded, known_statuses)
     return prepared
+
+
+def refuse_calendars_beyond_limit(loaded: list[Loaded], known: dict[tuple[str, str], Any]) -> None:
+    """A scope (a namespace, or the fleet) may hold MAX_CALENDARS_PER_SCOPE freeze calendars
+    (rollout/api/freezes.py; the engine dead-letters one more): those on the topic and those
+    in the files together; each calendar beyond it is named."""
+    from rollout.api.freezes import MAX_CALENDARS_PER_SCOPE
+
+    names: dict[str, set[str]] = {}
+    for scope, name in known:
+        names.setdefault(scope, set()).add(name)
+    problems = []
+    for item in loaded:
+        manifest = item.manifest
+        if manifest.kind not in ("FreezeCalendar", "ClusterFreezeCalendar"):
+            continue
+        held = names.setdefault(manifest.scope, set())
+        if manifest.name in held:
+            continue
+        if len(held) >= MAX_CALENDARS_PER_SCOPE:
+            which = "the fleet" if manifest.kind == "ClusterFreezeCalendar" else f"namespace {manifest.scope}"
+            problems.append(
+                f"{item.where}: {which} already has {len(held)} freeze calendars, at most "
+                f"{MAX_CALENDARS_PER_SCOPE} per scope (delete one, or merge their windows into one calendar)"
+            )
+            continue
+        held.add(manifest.name)
+    if problems:
+        fail_with(problems)
 
 
 def release_warnings(loaded: list[Loaded], known: dict[str, ModuleStatus]) -> list[str]:

@@ -22,7 +22,7 @@ from rollout_cli.publishing import applying
 
 if TYPE_CHECKING:
     from rollout.api.loading import Loaded
-    from rollout.planning.plan import RolloutPlan
+    from rollout.planning.plan import PlannedBreakGlass, RolloutPlan
     from rollout_cli.options import Context
 
 OUTCOME = "nothing was planned"
@@ -68,8 +68,20 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...]) -
     ]
     result = Planned(refused=[problem for _, problem in refused])
     now = time.time()  # windows: open now? calendars: frozen now?
+    glass = [] if cluster_files else break_glass_in_force(ctx, now)
     result.plans = [
-        plan_rollout(m, fleet, now=now, left=left, calendars=governing(calendars, m.metadata.namespace))
+        plan_rollout(
+            m,
+            fleet,
+            now=now,
+            left=left,
+            calendars=governing(calendars, m.metadata.namespace),
+            break_glass=[
+                g
+                for namespace, module, g in glass
+                if module in (None, m.metadata.name) and namespace in ("*", m.metadata.namespace)
+            ],
+        )
         for m in modules
     ]
     for module, rollout_plan in zip(modules, result.plans, strict=True):
@@ -77,6 +89,44 @@ def plan(ctx: Context, files: tuple[str, ...], cluster_files: tuple[str, ...]) -
     if not cluster_files:
         result.warnings += applying.dependency_warnings(planned, known_modules)
     return result
+
+
+def break_glass_in_force(ctx: Context, now: float) -> list[tuple[str, str | None, PlannedBreakGlass]]:
+    """The break-glass overrides in force at `now`, each with the scope it covers (a
+    namespace, `*`: the fleet) and the module it is about (None: every module the calendar
+    governs): the calendars' own from the intents topic, the modules' own from their status."""
+    from rollout.api.manifests import calendar_identity
+    from rollout.api.windows import iso
+    from rollout.planning.plan import PlannedBreakGlass
+    from rollout_cli.reading.documents import module_statuses
+    from rollout_cli.reading.freeze_calendars import break_glass_from_records
+
+    found: list[tuple[str, str | None, PlannedBreakGlass]] = []
+    for (scope, name), event in sorted(break_glass_from_records(ctx.records(ctx.topics.intents)).items()):
+        if now < event.until:
+            planned = PlannedBreakGlass(
+                calendar=calendar_identity(scope, name),
+                every_module=True,
+                until=event.until,
+                until_at=iso(event.until) or "",
+                reason=event.reason,
+                user=event.user,
+                via=event.via,
+            )
+            found.append((scope, None, planned))
+    for module, status in sorted(module_statuses(ctx.latest(ctx.topics.module_status)).items()):
+        own = status.break_glass
+        if own is not None and now < own.until:
+            planned = PlannedBreakGlass(
+                calendar=own.calendar,
+                until=own.until,
+                until_at=own.until_at or "",
+                reason=own.reason,
+                user=own.user,
+                via=own.via,
+            )
+            found.append(("*", module, planned))  # a module's own: that module, whatever its namespace
+    return found
 
 
 def calendars_from_loaded(loaded: list[Loaded], known: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:

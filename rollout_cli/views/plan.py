@@ -37,6 +37,13 @@ def print_plan(plan: Any) -> None:
         terminal.console.print(
             f"  [yellow]frozen now by calendar {', '.join(plan.frozen_by)}{until}: no cluster moves before[/]"
         )
+    for glass in plan.break_glass:  # overrides in force: the calendars they name hold nothing now
+        which = f"freeze calendar {glass.calendar}" if glass.calendar else "every freeze calendar"
+        scope = "every module it governs" if glass.every_module else f"module {plan.module}"
+        by = (f" by {glass.user}" if glass.user else "") + (f" via {glass.via}" if glass.via else "")
+        terminal.console.print(
+            f"  [red]break-glass of {which} in force until {glass.until_at}{by} ({scope}): {glass.reason}[/]"
+        )
     for calendar in plan.calendars:
         terminal.console.print(f"  obeys freeze calendar {calendar}")
     if plan.release is not None:

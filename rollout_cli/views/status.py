@@ -135,6 +135,8 @@ def status_renderable(
         header.add_row("Frozen", Text(frozen_line(status.frozen), style="yellow"))
     if status.break_glass is not None:  # a freeze overridden, in force (rollout/engine/freeze_gate.py)
         header.add_row("Break-glass", Text(break_glass_line(status.break_glass), style="red"))
+    for glass in status.calendar_break_glass:  # a calendar's own break-glass: every module it governs
+        header.add_row("Break-glass", Text(break_glass_line(glass, every_module=True), style="red"))
     if status.rejection is not None:  # rollout/engine/approvals.py
         rejection = status.rejection
         by = f" by {rejection.user}" + (f" via {rejection.via}" if rejection.via else "") if rejection.user else ""
@@ -437,9 +439,11 @@ def frozen_line(frozen: FrozenStatus) -> str:
     return f"by calendar {', '.join(frozen.calendars)}{until}"
 
 
-def break_glass_line(glass: BreakGlassStatus) -> str:
-    """ "every freeze calendar overridden until … by alice via cli: sev-1 fix"."""
+def break_glass_line(glass: BreakGlassStatus, *, every_module: bool = False) -> str:
+    """ "every freeze calendar overridden until … by alice via cli: sev-1 fix"; a calendar's
+    own (`every_module`): "freeze calendar X overridden for every module it governs until …"."""
     which = f"freeze calendar {glass.calendar}" if glass.calendar else "every freeze calendar"
+    scope = " for every module it governs" if every_module else ""
     by = f" by {glass.user}" if glass.user else ""
     door = f" via {glass.via}" if glass.via else ""
-    return f"{which} overridden until {glass.until_at}{by}{door}: {glass.reason}"
+    return f"{which} overridden{scope} until {glass.until_at}{by}{door}: {glass.reason}"

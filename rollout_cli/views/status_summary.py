@@ -93,6 +93,8 @@ def _note(status: ModuleStatus) -> str:
         notes.append(f"frozen by calendar {', '.join(status.frozen.calendars)}{until}")
     if status.break_glass is not None:
         notes.append(f"break-glass until {status.break_glass.until_at}")
+    for glass in status.calendar_break_glass:
+        notes.append(f"break-glass of calendar {glass.calendar} until {glass.until_at}")
     return "; ".join(notes)
 
 

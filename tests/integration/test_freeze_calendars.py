@@ -3,7 +3,9 @@ clock. `rollout apply` publishes a FreezeCalendar of namespace `fleet` whose den
 holds now and ends at most two minutes on; a module of `fleet` moves nothing until then
 (`rollout status` says by which calendar and until when, the decision log records it once),
 a module of another namespace moves at once, and when the window ends the frozen module's
-clusters move. `rollout plan` names the calendar freezing it now."""
+clusters move. `rollout plan` names the calendar freezing it now. A calendar's break-glass
+(`rollout break-glass calendar/NS/NAME`) lets its module move, and one applied after it,
+recorded once about the calendar; `rollout plan` shows it in force."""
 
 from __future__ import annotations
 
@@ -129,13 +131,37 @@ def test_break_glass_lets_a_frozen_module_move_and_is_recorded(stack: Stack, tmp
     code, output = stack.rollout("break-glass", "calendar/ice/always", "--for", "1h")
     assert code == 2 and "--reason" in output  # a reason is required
     code, output = stack.rollout("break-glass", "calendar/ice/always", "--reason", "sev-1: the fix", "--for", "1h")
-    assert code == 0 and "module/iced: break-glass of calendar ice/always" in output, output
+    assert code == 0 and "calendar/ice/always: break-glass for every module it governs" in output, output
 
     wait_for("the module to move despite the freeze", lambda: on_revision(stack, "iced") == 2, timeout=60)
     status = stack.latest("module_status")["iced"]
-    assert (status["breakGlass"]["calendar"], status["breakGlass"]["reason"]) == ("ice/always", "sev-1: the fix")
+    [glass] = status["calendarBreakGlass"]
+    assert (glass["calendar"], glass["reason"], glass["via"]) == ("ice/always", "sev-1: the fix", "cli")
     assert "frozen" not in status
     code, output = stack.rollout("status", "iced")
-    assert code == 0 and "Break-glass freeze calendar ice/always overridden until" in " ".join(output.split())
-    [broke] = [d for d in json.loads(stack.rollout("history", "iced", "-o", "json")[1]) if d["action"] == "break-glass"]
+    said = " ".join(output.split())
+    assert code == 0 and "Break-glass freeze calendar ice/always overridden for every module it governs until" in said
+    # recorded once, about the calendar, whatever the number of partitions and modules
+    [broke] = [
+        d
+        for d in json.loads(stack.rollout("history", "calendar/ice/always", "-o", "json")[1])
+        if d["action"] == "break-glass"
+    ]
     assert broke["via"] == "cli" and broke["user"] and broke["reason"].endswith(": sev-1: the fix")
+    assert not [
+        d for d in json.loads(stack.rollout("history", "iced", "-o", "json")[1]) if d["action"] == "break-glass"
+    ]
+
+    # a module applied after the break-glass, into the calendar's namespace, moves too
+    later = a_module("iced-later", "ice")
+    later["spec"]["selector"] = {"matchLabels": {"app": "iced"}}
+    files.write_text(yaml.safe_dump_all([later]))
+    code, output = stack.rollout("apply", "-f", str(files))
+    assert code == 0, output
+    wait_for("the module applied later to move", lambda: on_revision(stack, "iced-later") == 2, timeout=60)
+    code, output = stack.rollout("plan", "-f", str(files))
+    said = " ".join(output.split())
+    assert code == 0 and "break-glass of freeze calendar ice/always in force until" in said, output
+
+    code, output = stack.rollout("break-glass", "calendar/ice/nope", "--reason", "typo", "--for", "1h")
+    assert code == 1 and "calendar/ice/nope not found" in output, output

@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any
 
 from rollout.api.manifests import (
+    CLUSTER_SCOPE,
     BootstrapModuleManifest,
     ClusterFreezeCalendarManifest,
     ClusterManifest,
@@ -35,6 +36,7 @@ from rollout.engine.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, Modu
 from rollout.engine.strategy import moving_key
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.wire.events import (
+    CalendarBreakGlass,
     ClusterCommanded,
     ClusterHeartbeat,
     ClusterHeartbeats,
@@ -337,6 +339,28 @@ def command(
         reason=reason,
         until=until,
         calendar=calendar,
+    )
+
+
+def calendar_break_glass(
+    name: str,
+    until: float,
+    *,
+    scope: str = CLUSTER_SCOPE,
+    reason: str = "sev-1 fix",
+    user: str | None = "alice@example.com",
+    via: str | None = "cli",
+) -> CalendarBreakGlass:
+    """An operator's break-glass of the calendar `name` of `scope` (`*`: a ClusterFreezeCalendar)."""
+    return CalendarBreakGlass(
+        id=next_id(),
+        at=AT,
+        scope=scope,
+        name=name,
+        reason=reason,
+        until=until,
+        user=user,
+        via=via,  # type: ignore[arg-type]
     )
 
 

@@ -267,7 +267,8 @@ class Checker:
     def check_freezes(self, outcome: Outcome) -> None:
         """No cluster starts moving to the target while a freeze calendar governing its
         module holds the engine's time (or before the first tick, when one governs it) — but
-        one its break-glass overrides then."""
+        one its break-glass overrides then, or the calendar's own break-glass (kept on its
+        scope: every module it governs) in force then."""
         for decision in outcome.decisions:
             record = self.fleet.modules.get(decision.module)
             if not isinstance(decision.because, MovedToTarget) or record is None:
@@ -278,6 +279,9 @@ class Checker:
                 for name, spec in sorted(kept.calendars.items()) if kept is not None else []:
                     if glass is not None and glass.calendar in (None, calendar_identity(scope, name)):
                         continue  # overridden by an operator's break-glass
+                    scoped = kept.break_glass.get(name) if kept is not None else None
+                    if scoped is not None and decision.at < scoped.until:
+                        continue  # the calendar's own break-glass, in force
                     held = decision.at <= 0 or frozen_until(spec.windows, decision.at) is not None
                     assert not held, f"{decision.module}: {decision.reason} inside freeze calendar {scope}/{name}"
 

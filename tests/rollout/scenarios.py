@@ -28,6 +28,7 @@ from tests.rollout.builders import (
     Fleet,
     applied,
     calendar_applied,
+    calendar_break_glass,
     cluster,
     cluster_command,
     command,
@@ -229,8 +230,16 @@ PROMOTION_STEPS = st.tuples(
 # ClusterFreezeCalendar (a daily rrule, 30 minutes from 00:20 UTC: the scenarios' time is
 # the first hours of 1970) and the fleet namespace's FreezeCalendar (cron, 5 minutes of every
 # 15, in Berlin), applied or deleted at a drawn step; or an operator's break-glass of app's
-# freezes (every calendar, or the fleet's) for 10 minutes
-FREEZE_CHOICES = ["cluster", "namespace", "cluster-off", "namespace-off", "break-glass", "break-glass-one"]
+# freezes (every calendar, or the fleet's) for 10 minutes, or of the fleet's calendar itself
+FREEZE_CHOICES = [
+    "cluster",
+    "namespace",
+    "cluster-off",
+    "namespace-off",
+    "break-glass",
+    "break-glass-one",
+    "break-glass-calendar",  # the fleet's calendar's own break-glass: every module, those applied later too
+]
 FREEZES = {
     "cluster": {"name": "nightly", "rrule": "FREQ=DAILY", "start": "1970-01-01T00:20:00", "duration": "30m"},
     "namespace": {"name": "quarter", "schedule": "*/15 * * * *", "duration": "5m", "timeZone": "Europe/Berlin"},
@@ -567,6 +576,9 @@ class World:
             return deleted(name, "Module" if name == MODULES[0] else "BootstrapModule")
         if kind == "promote":
             return self.promotion_event(*step[1:])
+        if kind == "freeze" and step[1] == "break-glass-calendar":
+            scope, name = FREEZE_NAMES["cluster"]
+            return calendar_break_glass(name, max(fleet.now, 1_000.0) + 600, scope=scope, user="alice")
         if kind == "freeze" and step[1].startswith("break-glass"):
             if "app" not in self.modules():
                 return None

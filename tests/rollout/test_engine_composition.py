@@ -28,6 +28,7 @@ from tests.rollout.builders import (
     T0,
     Fleet,
     applied,
+    calendar_break_glass,
     cluster,
     command,
     freeze_calendar,
@@ -125,6 +126,15 @@ def break_glass_ended(fleet: Fleet) -> None:
     fleet.succeed("app", "c1")
 
 
+def calendar_break_glass_ended(fleet: Fleet) -> None:
+    """A calendar's break-glass lets app's c1 move for 10 minutes; the tick past it ends it
+    (decided about the calendar) and shows app's status without it."""
+    always = {"name": "every-minute", "schedule": "* * * * *", "duration": "1h"}
+    fleet.send(tick(T0), freeze_calendar("always", always), cluster("c1", CANARY), cluster("w1", WAVE), app())
+    fleet.send(calendar_break_glass("always", T0 + 600))
+    fleet.wait(601)
+
+
 def dependency_answered_after_its_intent(fleet: Fleet) -> None:
     """app applied with base's intent (`after`), its link folded before that intent: base
     answers once the intent is applied (the `after_intent` hook), and app moves."""
@@ -199,6 +209,7 @@ SCENARIOS: list[Callable[[Fleet], None]] = [
     progress_deadline,
     hold_lapsed,
     break_glass_ended,
+    calendar_break_glass_ended,
     dependency_answered_after_its_intent,
     lease_expiry_redone,
     report_redone,
@@ -276,6 +287,12 @@ def test_leases_expire_before_modules_move_on_the_same_tick() -> None:
 def test_the_clock_hooks_are_documented_in_their_order() -> None:
     engine = new_engine()
     names = [hook.__qualname__ for hook in engine.on_clock_moved]
-    assert names == ["Leases.expire_leases", "ModuleTimers.on_clock_moved", "Tombstones.prune"]
+    assert names == [
+        "Leases.expire_leases",
+        "ModuleTimers.on_clock_moved",
+        "FreezeCalendars.end_break_glass",
+        "Tombstones.prune",
+    ]
     doc = core.__doc__ or ""
-    assert doc.index("Leases.expire_leases") < doc.index("ModuleTimers.on_clock_moved") < doc.index("Tombstones.prune")
+    places = [doc.index(name) for name in names]
+    assert places == sorted(places)

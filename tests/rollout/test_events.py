@@ -41,6 +41,7 @@ from rollout.wire.events import (
 from tests.rollout.builders import (
     applied,
     calendar_applied,
+    calendar_break_glass,
     calendar_deleted,
     cluster,
     cluster_command,
@@ -281,6 +282,7 @@ def _every_event() -> list[EventBase]:
         calendar_applied(freeze_calendar("year-end", {"name": "w", "schedule": "0 0 * * *", "duration": "1h"})),
         calendar_deleted("fleet", "weekends"),
         command("app", "break-glass", reason="sev-1", until=1_700_000_000.0, calendar="year-end"),
+        calendar_break_glass("weekends", 1_700_000_000.0, scope="fleet", via="crd"),
         reported("app", "a", "v1", "updating"),
         HelmValuesObserved(cluster="a", module="app"),
         tick(1_700_000_000.0),

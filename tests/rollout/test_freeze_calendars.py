@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 
+from rollout.api.freezes import MAX_CALENDARS_PER_SCOPE
 from rollout.api.manifests import CLUSTER_SCOPE
+from rollout.engine.core import RolloutEngine
+from rollout.engine.state import FreezeRecord
 from rollout.wire.events import EventRejected, parse_event
 from tests.rollout.builders import (
     Fleet,
     calendar_applied,
+    calendar_break_glass,
     calendar_deleted,
     cluster,
     command,
@@ -22,6 +26,7 @@ from tests.rollout.builders import (
     given,
     module,
     stage,
+    tick,
 )
 
 CANARY = {"ring": "canary"}
@@ -275,3 +280,162 @@ def test_a_break_glass_without_a_reason_or_an_end_is_a_dead_letter() -> None:
             parse_event(json.dumps({**base, **missing}).encode())
     with pytest.raises(EventRejected, match="until and calendar belong to break-glass"):
         parse_event(json.dumps({**base, "command": "pause", "until": FRIDAY_FROZEN}).encode())
+
+
+# --- a calendar's break-glass (CalendarBreakGlass: every module it governs) ---------------
+
+
+def on_partition(fleet: Fleet, partition: int) -> Fleet:
+    """`fleet`'s engine replaced by one of journal partition `partition` over the same state."""
+    fleet.engine = RolloutEngine(**fleet.state, partition=partition)  # type: ignore[arg-type]
+    return fleet
+
+
+def other(name: str = "other", namespace: str = "fleet"):
+    return module(name, {}, "v1", stage("canary", CANARY), namespace=namespace)
+
+
+def test_a_calendars_break_glass_lets_every_module_it_governs_move_decided_once_about_the_calendar() -> None:
+    fleet = given(freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), app(), other(), at=FRIDAY_FROZEN)
+    outcome = fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 7200))
+    [broke] = [d for d in outcome.decisions if d.action == "break-glass"]
+    assert (broke.module, broke.reason, broke.user, broke.via) == (
+        "calendar/weekends",
+        "break-glass by alice@example.com via cli: freeze calendar weekends overridden for every module it "
+        "governs until 2026-11-27T17:00:00Z: sev-1 fix",
+        "alice@example.com",
+        "cli",
+    )
+    assert broke.because.every_module  # type: ignore[union-attr]
+    assert (fleet.revision("app", "c1"), fleet.revision("other", "c1")) == ("v1", "v1")
+    [answer] = outcome.verdicts
+    assert (answer.module, answer.accepted) == ("calendar/weekends", True)
+
+
+def test_a_module_applied_after_a_calendars_break_glass_moves_while_it_is_in_force() -> None:
+    fleet = given(freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), at=FRIDAY_FROZEN)
+    fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 7200))
+    fleet.send(app())
+    assert fleet.revision("app", "c1") == "v1"
+    assert "frozen" not in fleet.status("app")
+
+
+def test_a_calendars_break_glass_ends_at_its_until_once_and_its_modules_wait_for_the_freeze_again() -> None:
+    fleet = given(
+        freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), cluster("w1", WAVE), app(), at=FRIDAY_FROZEN
+    )
+    fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 600))
+    assert fleet.status("app")["calendarBreakGlass"][0]["calendar"] == "weekends"
+    tick_until(fleet, FRIDAY_FROZEN + 1200)
+    assert [(d.module, d.reason) for d in fleet.decisions if d.action == "break-glass-ended"] == [
+        (
+            "calendar/weekends",
+            "break-glass of freeze calendar weekends ended at 2026-11-27T15:10:00Z: freezes hold again",
+        )
+    ]
+    assert "calendarBreakGlass" not in fleet.status("app")
+    assert fleet.state["freezes"][CLUSTER_SCOPE].break_glass == {}  # nothing kept past its end
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "w1") is None
+    assert fleet.status("app")["frozen"]["calendars"] == ["weekends"]
+    fleet.send(app())  # applied again: no break-glass left to let it move
+    assert fleet.revision("app", "w1") is None
+
+
+def test_a_namespaces_calendar_break_glass_leaves_the_other_calendars_and_namespaces_frozen() -> None:
+    fridays = freeze_calendar("fridays", {**WEEKEND, "name": "friday", "duration": "8h"}, namespace="fleet")
+    fleet = given(
+        freeze_calendar("weekends", WEEKEND),
+        fridays,
+        freeze_calendar("fridays", {**WEEKEND, "name": "friday", "duration": "8h"}, namespace="team-b"),
+        cluster("c1", CANARY),
+        app(),
+        other("elsewhere", namespace="team-b"),
+        at=FRIDAY_FROZEN,
+    )
+    fleet.send(calendar_break_glass("fridays", FRIDAY_FROZEN + 7200, scope="fleet"))
+    assert fleet.revision("app", "c1") is None
+    assert fleet.status("app")["frozen"]["calendars"] == ["weekends"]
+    assert fleet.status("elsewhere")["frozen"]["calendars"] == ["weekends", "team-b/fridays"]
+    assert "calendarBreakGlass" not in fleet.status("elsewhere")
+    fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 7200))
+    assert fleet.revision("app", "c1") == "v1"
+    assert fleet.revision("elsewhere", "c1") is None  # team-b/fridays still holds it
+
+
+def test_a_redelivered_calendar_break_glass_changes_nothing() -> None:
+    fleet = given(freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), app(), at=FRIDAY_FROZEN)
+    glass = calendar_break_glass("weekends", FRIDAY_FROZEN + 600)
+    fleet.send(glass)
+    tick_until(fleet, FRIDAY_FROZEN + 1200)  # ended
+    again = fleet.send(glass)
+    assert (again.decisions, again.rejections, again.verdicts) == ([], [], [])
+    assert fleet.state["freezes"][CLUSTER_SCOPE].break_glass == {}
+
+
+def test_a_calendars_break_glass_past_its_until_is_refused_by_one_dead_letter() -> None:
+    fleet = given(freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), app(), at=FRIDAY_FROZEN)
+    outcome = fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN - 1))
+    assert outcome.rejections == [
+        "break-glass calendar/weekends: break-glass until 2026-11-27T14:59:59Z ends before the engine's time "
+        "2026-11-27T15:00:00Z"
+    ]
+    assert [(v.module, v.accepted) for v in outcome.verdicts] == [("calendar/weekends", False)]
+    assert fleet.revision("app", "c1") is None
+
+
+def test_every_partition_keeps_a_calendars_break_glass_but_only_partition_0_decides_and_answers() -> None:
+    fleet = on_partition(Fleet(), 1)
+    fleet.send(tick(FRIDAY_FROZEN), freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), app())
+    outcome = fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 600))
+    assert (outcome.decisions[0].action, outcome.decisions[0].module) == ("assign", "app")
+    assert not [d for d in outcome.decisions if d.action == "break-glass"] and outcome.verdicts == []
+    assert fleet.revision("app", "c1") == "v1"
+    late = fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN - 1))
+    assert (late.rejections, late.verdicts) == ([], [])  # partition 0 says it, once
+    tick_until(fleet, FRIDAY_FROZEN + 1200)
+    assert not [d for d in fleet.decisions if d.action == "break-glass-ended"]
+    assert fleet.state["freezes"][CLUSTER_SCOPE].break_glass == {}
+
+
+def test_a_freeze_record_stored_before_calendar_break_glass_reads_back_and_is_stored_as_before() -> None:
+    stored = {"scope": "*", "calendars": {}, "event_ids": ["e-1"]}
+    record = FreezeRecord.model_validate(stored)
+    assert record.break_glass == {}
+    assert json.loads(record.model_dump_json()) == stored
+
+
+def test_a_module_level_break_glass_and_a_calendars_are_both_shown_in_status() -> None:
+    fleet = given(freeze_calendar("weekends", WEEKEND), cluster("c1", CANARY), app(), at=FRIDAY_FROZEN)
+    fleet.send(break_glass(FRIDAY_FROZEN + 600))
+    fleet.send(calendar_break_glass("weekends", FRIDAY_FROZEN + 7200, user="bob@example.com", via="crd"))
+    status = fleet.status("app")
+    assert status["breakGlass"]["user"] == "alice@example.com"
+    assert status["calendarBreakGlass"] == [
+        {
+            "calendar": "weekends",
+            "until": FRIDAY_FROZEN + 7200,
+            "untilAt": "2026-11-27T17:00:00Z",
+            "reason": "sev-1 fix",
+            "user": "bob@example.com",
+            "via": "crd",
+        }
+    ]
+
+
+# --- calendars per scope ---------------------------------------------------------------------
+
+
+def test_a_calendar_beyond_the_scopes_limit_is_a_dead_letter_naming_the_limit() -> None:
+    always = {"name": "always", "schedule": "* * * * *", "duration": "1h"}
+    calendars = [freeze_calendar(f"c{n}", always, namespace="fleet") for n in range(MAX_CALENDARS_PER_SCOPE)]
+    fleet = given(*calendars, cluster("c1", CANARY), at=FRIDAY_NOON)
+    outcome = fleet.send(freeze_calendar("one-too-many", always, namespace="fleet"))
+    assert outcome.rejections == [
+        f"freeze calendar fleet/one-too-many refused: namespace fleet has {MAX_CALENDARS_PER_SCOPE} calendars, "
+        f"at most {MAX_CALENDARS_PER_SCOPE} per scope"
+    ]
+    assert "one-too-many" not in fleet.state["freezes"]["fleet"].calendars
+    fleet.send(freeze_calendar("c0", {**always, "duration": "2h"}, namespace="fleet"))  # a known one changes
+    assert fleet.state["freezes"]["fleet"].calendars["c0"].windows[0].duration == "2h"
+    assert fleet.rejections == outcome.rejections

@@ -9,7 +9,8 @@ module deletes and re-creations, heartbeats (leases that then expire), clusters 
 joining, health gate results (passing, failing, inconclusive, stale), approvals by several
 people through several doors (some not counted) and rejections, the namespace's
 ModuleRestriction applied, changed or deleted, freeze calendars (the fleet's and the
-namespace's) applied and deleted and break-glass of them (drawn last), redeliveries. After
+namespace's) applied and deleted and break-glass of them — a module's, or the fleet
+calendar's own (drawn last), redeliveries. After
 every event it checks:
 
 * the stored state is consistent (counters = a recount of the targets, categories follow
@@ -18,7 +19,8 @@ every event it checks:
   but an unpin, a cluster observation or a module apply makes a stage exceed it;
 * no member gets the target outside its stage's maintenance windows;
 * no member starts moving to the target while a freeze calendar governing its module — and
-  not overridden by a break-glass in force — holds the decision's time;
+  not overridden by a break-glass in force, the module's or the calendar's — holds the
+  decision's time;
 * no stage is passed before each of its health gates passed for its soak;
 * no member of stage k+1 gets the target before stage k was done, soaked and approved — by
   as many people as its approval policy asks (tracked from the decisions alone);

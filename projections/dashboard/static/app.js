@@ -296,6 +296,11 @@ function moduleView(root, name) {
           `${s.breakGlass.calendar ? `freeze calendar ${s.breakGlass.calendar}` : "every freeze calendar"} overridden`
           + ` until ${s.breakGlass.untilAt}${s.breakGlass.user ? ` by ${s.breakGlass.user}` : ""}`
           + `${s.breakGlass.via ? ` via ${s.breakGlass.via}` : ""}: ${s.breakGlass.reason}`)] : []),
+        // a calendar's own break-glass (`rollout break-glass calendar/NAME`): every module it governs
+        ...(s.calendarBreakGlass || []).flatMap((g) => [h("dt", {}, "Calendar break-glass"),
+          h("dd", { class: "warning", testid: "calendar-break-glass" },
+            `freeze calendar ${g.calendar} overridden for every module it governs until ${g.untilAt}`
+            + `${g.user ? ` by ${g.user}` : ""}${g.via ? ` via ${g.via}` : ""}: ${g.reason}`)]),
         ...(s.rejection ? [h("dt", {}, "Rejected"), h("dd", { class: "warning", testid: "rejection" },
           `at stage ${s.rejection.stage}${s.rejection.user ? ` by ${s.rejection.user}` : ""}: ${s.rejection.reason}`)] : []))
         : missing());

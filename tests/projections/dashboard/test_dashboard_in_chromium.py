@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -849,6 +850,40 @@ def test_a_frozen_module_says_by_which_calendar_and_breaking_the_glass_needs_its
     page.screenshot(path=str(ARTIFACTS / "dashboard-break-glass.png"), full_page=True)
     [sent] = [e for e in intents(stack, "frost") if e.command == "break-glass"]
     assert (sent.user, sent.via, sent.reason) == ("alice@example.com", "dashboard", "sev-1: the fix must ship")
+    assert page.csp_violations == []  # type: ignore[attr-defined]
+
+
+def test_a_calendars_break_glass_is_shown_on_every_module_it_governs(page: Page, stack: Stack) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import CalendarBreakGlass, FreezeCalendarApplied, ModuleApplied, freeze_key
+
+    publish_fleet(stack, "thaw", "thaw", 1)
+    calendar = MANIFEST_ADAPTER.validate_python(
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "FreezeCalendar",
+            "metadata": {"name": "always", "namespace": "spring"},  # its own namespace: no other test's module
+            "spec": {"windows": [{"name": "every-minute", "schedule": "* * * * *", "duration": "1h"}]},
+        }
+    )
+    off_loop(stack.send, "clusters", freeze_key("spring", "always"), FreezeCalendarApplied(calendar=calendar))
+    applied = module("thaw", app="thaw", tag="1.0.0", stages=[{"name": "all"}])
+    manifest = applied.module.model_copy(
+        update={"metadata": applied.module.metadata.model_copy(update={"namespace": "spring"})}
+    )
+    off_loop(stack.send, "intents", "thaw", ModuleApplied(module=manifest))
+    open_dashboard(page, stack, "#/modules/thaw")
+    expect(page.get_by_test_id("frozen")).to_contain_text("by calendar spring/always until ", timeout=60_000)
+    glass = CalendarBreakGlass(
+        scope="spring", name="always", reason="sev-2: thaw", until=time.time() + 3600, user="carol", via="cli"
+    )
+    off_loop(stack.send, "intents", freeze_key("spring", "always"), glass)
+    expect(page.get_by_test_id("calendar-break-glass")).to_contain_text(
+        "freeze calendar spring/always overridden for every module it governs until ", timeout=60_000
+    )
+    expect(page.get_by_test_id("calendar-break-glass")).to_contain_text("by carol via cli: sev-2: thaw")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Complete", timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-calendar-break-glass.png"), full_page=True)
     assert page.csp_violations == []  # type: ignore[attr-defined]
 
 
