@@ -2,10 +2,12 @@
 
     rollout/api/manifests.py  ModuleSpec          ─┐
     rollout/api/resources.py  ApprovalSpec,        ├─► structural OpenAPI v3 ─► CustomResourceDefinitions
-                          CommandSpec, status ─┘
+                          CommandSpec,
+                          BreakGlassSpec, status ─┘
 
 Kinds: `Module` and `BootstrapModule` (spec: `ModuleSpec`, the very model `rollout apply`
-validates), `RolloutApproval` and `RolloutCommand`, with a status subresource and printer
+validates), `RolloutApproval`, `RolloutCommand` and `RolloutBreakGlass` (spec:
+`BreakGlassSpec`), with a status subresource and printer
 columns, so that `kubectl get modules` shows Phase, Target, Stable, Progress and Age; and
 `ModuleRestriction` (spec: `ModuleRestrictionSpec`, rollout/api/restrictions.py; no status — a
 policy, not a process), and the freeze calendars, `FreezeCalendar` and the cluster-scoped
@@ -42,7 +44,13 @@ from pydantic import BaseModel
 
 from rollout.api.freezes import FreezeCalendarSpec
 from rollout.api.manifests import ModuleRestrictionSpec, ModuleSpec
-from rollout.api.resources import ApprovalSpec, CommandResourceStatus, CommandSpec, ModuleResourceStatus
+from rollout.api.resources import (
+    ApprovalSpec,
+    BreakGlassSpec,
+    CommandResourceStatus,
+    CommandSpec,
+    ModuleResourceStatus,
+)
 
 __all__ = ["CHART_CRDS", "GROUP", "VERSION", "crd_documents", "crds_yaml", "structural"]
 
@@ -136,6 +144,8 @@ _DESCRIPTIONS = {
     "RolloutApproval": "Approves one stage of a module's rollout; spec.approver must be the user creating it.",
     "RolloutCommand": "Pauses, resumes, aborts or rolls back a module's rollout, or pins/unpins a cluster; "
     "spec.requestedBy must be the user creating it.",
+    "RolloutBreakGlass": "Lifts a FreezeCalendar of its namespace for every module it governs until spec.until, "
+    "saying why; spec.requestedBy must be the user creating it.",
     "ModuleRestriction": "Limits the Modules and BootstrapModules of its namespace: the clusters they may "
     "select, the source URLs they may use, the service accounts and target namespaces their syncs may use.",
     "FreezeCalendar": "Deny windows (RRULE or cron, in a time zone) in which no Module or BootstrapModule of its "
@@ -203,7 +213,7 @@ def _immutable(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
-    """The seven CustomResourceDefinitions, as mappings."""
+    """The eight CustomResourceDefinitions, as mappings."""
     module = functools.partial(_definition, spec=ModuleSpec, status=ModuleResourceStatus, columns=_MODULE_COLUMNS)
     request = functools.partial(_definition, status=CommandResourceStatus, columns=_REQUEST_COLUMNS)
     return [
@@ -211,6 +221,7 @@ def crd_documents() -> list[dict[str, Any]]:
         module("BootstrapModule", "bootstrapmodules", short=["bmod"]),
         _immutable(request("RolloutApproval", "rolloutapprovals", spec=ApprovalSpec, short=["approval"])),
         _immutable(request("RolloutCommand", "rolloutcommands", spec=CommandSpec, short=["rcmd"])),
+        _immutable(request("RolloutBreakGlass", "rolloutbreakglasses", spec=BreakGlassSpec, short=["breakglass"])),
         _definition(
             "ModuleRestriction",
             "modulerestrictions",

@@ -25,8 +25,12 @@ publish come out on the intents topic:
   deleted → `FreezeCalendarDeleted` (rollout/engine/freeze_gate.py); an object the
   manifest rules refuse is logged, naming the field, and not published.
 - a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
-  RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`. Once per
-  object, whatever happens to it later (its spec is immutable; deleting it undoes nothing).
+  RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`; a
+  RolloutBreakGlass → `CalendarBreakGlass(scope=its namespace, name=spec.calendar, reason,
+  until, user=spec.requestedBy)` (keyed `freeze/<namespace>/<name>`: every module the
+  calendar governs, rollout/engine/freeze_gate.py). Once per object, whatever happens to it
+  later (its spec is immutable; deleting it undoes nothing). RolloutBreakGlass is watched
+  only where the API server serves it (an older chart's CRDs: said loudly, as the policies).
 
 Event ids are derived from the object (`k8s-<uid>-g<generation>-rv<resourceVersion>`,
 `k8s-<uid>` for approvals and commands), so the same object version always gives the same
@@ -62,9 +66,10 @@ from pydantic import ValidationError
 from projections.informer import list_and_watch
 from projections.kube import RetryPolicy, call
 from rollout.api.manifests import CLUSTER_SCOPE, MANIFEST_ADAPTER, ModuleRestrictionManifest
-from rollout.api.resources import ApprovalSpec, CommandSpec
+from rollout.api.resources import ApprovalSpec, BreakGlassSpec, CommandSpec
 from rollout.api.restrictions import RestrictionViolation, check_module
 from rollout.wire.events import (
+    CalendarBreakGlass,
     EventRejected,
     FreezeCalendarApplied,
     FreezeCalendarDeleted,
@@ -95,10 +100,12 @@ GROUP, VERSION = "rollout.dev", "v1alpha1"
 APPLIED_BY = ("rollout.dev/applied-by", "watch-modules")
 KINDS = {"modules": "Module", "bootstrapmodules": "BootstrapModule"}
 REQUESTS = {"rolloutapprovals": "RolloutApproval", "rolloutcommands": "RolloutCommand"}
+BREAK_GLASSES = {"rolloutbreakglasses": "RolloutBreakGlass"}  # a request an older chart may not serve yet
 RESTRICTIONS = {"modulerestrictions": "ModuleRestriction"}
 CALENDARS = {"freezecalendars": "FreezeCalendar"}  # namespaced: watched in each namespace, as restrictions
 CLUSTER_CALENDARS = {"clusterfreezecalendars": "ClusterFreezeCalendar"}  # cluster-scoped: watched once
-POLICIES = {**RESTRICTIONS, **CALENDARS, **CLUSTER_CALENDARS}  # kinds an older chart may not serve yet
+POLICIES = {**RESTRICTIONS, **CALENDARS, **CLUSTER_CALENDARS}
+LATER_KINDS = {**POLICIES, **BREAK_GLASSES}  # kinds an older chart may not serve yet: watched when served
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 Publish = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
@@ -174,7 +181,7 @@ class PublishedIntents:
                 event = parse_event(value)
             except EventRejected:
                 continue
-            if isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded):
+            if isinstance(event, ModuleApplied | ModuleDeleted | RolloutCommanded | CalendarBreakGlass):
                 if event.id.startswith("k8s-"):
                     seen.ids.add(event.id)
             if isinstance(event, ModuleApplied):
@@ -219,7 +226,7 @@ def _ref(plural: str, obj: Mapping[str, Any]) -> ObjectRef:
     metadata = obj.get("metadata") or {}
     return ObjectRef(
         plural=plural,
-        kind=KINDS.get(plural) or REQUESTS.get(plural) or POLICIES[plural],
+        kind=KINDS.get(plural) or REQUESTS.get(plural) or LATER_KINDS[plural],
         namespace=metadata.get("namespace", ""),
         name=metadata.get("name", ""),
         uid=metadata.get("uid", ""),
@@ -269,13 +276,13 @@ class ModuleWatcher:
 
     @property
     def synced(self) -> bool:
-        plurals = (*POLICIES, *KINDS, *REQUESTS)
+        plurals = (*LATER_KINDS, *KINDS, *REQUESTS)
         return all((scope, plural) in self._listed for plural in plurals for scope in self._scopes(plural))
 
     async def run(self) -> None:
         """Watch until cancelled."""
         custom = CustomObjectsApi(self.api)
-        plurals = (*await self._served_policies(custom), *KINDS, *REQUESTS)
+        plurals = (*await self._served_later_kinds(custom), *KINDS, *REQUESTS)
         tasks = []
         for plural in plurals:
             for scope in self._scopes(plural):
@@ -286,11 +293,12 @@ class ModuleWatcher:
                 tasks.append(self._informer(scope, plural, list_fn))
         await asyncio.gather(*tasks)
 
-    async def _served_policies(self, custom: CustomObjectsApi) -> tuple[str, ...]:
-        """The plurals of POLICIES (ModuleRestriction, the freeze calendars) the API server
-        serves. Helm installs a chart's CRDs on install, not on upgrade: a management cluster
-        upgraded from a release without a kind must keep publishing modules (that kind not
-        enforced, said loudly) rather than wait forever for a list that answers 404."""
+    async def _served_later_kinds(self, custom: CustomObjectsApi) -> tuple[str, ...]:
+        """The plurals of LATER_KINDS (ModuleRestriction, the freeze calendars,
+        RolloutBreakGlass) the API server serves. Helm installs a chart's CRDs on install,
+        not on upgrade: a management cluster upgraded from a release without a kind must
+        keep publishing modules (that kind not enforced, said loudly) rather than wait
+        forever for a list that answers 404."""
         try:
             served = await call(custom.get_api_resources, GROUP, VERSION, policy=self.policy, what=f"{GROUP}/{VERSION}")
         except ApiException as error:
@@ -298,7 +306,7 @@ class ModuleWatcher:
                 raise
             served = None  # no rollout.dev kind at all yet: the informers below wait for theirs
         names = {resource.name for resource in served.resources} if served is not None else set()
-        for plural, kind in POLICIES.items():
+        for plural, kind in LATER_KINDS.items():
             if plural in names:
                 continue
             log.warning(
@@ -310,7 +318,7 @@ class ModuleWatcher:
                 kind,
             )
             self._listed.update((scope, plural) for scope in self._scopes(plural))
-        return tuple(plural for plural in POLICIES if plural in names)
+        return tuple(plural for plural in LATER_KINDS if plural in names)
 
     def _informer(self, scope: str | None, plural: str, list_fn: Callable[..., Awaitable[Any]]) -> Awaitable[None]:
         async def on_list(items: list[dict[str, Any]]) -> None:
@@ -534,9 +542,13 @@ class ModuleWatcher:
             self.published.ids.add(event_id)
             await self._changed(ref)
             return
-        await self.publish([(event.module, event.to_bytes())])
+        if isinstance(event, CalendarBreakGlass):
+            key, what = freeze_key(event.scope, event.name), f"break-glass of calendar {event.scope}/{event.name}"
+        else:
+            key, what = event.module, event.command
+        await self.publish([(key, event.to_bytes())])
         self.published.ids.add(event_id)
-        log.info("%s %s/%s published (%s by %s)", ref.kind, ref.namespace, ref.name, event.command, event.user)
+        log.info("%s %s/%s published (%s by %s)", ref.kind, ref.namespace, ref.name, what, event.user)
         await self._changed(ref)
 
     async def _changed(self, ref: ObjectRef) -> None:
@@ -544,7 +556,18 @@ class ModuleWatcher:
             await self.on_change(ref)
 
 
-def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> RolloutCommanded:
+def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> RolloutCommanded | CalendarBreakGlass:
+    if plural in BREAK_GLASSES:  # the calendar of the object's own namespace: RBAC there decides
+        glass = BreakGlassSpec.model_validate(obj.get("spec") or {})
+        return CalendarBreakGlass(
+            id=event_id,
+            scope=_key(obj)[0],
+            name=glass.calendar,
+            reason=glass.reason,
+            until=glass.until_seconds,
+            user=glass.requested_by,
+            via="crd",
+        )
     if plural == "rolloutapprovals":
         approval = ApprovalSpec.model_validate(obj.get("spec") or {})
         return RolloutCommanded(

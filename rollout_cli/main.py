@@ -129,7 +129,8 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "watch-modules": Lazy(
         "watch_modules:watch_modules",
-        "Turn Module, BootstrapModule, RolloutApproval and RolloutCommand objects into intents (and "
+        "Turn Module, BootstrapModule, RolloutApproval, RolloutCommand and RolloutBreakGlass objects into "
+        "intents (and "
         "ModuleRestrictions into the policy the engine enforces: a module breaking its namespace's is "
         "refused, not published), and write each module's rollout status back on its object, until "
         "stopped.",
@@ -143,8 +144,9 @@ COMMANDS: dict[str, Lazy] = {
     "topics": Lazy("topics:topics", "Manage the engine's topics."),
     "crds": Lazy(
         "crds:crds",
-        "Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval, RolloutCommand "
-        "and ModuleRestriction (`rollout crds | kubectl apply -f -`; the chart ships the same).",
+        "Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval, RolloutCommand, "
+        "RolloutBreakGlass, ModuleRestriction and the freeze calendars "
+        "(`rollout crds | kubectl apply -f -`; the chart ships the same).",
     ),
     "completion": Lazy("completion:completion", "Print the shell completion script for SHELL."),
 }

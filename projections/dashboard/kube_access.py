@@ -42,7 +42,7 @@ GROUP = "rollout.dev"
 COMMANDS = "rolloutcommands"
 APPROVALS = "rolloutapprovals"
 # break-glass of freeze calendars (rollout/engine/freeze_gate.py): granted apart from commands
-# and approvals — no CRD is served for it; the resource exists only for RBAC to name
+# and approvals — the same grant that lets a user create a RolloutBreakGlass object
 BREAK_GLASS = "rolloutbreakglasses"
 CACHE_SECONDS = 10.0
 CACHE_ENTRIES = 4096

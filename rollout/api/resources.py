@@ -1,4 +1,4 @@
-"""The Kubernetes-object side of the API: approvals and commands as objects, and the status
+"""The Kubernetes-object side of the API: approvals, commands and break-glass as objects, and the status
 `rollout watch-modules` writes back on Module and BootstrapModule objects.
 
 Modules and BootstrapModules are the manifests of `rollout/api/manifests.py`, stored as custom
@@ -15,6 +15,12 @@ resources (`rollout.dev/v1alpha1`, CRDs generated from those models by
 - `RolloutCommand` (`CommandSpec`): pause / resume / abort / rollback a module, or pin /
   unpin one of its clusters; `spec.requestedBy` checked the same way. A kind of its own,
   so that "may approve" and "may roll back" are separate RBAC grants.
+- `RolloutBreakGlass` (`BreakGlassSpec`): lifts one FreezeCalendar of the object's own
+  namespace for every module it governs until `spec.until`, saying why; `spec.requestedBy`
+  checked the same way. A kind of its own, so that "may break a freeze" is granted apart
+  from commands and approvals (RBAC: `create rolloutbreakglasses`, the permission the
+  dashboard's break-glass button asks for too). A namespaced object can only lift its
+  namespace's calendars: a ClusterFreezeCalendar is lifted through the CLI or dashboard.
 - `ModuleResourceStatus`: what `kubectl get modules` shows — phase, target and stable
   revision, per-stage counts, `observedGeneration` and Flux-style `Ready` / `Progressing`
   / `Stalled` conditions (`conditions_for`, `condition_message`) — computed by the module
@@ -28,6 +34,7 @@ Pure: timestamps come in as arguments.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -84,6 +91,53 @@ class CommandSpec(_Spec):
         return check_dns1123_label(value) if value is not None else None
 
 
+class BreakGlassSpec(_Spec):
+    """Overrides one FreezeCalendar of the object's own namespace for every module it governs,
+    until `until` (rollout/engine/freeze_gate.py). Immutable once created."""
+
+    calendar: str = Field(
+        description="The FreezeCalendar of this object's namespace overridden, for every module it governs."
+    )
+    reason: str = Field(
+        min_length=1, max_length=1000, description="Why the freeze is overridden: recorded in the decision and status."
+    )
+    until: str = Field(
+        description="When the override ends: an RFC 3339 time with its offset, such as 2026-12-24T18:00:00Z."
+    )
+    requested_by: str = Field(
+        alias="requestedBy",
+        description="The Kubernetes user creating this object; the admission policy refuses any other value.",
+    )
+
+    @field_validator("calendar")
+    @classmethod
+    def _calendar(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("say why the freeze is overridden")
+        return value
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, value: str) -> str:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an RFC 3339 time such as 2026-12-24T18:00:00Z") from None
+        if moment.tzinfo is None:
+            raise ValueError(f"{value!r} needs its offset (Z or +01:00)")
+        return value
+
+    @property
+    def until_seconds(self) -> float:
+        """`until` in seconds since the epoch (the engine's time)."""
+        return datetime.fromisoformat(self.until.replace("Z", "+00:00")).timestamp()
+
+
 class Condition(BaseModel):
     """A Kubernetes condition (metav1.Condition)."""
 
@@ -124,7 +178,7 @@ class ModuleResourceStatus(BaseModel):
 
 
 class CommandResourceStatus(BaseModel):
-    """The status of a RolloutApproval or RolloutCommand: the engine's verdict on it."""
+    """The status of a RolloutApproval, RolloutCommand or RolloutBreakGlass: the engine's verdict on it."""
 
     event_id: str | None = Field(default=None, alias="eventId", description="The intent published for it.")
     verdict: str | None = Field(default=None, description="Published, Accepted or Refused.")

@@ -9,8 +9,8 @@ import click
 @click.command(name="crds")
 def crds() -> None:
     """Print the CustomResourceDefinitions of Module, BootstrapModule, RolloutApproval,
-    RolloutCommand and ModuleRestriction (`rollout crds | kubectl apply -f -`; the chart
-    ships the same)."""
+    RolloutCommand, RolloutBreakGlass, ModuleRestriction and the freeze calendars (`rollout
+    crds | kubectl apply -f -`; the chart ships the same)."""
     from projections.crd_schema import crds_yaml
 
     click.echo(crds_yaml(), nl=False)

@@ -39,7 +39,7 @@ def watch_modules(
     log_format: str,
     loglevel: str,
 ) -> None:
-    """Turn Module, BootstrapModule, RolloutApproval and RolloutCommand objects into intents
+    """Turn Module, BootstrapModule, RolloutApproval, RolloutCommand and RolloutBreakGlass objects into intents
     (and ModuleRestrictions into the policy the engine enforces: a module breaking its
     namespace's is refused, not published), and write each module's rollout status back on
     its object, until stopped."""

@@ -37,7 +37,7 @@ __all__ = ["run_watch_modules"]
 
 @dataclass
 class ModuleWatcherHealth(LeaderHealth):
-    unsynced: str = "Module, BootstrapModule, RolloutApproval and RolloutCommand objects not listed yet"
+    unsynced: str = "rollout.dev objects (modules, approvals, commands, break-glasses, policies) not listed yet"
 
 
 async def watch_as_leader(

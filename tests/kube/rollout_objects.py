@@ -18,6 +18,7 @@ PLURALS = (
     "bootstrapmodules",
     "rolloutapprovals",
     "rolloutcommands",
+    "rolloutbreakglasses",
     "modulerestrictions",
     "freezecalendars",
 )

@@ -53,7 +53,7 @@ def watcher_rules() -> set[Rule]:
 
 
 def module_watcher_rules() -> set[Rule]:
-    objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands")
+    objects = ("modules", "bootstrapmodules", "rolloutapprovals", "rolloutcommands", "rolloutbreakglasses")
     return (
         {("rollout.dev", plural, READ, ()) for plural in (*objects, "modulerestrictions", "freezecalendars")}
         | {("rollout.dev", f"{plural}/status", frozenset({"get", "update", "patch"}), ()) for plural in objects}

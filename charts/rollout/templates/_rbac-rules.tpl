@@ -25,10 +25,10 @@
 {{/* The module watcher: the rollout.dev objects and their status, Events on them. */}}
 {{- define "rollout.moduleWatcherRules" -}}
 - apiGroups: [rollout.dev]
-  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands, modulerestrictions, freezecalendars]
+  resources: [modules, bootstrapmodules, rolloutapprovals, rolloutcommands, rolloutbreakglasses, modulerestrictions, freezecalendars]
   verbs: [get, list, watch]
 - apiGroups: [rollout.dev]
-  resources: [modules/status, bootstrapmodules/status, rolloutapprovals/status, rolloutcommands/status]
+  resources: [modules/status, bootstrapmodules/status, rolloutapprovals/status, rolloutcommands/status, rolloutbreakglasses/status]
   verbs: [get, update, patch]
 - apiGroups: [""]
   resources: [events]
