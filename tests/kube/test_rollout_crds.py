@@ -36,6 +36,7 @@ def test_rollout_crds_prints_the_generated_crds() -> None:
         "BootstrapModule",
         "RolloutApproval",
         "RolloutCommand",
+        "RolloutBreakGlass",
         "ModuleRestriction",
         "FreezeCalendar",
         "ClusterFreezeCalendar",
