@@ -320,9 +320,14 @@ class World:
         if not (self.promoting and self.in_release()):
             return None
         follow = [
-            {"module": m, "semver": PROMOTION_RANGE, "kind": "git", "url": GIT_URL, "version": f"v{self.tags[m]}.0.0"}
+            {
+                "module": m,
+                "semver": PROMOTION_RANGE,
+                "kind": "git",
+                "url": GIT_URL,
+                "version": f"v{self.tags.get(m, 1)}.0.0",
+            }
             for m in MODULES
-            if m in self.tags
         ]
         return {"follow": follow, **({"hold": True} if self.manifest_holds else {})}
 
