@@ -1,9 +1,11 @@
-"""`rollout up`: the flags; the process — broker, topics, worker, applier, gate runner and
-dashboard as children, a live summary — is rollout_cli/processes/up.py."""
+"""`rollout up`: the flags; the process — broker, topics, worker, applier, gate runner,
+dashboard (and the notifier, given webhooks) as children, a live summary — is
+rollout_cli/processes/up.py."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
@@ -46,6 +48,21 @@ DEFAULT_UP_WEB_PORT = 6066
     "Flux's source-, kustomize- and helm-controller; built from the Go module proxy on first use, minutes) "
     "and roll its example out to them. Implies the Kubernetes sink; 0: none.",
 )
+@click.option(
+    "--notify",
+    "notify_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also run `rollout notifier`, sending the rollouts' stage started, awaiting approval, halted, "
+    "rollback and complete decisions as CloudEvents to URL (repeatable).",
+)
+@click.option(
+    "--notifier-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Also run `rollout notifier` with this configuration (webhooks, filters, auth headers, retries: "
+    "docs/configuration.md, Notifications); with --notify, the URLs are added to its webhooks.",
+)
 @worker_options
 @kafka_options
 def up(
@@ -56,6 +73,8 @@ def up(
     no_simulate_status: bool,
     web_port: int,
     dashboard_port: int | None,
+    notify_urls: tuple[str, ...],
+    notifier_config: Path | None,
     partitions: int,
     tick_interval: float,
 ) -> None:
@@ -88,4 +107,13 @@ def up(
         web_port=web_port,
         dashboard_port=dashboard_port,
         clusters=clusters,
+        notifier_args=_notifier_args(notify_urls, notifier_config),
     )
+
+
+def _notifier_args(urls: tuple[str, ...], config: Path | None) -> list[str] | None:
+    """The notifier's flags, or None when no webhook is given: it then does not run."""
+    if not urls and config is None:
+        return None
+    args = ["--config", str(config.resolve())] if config is not None else []
+    return args + [flag for url in urls for flag in ("--webhook", url)]

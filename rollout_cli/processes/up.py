@@ -3,7 +3,9 @@
     the local broker (found, or started) ──► the topics ──► child processes, each
     `python -m rollout_cli.main <command>` logging under .rollout/logs: worker, applier
     (directory sink), gate runner, dashboard (and watch-clusters with --clusters N: a local
-    fleet on real Flux) ──► the example fleet applied, when asked ──► a live summary of
+    fleet on real Flux; the notifier with --notify / --notifier-config: it starts from the
+    earliest decision the first time, so the example's first ones are not lost to its start)
+    ──► the example fleet applied, when asked ──► a live summary of
     the module-status topic (views/status_summary.py)
 
 Ctrl-C (or a child exiting) stops the children, the local fleet and, if it started it,
@@ -72,6 +74,7 @@ def run_up(
     dashboard_port: int = 0,
     log_dir: Path = Path(".rollout/logs"),
     clusters: int = 0,
+    notifier_args: list[str] | None = None,
 ) -> None:
     bootstrap, started_broker = _broker_for_up(bootstrap)
     click.echo(f"kafka:   {bootstrap}")
@@ -92,6 +95,10 @@ def run_up(
             click.echo(f"clusters: pid {children[-1].pid}, log {log_dir / 'watch-clusters.log'} (Cluster API objects)")
         dashboard_auth = _dashboard_auth(str(fleet.management_kubeconfig) if fleet is not None else None)
         children += _spawn_stack(env, log_dir, applier_args, web_port, dashboard_port, worker_args, dashboard_auth)
+        if notifier_args is not None:
+            notify = ["notifier", *notifier_args, "--start-from", "earliest", "--web-port", "0"]
+            children.append(_spawn(notify, env, log_dir / "notifier.log"))
+            click.echo(f"notify:  pid {children[-1].pid}, log {log_dir / 'notifier.log'} (decisions as CloudEvents)")
         out = None if clusters else Path(sink_spec.partition(":")[2])
         if out is not None:
             click.echo(f"flux:    YAML goes to {out}/ (remote/<ns>/<cluster>/, proxy/<cluster>/)")
