@@ -716,6 +716,16 @@ def fixed_scenario() -> dict[str, Any]:
     }
 
 
+def calendar_break_glass_scenario() -> dict[str, Any]:
+    """`fixed_scenario` under the fleet's calendar (its window: 00:20 to 00:50 every day, from
+    1,200 s; the engine's time runs 1,000 to 1,720 s here), whose own break-glass comes at
+    step 20 (1,120 s: in force to 1,720 s, the last tick) — so members move inside the window
+    while it is in force, and it ends (the drawn scenarios seldom meet all three)."""
+    scenario = fixed_scenario()
+    scenario["freezes"] = [(0, "cluster"), (20, "break-glass-calendar")]
+    return scenario
+
+
 def measurement_of(
     fleet: Fleet, name: str, gate: str, which: str = "next", stage_name: str | None = None
 ) -> tuple[int | None, int | None]:

@@ -63,8 +63,8 @@ from rollout.engine.approvals import approval_met
 from rollout.engine.core import DecisionAction, Outcome, stages_of
 from rollout.engine.promotions import held_by, release_held_by
 from rollout.engine.state import ModuleRecord
-from rollout.wire.decision_reasons import Promoted, ReleaseCombinationPromoted
-from rollout.wire.events import ModuleApplied, RestrictionDeleted, RolloutCommanded
+from rollout.wire.decision_reasons import MovedToTarget, Promoted, ReleaseCombinationPromoted
+from rollout.wire.events import CalendarBreakGlass, ModuleApplied, RestrictionDeleted, RolloutCommanded
 from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
     Fleet,
@@ -81,6 +81,7 @@ from tests.rollout.scenarios import (
     PROMOTION_RANGE,
     PROMOTION_STEPS,
     World,
+    calendar_break_glass_scenario,
     cluster_specs,
     graph_shapes,
     measurement_of,
@@ -327,6 +328,35 @@ def test_invariants_hold_after_every_event(scenario: dict[str, Any]) -> None:
             f"after a restart, event {position} ({journal[position].type}) differs"
         )
     assert restarted.snapshot() == fleet.snapshot()
+
+
+def test_invariants_hold_with_a_calendars_break_glass_inside_its_window() -> None:
+    """The freeze invariant meets a calendar's own break-glass: members move inside the fleet
+    calendar's window only while its break-glass is in force (the check excuses no other),
+    and the folds replay as they were decided."""
+    scenario = calendar_break_glass_scenario()
+    checked = Run(scenario)
+    glass = [e for e in checked.journal if isinstance(e, CalendarBreakGlass)]
+    assert len(glass) == 1
+    opened, until = 1_200.0, glass[0].until  # the window opens at 00:20 UTC on 1 January 1970
+    inside = [
+        d
+        for outcome in checked.fleet.outcomes
+        for d in outcome.decisions
+        if isinstance(d.because, MovedToTarget) and opened <= d.at < until
+    ]
+    assert inside, "no member moved inside the window while the break-glass was in force"
+    after = [
+        d
+        for outcome in checked.fleet.outcomes
+        for d in outcome.decisions
+        if isinstance(d.because, MovedToTarget) and until <= d.at < 3_000.0
+    ]
+    assert not after  # ended (on the last tick): the freeze holds again
+    assert [d.at for d in checked.fleet.decisions if d.action == "break-glass-ended"] == [until]
+    checked.finish(new_revision=True)
+    again = refold(checked.journal, restart=True)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in checked.fleet.outcomes]
 
 
 @settings(
