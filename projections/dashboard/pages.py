@@ -63,7 +63,16 @@ DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 DECISIONS_SHOWN = 50
 RUN_EXCEPTIONS_SHOWN = 50
-RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
+RUN_EXCEPTIONS = (
+    "AwaitingReturn",
+    "SkippedOffline",
+    "Held",
+    "DeferredByWindow",
+    "Left",
+    "Pinned",
+    "DeferredToNextRun",
+    "Excluded",
+)
 """The run states the module page lists by name, with why: the members the run went on without."""
 
 
@@ -211,7 +220,8 @@ def module_page(view: FleetView, name: str) -> Document | None:
 
 def run_section(status: ModuleStatus, targets: list[TargetStatus]) -> Document:
     """The module's current run (rollout/engine/runs.py): its fixed members, and who it went
-    on without — skipped offline, held, deferred by a window, left, pinned — and why, as
+    on without — skipped offline, held, deferred by a window, left, pinned, and the late
+    joiners it kept out (deferred to the next run, excluded) — and why, as
     `rollout status` lists them (the same `run_members`), at most RUN_EXCEPTIONS_SHOWN."""
     assert status.run is not None
     run = status.run
@@ -225,6 +235,8 @@ def run_section(status: ModuleStatus, targets: list[TargetStatus]) -> Document:
         "adopted": run.adopted,
         "members": sum(stage.members for stage in run.stages.values()),
         "left": run.left,
+        "joiners": run.joiners,  # late joiners of the run before it took in (lateJoiners)
+        "followUp": run.follow_up,  # started for the NextRun joiners of the run before
         "exceptions": [member.model_dump(mode="json") for member in members[:RUN_EXCEPTIONS_SHOWN]],
         "exceptionsTotal": len(members),
     }

@@ -680,6 +680,25 @@ class Stage(Strict):
         return check_duration(value, field="minSuccessTime", positive=False) if value is not None else None
 
 
+class OfflinePolicy(Strict):
+    """`rollout.offline`: a member offline (lease expired, observed not ready) before it was
+    moved is waited for up to `wait` (the engine's time, from Ticks) while its stage runs —
+    the stage is not done meanwhile — then skipped (`Skip`: SkippedOffline, the run goes on)
+    or failed (`Fail`: it counts against the stage's maxFailures). rollout/engine/runs.py."""
+
+    wait: str
+    then: Literal["Skip", "Fail"] = "Skip"
+
+    @field_validator("wait")
+    @classmethod
+    def _wait(cls, value: str) -> str:
+        return check_duration(value, field="offline.wait", positive=False)
+
+
+LateJoiners = Literal["Include", "NextRun", "Exclude"]
+"""`rollout.lateJoiners`: what a run does with a cluster that joins the module after it started."""
+
+
 class RolloutStrategy(Strict):
     stages: list[Stage] = Field(default_factory=list)
     progress_deadline: str | None = Field(default=None, alias="progressDeadline")
@@ -687,6 +706,15 @@ class RolloutStrategy(Strict):
     sorting_label_key: str | None = Field(default=None, alias="sortingLabelKey")
     # maintenance windows of every stage (rollout/api/windows.py): clusters move only inside
     windows: list[MaintenanceWindow] = Field(default_factory=list)
+    # what a run does with a cluster that becomes a member after it started (rollout/engine/runs.py):
+    # Include (take it in), NextRun (the next run moves it), Exclude (this run never moves it).
+    # Not serialized at its default: stored specs and events stay the bytes they were before it
+    late_joiners: LateJoiners = Field(
+        default="Include", alias="lateJoiners", exclude_if=lambda value: value == "Include"
+    )
+    # how long a stage waits for a member offline before it moved, and what then (runs.py);
+    # None: no wait, skipped at once. Not serialized when absent, like lateJoiners
+    offline: OfflinePolicy | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("progress_deadline")
     @classmethod

@@ -15,6 +15,8 @@
                                            released (runs.py)
                    e. break-glass ended    an override of freeze calendars whose `until`
                                            has come ends (freeze_gate.py)
+                   f. offline waits over   members a stage waited for that stayed offline
+                                           are skipped or failed (offline_waits.py)
                    then StageMachine.advance (soaks that ended, windows that opened, failures)
               3. FreezeCalendars.end_break_glass  the calendars' break-glass overrides whose
                                              `until` has come end (freeze_gate.py): dropped,
@@ -108,6 +110,7 @@ class ModuleTimers:
             self.fail_past_deadline,
             self.release_lapsed_holds,
             self.end_break_glass,
+            stages.offline.expire,
         ]
 
     def on_clock_moved(self, first: bool, out: Outcome) -> None:

@@ -53,7 +53,8 @@ uses when it is built (below, bottom to top; none reaches another but through th
     targets.py          TargetBook         Targets, their indexes and counters; assign, decide,
                                            save_module, status documents        (tables, links)
     window_gate.py      WindowGate         may a stage's clusters move now?     (tables, book)
-    runs.py             Runs               a run's fixed membership; holds, offline members
+    runs.py             Runs               a run's fixed membership; holds, offline members, late joiners
+    offline_waits.py    OfflineWaits       how long a stage waits for offline members (StageMachine.offline)
     stages.py           StageMachine       advance, fill, budget, rollback      (tables, book, windows, runs)
     membership.py       Membership         cluster events; which clusters a module covers
     reports.py          Reports            sync status reports
@@ -268,6 +269,7 @@ class RolloutEngine:
         self.book = book = TargetBook(tables, self.links)
         self.stages = stages = StageMachine(tables, book, WindowGate(tables, book), Runs(tables))
         self.membership = membership = Membership(tables, book, stages)
+        stages.rejoin = membership.join_at_stage_revision  # late joiners released into a run (runs.py)
         self.reports = Reports(tables, book, stages)
         self.timers = ModuleTimers(tables, book, stages, membership.join_at_stage_revision)
         self.live_values = LiveValues(tables, book)

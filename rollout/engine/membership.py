@@ -263,12 +263,15 @@ class Membership:
                     how = self._departure(record, facts)
                     if old.assigned is not None:
                         book.assign(record, old, None, _DROPPED[how](cluster=cluster), out)
-                    self.stages.runs.departed(record, old, how)
+                    if old.late is None:  # a late joiner kept out of the run never was in it
+                        self.stages.runs.departed(record, old, how)
                     book.store_target(record, old, None, out)
                 continue
             stage_index, stage_name = stage_for(record, facts.labels)
             stage = stages_of(record)[stage_index] if stage_index is not None else None
-            new = (old or Target(module=record.name, cluster=cluster)).model_copy(
+            late = self.stages.runs.late(record, cluster) if old is None and stage_index is not None else None
+            joined = old or Target(module=record.name, cluster=cluster, late=late)  # runs.py: lateJoiners
+            new = joined.model_copy(
                 update={
                     "stage": stage_name,
                     "stage_index": stage_index,
@@ -279,15 +282,16 @@ class Membership:
                 }
             )
             if old is None:
-                self.stages.runs.joined(record, stage_name, cluster)
-                book.decide(
-                    record,
-                    DecisionAction.JOINED,
-                    ClusterJoined(cluster=cluster, stage=stage_name, ready=facts.ready),
-                    out,
-                    cluster=cluster,
-                )
-            elif old.stage != new.stage:
+                run = self.stages.runs.current(record)
+                if late is None:
+                    self.stages.runs.joined(record, stage_name, cluster)
+                because = ClusterJoined(cluster=cluster, stage=stage_name, ready=facts.ready)
+                if late is not None and run is not None:
+                    because = ClusterJoined(
+                        cluster=cluster, stage=stage_name, ready=facts.ready, late=late, run=run.number
+                    )
+                book.decide(record, DecisionAction.JOINED, because, out, cluster=cluster)
+            elif old.stage != new.stage and old.late is None:
                 self.stages.runs.moved(record, old.stage, new.stage)
             if old is not None and old.ready != new.ready:
                 book.decide(
@@ -302,6 +306,10 @@ class Membership:
                     out,
                     cluster=cluster,
                 )
+            if new.ready:
+                new = self.stages.offline.clear(new)  # back: no wait, no failure by one (offline_waits.py)
+            elif old is None or old.ready:
+                new = self.stages.offline.begin(record, new, out)  # offline: its stage may wait for it
             new = self.join_at_stage_revision(record, new, out)
             book.store_target(record, old, new, out)
 
@@ -316,7 +324,11 @@ class Membership:
 
     def join_at_stage_revision(self, record: ModuleRecord, target: Target, out: Outcome) -> Target:
         """A ready cluster with nothing assigned, in a stage the rollout has not reached,
-        gets the stable revision at once: that is the revision its stage runs."""
+        gets the stable revision at once: that is the revision its stage runs. So does a
+        joiner deferred to the next run (`lateJoiners: NextRun`), in any stage: the fleet's
+        stable revision now, the target with the next run; one the run excludes gets nothing."""
+        if target.late == "excluded":
+            return target
         if (
             target.assigned is None
             and target.ready
@@ -326,9 +338,11 @@ class Membership:
             and record.stable is not None
             and record.stable != record.target
             and target.stage_index is not None
-            and not self.stages.stage_open(record, target.stage_index)
+            and (target.late == "next-run" or not self.stages.stage_open(record, target.stage_index))
         ):
             stable = record.revisions[record.stable].revision
-            because = StableUntilStage(cluster=target.cluster, revision=stable, stage=target.stage)
+            because = StableUntilStage(
+                cluster=target.cluster, revision=stable, stage=target.stage, deferred=target.late == "next-run"
+            )
             return self.book.assign(record, target, record.stable, because, out)
         return target

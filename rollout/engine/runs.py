@@ -18,7 +18,9 @@ changed aborted its run). The engine never aborts or stalls a run because the fl
 
 * a member that goes **offline** (not ready: lease expired, observed not ready) is skipped —
   `SkippedOffline`, never a failure, never blocking its stage (AKS #5655, fleet #594) — and
-  gets the revision its stage is at when it comes back, like any member back from not-ready;
+  gets the revision its stage is at when it comes back, like any member back from not-ready
+  — or, with `rollout.offline: {wait, then}`, its stage waits for it first, then skips or
+  fails it (offline_waits.py);
 * a member that **leaves** the run — removed, unselected, or outside its namespace's
   ModuleRestriction — drops out of every count but its stage's `members` with the state
   `Left`, and is listed (`RunRecord.departed`: the latest DEPARTURES_KEPT, newest last; the
@@ -26,7 +28,13 @@ changed aborted its run). The engine never aborts or stalls a run because the fl
   still a member: `Left` too, with its Target kept (its document's `offline`: `left`);
 * a cluster that **joins** mid-run is taken into the run in the stage it matches (its
   `members` grows by one) and moves like any member of that stage; one that left the run
-  and comes back is the member it was (`left` drops by one) while it is still listed;
+  and comes back is the member it was (`left` drops by one) while it is still listed.
+  That is `lateJoiners: Include`, the default. With `NextRun` a joiner (`late`) is kept out
+  of the run — not counted, given the stable revision, `deferred` — and the next run takes
+  it in: a new revision's when it starts, or, when this run passes its stages with such
+  joiners waiting, a *follow-up* run for the same generation started then (`follow_up`),
+  so none stays off the revision silently. With `Exclude` it is kept out and left alone
+  (`excluded`: not even stable, not waited for) until the next revision's run;
 * a member **held** by its owner (`rollout.dev/hold: "true"` on its Cluster; `hold-until`,
   an RFC 3339 time, ends it by itself; `hold-reason` says why) is not moved — `Held`, not a
   failure, not blocking its stage — and, like a member not ready, keeps the module from
@@ -34,7 +42,8 @@ changed aborted its run). The engine never aborts or stalls a run because the fl
 
 Every member of the run is in one explicit state (rollout/wire/status.py `RUN_STATES`,
 `run_state`): Succeeded, Failed, SkippedOffline, DeferredByWindow, Pinned, Held, Left — or,
-while the run is going, Pending, Updating, Blocked.
+while the run is going, Pending, Updating, Blocked; a late joiner it kept out is Excluded
+or DeferredToNextRun.
 
 Memory: a run is one record of O(stages) plus DEPARTURES_KEPT names; the members' states
 live on their Targets (one record per member, as before). Only the module's latest run is
@@ -42,8 +51,11 @@ kept: a new run replaces it, and deleting the module deletes it.
 
 Upgrades: the runs are a mapping of their own, which the release before skips (v0.26 refuses
 a record with a field it does not know: the module records stay as it wrote them); a
-Target's `hold` and a stage's `held` count are written only when set — so are the `held`
-category and counts: set holds once every worker runs this release. Why a member is offline
+Target's `hold`, `late`, `offline_until` and `offline_failed`, a stage's `held`, `deferred`,
+`excluded` and `awaited` counts and a run's
+`joiners` and `follow_up` are written only when set — so are the `held`
+category and counts: set holds, and `lateJoiners` and `offline` (spec fields v0.26
+refuses), once every worker runs this release. Why a member is offline
 is read from its cluster's facts when its document is written, not stored. A module stored
 before runs existed has no run; the first advance after the new release **adopts** one
 (`adopted`), fixing the members it has then — so a rollout in progress when the release
@@ -59,9 +71,11 @@ from rollout.engine.state import (
     DEPARTURES_KEPT,
     ClusterFacts,
     Departure,
+    LateJoin,
     ModuleRecord,
     RunRecord,
     RunStage,
+    StageCounts,
     Target,
 )
 from rollout.engine.strategy import stages_of
@@ -119,6 +133,11 @@ def offline_reason(facts: ClusterFacts) -> Offline | None:
     return "not-ready"
 
 
+def run_members_now(counts: StageCounts) -> int:
+    """A stage's members that are members of the run: all but the late joiners it kept out."""
+    return counts.members - counts.deferred - counts.excluded
+
+
 def budget_members(run: RunRecord | None, stage: str, present: int) -> int:
     """The members stage `stage`'s budgets are resolved against: the run's fixed set
     (`present`, the stage's members now, when no run covers it yet)."""
@@ -146,10 +165,51 @@ class Runs:
         if run is not None and run.mode == record.mode and run.generation == goal:
             return run
         adopted = run is None and (record.stage_index + int(record.stage_started) > 0 or bool(record.graph))
-        run = RunRecord(
-            number=run.number + 1 if run is not None else 1,
+        run = self._new_run(record, run.number + 1 if run is not None else 1, adopted=adopted)
+        self.tables.runs[record.name] = run
+        return run
+
+    def members(self, record: ModuleRecord, stage: str, present: int) -> int:
+        return budget_members(self.current(record), stage, present)
+
+    def late(self, record: ModuleRecord, cluster: str) -> LateJoin | None:
+        """Where a cluster that became a member just now stands under the module's
+        `lateJoiners` (None: taken into the run, `Include`): it joins *late* when the run
+        driving the module's target has started and not passed its stages — and it was not
+        a member of that run that left and is listed as such (then it is the member it was)."""
+        strategy = record.spec.rollout
+        policy = strategy.late_joiners if strategy is not None else "Include"
+        if policy == "Include" or record.mode != "rollout" or record.stable == record.target:
+            return None
+        run = self.current(record)
+        if run is None or run.mode != "rollout" or run.generation != record.target:
+            return None  # no run drives this target yet: the one that starts will fix it as a member
+        if any(departure.cluster == cluster for departure in run.departed):
+            return None
+        return "next-run" if policy == "NextRun" else "excluded"
+
+    def follow_up(self, record: ModuleRecord, joiners: int) -> RunRecord:
+        """The run passed its stages with `joiners` NextRun joiners waiting: the next run
+        starts at once, for the same generation, to move them — its members the module's
+        now (every other one already runs the target)."""
+        run = self.current(record)
+        number = run.number + 1 if run is not None else 1
+        started = self._new_run(record, number, adopted=False)
+        started = started.model_copy(update={"joiners": joiners, "follow_up": True})
+        self.tables.runs[record.name] = started
+        return started
+
+    def took_in(self, record: ModuleRecord, joiners: int) -> None:
+        """The run that just started took in `joiners` late joiners of the run before."""
+        run = self.current(record)
+        if run is not None and joiners:
+            self.tables.runs[record.name] = run.model_copy(update={"joiners": joiners})
+
+    def _new_run(self, record: ModuleRecord, number: int, *, adopted: bool) -> RunRecord:
+        return RunRecord(
+            number=number,
             mode=record.mode,
-            generation=goal,
+            generation=self.goal(record),
             started_at=self.tables.now,
             adopted=adopted,
             stages={
@@ -158,11 +218,6 @@ class Runs:
                 if stage.name in record.counts and record.counts[stage.name].members
             },
         )
-        self.tables.runs[record.name] = run
-        return run
-
-    def members(self, record: ModuleRecord, stage: str, present: int) -> int:
-        return budget_members(self.current(record), stage, present)
 
     def ran(self, record: ModuleRecord, stage: str) -> bool:
         """Whether a member of `stage` that succeeded or failed in this run has left it: the

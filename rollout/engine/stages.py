@@ -51,12 +51,13 @@ from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approval_met
 from rollout.engine.freeze_gate import FreezeGate
+from rollout.engine.offline_waits import OfflineWaits
 from rollout.engine.outcome import DecisionAction, Outcome
-from rollout.engine.runs import Runs
+from rollout.engine.runs import Runs, run_members_now
 from rollout.engine.stage_graph import announced, is_graph, progress, wait_key
 from rollout.engine.stage_graph import passed as graph_passed
 from rollout.engine.stage_graph import waiting as graph_waiting
-from rollout.engine.state import ModuleRecord, Phase, StageProgress, target_key
+from rollout.engine.state import LateJoin, ModuleRecord, Phase, StageProgress, Target, target_key
 from rollout.engine.strategy import resolve_count, stages_of, started
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
@@ -116,6 +117,11 @@ class StageMachine:
         # joins the next clusters of a module still joining the fleet (core.py sets it to
         # Membership.join_next: "Joins per event" there)
         self.join_members: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
+        # how long a stage waits for its offline members (offline_waits.py)
+        self.offline = OfflineWaits(tables, book, self.stage_running)
+        # a late joiner released into a run joins as any member would (membership.py
+        # `join_at_stage_revision`: the stable revision if its stage has not started)
+        self.rejoin: Callable[[ModuleRecord, Target, Outcome], Target] = lambda record, target, out: target
 
     def begin_event(self) -> None:
         """A new event's fold: its moves are counted from zero."""
@@ -164,6 +170,16 @@ class StageMachine:
             return progress(record, name).started or graph_passed(record, name)
         return index < record.stage_index or (index == record.stage_index and record.stage_started)
 
+    def stage_running(self, record: ModuleRecord, index: int) -> bool:
+        """Whether stage `index` has started for the target and not passed (its members move,
+        it settles): the current stage of a chain, any such stage of a graph."""
+        if record.mode != "rollout" or self.completed(record):
+            return False
+        if is_graph(record):
+            state = progress(record, stages_of(record)[index].name)
+            return state.started and not state.passed
+        return index == record.stage_index and record.stage_started
+
     def started_stages(self, record: ModuleRecord) -> list[int]:
         """The indexes of the stages started for the target, in the list's order."""
         stages = stages_of(record)
@@ -189,7 +205,7 @@ class StageMachine:
         """(maxConcurrency, maxFailures) of stage `index`, resolved against the run's fixed
         members there (runs.py): churn during the run does not move them."""
         stage = stages_of(record)[index]
-        members = self.runs.members(record, stage.name, self.book.counts(record, stage.name).members)
+        members = self.runs.members(record, stage.name, run_members_now(self.book.counts(record, stage.name)))
         return stage_budget(stage.max_concurrency, stage.max_failures, members)
 
     def completed(self, record: ModuleRecord) -> bool:
@@ -205,7 +221,12 @@ class StageMachine:
             if record.joining is not None:
                 record.phase = "Progressing"  # no stage starts on part of the fleet
                 return
-        self.runs.ensure(record)  # a new generation (or a rollback) starts a run (runs.py)
+        before = self.runs.current(record)
+        run = self.runs.ensure(record)  # a new generation (or a rollback) starts a run (runs.py)
+        if before is not None and run.number != before.number:
+            # the next run takes in the late joiners the run before kept out (lateJoiners)
+            self.runs.took_in(record, self.release_late_joiners(record, ("next-run", "excluded"), out))
+            self.offline.reset_run(record, out)  # and waits for no offline member yet (offline_waits.py)
         refusal = spec_refusal(record.spec)  # its spec as stored, refused by this release (applied_documents.py)
         if refusal is not None:  # nothing moves until the module is applied again
             if record.phase != "Halted":
@@ -267,6 +288,8 @@ class StageMachine:
         record.stage_started_at = now
         if self._announce_start(record, stage, out):
             record.stage_completed_at = now
+        else:
+            self.offline.start_stage(record, record.stage_index, out)  # its offline members waited for
         return True
 
     def _awaiting_approval(self, record: ModuleRecord, stage: Stage, out: Outcome) -> None:
@@ -282,7 +305,7 @@ class StageMachine:
         """The decision that `stage` started — or, with no members, was skipped (True)."""
         book = self.book
         counts = book.counts(record, stage.name)
-        if counts.members == 0:
+        if run_members_now(counts) == 0:
             # nothing to move — of the fleet the module's publisher knew (causal order):
             # the stage is passed with no soak; members joining later get the target
             book.decide(record, DecisionAction.STAGE_SKIPPED, StageSkipped(stage=stage.name), out, stage=stage.name)
@@ -309,8 +332,8 @@ class StageMachine:
             record.phase = "Soaking"  # its soak, or its health gates (gate_results.py)
             return False
         if record.stage_index == len(stages_of(record)) - 1:
-            self._complete(record, out)
-            return False
+            # a follow-up run for NextRun joiners: on to move them (the loop fills every stage)
+            return self._complete(record, out)
         record.stage_index += 1
         record.stage_started = False
         record.stage_completed_at = None
@@ -324,7 +347,8 @@ class StageMachine:
         soaked its minSuccessTime and its health gates passed for it."""
         counts = self.book.counts(record, stage.name)
         _, max_failures = self.budget(record, index)
-        waiting = counts.pending + counts.updating + counts.blocked + counts.awaiting_release
+        # offline members it waits for count as waiting too (offline_waits.py)
+        waiting = counts.pending + counts.updating + counts.blocked + counts.awaiting_release + counts.awaited
         done = waiting == 0 and counts.failed <= max_failures
         if not done:
             return None, False
@@ -386,8 +410,10 @@ class StageMachine:
                 else:
                     moved_on = self._pass_graph_stage(record, index, stage, state, out) or moved_on
             if all(progress(record, stage.name).passed for stage in stages):
-                self._complete(record, out)
-                return
+                if not self._complete(record, out):
+                    return
+                moved_on = True  # a follow-up run for NextRun joiners: on to move them
+                continue
         record.phase = self._graph_phase(record, stages)
 
     def _start_graph_stage(self, record: ModuleRecord, stage: Stage, out: Outcome) -> bool:
@@ -409,6 +435,9 @@ class StageMachine:
             return False
         skipped = self._announce_start(record, stage, out)
         record.graph[stage.name] = StageProgress(started=True, started_at=now, done_at=now if skipped else None)
+        if not skipped:
+            index = next(i for i, s in enumerate(stages_of(record)) if s.name == stage.name)
+            self.offline.start_stage(record, index, out)  # its offline members waited for
         return True
 
     def _pass_graph_stage(
@@ -445,12 +474,17 @@ class StageMachine:
             (phase for phase in ("Progressing", "AwaitingApproval", "Soaking") if phase in found), "Progressing"
         )
 
-    def _complete(self, record: ModuleRecord, out: Outcome) -> None:
+    def _complete(self, record: ModuleRecord, out: Outcome) -> bool:
         """The last stage passed: the target becomes the stable generation. The phase is
         Complete only when every staged member runs it too: members skipped while not
         ready, or waiting for a window, keep it Progressing (`outstanding`)."""
         record.stable = record.target
         revision = record.revisions[record.target].revision
+        released = 0
+        if sum(counts.deferred for counts in record.counts.values()):
+            # NextRun joiners wait: the next run starts now, for them (runs.py)
+            released = self.release_late_joiners(record, ("next-run",), out)
+            self.runs.follow_up(record, released)
         waiting = outstanding(record, self.tables.now)
         record.phase = "Progressing" if waiting else "Complete"
         self.book.decide(
@@ -462,6 +496,22 @@ class StageMachine:
             revision=record.revisions[record.target].revision,
         )
         self.book.prune_revisions(record)
+        return released > 0
+
+    def release_late_joiners(self, record: ModuleRecord, which: tuple[LateJoin, ...], out: Outcome) -> int:
+        """The late joiners of `record` kept out of the run before (`which`: deferred to the
+        next run, excluded) become members of the one starting; how many. Costs the
+        module's late joiners, once per run."""
+        book, targets = self.book, self.tables.targets
+        released = 0
+        for cluster in sorted(book.late_clusters(record.name)):
+            target = targets[target_key(record.name, cluster)]
+            if target.late not in which:
+                continue
+            joined = self.rejoin(record, target.model_copy(update={"late": None}), out)
+            book.store_target(record, target, joined, out)
+            released += 1
+        return released
 
     def over_budget(self, record: ModuleRecord, out: Outcome) -> bool:
         stages = stages_of(record)
@@ -492,7 +542,7 @@ class StageMachine:
             return  # outside its maintenance windows (window_gate.py)
         if not self.freezes.may_move(record, out, moving=moving):
             return  # inside a deny window of a freeze calendar (freeze_gate.py)
-        members = self.runs.members(record, stage.name, counts.members)  # the run's fixed set (runs.py)
+        members = self.runs.members(record, stage.name, run_members_now(counts))  # the run's fixed set (runs.py)
         room = self.waves.room(record, index, stage, queue, counts, members, out)  # its waves (waves.py)
         limit = None if room is None else started(counts) + room
         targets = self.tables.targets
@@ -504,7 +554,7 @@ class StageMachine:
             cluster = queue[0][2]
             target = targets[target_key(record.name, cluster)]
             slot = started(counts) + 1
-            movable = counts.members - counts.not_ready - counts.pinned - counts.held
+            movable = run_members_now(counts) - counts.not_ready - counts.pinned - counts.held
             because = MovedToTarget(cluster=cluster, revision=revision, stage=stage.name, slot=slot, movable=movable)
             moved = book.assign(record, target, record.target, because, out)
             book.store_target(record, target, moved, out)

@@ -86,7 +86,18 @@ Phase = Literal[
 ]
 # Where one cluster stands relative to the revision the rollout drives it to.
 Category = Literal[
-    "pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held", "awaiting_release"
+    "pending",
+    "updating",
+    "succeeded",
+    "failed",
+    "not_ready",
+    "pinned",
+    "blocked",
+    "held",
+    "awaiting_release",
+    "deferred",
+    "excluded",
+    "awaited",
 ]
 CATEGORIES: tuple[Category, ...] = (
     "pending",
@@ -98,7 +109,12 @@ CATEGORIES: tuple[Category, ...] = (
     "blocked",
     "held",
     "awaiting_release",
+    "deferred",
+    "excluded",
+    "awaited",
 )
+LateJoin = Literal["next-run", "excluded"]
+"""A late joiner's place (runs.py, `lateJoiners`): deferred to the next run, or excluded from this one."""
 UNSTAGED = "-"  # the counters' key for members that match no stage
 
 # Redelivery windows: how many recent event ids a record remembers.
@@ -350,6 +366,12 @@ class StageCounts(Record):
     # a Release member on its target and succeeded there, waiting for its peers there
     # (dependencies.py, "Releases"): started, not done. Written only when some are
     awaiting_release: int = added_field(0)
+    # late joiners the run does not take in (runs.py, `lateJoiners`): deferred to the next
+    # run, excluded from this one. Written only when some are, like `held`
+    deferred: int = added_field(0)
+    excluded: int = added_field(0)
+    # offline before it moved, its stage waiting for it (runs.py, `offline.wait`). Like `held`
+    awaited: int = added_field(0)
 
 
 class RunStage(Record):
@@ -387,6 +409,11 @@ class RunRecord(Record):
     adopted: bool = False  # started by a release that found a rollout already going (runs.py)
     stages: dict[str, RunStage] = Field(default_factory=dict)
     departed: list[Departure] = Field(default_factory=list)  # newest last, DEPARTURES_KEPT
+    # late joiners of the run before that this one took in when it started (runs.py,
+    # `lateJoiners`); `follow_up`: started for them alone, when the run before passed its
+    # stages with NextRun joiners waiting (same generation). Written only when set
+    joiners: int = added_field(0)
+    follow_up: bool = added_field(False)
 
 
 AnalysisPhase = Literal["Running", "Successful", "Failed", "Inconclusive"]
@@ -692,6 +719,16 @@ class Target(Record):
     # when set: a Target nobody holds is byte for byte what the release before wrote (v0.26
     # refuses fields it does not know, and reads every Target)
     hold: str | None = added_field(None)
+    # it joined the module after the current run started and `lateJoiners` kept it out of
+    # that run (runs.py): `next-run` (moved by the next run), `excluded` (never by this
+    # one); None: a member of the run. Cleared when the next run starts. Written only when set
+    late: LateJoin | None = added_field(None)
+    # offline before it moved in its started stage, under `offline.wait` (runs.py): the
+    # engine time its stage waits for it until (None: not waited for); `offline_failed`:
+    # the wait ran out under `then: Fail` — it counts as failed until it is back. Both
+    # cleared when it is ready again or a new run starts. Written only when set
+    offline_until: float | None = added_field(None)
+    offline_failed: bool = added_field(False)
 
 
 class DependentLink(Record):

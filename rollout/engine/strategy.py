@@ -103,8 +103,9 @@ def wave_size(waves: Waves, members: int) -> int:
 
 
 def wave_count(size: int, counts: StageCounts) -> int:
-    """How many waves the stage's movable (unpinned) members make."""
-    movable = max(counts.members - counts.pinned, 0)
+    """How many waves the stage's movable members make: unpinned, and members of the run (a
+    late joiner it kept out, `lateJoiners`, is not: runs.py)."""
+    movable = max(counts.members - counts.deferred - counts.excluded - counts.pinned, 0)
     return max(-(-movable // size), 1)
 
 

@@ -83,6 +83,9 @@ class TargetBook:
         self._updating: dict[str, set[str]] = {}
         self._held: dict[str, set[str]] = {}
         self._fleet: SortedList | None = None  # the fleet's cluster names, in order
+        self._late: dict[str, set[str]] = {}  # late joiners kept out of the run (runs.py)
+        self._not_ready: dict[str, set[str]] = {}  # category not_ready (offline, not waited for)
+        self._waited: dict[str, set[str]] = {}  # offline_until or offline_failed set (runs.py)
 
     def reset_indexes(self) -> None:
         """Drop every derived in-memory index; they are rebuilt lazily from the mappings."""
@@ -108,6 +111,9 @@ class TargetBook:
         """A cluster left the fleet (ClusterRemoved)."""
         if self._fleet is not None:
             self._fleet.discard(name)
+        self._late = {}
+        self._not_ready = {}
+        self._waited = {}
 
     # -- indexes --------------------------------------------------------------------------
 
@@ -120,6 +126,9 @@ class TargetBook:
         self._members[module] = members
         self._updating[module] = set()
         self._held[module] = set()
+        self._late[module] = set()
+        self._not_ready[module] = set()
+        self._waited[module] = set()
         targets = self.tables.targets
         for cluster in list(self.tables.clusters.keys()):
             target = targets.get(target_key(module, cluster))
@@ -143,6 +152,21 @@ class TargetBook:
         iterate while storing targets)."""
         return self._held.get(module, set())
 
+    def late_clusters(self, module: str) -> set[str]:
+        """The late joiners of `module` its run kept out (`Target.late`, runs.py) — the
+        book's own set: copy it to iterate while storing targets."""
+        return self._late.get(module, set())
+
+    def not_ready_clusters(self, module: str) -> set[str]:
+        """The clusters of `module` offline and not waited for (category not_ready) — the
+        book's own set: copy it to iterate while storing targets."""
+        return self._not_ready.get(module, set())
+
+    def waited_clusters(self, module: str) -> set[str]:
+        """The clusters of `module` an offline wait covers or failed (`offline_until`,
+        `offline_failed`) — the book's own set: copy it to iterate while storing targets."""
+        return self._waited.get(module, set())
+
     def _index_target(self, target: Target) -> None:
         if target.category == "pending":
             entry = self._sort_tuple(target)
@@ -154,6 +178,12 @@ class TargetBook:
             self._updating.setdefault(target.module, set()).add(target.cluster)
         if target.category == "held":
             self._held.setdefault(target.module, set()).add(target.cluster)
+        if target.late is not None:
+            self._late.setdefault(target.module, set()).add(target.cluster)
+        if target.category == "not_ready":
+            self._not_ready.setdefault(target.module, set()).add(target.cluster)
+        if target.offline_until is not None or target.offline_failed:
+            self._waited.setdefault(target.module, set()).add(target.cluster)
 
     def _unindex_target(self, target: Target) -> None:
         if target.category == "pending":
@@ -166,6 +196,12 @@ class TargetBook:
             self._updating.get(target.module, set()).discard(target.cluster)
         if target.category == "held":
             self._held.get(target.module, set()).discard(target.cluster)
+        if target.late is not None:
+            self._late.get(target.module, set()).discard(target.cluster)
+        if target.category == "not_ready":
+            self._not_ready.get(target.module, set()).discard(target.cluster)
+        if target.offline_until is not None or target.offline_failed:
+            self._waited.get(target.module, set()).discard(target.cluster)
 
     @staticmethod
     def _sort_tuple(target: Target) -> tuple[int, int, str]:
@@ -177,6 +213,9 @@ class TargetBook:
         self._members.pop(module, None)
         self._updating.pop(module, None)
         self._held.pop(module, None)
+        self._late.pop(module, None)
+        self._not_ready.pop(module, None)
+        self._waited.pop(module, None)
         for key in [k for k in self._pending if k[0] == module]:
             del self._pending[key]
 
@@ -209,8 +248,13 @@ class TargetBook:
             return "succeeded"  # unstaged and never given anything: a rollback has nothing to undo
         if target.hold is not None and record.mode == "rollout":
             return "held"  # its owner holds it (runs.py): not moved, not a failure; a rollback is not held
+        if target.late is not None and record.mode == "rollout":
+            # joined after the run started, kept out of it by `lateJoiners` (runs.py)
+            return "deferred" if target.late == "next-run" else "excluded"
         if not target.ready and record.mode == "rollout":
-            return "not_ready"
+            if target.offline_failed:
+                return "failed"  # its offline wait ran out under `then: Fail` (runs.py)
+            return "awaited" if target.offline_until is not None else "not_ready"
         if record.spec.depends_on and record.mode == "rollout":
             if not dependencies_ready(self.tables.upstream, record.spec.depends_on, target.cluster, record.awaiting):
                 return "blocked"  # its dependencies are not on their target there (dependencies.py)
@@ -274,6 +318,9 @@ class TargetBook:
             and old.category == category == "pending"
             and _queue_index(old) == _queue_index(new)
             and old.sort_key == new.sort_key
+            and old.late == new.late
+            and old.offline_until == new.offline_until
+            and old.offline_failed == new.offline_failed
         )
         if old is not None and not in_place:
             self._unindex_target(old)

@@ -24,7 +24,7 @@ from rollout.api.gates import gate_key
 from rollout.api.manifests import CLUSTER_SCOPE, Stage, Waves, parse_duration
 from rollout.api.windows import iso, stage_window_state, stage_windows
 from rollout.engine.approvals import approval_met, counted
-from rollout.engine.runs import budget_members
+from rollout.engine.runs import budget_members, run_members_now
 from rollout.engine.stage_graph import edges, is_graph, needed, progress, running, waiting, wave_progress
 from rollout.engine.stage_graph import passed as graph_passed
 from rollout.engine.state import UNSTAGED, BreakGlass, FreezeRecord, ModuleRecord, RunRecord, StageCounts, Target
@@ -206,7 +206,7 @@ def stage_status(
 ) -> StageStatus:
     """Stage `index` of the module's rollout: its state, limits, counts, window and gates."""
     counts = record.counts.get(stage.name, NO_COUNTS)
-    members = budget_members(run, stage.name, counts.members)  # the run's fixed set (runs.py)
+    members = budget_members(run, stage.name, run_members_now(counts))  # the run's fixed set (runs.py)
     graph = is_graph(record)
     if graph:
         state = graph_stage_state(record, stage, now)
@@ -320,6 +320,9 @@ def member_counts(counts: StageCounts) -> MemberCounts:
         blocked=counts.blocked,
         held=counts.held,
         awaiting_release=counts.awaiting_release,
+        deferred=counts.deferred,
+        excluded=counts.excluded,
+        awaited=counts.awaited,
     )
 
 
@@ -331,6 +334,8 @@ def run_view(run: RunRecord) -> RunStatus:
         generation=run.generation,
         started_at=run.started_at,
         adopted=run.adopted,
+        joiners=run.joiners,
+        follow_up=run.follow_up,
         stages={name: RunStage(members=stage.members, left=stage.left) for name, stage in sorted(run.stages.items())},
         departed=[
             RunDeparture(cluster=d.cluster, stage=d.stage, reason=d.reason, at=d.at, generation=d.generation)
@@ -344,7 +349,13 @@ def outstanding_members(record: ModuleRecord) -> int:
     updating, blocked, waiting for their Release's other members, not ready, or held by
     their owners — the members a Complete module may not have."""
     return sum(
-        counts.pending + counts.updating + counts.blocked + counts.awaiting_release + counts.not_ready + counts.held
+        counts.pending
+        + counts.updating
+        + counts.blocked
+        + counts.awaiting_release
+        + counts.not_ready
+        + counts.held
+        + counts.awaited
         for name, counts in record.counts.items()
         if name != UNSTAGED
     )
@@ -362,7 +373,7 @@ def outstanding(record: ModuleRecord, now: float) -> Outstanding | None:
             state = stage_window_state(record.spec, stage, now) if now > 0 else None
             windows.append(WindowWait(stage=stage.name, next_open=state.next_open if state is not None else None))
     found = Outstanding(
-        not_ready=sum(counts.not_ready for counts in staged),
+        not_ready=sum(counts.not_ready + counts.awaited for counts in staged),
         moving=sum(counts.pending + counts.updating + counts.blocked for counts in staged),
         windows=windows,
         held=sum(counts.held for counts in staged),
@@ -459,12 +470,19 @@ def target_status(record: ModuleRecord, target: Target, offline: str | None = No
 
 
 def _target_extras(target: Target, offline: str | None) -> dict[str, Any]:
-    """The fields a target document has only when they apply: why it is offline, its hold."""
+    """The fields a target document has only when they apply: why it is offline, its hold,
+    its place as a late joiner kept out of the run (runs.py)."""
     extras: dict[str, Any] = {}
     if offline is not None:
         extras["offline"] = offline
     if target.hold is not None:
         extras["hold"] = target.hold
+    if target.late is not None:
+        extras["late"] = target.late
+    if target.offline_until is not None:
+        extras["offlineUntil"] = target.offline_until  # its stage waits for it until then
+    if target.offline_failed:
+        extras["offlineFailed"] = True  # failed: offline past its stage's offline.wait
     return extras
 
 

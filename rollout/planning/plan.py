@@ -122,6 +122,7 @@ class RolloutPlan(BaseModel):
     break_glass: list[PlannedBreakGlass] = []
     # the source's autoPromote (rollout/engine/promotions.py): the range it follows, where, held or not
     promotion: PromotionPlan | None = None
+    late_joiners: str = "Include"  # rollout.lateJoiners: what the run does with clusters joining mid-run
 
 
 class PlannedBreakGlass(BaseModel):
@@ -328,6 +329,7 @@ def plan_rollout(
         values=sorted(values, key=lambda v: v.cluster),
         promotion=promotion_plan(module),
         **freeze_plan(calendars, now, break_glass),
+        late_joiners=module.spec.rollout.late_joiners if module.spec.rollout is not None else "Include",
     )
 
 

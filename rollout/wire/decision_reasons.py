@@ -62,6 +62,8 @@ class ReasonCode(StrEnum):
     PROGRESS_DEADLINE_EXCEEDED = "progress-deadline-exceeded"
     CLUSTER_JOINED = "cluster-joined"
     READINESS_CHANGED = "readiness-changed"
+    OFFLINE_WAIT = "offline-wait"  # (runs.py: rollout.offline)
+    OFFLINE_WAIT_OVER = "offline-wait-over"
     # the module's life (intents.py, dependencies.py, causal.py)
     MODULE_CREATED = "module-created"
     NEW_REVISION = "new-revision"
@@ -170,8 +172,14 @@ class StableUntilStage(Reason):
     cluster: str
     revision: str
     stage: str
+    # a late joiner deferred to the next run (`lateJoiners: NextRun`, runs.py): stable until
+    # that run, whatever its stage; left out when False (the record as before)
+    deferred: bool = Field(default=False, exclude_if=lambda value: not value)
 
     def sentence(self) -> str:
+        if self.deferred:
+            deferred = "joined mid-run, deferred to the next run"
+            return f"{self.cluster} → {self.revision}: {deferred}; it runs the stable revision"
         return f"{self.cluster} → {self.revision}: stage {self.stage} has not started, it runs the stable revision"
 
 
@@ -271,6 +279,36 @@ class ProgressDeadlineExceeded(Reason):
         return f"{self.cluster}: updating for longer than progressDeadline {self.deadline}"
 
 
+class OfflineWait(Reason):
+    """A member offline before it moved, in its started stage: the stage waits for it until
+    `until` (engine time; `rollout.offline.wait`), then skips it or fails it (`then`)."""
+
+    code: Literal[ReasonCode.OFFLINE_WAIT] = ReasonCode.OFFLINE_WAIT
+    cluster: str
+    stage: str
+    until: float
+    then: Literal["Skip", "Fail"] = "Skip"
+
+    def sentence(self) -> str:
+        after = "skips it" if self.then == "Skip" else "fails it"
+        return f"{self.cluster} is offline: stage {self.stage} waits for it until {iso(self.until)}, then {after}"
+
+
+class OfflineWaitOver(Reason):
+    """A member its stage waited for stayed offline for `wait`: skipped (SkippedOffline) or,
+    with `then: Fail`, failed — counted against the stage's maxFailures."""
+
+    code: Literal[ReasonCode.OFFLINE_WAIT_OVER] = ReasonCode.OFFLINE_WAIT_OVER
+    cluster: str
+    stage: str
+    wait: str
+    then: Literal["Skip", "Fail"] = "Skip"
+
+    def sentence(self) -> str:
+        verdict = "skipped" if self.then == "Skip" else "failed"
+        return f"{self.cluster} stayed offline for offline.wait {self.wait}: {verdict}"
+
+
 class ClusterJoined(Reason):
     """A cluster matches the module's selector: a member of `stage` ("-": none), ready or not."""
 
@@ -278,8 +316,17 @@ class ClusterJoined(Reason):
     cluster: str
     stage: str
     ready: bool
+    # it joined after run `run` started and `lateJoiners` kept it out of it (runs.py):
+    # `next-run` (deferred: the next run moves it) or `excluded`; absent: taken into the run
+    late: Literal["next-run", "excluded"] | None = Field(default=None, exclude_if=lambda value: value is None)
+    run: int | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def sentence(self) -> str:
+        late = f"{self.cluster} matches the selector (stage {self.stage}) after run {self.run} started"
+        if self.late == "next-run":
+            return f"{late}: deferred to the next run (lateJoiners: NextRun)"
+        if self.late == "excluded":
+            return f"{late}: excluded from it (lateJoiners: Exclude)"
         skipped = "" if self.ready else "; not ready, skipped until it is"
         return f"{self.cluster} matches the selector (stage {self.stage}){skipped}"
 
@@ -993,6 +1040,8 @@ DecisionReason = Annotated[
     | ProgressDeadlineExceeded
     | ClusterJoined
     | ReadinessChanged
+    | OfflineWait
+    | OfflineWaitOver
     | ModuleCreated
     | NewRevision
     | ModuleWasDeleted

@@ -35,6 +35,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from rollout.api.windows import iso
 from rollout.wire.assemblages import ModuleKind
 from rollout.wire.documents import Part, VersionedDocument
 
@@ -64,6 +65,9 @@ TARGET_STATES = (
     "blocked",
     "held",
     "awaiting_release",
+    "deferred",
+    "excluded",
+    "awaited",
 )
 """Where one cluster stands in a module's rollout (rollout.engine.state.Category)."""
 RUN_STATES = (
@@ -74,15 +78,20 @@ RUN_STATES = (
     "Pinned",
     "Held",
     "Left",
+    "Excluded",
+    "DeferredToNextRun",
+    "AwaitingReturn",
     "Pending",
     "Updating",
     "Blocked",
     "AwaitingRelease",
 )
 """Where one member stands in the module's run (rollout/engine/runs.py, `run_state`): the
-first seven are where a member ends; the last four say it is still on its way
-(AwaitingRelease: on its target, waiting for its Release's other members there)."""
-SETTLED_RUN_STATES = frozenset(RUN_STATES[:7])
+first nine are where a member ends in this run (a late joiner kept out of it, `lateJoiners`:
+Excluded, or DeferredToNextRun — the next run moves it); the last five say it is still on
+its way (AwaitingReturn: offline, its stage waits for it — `rollout.offline`;
+AwaitingRelease: on its target, waiting for its Release's other members there)."""
+SETTLED_RUN_STATES = frozenset(RUN_STATES[:9])
 OFFLINE_REASONS = {
     "lease": "its lease expired (no heartbeat from its applier)",
     "left": "it left the fleet (rollout cluster leave)",
@@ -110,6 +119,9 @@ class MemberCounts(Part):
     blocked: int = 0  # ready, waiting for its dependencies there
     held: int = 0  # held by its owner (rollout.dev/hold on its Cluster)
     awaiting_release: int = 0  # on its target, waiting for its Release's other members there
+    deferred: int = 0  # joined mid-run, deferred to the next run (lateJoiners: NextRun)
+    excluded: int = 0  # joined mid-run, excluded from it (lateJoiners: Exclude)
+    awaited: int = 0  # offline before it moved, the stage waiting for it (rollout.offline)
 
 
 class WindowSpec(Part):
@@ -331,6 +343,9 @@ class RunStatus(Part):
     generation: int | None = None  # what it drives (rollback: the stable generation)
     started_at: float = Field(default=0.0, alias="startedAt")  # engine time
     adopted: bool = False  # started by a release that found the rollout going
+    joiners: int = 0  # late joiners of the run before it took in when it started (lateJoiners)
+    # started for the NextRun joiners of the run before, which had passed its stages (same generation)
+    follow_up: bool = Field(default=False, alias="followUp")
     stages: dict[str, RunStage] = Field(default_factory=dict)
     departed: list[RunDeparture] = Field(default_factory=list)  # the latest, newest last
 
@@ -498,6 +513,11 @@ class TargetStatus(VersionedDocument):
     updating_since: float | None = Field(default=None, alias="updatingSince")  # engine time
     offline: str | None = None  # why it is not ready: lease | left | not-ready (OFFLINE_REASONS)
     hold: str | None = None  # held by its owner: the hold's reason ("" none given); None: not held
+    # a late joiner the run kept out (lateJoiners): next-run | excluded; None: a member of the run
+    late: str | None = None
+    # offline before it moved: its stage waits for it until then (engine time; rollout.offline)
+    offline_until: float | None = Field(default=None, alias="offlineUntil")
+    offline_failed: bool = Field(default=False, alias="offlineFailed")  # failed: offline past offline.wait
 
 
 class RunMember(Part):
@@ -519,6 +539,12 @@ def run_state(target: TargetStatus, status: ModuleStatus) -> RunMember:
         state = "Succeeded"
     elif target.state == "failed":
         state, why = "Failed", target.message
+        if target.offline_failed:
+            why = f"{OFFLINE_REASONS.get(target.offline or 'not-ready', 'not ready')}, past its stage's offline.wait"
+    elif target.state == "awaited":
+        until = f" until {iso(target.offline_until)}" if target.offline_until is not None else ""
+        reason = OFFLINE_REASONS.get(target.offline or "not-ready", "not ready")
+        state, why = "AwaitingReturn", f"{reason}; stage {target.stage} waits for it{until}"
     elif target.state == "pinned":
         state, why = "Pinned", "pinned (rollout pin)"
     elif target.state == "held":
@@ -533,6 +559,10 @@ def run_state(target: TargetStatus, status: ModuleStatus) -> RunMember:
         state, why = "Blocked", target.message
     elif target.state == "awaiting_release":
         state, why = "AwaitingRelease", target.message
+    elif target.state == "deferred":
+        state, why = "DeferredToNextRun", "joined mid-run (lateJoiners: NextRun): the next run moves it"
+    elif target.state == "excluded":
+        state, why = "Excluded", "joined mid-run (lateJoiners: Exclude): this run does not move it"
     else:
         stage = status.stage(target.stage)
         waits = stage is not None and stage.state != "Pending" and stage.window is not None

@@ -7,6 +7,13 @@ from typing import Any
 
 from rollout_cli.views import terminal
 
+LATE_JOINERS = {
+    "Include": "are taken in",
+    "NextRun": "wait for the next run (lateJoiners: NextRun; stable meanwhile)",
+    "Exclude": "are excluded from it (lateJoiners: Exclude)",
+}
+"""What a run does with clusters joining mid-run, per `rollout.lateJoiners`, as the plan says it."""
+
 
 def graph_line(stage: Any) -> str:
     """Which stages `stage` of a stage graph waits for, its quorum and each edge's soak."""
@@ -94,9 +101,10 @@ def print_plan(plan: Any) -> None:
     members = sum(
         sum(len(b) for b in stage.batches) + len(stage.skipped_not_ready) + len(stage.held) for stage in plan.stages
     )
+    joining = LATE_JOINERS.get(plan.late_joiners, LATE_JOINERS["Include"])
     terminal.console.print(
         f"  run: {members} member(s) fixed when it starts, the limits resolved against them; clusters joining "
-        "mid-run are taken in, clusters leaving drop out as Left, offline ones are skipped, held ones deferred"
+        f"mid-run {joining}, clusters leaving drop out as Left, offline ones are skipped, held ones deferred"
     )
     if plan.unstaged:
         terminal.console.print(f"  matching no stage (not rolled out): {', '.join(plan.unstaged)}", style="yellow")

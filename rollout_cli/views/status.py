@@ -352,8 +352,19 @@ def _gate_result(gate: StageGate) -> str:
     return "passing" if gate.passed else "failing" + (f": {gate.message}" if gate.message else "")
 
 
-RUN_EXCEPTIONS = ("SkippedOffline", "Held", "DeferredByWindow", "Left", "Pinned")
-"""The run states `rollout status` lists by name, with why: the members the run went on without."""
+RUN_EXCEPTIONS = (
+    "AwaitingReturn",
+    "SkippedOffline",
+    "Held",
+    "DeferredByWindow",
+    "Left",
+    "Pinned",
+    "DeferredToNextRun",
+    "Excluded",
+)
+"""The run states `rollout status` lists by name, with why: the offline members a stage
+waits for (and until when), the members the run went on without — and the late joiners it
+kept out (`lateJoiners`)."""
 
 
 def release_promotion_line(module: str, promotion: ReleasePromotionStatus) -> Text:
@@ -408,6 +419,10 @@ def _run_line(run: RunStatus) -> str:
         line += f" ({terminal.local_time(run.started_at)})"
     if run.left:
         line += f", {run.left} left since"
+    if run.follow_up:
+        line += f" — the next run for the {run.joiners} late joiner(s) deferred by the run before"
+    elif run.joiners:
+        line += f", {run.joiners} late joiner(s) of the run before taken in"
     return line + (" — adopted by this release" if run.adopted else "")
 
 

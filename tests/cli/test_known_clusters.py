@@ -139,3 +139,15 @@ def test_plan_lists_a_held_cluster_in_its_stage_as_held(capsys: pytest.CaptureFi
     printed = capsys.readouterr().out
     assert "held by its owner: r1 (peak season)" in printed
     assert "run: 3 member(s) fixed when it starts" in printed
+
+
+def test_plan_says_what_the_run_does_with_clusters_joining_mid_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from rollout.planning.plan import plan_rollout
+    from rollout_cli.views.plan import print_plan
+    from tests.rollout.builders import cluster
+
+    app = module("app", {}, "v1", stage("canary", CANARY), stage("rest"), late_joiners="NextRun")
+    plan = plan_rollout(app, [cluster("c1", CANARY)])  # type: ignore[arg-type]
+    assert plan.late_joiners == "NextRun"
+    print_plan(plan)
+    assert "clusters joining mid-run wait for the next run (lateJoiners: NextRun" in capsys.readouterr().out

@@ -104,6 +104,49 @@ def test_status_lists_who_the_run_went_on_without_and_why() -> None:
     )
 
 
+def test_status_lists_late_joiners_kept_out_of_the_run_and_the_next_run_that_takes_them_in() -> None:
+    from rollout.wire.status import TargetStatus
+
+    def printed_run() -> str:
+        targets = [TargetStatus.read(v) for k, v in sorted(fleet.target_status.items()) if v is not None]
+        console = Console(width=400, record=True, file=io.StringIO())
+        console.print(status_renderable(ModuleStatus.read(fleet.status("app")), targets, []))
+        return console.export_text()
+
+    stages = (stage("canary", {"ring": "canary"}), stage("wave"))
+    fleet = given(cluster("c1", {"ring": "canary"}), module("app", {}, "v1", *stages, late_joiners="NextRun"))
+    fleet.send(cluster("w1", {"ring": "wave"}))  # joins mid-run
+    text = printed_run()
+    assert (
+        "DeferredToNextRun (1):\n  w1 (stage wave): joined mid-run (lateJoiners: NextRun): the next run moves it"
+        in text
+    )
+    fleet.succeed("app", "c1")  # the stages passed: the next run starts for w1
+    text = printed_run()
+    assert "#2, rollout of generation 1, 2 member(s) fixed at its start" in text
+    assert "the next run for the 1 late joiner(s) deferred by the run before" in text
+    assert "DeferredToNextRun" not in text
+
+
+def test_status_lists_the_offline_members_a_stage_waits_for_and_until_when() -> None:
+    from rollout.wire.status import TargetStatus
+    from tests.rollout.builders import heartbeat
+
+    stages = (stage("canary", {"ring": "canary"}), stage("wave"))
+    fleet = given(cluster("c1", {"ring": "canary"}), cluster("w1", {"ring": "wave"}), heartbeat("w1", 30))
+    fleet.apply(module("app", {}, "v1", *stages, offline={"wait": "10m"}))
+    fleet.wait(31)
+    fleet.succeed("app", "c1")  # the wave started at 1031: it waits for w1 until 1631
+    targets = [TargetStatus.read(v) for k, v in sorted(fleet.target_status.items()) if v is not None]
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(ModuleStatus.read(fleet.status("app")), targets, []))
+    text = console.export_text()
+    assert (
+        "AwaitingReturn (1):\n  w1 (stage wave): its lease expired (no heartbeat from its applier); "
+        "stage wave waits for it until 1970-01-01T00:27:11Z" in text
+    )
+
+
 def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
     waves = {"size": 2, "seed": 7, "delay": "10m"}
     fleet = given(*[cluster(f"c{n}") for n in range(1, 6)], module("app", {}, "v1", stage("all", waves=waves)))

@@ -8,6 +8,12 @@ cluster leave`), one joins, and one is held by its owner (`rollout.dev/hold`). A
 wave runs without them and is done: the run never halts or stalls, every member ends in an
 explicit state, and `rollout status` (text and `-o json`) says who was skipped, held and
 left, and why. Lifting the hold lets the held cluster move, and the module completes.
+
+A second module over the same clusters has `lateJoiners: NextRun` and `offline: {wait: 20s,
+then: Skip}`: the joiner is not taken into its run — DeferredToNextRun, its wave's members
+and budget unchanged; approved, its wave waits for the offline cluster (AwaitingReturn,
+until when) instead of passing at once, then skips it; its run passes its stages, and the
+next run starts for the joiner and moves it.
 """
 
 from __future__ import annotations
@@ -44,12 +50,15 @@ def cluster(name: str, ring: str, annotations: dict[str, str] | None = None) -> 
     return ClusterObserved(cluster=manifest)
 
 
-def module(tag: str) -> ModuleApplied:
+def module(
+    tag: str, name: str = "churned", late_joiners: str = "Include", offline: dict[str, str] | None = None
+) -> ModuleApplied:
+    strategy: dict[str, Any] = {"offline": offline} if offline is not None else {}
     manifest = MANIFEST_ADAPTER.validate_python(
         {
             "apiVersion": "rollout.dev/v1alpha1",
             "kind": "Module",
-            "metadata": {"name": "churned", "namespace": "fleet"},
+            "metadata": {"name": name, "namespace": "fleet"},
             "spec": {
                 "selector": {"matchLabels": {"app": "churned"}},
                 "sync": {"source": {"git": {"url": "https://example.com/repo", "version": {"tag": tag}}}},
@@ -57,7 +66,9 @@ def module(tag: str) -> ModuleApplied:
                     "stages": [
                         {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
                         {"name": "wave", "maxConcurrency": "30%", "requireApproval": True},
-                    ]
+                    ],
+                    "lateJoiners": late_joiners,
+                    **strategy,
                 },
             },
         }
@@ -80,17 +91,17 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield stack
 
 
-def status(stack: Stack) -> dict[str, Any]:
-    return stack.latest("module_status").get("churned") or {}
+def status(stack: Stack, name: str = "churned") -> dict[str, Any]:
+    return stack.latest("module_status").get(name) or {}
 
 
-def target(stack: Stack, name: str) -> dict[str, Any]:
-    return stack.latest("targets").get(f"churned/{name}") or {}
+def target(stack: Stack, name: str, module: str = "churned") -> dict[str, Any]:
+    return stack.latest("targets").get(f"{module}/{name}") or {}
 
 
-def members(stack: Stack) -> dict[str, tuple[str, str]]:
+def members(stack: Stack, module: str = "churned") -> dict[str, tuple[str, str]]:
     """Every member of the run in its explicit state, as `rollout status -o json` says it."""
-    code, output = stack.rollout("status", "churned", "-o", "json")
+    code, output = stack.rollout("status", module, "-o", "json")
     assert code == 0, output
     return {m["cluster"]: (m["state"], m["why"]) for m in json.loads(output).get("members", [])}
 
@@ -101,7 +112,10 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     stack.send("clusters", "l1", cluster("l1", "wave"))
     stack.send("clusters", "h1", cluster("h1", "wave", HOLD))
     stack.send("intents", "churned", module("1.0.0"))
-    wait_for("the wave awaiting approval", lambda: status(stack).get("phase") == "AwaitingApproval", timeout=90)
+    patient = {"wait": "20s", "then": "Skip"}
+    stack.send("intents", "tardy", module("1.0.0", "tardy", late_joiners="NextRun", offline=patient))
+    wait_for("the wave awaiting approval", lambda: status(stack).get("phase") == "AwaitingApproval", timeout=240)
+    wait_for("tardy's wave awaiting approval", lambda: status(stack, "tardy").get("phase") == "AwaitingApproval")
     run = status(stack)["run"]
     assert (run["number"], run["generation"]) == (1, 1)
     assert run["stages"] == {"canary": {"members": 1, "left": 0}, "wave": {"members": 6, "left": 0}}
@@ -115,8 +129,22 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     assert code == 0, output
     stack.send("clusters", "j1", cluster("j1", "wave"))
     wait_for("j1 in the run", lambda: status(stack)["run"]["stages"]["wave"] == {"members": 7, "left": 1}, timeout=60)
+    # tardy (lateJoiners: NextRun) does not take j1 into its run: deferred, its wave's set unchanged
+    wait_for("j1 deferred by tardy", lambda: target(stack, "j1", "tardy").get("state") == "deferred", timeout=60)
+    assert members(stack, "tardy")["j1"] == (
+        "DeferredToNextRun",
+        "joined mid-run (lateJoiners: NextRun): the next run moves it",
+    )
+    assert status(stack, "tardy")["run"]["stages"]["wave"] == {"members": 6, "left": 1}
+    assert target(stack, "j1", "tardy").get("revision") is None  # the module's first run: no stable to run
 
     stack.send("intents", "churned", RolloutCommanded(module="churned", command="approve", stage="wave"))
+    stack.send("intents", "tardy", RolloutCommanded(module="tardy", command="approve", stage="wave"))
+    # tardy's wave waits for o1, offline before it moved, up to its offline.wait
+    wait_for("o1 awaited by tardy", lambda: target(stack, "o1", "tardy").get("state") == "awaited", timeout=60)
+    state, why = members(stack, "tardy")["o1"]
+    assert state == "AwaitingReturn" and "stage wave waits for it until" in why, why
+    assert target(stack, "o1", "tardy")["offlineUntil"] > 0
     wait_for(
         "the run's stages passed, waiting for the held and offline members",
         lambda: status(stack).get("stableRevision") == "1.0.0" and bool(status(stack).get("waiting")),
@@ -151,3 +179,14 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     wait_for("w2 on 1.0.0", lambda: target(stack, "w2").get("state") == "succeeded", timeout=60)
     assert status(stack)["waiting"] == "1 cluster not ready"  # o1 only: its applier never came back
     assert status(stack)["run"]["number"] == 1  # the same run all along
+
+    # tardy's wait for o1 ran out: skipped; its run passed its stages with j1 deferred — the
+    # next run started for j1 and moved it
+    wait_for("j1 on 1.0.0 in tardy", lambda: target(stack, "j1", "tardy").get("state") == "succeeded", timeout=90)
+    run = status(stack, "tardy")["run"]
+    assert (run["number"], run["generation"], run["followUp"], run["joiners"]) == (2, 1, True, 1)
+    assert members(stack, "tardy")["j1"] == ("Succeeded", "")
+    assert members(stack, "tardy")["o1"][0] == "SkippedOffline"
+    code, output = stack.rollout("status", "tardy")
+    assert code == 0, output
+    assert "the next run for the 1 late joiner(s) deferred by the run before" in output, output

@@ -156,6 +156,8 @@ def module(
     auto_promote: dict[str, Any] | None = None,
     release: tuple[str, list[str]] | None = None,
     release_promotion: dict[str, Any] | None = None,
+    late_joiners: str | None = None,
+    offline: dict[str, str] | None = None,
 ) -> ModuleManifest | BootstrapModuleManifest:
     """A Module (or BootstrapModule with kind=...) at Git tag `tag`. `labels` is the
     selector (shorthand for matchLabels; `{}` everything; None: no selector at all).
@@ -189,6 +191,10 @@ def module(
         strategy["sortingLabelKey"] = sorting
     if windows is not None:
         strategy["windows"] = windows
+    if late_joiners is not None:
+        strategy["lateJoiners"] = late_joiners
+    if offline is not None:
+        strategy["offline"] = offline
     if rollout and strategy:
         spec["rollout"] = strategy
     document = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": spec}
@@ -762,8 +768,12 @@ def expected_category(record: ModuleRecord, target: Target, upstream: dict[str, 
         return "succeeded"  # unstaged, never given anything: nothing for a rollback to undo
     if target.hold is not None and record.mode == "rollout":
         return "held"  # its owner holds it (rollout.dev/hold): not moved, not failed
+    if target.late is not None and record.mode == "rollout":
+        return "deferred" if target.late == "next-run" else "excluded"  # kept out of the run (lateJoiners)
     if not target.ready and record.mode == "rollout":
-        return "not_ready"
+        if target.offline_failed:
+            return "failed"  # stayed offline past its stage's offline.wait, then: Fail
+        return "awaited" if target.offline_until is not None else "not_ready"
     if record.mode == "rollout":
         for dependency in record.spec.depends_on:  # every dependency on its target there
             known = (upstream or {}).get(target_key(dependency, target.cluster))

@@ -69,14 +69,24 @@ class StageTracker:
 def stage_limits(fleet: Fleet, record: ModuleRecord) -> list[tuple[str, int, int, int, int]]:
     """Per stage: name, members, updating on the target, concurrency, max failures —
     counted from the targets, not from the engine's counters; the limits resolved against
-    the run's fixed set of the stage (runs.py), never fewer than the members there now."""
+    the run's fixed set of the stage (runs.py), never fewer than the members there now
+    (but the late joiners the run kept out: lateJoiners)."""
     rows = []
     run = fleet.state["runs"].get(record.name)
     for index, spec in enumerate(stages_of(record)):
         members = [t for t in fleet.targets.values() if t.module == record.name and t.stage_index == index]
         updating = sum(1 for t in members if not t.pinned and t.assigned == record.target and t.status == "updating")
-        failed = sum(1 for t in members if not t.pinned and t.assigned == record.target and t.status == "failed")
-        fixed = max(run.stages[spec.name].members if run is not None and spec.name in run.stages else 0, len(members))
+        failed = sum(
+            1
+            for t in members
+            if not t.pinned
+            and (
+                (t.assigned == record.target and t.status == "failed")
+                or (t.offline_failed and not t.ready and t.hold is None and t.late is None)
+            )
+        )  # a sync failed on the target, or a member offline past its stage's offline.wait (then: Fail)
+        in_run = [t for t in members if t.late is None]  # late joiners kept out of the run are not counted
+        fixed = max(run.stages[spec.name].members if run is not None and spec.name in run.stages else 0, len(in_run))
         concurrency = max(resolve_count(spec.max_concurrency, total=fixed, default=max(fixed, 1)), 1)
         failures = resolve_count(spec.max_failures, total=fixed, default=0)
         rows.append((spec.name, updating, concurrency, failed, failures))

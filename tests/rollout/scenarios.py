@@ -263,6 +263,14 @@ operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS
 )
 
 
+LATE_JOINERS = st.sampled_from([None, "Include", "NextRun", "Exclude"])
+"""`rollout.lateJoiners` of every module of a scenario (None: not given, Include)."""
+OFFLINE_POLICIES = st.sampled_from([None, {"wait": "0s"}, {"wait": "30s"}, {"wait": "10m", "then": "Skip"}])
+"""`rollout.offline` of every module of a scenario (None: skipped at once). `then: Fail` is
+not drawn: a run's `finish` expects churn not to fail it (tests/rollout/test_churn_proof_runs.py
+holds the Fail rules)."""
+
+
 @st.composite
 def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> dict[str, Any]:
     size = draw(st.integers(1, max_clusters))
@@ -283,6 +291,8 @@ def scenarios(draw: st.DrawFn, max_clusters: int = 40, max_steps: int = 60) -> d
         "promotions": draw(st.lists(PROMOTION_STEPS, max_size=8)),
         # drawn after the promotions, last: the draws above stay what they were (FREEZES)
         "freezes": draw(st.lists(st.tuples(st.integers(0, max_steps), st.sampled_from(FREEZE_CHOICES)), max_size=3)),
+        "late_joiners": draw(LATE_JOINERS),  # drawn after the freezes: every earlier draw stays what it was
+        "offline": draw(OFFLINE_POLICIES),
     }
     # app and base are the members of one Release (with two modules); drawn last, so that
     # every other part of a scenario is drawn as before it existed
@@ -349,6 +359,8 @@ class World:
             depends_on=["app"] if index == 1 and self.scenario.get("depends") else None,
             release=("pair", list(MODULES)) if self.in_release() else None,
             release_promotion=self.release_auto_promotion(),
+            late_joiners=self.scenario.get("late_joiners"),
+            offline=self.scenario.get("offline"),
         )
 
     def release_revision(self, name: str) -> list[Any]:

@@ -325,3 +325,253 @@ def test_clusters_whose_leases_expire_on_the_same_tick_are_all_offline_before_an
     assert fleet.revision("app", "w1") is None  # offline on the tick its stage started
     assert fleet.revision("app", "w2") == "v1"
     assert fleet.run_members("app")["w1"][0] == "SkippedOffline"
+
+
+# -- late joiners: lateJoiners Include | NextRun | Exclude ----------------------------------
+
+
+def late_app(tag: str, late: str, **limits: Any) -> Any:
+    return module(
+        "app", {"env": "prod"}, tag, stage("canary", CANARY), stage("wave", WAVE, **limits), late_joiners=late
+    )
+
+
+PROD_CANARY = {"env": "prod", **CANARY}
+PROD_WAVE = {"env": "prod", **WAVE}
+
+
+def test_a_next_run_joiner_runs_stable_and_is_moved_by_the_next_run() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), late_app("v1", "NextRun"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(late_app("v2", "NextRun"))
+    fleet.send(cluster("w2", PROD_WAVE))  # joins while run 2 (v2) runs its canary
+    assert fleet.revision("app", "w2") == "v1"  # the fleet's stable revision, at once
+    assert fleet.category("app", "w2") == "deferred"
+    assert fleet.run("app")["stages"]["wave"] == {"members": 1, "left": 0}  # not taken in
+    assert fleet.run_members("app")["w2"] == (
+        "DeferredToNextRun",
+        "joined mid-run (lateJoiners: NextRun): the next run moves it",
+    )
+    joined = fleet.decisions_of("app", "joined")[-1].reason
+    assert (
+        joined
+        == "w2 matches the selector (stage wave) after run 2 started: deferred to the next run (lateJoiners: NextRun)"
+    )
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "w1") == "v2" and fleet.revision("app", "w2") == "v1"  # not moved by run 2
+    fleet.apply(late_app("v3", "NextRun"))
+    run = fleet.run("app")
+    assert (run["number"], run["joiners"], run["stages"]["wave"]["members"]) == (3, 1, 2)  # the next run takes it in
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "w2") == "v3"
+
+
+def test_a_run_that_passes_its_stages_with_next_run_joiners_starts_the_next_run_for_them() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), late_app("v1", "NextRun"))
+    fleet.send(cluster("w2", PROD_WAVE))  # joins run 1, the module's first: no stable to run meanwhile
+    assert fleet.revision("app", "w2") is None
+    fleet.succeed("app", "c1", "w1")
+    run = fleet.run("app")
+    assert (run["number"], run["generation"], run["followUp"], run["joiners"]) == (2, 1, True, 1)
+    assert fleet.revision("app", "w2") == "v1"  # moved by the next run, at once
+    assert fleet.phase("app") == "Progressing"  # not Complete while the joiner is on its way
+    fleet.succeed("app", "w2")
+    assert fleet.phase("app") == "Complete"
+    assert fleet.run_members("app")["w2"][0] == "Succeeded"
+
+
+def test_an_excluded_joiner_is_never_moved_by_the_run_and_the_next_revision_takes_it_in() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), late_app("v1", "Exclude"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(late_app("v2", "Exclude"))
+    fleet.send(cluster("w2", PROD_WAVE))
+    fleet.succeed("app", "c1", "w1")
+    assert fleet.revision("app", "w2") is None  # not even the stable revision: this run leaves it alone
+    assert fleet.phase("app") == "Complete"  # an excluded joiner is not waited for
+    assert fleet.run_members("app")["w2"] == (
+        "Excluded",
+        "joined mid-run (lateJoiners: Exclude): this run does not move it",
+    )
+    assert fleet.counts("app", "wave")["excluded"] == 1
+    fleet.apply(late_app("v3", "Exclude"))
+    assert fleet.revision("app", "w2") == "v2"  # a member of run 3: stable until its stage starts
+    fleet.succeed("app", "c1")
+    assert fleet.revision("app", "w2") == "v3"
+
+
+def test_late_joiners_kept_out_do_not_change_the_run_budgets() -> None:
+    fleet = given(
+        cluster("c1", PROD_CANARY),
+        cluster("w1", PROD_WAVE),
+        cluster("w2", PROD_WAVE),
+        late_app("v1", "NextRun", concurrency="50%"),
+    )
+    fleet.send(cluster("w3", PROD_WAVE), cluster("w4", PROD_WAVE))  # would make 50 % two at once
+    fleet.succeed("app", "c1")
+    assert fleet.on("app", "v1") == ["c1", "w1"]  # one at once, of the run's two
+    wave = next(s for s in fleet.status("app")["stages"] if s["name"] == "wave")
+    assert (wave["maxConcurrency"], wave["counts"]["deferred"]) == (1, 2)
+
+
+def test_what_joins_late_is_a_new_member_not_a_member_coming_back_or_relabelled() -> None:
+    fleet = given(
+        cluster("c1", PROD_CANARY),
+        cluster("w1", PROD_WAVE),
+        cluster("w2", PROD_WAVE),
+        cluster("x1", WAVE),  # not selected
+        late_app("v1", "NextRun"),
+    )
+    fleet.send(cluster("x1", PROD_WAVE))  # relabelled into the selector: a late joiner
+    fleet.send(cluster("n1", PROD_WAVE))  # a new cluster: a late joiner
+    fleet.remove("w1")
+    fleet.send(cluster("w1", PROD_WAVE))  # left and came back, still listed: the member it was
+    fleet.send(cluster_command("w2", "leave"), cluster_command("w2", "join"))  # never stopped being a member
+    fleet.send(cluster("c1", PROD_WAVE))  # relabelled into another stage: still a member
+    # (the canary, now empty, passed: the wave moved its members — not the late joiners)
+    states = {name: state for name, (state, _) in fleet.run_members("app").items()}
+    assert states == {
+        "c1": "Updating",
+        "n1": "DeferredToNextRun",
+        "w1": "Updating",
+        "w2": "Updating",
+        "x1": "DeferredToNextRun",
+    }
+    assert fleet.run("app")["stages"] == {"canary": {"members": 0, "left": 0}, "wave": {"members": 3, "left": 0}}
+
+
+def test_a_late_joiner_that_leaves_was_never_in_the_run() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), late_app("v1", "Exclude"))
+    fleet.send(cluster("w2", PROD_WAVE))
+    fleet.remove("w2")
+    assert fleet.run("app")["departed"] == []
+    assert fleet.run("app")["stages"]["wave"] == {"members": 1, "left": 0}
+
+
+def test_a_rollback_takes_late_joiners_back_with_everyone() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), late_app("v1", "Exclude"))
+    fleet.succeed("app", "c1", "w1")
+    fleet.apply(late_app("v2", "Exclude"))
+    fleet.send(cluster("w2", PROD_WAVE))
+    fleet.rollback("app")
+    assert fleet.revision("app", "w2") == "v1"  # the rollback's run takes it in: everyone on stable
+    assert fleet.target("app", "w2").late is None  # type: ignore[union-attr]
+
+
+# -- offline: {wait, then: Skip | Fail} ---------------------------------------------------------
+
+
+def offline_app(wait: str, then: str = "Skip", **limits: Any) -> Any:
+    policy = {"wait": wait, "then": then}
+    return module("app", {}, "v1", stage("canary", CANARY), stage("wave", WAVE, **limits), offline=policy)
+
+
+def wave_state(fleet: Any) -> str:
+    return next(s["state"] for s in fleet.status("app")["stages"] if s["name"] == "wave")
+
+
+def test_a_stage_waits_for_an_offline_member_up_to_offline_wait_then_skips_it() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w1", 30))
+    fleet.apply(offline_app("10m"))
+    fleet.wait(31)  # w1's lease ran out before its stage started
+    fleet.succeed("app", "c1")  # the wave starts at T0+31: it waits for w1 until T0+631
+    until = datetime.fromtimestamp(T0 + 631, tz=UTC).isoformat().replace("+00:00", "Z")
+    assert fleet.decisions_of("app", "readiness")[-1].reason == (
+        f"w1 is offline: stage wave waits for it until {until}, then skips it"
+    )
+    fleet.succeed("app", "w2")
+    assert (wave_state(fleet), fleet.category("app", "w1")) == ("Running", "awaited")  # not done without w1
+    assert fleet.run_members("app")["w1"] == (
+        "AwaitingReturn",
+        f"its lease expired (no heartbeat from its applier); stage wave waits for it until {until}",
+    )
+    assert fleet.counts("app", "wave")["awaited"] == 1
+    fleet.wait(599)
+    assert wave_state(fleet) == "Running"
+    fleet.wait(1)  # T0+631: the wait is over
+    assert fleet.decisions_of("app", "readiness")[-1].reason == "w1 stayed offline for offline.wait 10m: skipped"
+    assert fleet.run_members("app")["w1"][0] == "SkippedOffline"
+    assert wave_state(fleet) == "Succeeded"
+    assert fleet.phase("app") == "Progressing" and fleet.status("app")["waiting"] == "1 cluster not ready"
+
+
+def test_an_offline_member_back_within_the_wait_is_moved_and_the_run_completes() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), heartbeat("w1", 30))
+    fleet.apply(offline_app("10m"))
+    fleet.wait(31)
+    fleet.succeed("app", "c1")
+    fleet.wait(300)
+    fleet.send(heartbeat("w1", 30))  # back
+    assert fleet.revision("app", "w1") == "v1"
+    fleet.succeed("app", "w1")
+    assert fleet.phase("app") == "Complete"
+    assert "offline-wait-over" not in [d.because.code for d in fleet.decisions]
+
+
+def test_an_offline_member_past_the_wait_fails_against_max_failures_with_then_fail() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w1", 30))
+    fleet.apply(offline_app("5m", "Fail"))
+    fleet.wait(31)
+    fleet.succeed("app", "c1", "w2")
+    fleet.wait(300)
+    assert fleet.decisions_of("app", "failed")[-1].reason == "w1 stayed offline for offline.wait 5m: failed"
+    assert fleet.category("app", "w1") == "failed"
+    assert fleet.run_members("app")["w1"] == (
+        "Failed",
+        "its lease expired (no heartbeat from its applier), past its stage's offline.wait",
+    )
+    assert fleet.phase("app") == "Halted"  # maxFailures 0: halted, as onFailure says
+
+
+def test_an_offline_member_failed_within_max_failures_lets_the_stage_pass() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w1", 30))
+    fleet.apply(offline_app("5m", "Fail", failures=1))
+    fleet.wait(31)
+    fleet.succeed("app", "c1", "w2")
+    fleet.wait(300)
+    assert wave_state(fleet) == "Succeeded" and "halted" not in fleet.actions("app")
+    fleet.send(heartbeat("w1", 30))  # back: its failure cleared, it moves like any member back
+    assert (fleet.category("app", "w1"), fleet.revision("app", "w1")) == ("updating", "v1")
+
+
+def test_a_member_going_offline_in_a_started_stage_is_waited_for_from_then() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w2", 120))
+    fleet.apply(offline_app("1m", concurrency=1))
+    fleet.succeed("app", "c1")  # the wave starts: w1 updating, w2 waits for a slot
+    fleet.wait(120)  # w2's lease runs out while its stage runs
+    fleet.succeed("app", "w1")
+    assert fleet.category("app", "w2") == "awaited" and wave_state(fleet) == "Running"
+    fleet.wait(60)
+    assert fleet.category("app", "w2") == "not_ready" and wave_state(fleet) == "Succeeded"
+
+
+def test_a_cluster_that_left_the_fleet_is_not_waited_for() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), offline_app("10m"))
+    fleet.send(cluster_command("w1", "leave"))
+    fleet.succeed("app", "c1")
+    assert fleet.run_members("app")["w1"][0] == "Left" and wave_state(fleet) == "Succeeded"
+
+
+def test_a_new_run_waits_afresh_and_nothing_of_the_run_before() -> None:
+    fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w1", 30))
+    fleet.apply(offline_app("5m", "Fail", failures=1))
+    fleet.wait(31)
+    fleet.succeed("app", "c1", "w2")
+    fleet.wait(300)  # w1 failed by its wait, within budget
+    fleet.apply(module("app", {}, "v2", stage("canary", CANARY), stage("wave", WAVE), offline={"wait": "5m"}))
+    assert fleet.category("app", "w1") == "not_ready"  # no failure carried into run 2
+    fleet.succeed("app", "c1")
+    assert fleet.category("app", "w1") == "awaited"  # run 2's wave waits for it again
+
+
+def test_clusters_a_selector_widened_mid_run_takes_in_join_late_and_a_new_revision_takes_them_in() -> None:
+    fleet = given(cluster("c1", PROD_CANARY), cluster("w1", PROD_WAVE), cluster("d1", WAVE), late_app("v1", "NextRun"))
+    widened = module("app", {}, "v1", stage("canary", CANARY), stage("wave", WAVE), late_joiners="NextRun")
+    fleet.apply(widened)  # same revision, every cluster selected now: d1 joins run 1 late
+    assert fleet.category("app", "d1") == "deferred"
+    fleet.apply(
+        module("app", {"env": "prod"}, "v2", stage("canary", CANARY), stage("wave", WAVE), late_joiners="NextRun")
+    )
+    fleet.apply(module("app", {}, "v3", stage("canary", CANARY), stage("wave", WAVE), late_joiners="NextRun"))
+    # a new revision and a wider selector at once: d1 is a member of the run that revision starts
+    assert fleet.category("app", "d1") != "deferred"
+    assert fleet.run("app")["stages"]["wave"]["members"] == 2

@@ -41,6 +41,8 @@ from rollout.wire.decision_reasons import (
     ModuleWasDeleted,
     MovedToTarget,
     NewRevision,
+    OfflineWait,
+    OfflineWaitOver,
     Outstanding,
     Paused,
     Pinned,
@@ -123,7 +125,32 @@ EXAMPLES: list[tuple[Reason, str]] = [
         ClusterJoined(cluster="eu-1", stage="-", ready=False),
         "eu-1 matches the selector (stage -); not ready, skipped until it is",
     ),
+    (
+        ClusterJoined(cluster="eu-1", stage="wave", ready=True, late="next-run", run=2),
+        "eu-1 matches the selector (stage wave) after run 2 started: deferred to the next run (lateJoiners: NextRun)",
+    ),
+    (
+        ClusterJoined(cluster="eu-1", stage="wave", ready=True, late="excluded", run=2),
+        "eu-1 matches the selector (stage wave) after run 2 started: excluded from it (lateJoiners: Exclude)",
+    ),
+    (
+        StableUntilStage(cluster="eu-1", revision="v1", stage="wave", deferred=True),
+        "eu-1 → v1: joined mid-run, deferred to the next run; it runs the stable revision",
+    ),
     (ReadinessChanged(cluster="eu-1", ready=True), "eu-1 is ready"),
+    (
+        OfflineWait(cluster="eu-1", stage="wave", until=1_000_000.0, then="Fail"),
+        "eu-1 is offline: stage wave waits for it until 1970-01-12T13:46:40Z, then fails it",
+    ),
+    (
+        OfflineWait(cluster="eu-1", stage="wave", until=1_000_000.0),
+        "eu-1 is offline: stage wave waits for it until 1970-01-12T13:46:40Z, then skips it",
+    ),
+    (OfflineWaitOver(cluster="eu-1", stage="wave", wait="10m"), "eu-1 stayed offline for offline.wait 10m: skipped"),
+    (
+        OfflineWaitOver(cluster="eu-1", stage="wave", wait="10m", then="Fail"),
+        "eu-1 stayed offline for offline.wait 10m: failed",
+    ),
     (ReadinessChanged(cluster="eu-1", ready=False), "eu-1 is not ready"),
     (
         ReadinessChanged(cluster="eu-1", ready=False, left=True),

@@ -184,6 +184,16 @@ def past_the_tombstone_horizon(fleet: Fleet, redone: bool = False) -> None:
         fleet.tick(end)
 
 
+def offline_wait_over(fleet: Fleet) -> None:
+    """w1 goes offline before the wave starts; the wave waits a minute for it, then skips it
+    and passes."""
+    fleet.send(tick(T0), observed(cluster("c1", CANARY)), observed(cluster("w1", WAVE)), heartbeat("w1", 30))
+    fleet.send(app(offline={"wait": "1m"}))
+    fleet.tick(T0 + 31)
+    fleet.send(reported("app", "c1", "v1", "succeeded"))
+    fleet.tick(T0 + 100)
+
+
 def tombstone_pruned(fleet: Fleet) -> None:
     """c1 removed; a horizon later its tombstone is pruned, and its old observation, sent
     again, is a new cluster: app takes it."""
@@ -210,6 +220,7 @@ SCENARIOS: list[Callable[[Fleet], None]] = [
     hold_lapsed,
     break_glass_ended,
     calendar_break_glass_ended,
+    offline_wait_over,
     dependency_answered_after_its_intent,
     lease_expiry_redone,
     report_redone,

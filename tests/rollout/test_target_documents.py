@@ -29,6 +29,13 @@ def test_the_directly_written_target_document_is_the_models_json_in_every_state(
     fleet.fail("app", "w1")
     fleet.pin("app", "w3")
     fleet.send(applied(module("front", {"ring": "wave"}, "v1", depends_on=["base"])))
+    # late joiners kept out (lateJoiners), an offline member waited for and one failed by its wait
+    fleet.send(cluster("l0", {"ring": "late"}))  # updating: the runs below go on while l1 joins
+    fleet.send(applied(module("tardy", {"ring": "late"}, "v1", stage("all"), late_joiners="NextRun")))
+    fleet.send(applied(module("strict", {"ring": "late"}, "v1", stage("all"), late_joiners="Exclude")))
+    fleet.send(cluster("l1", {"ring": "late"}))
+    fleet.send(applied(module("patient", {"ring": "wave"}, "v1", stage("all"), offline={"wait": "10m"})))
+    fleet.send(applied(module("stern", {"ring": "wave"}, "v1", stage("all"), offline={"wait": "0s", "then": "Fail"})))
     seen = set()
     for target in fleet.targets.values():
         record = fleet.modules[target.module]
@@ -37,4 +44,6 @@ def test_the_directly_written_target_document_is_the_models_json_in_every_state(
         assert written == target_status(record, target, offline).as_json()
         assert TargetStatus.read(written).as_json() == written
         seen.add(target.category)
-    assert {"pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held"} <= seen, seen
+    every = {"pending", "updating", "succeeded", "failed", "not_ready", "pinned", "blocked", "held"}
+    assert every | {"deferred", "excluded", "awaited"} <= seen, seen
+    assert fleet.targets["stern/off"].offline_failed

@@ -21,7 +21,7 @@
 
 const PAGE_SIZE = 500;
 const VERDICT_WAIT_MS = 15000;
-const STATE_ORDER = ["succeeded", "awaiting_release", "updating", "failed", "pending", "not_ready", "pinned", "blocked", "held"];
+const STATE_ORDER = ["succeeded", "awaiting_release", "updating", "failed", "pending", "not_ready", "pinned", "blocked", "held", "deferred", "excluded", "awaited"];
 const app = { view: null, skew: 0, live: null, me: null };
 
 function h(tag, attrs, ...children) {
@@ -456,6 +456,15 @@ function stageHolds(stage, dependsOn, releaseName) {
     holds.push(h("div", { class: "hold blocked", testid: `held-${stage.name}` },
       `${stage.counts.held} held by their owners (rollout.dev/hold)`));
   }
+  if (stage.counts && stage.counts.awaited) {
+    holds.push(h("div", { class: "hold blocked", testid: `awaited-${stage.name}` },
+      `waits for ${stage.counts.awaited} offline member(s) to come back (offline.wait)`));
+  }
+  if (stage.counts && (stage.counts.deferred || stage.counts.excluded)) {
+    const late = [stage.counts.deferred ? `${stage.counts.deferred} deferred to the next run` : "",
+      stage.counts.excluded ? `${stage.counts.excluded} excluded from this run` : ""].filter(Boolean).join(", ");
+    holds.push(h("div", { class: "hold blocked", testid: `late-${stage.name}` }, `late joiners: ${late} (lateJoiners)`));
+  }
   return holds;
 }
 
@@ -465,10 +474,12 @@ function runSection(r) {
   const what = r.mode === "rollback" ? "rollback to" : "rollout of";
   // children, not one string: engineWhen is an element (with its title), not text
   const facts = [`run #${r.number}, ${what} generation ${r.generation}: ${r.members} member(s) fixed at its start`,
-    ...(r.startedAt ? [" (", engineWhen(r.startedAt), ")"] : []), r.left ? `, ${r.left} left since` : ""];
+    ...(r.startedAt ? [" (", engineWhen(r.startedAt), ")"] : []), r.left ? `, ${r.left} left since` : "",
+    r.followUp ? ` — the next run for the ${r.joiners} late joiner(s) the run before deferred`
+      : r.joiners ? `, ${r.joiners} late joiner(s) of the run before taken in` : ""];
   const rows = r.exceptions.map((m) => h("tr", { testid: `run-member-${m.cluster}`, "data-state": m.state },
     h("td", {}, link(`#/clusters/${encodeURIComponent(m.cluster)}`, m.cluster)), h("td", {}, m.stage),
-    h("td", {}, badge(m.state, m.state === "Left" || m.state === "SkippedOffline" ? "not_ready" : "pending")),
+    h("td", {}, badge(m.state, ["Left", "SkippedOffline", "AwaitingReturn"].includes(m.state) ? "not_ready" : "pending")),
     h("td", {}, m.why || "")));
   const more = r.exceptionsTotal > r.exceptions.length
     ? h("p", { class: "muted" }, `… and ${r.exceptionsTotal - r.exceptions.length} more`) : null;

@@ -621,6 +621,58 @@ def test_the_run_lists_who_it_went_on_without_and_why(page: Page, stack: Stack) 
     assert same_page(page)
 
 
+def test_a_late_joiner_deferred_to_the_next_run_is_shown_with_why(page: Page, stack: Stack) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import ModuleApplied
+
+    publish_fleet(stack, "tardy", "tardy", 2)  # two canaries
+    stages = [
+        {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+        {"name": "rest", "requireApproval": True},
+    ]
+    applied = module("tardy", app="tardy", tag="1.0.0", stages=stages)
+    document = applied.module.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    document["spec"]["rollout"]["lateJoiners"] = "NextRun"
+    late = ModuleApplied(module=MANIFEST_ADAPTER.validate_python(document))
+    off_loop(stack.send, "intents", "tardy", late)
+    open_dashboard(page, stack, "#/modules/tardy")
+    expect(page.get_by_test_id("module-phase")).to_have_text("AwaitingApproval", timeout=60_000)
+    joiner = cluster("tardy-09", labels={"app": "tardy", "ring": "wave", "order": "9"})
+    off_loop(stack.send, "clusters", "tardy-09", joiner)  # joins run 1 mid-way, in stage rest
+    member = page.get_by_test_id("run-member-tardy-09")
+    expect(member).to_have_attribute("data-state", "DeferredToNextRun", timeout=60_000)
+    expect(member).to_contain_text("joined mid-run (lateJoiners: NextRun): the next run moves it")
+    expect(page.get_by_test_id("late-rest")).to_contain_text("late joiners: 1 deferred to the next run")
+    expect(page.get_by_test_id("run-facts")).to_contain_text("2 member(s) fixed at its start")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-late-joiner.png"), full_page=True)
+    assert same_page(page)
+
+
+def test_a_stage_waiting_for_an_offline_member_says_which_and_until_when(page: Page, stack: Stack) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import ModuleApplied
+
+    publish_fleet(stack, "patient", "patient", 2)  # two canaries
+    off = cluster("patient-09", labels={"app": "patient", "ring": "rest", "order": "9"}, ready=False)
+    off_loop(stack.send, "clusters", "patient-09", off)
+    stages = [{"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}, {"name": "rest"}]
+    document = module("patient", app="patient", tag="1.0.0", stages=stages).module.model_dump(
+        mode="json", by_alias=True, exclude_defaults=True
+    )
+    document["spec"]["rollout"]["offline"] = {"wait": "1h", "then": "Skip"}
+    off_loop(stack.send, "intents", "patient", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(document)))
+    open_dashboard(page, stack, "#/modules/patient")
+    member = page.get_by_test_id("run-member-patient-09")
+    expect(member).to_have_attribute("data-state", "AwaitingReturn", timeout=60_000)
+    expect(member).to_contain_text(
+        "it is not ready (control plane or kubeconfig secret); stage rest waits for it until"
+    )
+    expect(page.get_by_test_id("awaited-rest")).to_contain_text("waits for 1 offline member(s) to come back")
+    expect(page.get_by_test_id("module-phase")).to_have_text("Progressing")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-offline-wait.png"), full_page=True)
+    assert same_page(page)
+
+
 def test_a_stage_with_waves_shows_the_open_wave_its_members_and_when_the_next_starts(page: Page, stack: Stack) -> None:
     publish_fleet(stack, "tide", "tide", 6)
     stages = [{"name": "all", "waves": {"size": 2, "seed": 3, "delay": "1h"}}]
