@@ -575,3 +575,31 @@ def test_clusters_a_selector_widened_mid_run_takes_in_join_late_and_a_new_revisi
     # a new revision and a wider selector at once: d1 is a member of the run that revision starts
     assert fleet.category("app", "d1") != "deferred"
     assert fleet.run("app")["stages"]["wave"]["members"] == 2
+
+
+def test_in_a_stage_graph_each_running_stage_waits_for_its_offline_members_and_late_joiners_wait_too() -> None:
+    # canary → {eu, us}: eu and us run at once; eu waits for its offline member, us passes
+    stages = [
+        stage("canary", {"ring": "canary"}),
+        {**stage("eu", {"ring": "eu"}), "after": [{"stage": "canary"}]},
+        {**stage("us", {"ring": "us"}), "after": [{"stage": "canary"}]},
+    ]
+    spec = {"late_joiners": "NextRun", "offline": {"wait": "5m"}}
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("eu-1", {"ring": "eu"}),
+        cluster("eu-2", {"ring": "eu"}),
+        cluster("us-1", {"ring": "us"}),
+        heartbeat("eu-2", 30),
+    )
+    fleet.apply(module("app", {}, "v1", *stages, **spec))
+    fleet.wait(31)  # eu-2 offline
+    fleet.send(cluster("us-2", {"ring": "us"}))  # joins mid-run: deferred
+    fleet.succeed("app", "c1")
+    fleet.succeed("app", "eu-1", "us-1")
+    states = {s["name"]: s["state"] for s in fleet.status("app")["stages"]}
+    assert fleet.category("app", "eu-2") == "awaited" and fleet.category("app", "us-2") == "deferred"
+    assert states["us"] == "Succeeded" and states["eu"] != "Succeeded"
+    fleet.wait(300)  # eu's wait for eu-2 is over: skipped; the run's stages pass, the next run moves us-2
+    assert fleet.category("app", "eu-2") == "not_ready"
+    assert fleet.run("app")["followUp"] and fleet.revision("app", "us-2") == "v1"
