@@ -9,7 +9,7 @@ wave runs without them and is done: the run never halts or stalls, every member 
 explicit state, and `rollout status` (text and `-o json`) says who was skipped, held and
 left, and why. Lifting the hold lets the held cluster move, and the module completes.
 
-A second module over the same clusters has `lateJoiners: NextRun` and `offline: {wait: 20s,
+A second module over the same clusters has `lateJoiners: NextRun` and `offline: {wait: 90s,
 then: Skip}`: the joiner is not taken into its run — DeferredToNextRun, its wave's members
 and budget unchanged; approved, its wave waits for the offline cluster (AwaitingReturn,
 until when) instead of passing at once, then skips it; its run passes its stages, and the
@@ -112,7 +112,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     stack.send("clusters", "l1", cluster("l1", "wave"))
     stack.send("clusters", "h1", cluster("h1", "wave", HOLD))
     stack.send("intents", "churned", module("1.0.0"))
-    patient = {"wait": "20s", "then": "Skip"}
+    patient = {"wait": "90s", "then": "Skip"}  # long enough to be seen under load
     stack.send("intents", "tardy", module("1.0.0", "tardy", late_joiners="NextRun", offline=patient))
     wait_for("the wave awaiting approval", lambda: status(stack).get("phase") == "AwaitingApproval", timeout=240)
     wait_for("tardy's wave awaiting approval", lambda: status(stack, "tardy").get("phase") == "AwaitingApproval")
@@ -141,7 +141,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
     stack.send("intents", "churned", RolloutCommanded(module="churned", command="approve", stage="wave"))
     stack.send("intents", "tardy", RolloutCommanded(module="tardy", command="approve", stage="wave"))
     # tardy's wave waits for o1, offline before it moved, up to its offline.wait
-    wait_for("o1 awaited by tardy", lambda: target(stack, "o1", "tardy").get("state") == "awaited", timeout=60)
+    wait_for("o1 awaited by tardy", lambda: target(stack, "o1", "tardy").get("state") == "awaited", timeout=85)
     state, why = members(stack, "tardy")["o1"]
     assert state == "AwaitingReturn" and "stage wave waits for it until" in why, why
     assert target(stack, "o1", "tardy")["offlineUntil"] > 0
@@ -182,7 +182,7 @@ def test_a_run_goes_on_through_fleet_churn_and_every_member_ends_in_an_explicit_
 
     # tardy's wait for o1 ran out: skipped; its run passed its stages with j1 deferred — the
     # next run started for j1 and moved it
-    wait_for("j1 on 1.0.0 in tardy", lambda: target(stack, "j1", "tardy").get("state") == "succeeded", timeout=90)
+    wait_for("j1 on 1.0.0 in tardy", lambda: target(stack, "j1", "tardy").get("state") == "succeeded", timeout=240)
     run = status(stack, "tardy")["run"]
     assert (run["number"], run["generation"], run["followUp"], run["joiners"]) == (2, 1, True, 1)
     assert members(stack, "tardy")["j1"] == ("Succeeded", "")
