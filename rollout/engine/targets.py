@@ -93,6 +93,9 @@ class TargetBook:
         self._pending = {}
         self._updating = {}
         self._held = {}
+        self._late = {}
+        self._not_ready = {}
+        self._waited = {}
         self._fleet = None
 
     def fleet_after(self, name: str, count: int) -> list[str]:
@@ -111,9 +114,8 @@ class TargetBook:
         """A cluster left the fleet (ClusterRemoved)."""
         if self._fleet is not None:
             self._fleet.discard(name)
-        self._late = {}
-        self._not_ready = {}
-        self._waited = {}
+        # its Targets are dropped in the same fold (Membership.cluster_changed), through
+        # `store_target`: that takes them out of every per-module index
 
     # -- indexes --------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from rollout.engine.state import DEPARTURES_KEPT
 from tests.rollout.builders import (
     T0,
@@ -542,6 +544,35 @@ def test_a_member_going_offline_in_a_started_stage_is_waited_for_from_then() -> 
     assert fleet.category("app", "w2") == "awaited" and wave_state(fleet) == "Running"
     fleet.wait(60)
     assert fleet.category("app", "w2") == "not_ready" and wave_state(fleet) == "Succeeded"
+
+
+@pytest.mark.parametrize("restarts", [False, True], ids=["one-engine", "restarted-before-every-event"])
+def test_a_cluster_removed_from_the_fleet_changes_no_other_members_offline_wait(restarts: bool) -> None:
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        cluster("w2", WAVE),
+        cluster("l1", WAVE),
+        cluster("l2", WAVE),
+        heartbeat("w1", 30),
+    )
+    fleet.apply(offline_app("10m"))
+    fleet.wait(31)  # w1 offline before its stage started
+    step = fleet.restart if restarts else (lambda: None)
+    step()
+    fleet.remove("l1")  # a removal before the wave starts: the wave still finds w1 offline
+    step()
+    fleet.succeed("app", "c1")
+    assert fleet.category("app", "w1") == "awaited"
+    step()
+    fleet.remove("l2")  # and one during the wait: the wait still ends at its time
+    step()
+    fleet.succeed("app", "w2")
+    assert wave_state(fleet) == "Running"
+    step()
+    fleet.wait(600)
+    assert fleet.category("app", "w1") == "not_ready" and wave_state(fleet) == "Succeeded"
+    assert fleet.decisions_of("app", "readiness")[-1].reason == "w1 stayed offline for offline.wait 10m: skipped"
 
 
 def test_a_cluster_that_left_the_fleet_is_not_waited_for() -> None:
