@@ -158,9 +158,12 @@ def status_renderable(
         parts.append(Text(f"Pinned: {', '.join(status.pinned)}"))
     failed = [t for t in targets if t.state == "failed"]
     if failed:
+        from rollout.wire.status import run_state
+
         parts.append(Text("\nFailed clusters:", style="red"))
-        for target in failed:
-            parts.append(Text(f"  {target.cluster} at {target.revision}: {target.message}"))
+        for target in failed:  # why as its run state says it: its report, or offline past its stage's wait
+            at = f" at {target.revision}" if target.revision is not None else ""
+            parts.append(Text(f"  {target.cluster}{at}: {run_state(target, status).why}"))
     if status.run is not None:
         parts += _run_exceptions(status, targets)
     if decisions:

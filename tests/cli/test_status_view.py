@@ -147,6 +147,26 @@ def test_status_lists_the_offline_members_a_stage_waits_for_and_until_when() -> 
     )
 
 
+def test_status_says_why_a_member_failed_by_its_offline_wait() -> None:
+    from rollout.wire.status import TargetStatus
+    from tests.rollout.builders import heartbeat
+
+    stages = (stage("canary", {"ring": "canary"}), stage("wave", failures=1))
+    fleet = given(cluster("c1", {"ring": "canary"}), cluster("w1", {"ring": "wave"}), heartbeat("w1", 30))
+    fleet.apply(module("app", {}, "v1", *stages, offline={"wait": "5m", "then": "Fail"}))
+    fleet.wait(31)
+    fleet.succeed("app", "c1")
+    fleet.wait(300)  # the wave's wait for w1 ran out: failed, within maxFailures
+    targets = [TargetStatus.read(v) for k, v in sorted(fleet.target_status.items()) if v is not None]
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(status_renderable(ModuleStatus.read(fleet.status("app")), targets, []))
+    text = console.export_text()
+    assert (
+        "Failed clusters:\n  w1: its lease expired (no heartbeat from its applier), past its stage's offline.wait"
+        in text
+    )
+
+
 def test_status_shows_the_current_wave_and_when_the_next_starts() -> None:
     waves = {"size": 2, "seed": 7, "delay": "10m"}
     fleet = given(*[cluster(f"c{n}") for n in range(1, 6)], module("app", {}, "v1", stage("all", waves=waves)))
