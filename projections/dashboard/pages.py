@@ -65,6 +65,7 @@ DECISIONS_SHOWN = 50
 RUN_EXCEPTIONS_SHOWN = 50
 RUN_EXCEPTIONS = (
     "AwaitingReturn",
+    "Failed",
     "SkippedOffline",
     "Held",
     "DeferredByWindow",
@@ -73,7 +74,9 @@ RUN_EXCEPTIONS = (
     "DeferredToNextRun",
     "Excluded",
 )
-"""The run states the module page lists by name, with why: the members the run went on without."""
+"""The run states the module page lists by name, with why: the offline members a stage waits
+for, the failed ones (a report's message, or offline past `offline.wait`), the members the
+run went on without and the late joiners it kept out."""
 
 
 @dataclass(frozen=True)

@@ -479,7 +479,8 @@ function runSection(r) {
       : r.joiners ? `, ${r.joiners} late joiner(s) of the run before taken in` : ""];
   const rows = r.exceptions.map((m) => h("tr", { testid: `run-member-${m.cluster}`, "data-state": m.state },
     h("td", {}, link(`#/clusters/${encodeURIComponent(m.cluster)}`, m.cluster)), h("td", {}, m.stage),
-    h("td", {}, badge(m.state, ["Left", "SkippedOffline", "AwaitingReturn"].includes(m.state) ? "not_ready" : "pending")),
+    h("td", {}, badge(m.state, m.state === "Failed" ? "failed"
+      : ["Left", "SkippedOffline", "AwaitingReturn"].includes(m.state) ? "not_ready" : "pending")),
     h("td", {}, m.why || "")));
   const more = r.exceptionsTotal > r.exceptions.length
     ? h("p", { class: "muted" }, `… and ${r.exceptionsTotal - r.exceptions.length} more`) : null;

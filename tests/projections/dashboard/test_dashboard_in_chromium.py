@@ -673,6 +673,28 @@ def test_a_stage_waiting_for_an_offline_member_says_which_and_until_when(page: P
     assert same_page(page)
 
 
+def test_a_member_failed_by_its_offline_wait_is_listed_in_the_run_with_why(page: Page, stack: Stack) -> None:
+    from rollout.api.manifests import MANIFEST_ADAPTER
+    from rollout.wire.events import ModuleApplied
+
+    publish_fleet(stack, "strict", "strict", 2)  # two canaries
+    off = cluster("strict-09", labels={"app": "strict", "ring": "rest", "order": "9"}, ready=False)
+    off_loop(stack.send, "clusters", "strict-09", off)
+    stages = [{"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}, {"name": "rest", "maxFailures": 1}]
+    document = module("strict", app="strict", tag="1.0.0", stages=stages).module.model_dump(
+        mode="json", by_alias=True, exclude_defaults=True
+    )
+    document["spec"]["rollout"]["offline"] = {"wait": "0s", "then": "Fail"}  # failed as soon as its stage starts
+    off_loop(stack.send, "intents", "strict", ModuleApplied(module=MANIFEST_ADAPTER.validate_python(document)))
+    open_dashboard(page, stack, "#/modules/strict")
+    member = page.get_by_test_id("run-member-strict-09")
+    expect(member).to_have_attribute("data-state", "Failed", timeout=60_000)
+    why = "it is not ready (control plane or kubeconfig secret), past its stage's offline.wait"
+    expect(member).to_contain_text(why)
+    expect(page.get_by_test_id("cell-strict-09")).to_have_attribute("data-state", "failed")
+    assert same_page(page)
+
+
 def test_a_stage_with_waves_shows_the_open_wave_its_members_and_when_the_next_starts(page: Page, stack: Stack) -> None:
     publish_fleet(stack, "tide", "tide", 6)
     stages = [{"name": "all", "waves": {"size": 2, "seed": 3, "delay": "1h"}}]
