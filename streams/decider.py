@@ -76,9 +76,12 @@ def engine_mappings() -> dict[str, type]:
 
 
 # fleet-sized tables: restored without decoding (a record is decoded when first read), and
-# the fleet's facts — equal in every journal partition — held once per worker process
-LAZY_MAPPINGS = ("targets", "clusters")
-SHARED_MAPPINGS = ("clusters",)
+# the fleet's facts and the holders claiming each cluster — equal in every journal partition
+# (broadcast) — held once per worker process: a wave-2 start of 90,000 clusters reached by the
+# appliers wrote a ClusterClaims per cluster in each of 4 partitions, ~1.8 KiB decoded apiece
+# (benchmarks/fleet_pipeline.py)
+LAZY_MAPPINGS = ("targets", "clusters", "claims")
+SHARED_MAPPINGS = ("clusters", "claims")
 # targets held decoded per partition, the most recently used; the rest as their bytes
 # (~0.5 KB each against ~2 KB): a stage being rolled out is far smaller than this
 HOT_RECORDS = {"targets": 50_000}
@@ -95,8 +98,19 @@ def document(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
+BATCH_WRITES = 20_000
+"""The most records (outputs and state changes) one batch of a journal partition writes,
+give or take the last event's: the batch stops folding there and the rest of what was fetched
+is the next transaction's (streams/slots.py). A fetch is bounded in bytes, but what its
+events write is not: an applier's claims reaching 84,000 clusters at once — a wave-2 start
+at 100,000 — fit in one fetch and wrote 168,000 state records (35 MiB encoded, with every
+record decoded beside it) in each of the 4 partitions' batches, the worker's RSS +1.3 GiB
+(benchmarks/fleet_pipeline.py). A continuation slice (2,000 moves) writes ~8,000."""
+
+
 class DecidePartition:
     engine_type: type[RolloutEngine] = RolloutEngine
+    batch_writes = BATCH_WRITES  # lowered by tests
 
     def __init__(self, tp: TopicPartition, topics: TopicNames, metrics: Metrics) -> None:
         self.partition = tp.partition
@@ -115,7 +129,7 @@ class DecidePartition:
     def reset(self) -> None:
         self.engine = self._new_engine()  # derived indexes are per engine: rebuilt lazily
 
-    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int:
         """Fold the batch in one go: a module record copied by one event of the batch is
         changed in place by the next (`private_records`, keyed by module name:
         rollout/engine/tables.py). If any event fails, that pass is
@@ -125,12 +139,12 @@ class DecidePartition:
         folded = Outputs(out.dead_letter_topic)
         self.engine.private_records = {}
         try:
-            notes = self._fold(records, folded, isolate=False)
+            count, notes = self._fold(records, folded, isolate=False)
         except Exception:
             self.state.drop_batch()
             self.reset()
             folded = Outputs(out.dead_letter_topic)
-            notes = self._fold(records, folded, isolate=True)
+            count, notes = self._fold(records, folded, isolate=True)
         finally:
             self.engine.private_records = None
         out.extend(folded)
@@ -139,16 +153,24 @@ class DecidePartition:
             decisions[decision.action] += 1
             if decision.action in NOTED_ACTIONS:
                 self._note(decision, event_id)
-        for action, count in decisions.items():
-            self.metrics.decisions.labels(action).inc(count)
+        for action, made in decisions.items():
+            self.metrics.decisions.labels(action).inc(made)
+        return count
 
-    def _fold(self, records: Sequence[ConsumerRecord], out: Outputs, *, isolate: bool) -> list[tuple[Decision, str]]:
-        """The batch's outputs into `out`; the decisions made, with the id of their event.
-        `isolate`: an event that fails is undone alone and becomes a dead letter; otherwise
-        its exception ends the pass."""
+    def _fold(
+        self, records: Sequence[ConsumerRecord], out: Outputs, *, isolate: bool
+    ) -> tuple[int, list[tuple[Decision, str]]]:
+        """The batch's outputs into `out`: how many records were folded — all, or as many as
+        fit in `batch_writes` (one at least) — and the decisions made, with the id of their
+        event. `isolate`: an event that fails is undone alone and becomes a dead letter;
+        otherwise its exception ends the pass."""
         module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
         notes: list[tuple[Decision, str]] = []
+        count = 0
         for record in records:
+            if count and self._written(out) >= self.batch_writes:
+                break
+            count += 1
             event = None
             try:
                 event = parse_journal_event(record.value)
@@ -175,7 +197,11 @@ class DecidePartition:
             if status is DEFERRED:
                 status = self.engine.status_of(module)
             out.send_latest(self.topics.module_status, module.encode(), None if status is None else document(status))
-        return notes
+        return count, notes
+
+    def _written(self, out: Outputs) -> int:
+        """Records the batch writes so far: its outputs and its state changes."""
+        return len(out.records) + len(out.latest) + self.state.batch_writes()
 
     def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
         topics = self.topics

@@ -77,7 +77,11 @@ class PartitionProcessor(Protocol):
     @property
     def state(self) -> PartitionState | None: ...  # read-only here: a stage's own may be narrower
 
-    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None: ...
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int | None:
+        """Fold `records` into `out` (and the state); how many of them, from the first, were
+        folded — None: all. A processor whose batch would write more than it should (its
+        own bound) stops early, after one record at least; the rest is folded into the next
+        transaction."""
 
     def reset(self) -> None:
         """Forget derived caches: the state was dropped back to its committed values."""
@@ -178,6 +182,7 @@ class Prepared:
     outputs: list[OutRecord]
     state_records: list[OutRecord]
     dead_letters: int
+    rest: list[ConsumerRecord] = field(default_factory=list)  # not folded: the next transaction's
 
 
 class BatchCommitter:
@@ -242,8 +247,10 @@ class BatchCommitter:
         state = slot.processor.state
         if state is not None:
             state.seal_batch()
-        slot.position = end
+        slot.position = prepared.end
         slot.inflight = asyncio.create_task(self._commit(slot, prepared), name=f"{self.stage} {name(slot.tp)}")
+        if prepared.rest:  # the processor stopped at its bound: the rest is the next transaction
+            return await self.transact(slot, prepared.rest, end, wait=wait)
         return await self.settle(slot) if wait else True
 
     async def settle(self, slot: Slot) -> bool:
@@ -263,10 +270,19 @@ class BatchCommitter:
         error that stopped it (what it folded is dropped)."""
         processor, state, poison = slot.processor, slot.processor.state, slot.isolation.poison
         out = Outputs(self.dead_letter_topic)
+        rest: list[ConsumerRecord] = []
         try:
+            live = [r for r in records if r.offset not in poison]
+            folded = processor.process(live, end, out)
+            if folded is not None and 0 < folded < len(live):  # stopped at its bound
+                cut = live[folded].offset
+                records, rest, end = (
+                    [r for r in records if r.offset < cut],
+                    [r for r in records if r.offset >= cut],
+                    cut,
+                )
             for record in (r for r in records if r.offset in poison):
                 out.reject(POISON_REASON, record, self.stage)
-            processor.process([r for r in records if r.offset not in poison], end, out)
             if state is not None:
                 before = state.tracking
                 state.tracking = Tracking(offset=end, events=before.events + len(records))
@@ -277,7 +293,7 @@ class BatchCommitter:
             self.drop(slot)
             return error
         state_records = [OutRecord(self.state_topic, k, v, slot.tp.partition) for k, v in changes]
-        return Prepared(records, end, out.all(), state_records, out.dead_letters)
+        return Prepared(records, end, out.all(), state_records, out.dead_letters, rest)
 
     async def _commit(self, slot: Slot, batch: Prepared) -> bool:
         """The sealed batch's transaction; on success its state is committed."""

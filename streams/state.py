@@ -407,6 +407,10 @@ class PartitionState:
             mapping.drop_sealed()
         self.drop_batch()
 
+    def batch_writes(self) -> int:
+        """How many keys the batch layer has written (each a state record of its changelog)."""
+        return sum(len(mapping._batch) for mapping in self.mappings.values())
+
     def changelog(self) -> list[tuple[bytes, bytes | None]]:
         """The batch layer as state-topic records (key, JSON value or tombstone)."""
         records: list[tuple[bytes, bytes | None]] = []

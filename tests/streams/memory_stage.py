@@ -1,7 +1,8 @@
 """A stage on the in-memory broker (streams/memory_broker.py), for the delivery's tests.
 
 `Echo` echoes every input's value to the output topic — same partition, in order — and, when
-stateful, counts them in its state; an input whose value starts with `raise` makes its
+stateful, counts them in its state (with a `bound`, at most that many a batch: the rest is
+the next transaction's); an input whose value starts with `raise` makes its
 processing fail, one starting with `huge` makes an output larger than the broker accepts
 (both are poison: dead letters, never outputs). `Stage` holds a broker, the topics and the
 workers (one `StageRunner` each, with a transport of its own that can crash).
@@ -34,8 +35,11 @@ class Echo:
         self.tp = tp
         self.state = PartitionState({"echoed": int}) if stateful else None
         self.resets = 0
+        self.bound: int | None = None  # folds at most this many records a batch (the rest: the next)
 
-    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> None:
+    def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int | None:
+        if self.bound is not None:
+            records = records[: self.bound]
         for record in records:
             if record.value.startswith(b"raise"):
                 raise ValueError(f"cannot process {record.value!r}")
@@ -46,6 +50,7 @@ class Echo:
                 echoed["count"] = echoed.get("count", 0) + 1
                 echoed["last"] = record.offset
                 self.state.keep_event()
+        return None if self.bound is None else len(records)
 
     def reset(self) -> None:
         self.resets += 1

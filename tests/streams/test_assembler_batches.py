@@ -90,3 +90,30 @@ def test_a_cluster_emptied_in_a_batch_sends_its_tombstone() -> None:
     stage.process(records(*batch), 0, out)
     assert [(key, record.value) for (_, key), record in out.latest.items()] == [(b"eu-1", None)]
     assert one_by_one(*batch) == {"eu-1": None}
+
+
+def test_the_assembler_holds_only_its_most_recent_records_decoded_and_publishes_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(assembler.HOT_RECORDS, "assemblages", 4)
+    capped = AssemblePartition(TopicPartition("test.assignments", 0), TOPICS, Metrics())
+    monkeypatch.setitem(assembler.HOT_RECORDS, "assemblages", 1000)
+    unbounded = AssemblePartition(TopicPartition("test.assignments", 0), TOPICS, Metrics())
+    first = [assignment(f"c-{n}", "m-0") for n in range(20)]
+    again = [assignment(f"c-{n}", "m-1") for n in range(0, 20, 3)]  # cold records read and changed
+
+    sent: list[dict[bytes, bytes | None]] = []
+    for stage in (capped, unbounded):
+        published: dict[bytes, bytes | None] = {}
+        for batch in (first, again):
+            out = Outputs("test.dead-letters")
+            stage.process(records(*batch), 0, out)
+            stage.state.changelog()
+            stage.state.commit_batch()
+            published |= {key: record.value for (_, key), record in out.latest.items()}
+        sent.append(published)
+
+    assert sent[0] == sent[1]
+    assert capped.records.committed.undecoded() == 20 - 4  # type: ignore[attr-defined]
+    assert unbounded.records.committed.undecoded() == 0  # type: ignore[attr-defined]
+    assert orjson.loads(sent[0][b"c-0"] or b"{}")["version"] == 2

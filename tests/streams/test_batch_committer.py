@@ -4,6 +4,7 @@ are folded, pipelined and committed — and what a failure leaves behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 
 import pytest
@@ -110,6 +111,21 @@ async def test_a_batch_commits_its_outputs_its_state_and_its_position_together()
         b"echoed:last",
         b"tracking:position",
     ]
+
+
+async def test_a_batch_its_processor_stops_short_of_is_committed_in_transactions_of_its_own() -> None:
+    partition = await Partition(commit_hops=5).ready()
+    partition.processor.bound = 2
+    partition.arrive(b"a", b"b", b"c", b"d", b"e")
+
+    await partition.deliver(partition.read())
+    assert await partition.committer.settle(partition.slot)
+
+    assert partition.outputs() == [b"a", b"b", b"c", b"d", b"e"]  # each once, in order
+    assert partition.committed_count() == 5
+    positions = [r.value for r in partition.broker.committed_records(STATE, 0) if r.key == b"tracking:position"]
+    assert [json.loads(p)["offset"] for p in positions] == [2, 4, 5]  # one transaction per part
+    assert partition.slot.position == partition.slot.committed_position == 5
 
 
 async def test_the_next_batch_is_folded_while_the_previous_transaction_is_in_flight() -> None:

@@ -13,6 +13,7 @@ from rollout.engine.state import ClusterFacts, Target
 from rollout.engine.stored import RecordFromNewerRelease
 from streams.decider import DecidePartition
 from streams.state import PartitionState, _Stored, shared_records
+from tests.streams.test_decider_batch_bound import SETUP, claims, fold_all, journal
 
 SCHEMA = {"clusters": ClusterFacts, "targets": Target}
 
@@ -82,11 +83,11 @@ def test_restored_facts_are_shared_with_the_partitions_that_folded_them() -> Non
     assert len(shared_records("clusters")) >= 50
 
 
-def test_the_decider_restores_its_fleet_tables_lazily_and_shares_the_facts() -> None:
+def test_the_decider_restores_its_fleet_tables_lazily_and_shares_the_facts_and_claims() -> None:
     names = TopicNames("fleet-tables.")
     decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
-    assert decider.state.lazy == {"targets", "clusters"}
-    assert set(decider.state.shared) == {"clusters"}
+    assert decider.state.lazy == {"targets", "clusters", "claims"}
+    assert set(decider.state.shared) == {"clusters", "claims"}
 
 
 def test_a_lazily_restored_table_equals_an_eager_one_whichever_side_it_is_on() -> None:
@@ -134,3 +135,15 @@ def test_a_hot_capped_table_restored_and_refolded_agrees_with_an_unbounded_one()
         state.commit_batch()
     assert capped.mappings["targets"].committed == unbounded.mappings["targets"].committed
     assert capped.changelog() == unbounded.changelog() == []
+
+
+def test_the_claims_two_partitions_fold_from_one_applier_are_one_object_in_the_process() -> None:
+    events = claims()
+    names = TopicNames("bound.")
+    partitions = [DecidePartition(TopicPartition(names.journal, p), names, Metrics()) for p in (0, 1)]
+    for decider in partitions:
+        fold_all(decider, journal([*SETUP, *events]))
+    first, second = (decider.state.mappings["claims"] for decider in partitions)
+
+    assert len(first.committed) == len(SETUP) - 1  # every cluster claimed
+    assert all(first[name] is second[name] for name in first.committed)

@@ -1,0 +1,413 @@
+"""The whole worker pipeline in one process — route → decide → assemble, on the real
+`StageRunner`s and their delivery (transactions, outputs, state changelogs) over the
+in-memory broker (streams/memory_broker.py) — through a fleet's rollout, stage by stage:
+where the worker's memory and CPU go per moved cluster.
+
+    .venv/bin/python benchmarks/fleet_pipeline.py [--clusters 20000] [--modules 20] [--partitions 4]
+        [--trace] [--until wave-2]
+
+The `large` scenario of benchmarks/fleet.py without Kafka and without appliers: the fleet
+(labels `ring` canary / wave-1 / wave-2 as fleet.py's) on cluster-observations, then the
+modules on intents (m-000 rolls out: canary 10, wave-1 10 % at 50 %, wave-2 the rest at
+100 %; the others wait for an approval of their canary, so every cluster is a pending
+target of each), then a `succeeded` report on sync-status for every cluster the decider
+has moved (what an applier with `--simulate-status` sends), until m-000 is Complete.
+The three stages run as the worker runs them (`streams/app.py`'s specs), each stage's
+partitions fetched at most `BATCH_BYTES_PER_PARTITION` per poll as aiokafka's consumer
+does.
+
+The broker is memory, not the worker's: of the topics no stage reads (assemblages, status
+documents, decisions, state topics) it keeps no values, only their count and bytes; of the
+ones the stages read (inputs, journal, assignments, dependencies) it drops each value once
+every stage reading it has passed it — so the process's RSS is the worker's (plus a few
+hundred bytes per record of bookkeeping).
+
+Printed per phase (fleet, modules joined, canary, wave-1, wave-2): wall and CPU seconds,
+CPU per stage (the time each stage's `step` took, fold and delivery) and per cluster moved,
+RSS after and its peak (sampled every 5 ms), records and bytes per output topic, the largest
+batch each stage folded. `--trace`: tracemalloc's top allocations still held at the end of
+each phase, and those that grew during it (slow: use a small fleet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import time
+import tracemalloc
+from collections import Counter, defaultdict
+from typing import Any
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+from bench_events import cluster_event
+from fleet_memory import CANARY, module_event, module_name, ring
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as PromCounter
+from stage_slices import Sampler, rss_mib
+
+from infra.observability import Metrics
+from infra.settings import Settings
+from infra.topics import TOPICS, TopicNames
+from projections.heartbeats import Heartbeats
+from rollout.wire.events import SyncStatusReported, Tick
+from streams.app import stage_specs
+from streams.decider import DecidePartition
+from streams.delivery import StageRunner
+from streams.heap import Heap
+from streams.memory_broker import MemoryBroker, MemoryTransport, _Entry
+from streams.transport import BATCH_BYTES_PER_PARTITION
+
+PREFIX = "bench."
+READ_BY_STAGES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies", "journal", "assignments")
+
+
+class WorkerBroker(MemoryBroker):
+    """The in-memory broker, holding only what the stages still have to read (module doc)."""
+
+    def __init__(self, topics: TopicNames) -> None:
+        super().__init__(max_message_bytes=8 * 1024 * 1024)
+        self.read = {topics.name(role) for role in READ_BY_STAGES}
+        self.records: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
+        self.trimmed: dict[TopicPartition, int] = defaultdict(int)
+        self.sunk: Counter[TopicPartition] = Counter()
+        self.proxy = topics.proxy
+        self.snapshots: list[bytes] = []  # clusters whose ProxyAssemblage was written (an applier's reach)
+
+    def write(self, transactional_id: str, epoch: int, tp: TopicPartition, records: Any) -> int:
+        self.records[tp.topic] += len(records)
+        self.bytes[tp.topic] += sum(len(k or b"") + len(v or b"") for k, v in records)
+        if tp.topic == self.proxy:
+            self.snapshots.extend(k for k, v in records if v is not None)
+        if tp.topic not in self.read:  # nobody reads it: kept as a count (a base offset per write)
+            self._transaction(transactional_id, epoch)  # fencing, as the broker's
+            self.sunk[tp] += len(records)
+            return self.sunk[tp] - len(records)
+        return super().write(transactional_id, epoch, tp, records)
+
+    def read_committed(
+        self, tp: TopicPartition, start: int, limit: int | None, until: int | None = None
+    ) -> tuple[list[ConsumerRecord], int]:
+        """A consumer's fetch (`limit` given) is bounded by bytes, as aiokafka's
+        `max_partition_fetch_bytes`: the first record always, then up to the bound."""
+        if limit is None:
+            return super().read_committed(tp, start, limit, until)
+        records, position = super().read_committed(tp, start, 2000, until)
+        size = 0
+        for index, record in enumerate(records):
+            size += len(record.value or b"") + len(record.key or b"")
+            if index and size > BATCH_BYTES_PER_PARTITION:
+                return records[:index], record.offset
+        return records, position
+
+    def trim(self, consumers: list[Any]) -> None:
+        """Drop the values every consumer reading a partition has passed (Kafka keeps them
+        on its disk, not in the worker)."""
+        passed: dict[TopicPartition, int] = {}
+        for consumer in consumers:
+            for tp, position in consumer._positions.items():
+                passed[tp] = min(passed.get(tp, position), position)
+        for tp, position in passed.items():
+            log = self._logs[tp]
+            for offset in range(self.trimmed[tp], min(position, len(log))):
+                entry = log[offset]
+                if entry.value is not None:
+                    log[offset] = _Entry(None, None, 0, entry.transaction, entry.control)
+            self.trimmed[tp] = max(self.trimmed[tp], position)
+
+
+class Pipeline:
+    """The three stages on a `WorkerBroker`, as one worker process runs them."""
+
+    def __init__(self, partitions: int) -> None:
+        self.topics = TopicNames(PREFIX)
+        self.broker = WorkerBroker(self.topics)
+        for spec in TOPICS:
+            self.broker.create_topic(self.topics.name(spec.role), 1 if spec.single_partition else partitions)
+        self.transport = MemoryTransport(self.broker, max_records=2000)
+        settings = Settings(bootstrap_servers="memory", topic_prefix=PREFIX, partitions=partitions)
+        self.metrics = Metrics()
+        duplicates = PromCounter("duplicates", "", ["stage"], registry=CollectorRegistry())
+        self.runners = [
+            StageRunner(spec, metrics=self.metrics, duplicates=duplicates, transport=self.transport)
+            for spec in stage_specs(settings, self.metrics)
+        ]
+        for runner in self.runners:
+            self._measure_batches(runner)
+        self.outputs: dict[str, tuple[int, int, int]] = defaultdict(lambda: (0, 0, 0))  # stage → largest batch
+        self.cpu: Counter[str] = Counter()
+        self.largest: dict[str, int] = defaultdict(int)
+        self.batches: Counter[str] = Counter()
+        self.inputs = 0
+        self.heap: Heap | None = None
+
+    def _measure_batches(self, runner: StageRunner) -> None:
+        """Each batch's outputs and state records (records, bytes): the largest per stage."""
+        committer, stage = runner.committer, runner.spec.name
+        prepare = committer._prepare
+
+        def measured(slot: Any, records: Any, end: int) -> Any:
+            prepared = prepare(slot, records, end)
+            if not isinstance(prepared, Exception):
+                written = [*prepared.outputs, *prepared.state_records]
+                size = sum(len(r.key or b"") + len(r.value or b"") for r in written)
+                largest = self.outputs[stage]
+                if size > largest[2]:
+                    self.outputs[stage] = (len(prepared.outputs), len(prepared.state_records), size)
+            return prepared
+
+        committer._prepare = measured  # type: ignore[method-assign]
+
+    async def start(self) -> None:
+        for runner in self.runners:
+            await runner.start()
+        for runner in self.runners:
+            await runner.step(timeout_ms=0)  # joins: the take-overs (empty state topics)
+
+    def publish(self, role: str, values: list[bytes], key: bytes | None = None) -> None:
+        topic = self.topics.name(role)
+        for index, value in enumerate(values):
+            partition = index % self.broker.partitions(topic)
+            self.broker.produce(topic, partition, [value], key=key)
+        self.inputs += len(values)
+
+    async def run_until_idle(self) -> None:
+        """Every stage steps until none has anything left to fold, nor a transaction in flight."""
+        while True:
+            busy = False
+            for runner in self.runners:
+                before = self._positions(runner)
+                started = time.process_time()
+                await runner.step(timeout_ms=0)
+                await asyncio.sleep(0)
+                for slot in runner.slots.values():
+                    if slot.inflight is not None:
+                        await asyncio.shield(slot.inflight)
+                self.cpu[runner.spec.name] += time.process_time() - started
+                after = self._positions(runner)
+                moved = sum(after.values()) - sum(before.values())
+                if moved:
+                    busy = True
+                    self.batches[runner.spec.name] += 1
+                    self.largest[runner.spec.name] = max(self.largest[runner.spec.name], moved)
+            self.broker.trim(self.transport.consumers)
+            if self.heap is not None:
+                self.heap.settle_if_due()  # the worker's `_observe` asks every 0.5 s
+            if not busy:
+                return
+
+    @staticmethod
+    def _positions(runner: StageRunner) -> dict[TopicPartition, int]:
+        return {tp: slot.position for tp, slot in runner.slots.items()}
+
+    def deciders(self) -> list[DecidePartition]:
+        decide = next(runner for runner in self.runners if runner.spec.name == "decide")
+        return [slot.processor for slot in decide.slots.values()]  # type: ignore[misc]
+
+    def updating(self, module: str) -> list[str]:
+        return sorted(c for decider in self.deciders() for c in decider.engine.book.updating_clusters(module))
+
+    def status(self, module: str) -> dict[str, Any]:
+        for decider in self.deciders():
+            status = decider.engine.status_of(module)
+            if status is not None:
+                return status  # type: ignore[no-any-return]
+        return {}
+
+
+class Appliers:
+    """Two applier replicas' heartbeats (projections/heartbeats.py, the real code): each
+    reaches the clusters whose ProxyAssemblage it wrote (split by the cluster's hash, as the
+    applier group splits the assemblage partitions), and beats once per round; and the
+    worker's ticks, one per round, `interval` seconds of engine time apart."""
+
+    def __init__(self, pipeline: Pipeline, replicas: int, lease_seconds: float, interval: float) -> None:
+        self.pipeline = pipeline
+        self.interval = interval
+        self.now = 1_800_000_000.0
+        self.beats = [
+            Heartbeats(self._publish, lease_seconds=lease_seconds, holder=f"applier-{i}", clock=lambda: self.now)
+            for i in range(replicas)
+        ]
+
+    async def _publish(self, key: str, value: bytes) -> None:
+        self.pipeline.publish("heartbeats", [value], key=key.encode())
+
+    async def round(self) -> None:
+        """What the appliers and the ticker say in `interval` seconds."""
+        self.now += self.interval
+        snapshots, self.pipeline.broker.snapshots = self.pipeline.broker.snapshots, []
+        for key in snapshots:
+            self.beats[hash(key) % len(self.beats)].written("ProxyAssemblage", key.decode())
+        for beats in self.beats:
+            await beats.beat()
+        self.pipeline.publish("ticks", [Tick(now=self.now).to_bytes()], key=b"tick")
+        await self.pipeline.run_until_idle()
+
+
+class Phases:
+    """Per phase: time, CPU per stage, RSS, outputs; tracemalloc when asked."""
+
+    def __init__(self, pipeline: Pipeline, trace: bool) -> None:
+        self.pipeline = pipeline
+        self.trace = trace
+        self.rows: list[str] = []
+        self._start()
+
+    def _start(self) -> None:
+        self.wall, self.cpu_started = time.perf_counter(), time.process_time()
+        self.stage_cpu = Counter(self.pipeline.cpu)
+        self.records = Counter(self.pipeline.broker.records)
+        self.bytes = Counter(self.pipeline.broker.bytes)
+        self.sampler = Sampler()
+        self.sampler.start()
+        self.snapshot = tracemalloc.take_snapshot() if self.trace else None
+
+    def end(self, name: str) -> None:
+        self.sampler.stop()
+        pipeline = self.pipeline
+        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu_started
+        stages = {stage: pipeline.cpu[stage] - self.stage_cpu[stage] for stage in ("route", "decide", "assemble")}
+        records = pipeline.broker.records - self.records
+        size = pipeline.broker.bytes - self.bytes
+        moved = records[pipeline.topics.assignments]
+        rss = rss_mib()
+        Heap().settle()  # what the worker's next settle leaves (streams/heap.py: every 5 minutes)
+        settled = rss_mib()
+        per_move = f", {moved:,} moved, {1000 * cpu / moved:.2f} ms CPU per move" if moved else ""
+        print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU{per_move} "
+              f"(route {stages['route']:.1f}, decide {stages['decide']:.1f}, assemble {stages['assemble']:.1f} s); "
+              f"RSS peak {self.sampler.peak:.0f} MiB, after {rss:.0f} MiB, settled {settled:.0f} MiB; "
+              f"{gc.get_freeze_count():,} objects frozen", flush=True)  # fmt: skip
+        written = ", ".join(
+            f"{topic.removeprefix(PREFIX)} {records[topic]:,} ({size[topic] / 2**20:.1f} MiB)"
+            for topic in sorted(records, key=lambda t: -size[t])
+        )
+        print(f"    written: {written}", flush=True)
+        largest = ", ".join(
+            f"{stage} {o:,} outputs + {st:,} state records ({size / 2**20:.1f} MiB)"
+            for stage, (o, st, size) in pipeline.outputs.items()
+        )
+        print(f"    largest batch written: {largest}", flush=True)
+        pipeline.outputs.clear()
+        if self.snapshot is not None:
+            current, peak = tracemalloc.get_traced_memory()
+            print(f"    tracemalloc: {current / 2**20:.0f} MiB held, peak {peak / 2**20:.0f} MiB", flush=True)
+            tracemalloc.reset_peak()
+            now = tracemalloc.take_snapshot()
+            for title, stats in (
+                ("grew during the phase", now.compare_to(self.snapshot, "traceback")[:8]),
+                ("held at its end", now.statistics("traceback")[:8]),
+            ):
+                print(f"    tracemalloc, {title}:")
+                for stat in stats:
+                    lines = stat.traceback.format(limit=7, most_recent_first=True)
+                    print(f"      {stat.size / 2**20:.1f} MiB in {stat.count} blocks ({stat}):".split(" (")[0])
+                    print("        " + "\n        ".join(line for line in lines if not line.startswith("    ")))
+        self._start()
+
+
+async def rollout(args: argparse.Namespace) -> None:
+    pipeline = Pipeline(args.partitions)
+    await pipeline.start()
+    heap = Heap()
+    if args.heap == "worker":  # as streams/app.py's Worker: young collections rarer, survivors frozen
+        heap.collect_young_less_often()
+        heap.settle()
+        heap.freeze_after_full_collections()
+    pipeline.heap = heap
+    appliers = Appliers(pipeline, args.appliers, args.lease_seconds, args.tick_interval) if args.appliers else None
+    if args.trace:
+        tracemalloc.start(10)
+    print(f"{args.clusters:,} clusters x {args.modules} modules, {args.partitions} partitions: route → decide → "
+          f"assemble in one process on the in-memory broker; RSS at start {rss_mib():.0f} MiB", flush=True)  # fmt: skip
+    phases = Phases(pipeline, args.trace)
+    for first in range(0, args.clusters, 2000):
+        pipeline.publish(
+            "clusters",
+            [
+                cluster_event(i, {"env": "prod", "ring": ring(i, args.clusters)}).to_bytes()
+                for i in range(first, min(first + 2000, args.clusters))
+            ],
+        )
+        await pipeline.run_until_idle()
+    phases.end("fleet folded")
+    if args.until == "fleet":
+        return
+    if appliers is not None:
+        await appliers.round()
+    pipeline.publish("intents", [module_event(m) for m in range(args.modules)])
+    await pipeline.run_until_idle()
+    if appliers is not None:
+        await appliers.round()
+    module = module_name(0)
+    phases.end(f"{args.modules} modules joined, m-000's canary started")
+    stage = "canary"
+    reported: set[str] = set()
+    while True:
+        waiting = [c for c in pipeline.updating(module) if c not in reported]
+        if not waiting:
+            status = pipeline.status(module)
+            current = status.get("stage") or status.get("currentStage") or "?"
+            print(f"    m-000: phase {status.get('phase')}, stage {current}", flush=True)
+            break
+        for first in range(0, len(waiting), 2000):
+            chunk = waiting[first : first + 2000]
+            reported.update(chunk)
+            pipeline.publish(
+                "status",
+                [
+                    SyncStatusReported(
+                        cluster=c, module=module, revision="6.7.0", state="succeeded", generation=1
+                    ).to_bytes()
+                    for c in chunk
+                ],
+                key=module.encode(),
+            )
+            await pipeline.run_until_idle()
+            if appliers is not None:
+                await appliers.round()
+        print(f"      {len(reported):,} reported, RSS {rss_mib():.0f} MiB", flush=True)
+        now_stage = next_stage(len(reported), args.clusters)
+        if now_stage != stage:
+            phases.end(f"{stage} succeeded, {now_stage} started")
+            stage = now_stage
+            if args.until == stage:
+                break
+    if args.until != stage:
+        phases.end(f"{stage} succeeded")
+    print(f"largest batch per stage (input records): {dict(pipeline.largest)}; batches {dict(pipeline.batches)}")
+
+
+def next_stage(reported: int, clusters: int) -> str:
+    if reported < CANARY:
+        return "canary"
+    if reported < CANARY + clusters // 10:
+        return "wave-1"
+    return "wave-2" if reported < clusters else "done"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clusters", type=int, default=20_000)
+    parser.add_argument("--modules", type=int, default=20)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--appliers", type=int, default=2, help="applier replicas beating (0: no leases, no ticks)")
+    parser.add_argument("--lease-seconds", type=float, default=60.0, help="the appliers' lease (as fleet.py's)")
+    parser.add_argument("--tick-interval", type=float, default=10.0, help="engine seconds between rounds")
+    parser.add_argument(
+        "--heap",
+        choices=("worker", "default"),
+        default="worker",
+        help="the worker's collector policy (streams/heap.py), or CPython's defaults",
+    )
+    parser.add_argument("--trace", action="store_true", help="tracemalloc per phase (slow: use a small fleet)")
+    parser.add_argument("--until", choices=("fleet", "wave-1", "wave-2", "done"), default="done")
+    args = parser.parse_args()
+    asyncio.run(rollout(args))
+
+
+if __name__ == "__main__":
+    main()
