@@ -4,7 +4,8 @@ in-memory broker (streams/memory_broker.py) — through a fleet's rollout, stage
 where the worker's memory and CPU go per moved cluster.
 
     .venv/bin/python benchmarks/fleet_pipeline.py [--clusters 20000] [--modules 20] [--partitions 4]
-        [--trace] [--until wave-2]
+        [--appliers 2] [--lease-seconds 60] [--tick-interval 10] [--heap worker|default]
+        [--trace] [--until fleet|wave-1|wave-2|done]
 
 The `large` scenario of benchmarks/fleet.py without Kafka and without appliers: the fleet
 (labels `ring` canary / wave-1 / wave-2 as fleet.py's) on cluster-observations, then the
@@ -12,9 +13,12 @@ modules on intents (m-000 rolls out: canary 10, wave-1 10 % at 50 %, wave-2 the 
 100 %; the others wait for an approval of their canary, so every cluster is a pending
 target of each), then a `succeeded` report on sync-status for every cluster the decider
 has moved (what an applier with `--simulate-status` sends), until m-000 is Complete.
-The three stages run as the worker runs them (`streams/app.py`'s specs), each stage's
-partitions fetched at most `BATCH_BYTES_PER_PARTITION` per poll as aiokafka's consumer
-does.
+The three stages run as the worker runs them (`streams/app.py`'s specs, the worker's heap
+policy: streams/heap.py), each stage's partitions fetched at most
+`BATCH_BYTES_PER_PARTITION` per poll as aiokafka's consumer does. After each round of
+reports, `--appliers` replicas beat with the real heartbeat code (projections/heartbeats.py:
+claims of the clusters whose ProxyAssemblage was written) and a Tick moves engine time by
+`--tick-interval` — what the end-to-end run's appliers and ticker add.
 
 The broker is memory, not the worker's: of the topics no stage reads (assemblages, status
 documents, decisions, state topics) it keeps no values, only their count and bytes; of the

@@ -33,6 +33,11 @@ two more round trips each, AddOffsetsToTxn and TxnOffsetCommit; the group offset
 reported for monitoring, outside the transactions: streams/delivery.py). A stateless stage
 (the router) has no state: its group offset is its position, committed in the transaction.
 
+A processor may fold only part of a batch (`process` returns how many records it folded:
+the decider stops once a batch has written `BATCH_WRITES` records, streams/decider.py); that
+part is committed as a batch of its own, and the rest of the fetch is folded next, on top
+of it, as the next batch would be.
+
 Failure isolation is kept (`Isolation`): a batch whose processing fails, or whose records
 cannot be sent (an output over the broker's message size), is retried one record at a time,
 each awaited, and the record that still fails is poison — a dead letter; a stream never
