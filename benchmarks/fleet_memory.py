@@ -117,17 +117,21 @@ class Partition:
             records.append(ConsumerRecord(names.journal, 0, self.offset, 0, 0, None, value, None, 0, len(value), ()))
             self.offset += 1
         out = Outputs(names.dead_letters)
-        self.decider.process(records, self.offset, out)
-        changelog = self.decider.state.changelog()
-        if self.log is not None:
-            for key, value in changelog:
-                raw = b"" if value is None else value
-                self.log.write(struct.pack(">II", len(key), len(raw) if value is not None else 0xFFFFFFFF))
-                self.log.write(key + raw)
-                self.state_records += 1
-                self.state_bytes += len(key) + len(raw)
-        self.decider.state.commit_batch()
-        return out, len(changelog)
+        written = 0
+        while records:  # a batch stops at BATCH_WRITES: the rest is the next transaction's, as in the worker
+            folded = self.decider.process(records, self.offset, out)
+            records = records[folded:]
+            changelog = self.decider.state.changelog()
+            written = max(written, len(changelog))
+            if self.log is not None:
+                for key, value in changelog:
+                    raw = b"" if value is None else value
+                    self.log.write(struct.pack(">II", len(key), len(raw) if value is not None else 0xFFFFFFFF))
+                    self.log.write(key + raw)
+                    self.state_records += 1
+                    self.state_bytes += len(key) + len(raw)
+            self.decider.state.commit_batch()
+        return out, written
 
 
 def continuations(out: Outputs, names: TopicNames) -> list[bytes]:

@@ -97,12 +97,16 @@ class IdleFleet:
             self.journal_offset += 1
         state = self.decider.state
         started = time.process_time()
-        self.decider.process(records, self.journal_offset, Outputs(TOPICS.dead_letters))
-        before = state.tracking
-        state.tracking = Tracking(offset=self.journal_offset, events=before.events + len(records))
-        state.keep_event()
-        changes = state.changelog()
-        state.commit_batch()
+        changes = []
+        while records:  # a batch stops at BATCH_WRITES: the rest is the next transaction's
+            folded = self.decider.process(records, self.journal_offset, Outputs(TOPICS.dead_letters))
+            end = records[folded].offset if folded < len(records) else self.journal_offset
+            before = state.tracking
+            state.tracking = Tracking(offset=end, events=before.events + folded)
+            state.keep_event()
+            changes += state.changelog()
+            state.commit_batch()
+            records = records[folded:]
         self.totals.cpu += time.process_time() - started
         self.totals.changelog_records += len(changes) * self.partitions
         self.totals.changelog_bytes += sum(len(k) + len(v or b"") for k, v in changes) * self.partitions

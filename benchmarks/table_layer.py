@@ -72,9 +72,10 @@ class Table:
     def batch(self, records: list[ConsumerRecord]) -> Outputs:  # type: ignore[type-arg]
         """One batch as the runtime runs it: process, changelog, (commit), commit_batch."""
         out = Outputs(self.names.dead_letters)
-        self.decider.process(records, self.journal.offset, out)
-        self.changelog_records += len(self.decider.state.changelog())
-        self.decider.state.commit_batch()
+        while records:  # a batch stops at BATCH_WRITES: the rest is the next transaction's
+            records = records[self.decider.process(records, self.journal.offset, out) :]
+            self.changelog_records += len(self.decider.state.changelog())
+            self.decider.state.commit_batch()
         return out
 
     def note(self, out: Outputs) -> None:
