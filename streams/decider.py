@@ -44,6 +44,7 @@ from rollout.wire.events import (
     ModuleApplied,
     ModuleDeleted,
     ReleasePromoted,
+    ReleaseStageApproved,
     RolloutCommanded,
     RolloutContinued,
     SyncStatusReported,
@@ -215,11 +216,8 @@ class DecidePartition:
             body = decision_body(self.partition, record.offset, index, decision)
             out.send(topics.decisions, decision.module.encode(), self.chain.link(body))
         for event in outcome.dependency_events:  # to another module's partition, via the router
-            receiver = (
-                event.module
-                if isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted)
-                else event.dependent
-            )
+            own = isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted | ReleaseStageApproved)
+            receiver = event.module if own else event.dependent
             out.send(topics.dependencies, receiver.encode(), event.to_bytes())
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))

@@ -54,6 +54,7 @@ from rollout.wire.events import (
     PromotionObserved,
     ReleasePromoted,
     ReleasePromotionObserved,
+    ReleaseStageApproved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -95,6 +96,7 @@ TOPIC_ROLE: dict[type, str] = {
     PromotionObserved: "status",
     ReleasePromotionObserved: "status",
     ReleasePromoted: "dependencies",
+    ReleaseStageApproved: "dependencies",
 }
 INPUT_ROLES = ("intents", "clusters", "status", "ticks", "heartbeats", "dependencies")
 BROADCAST = (
@@ -151,7 +153,7 @@ def journal_key(event: Any) -> str:
         return event.holder
     if isinstance(event, HolderClaims):
         return f"{event.holder}/{event.chunk}"
-    if isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted):
+    if isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted | ReleaseStageApproved):
         return event.module  # the dependency's partition; a continuation's own; a release member's
     if isinstance(event, DependencyReported | DependencyCurrent):
         return event.dependent  # the dependent's partition

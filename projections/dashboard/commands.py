@@ -77,11 +77,15 @@ def command_event(
     if command == "resume-promotion" and not (isinstance(reason, str) and reason.strip()):
         reason = None  # optional: an empty box is no reason
     until, calendar = _override(command, request, now)
+    release = request.get("release")  # approve only: the stage approved for every member (sent to the leader)
+    if release is not None and (command != "approve" or not isinstance(release, str)):
+        raise CommandRefused(f"{command} takes no release" if command != "approve" else "release: a Release's name")
     try:
         return RolloutCommanded(
             module=module,
             command=command,
             stage=stage,
+            release=release,
             reason=reason,
             until=until,
             calendar=calendar,

@@ -261,6 +261,7 @@ def release_view(view: FleetView, status: ModuleStatus) -> Document | None:
     waiting = [place for place in release.clusters if not place.done]
     return {
         "name": release.name,
+        "leader": status.release.leader,  # where the release's stages are approved for every member
         "phase": release.phase,
         "members": [member.model_dump(mode="json", by_alias=True) for member in release.members],
         "clusters": len(release.clusters),

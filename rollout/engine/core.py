@@ -173,6 +173,7 @@ from rollout.wire.events import (
     PromotionObserved,
     ReleasePromoted,
     ReleasePromotionObserved,
+    ReleaseStageApproved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutCommanded,
@@ -333,6 +334,7 @@ class RolloutEngine:
             PromotionObserved: self.intents.promotions.on_promotion_observed,
             ReleasePromotionObserved: self.intents.promotions.on_release_observed,
             ReleasePromoted: self.dependencies.on_release_promoted,
+            ReleaseStageApproved: self.intents.on_release_stage_approved,
             RolloutContinued: stages.on_continued,
         }
 

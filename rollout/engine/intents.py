@@ -7,7 +7,9 @@
     ModuleDeleted    -> every assignment removed; a DeletedModule tombstone keeps the
                         generation counter and the ids of the intents handled
     RolloutCommanded -> pause, resume, abort, rollback, approve or reject (a stage: approvals.py),
-                        pin/unpin (a cluster)
+                        pin/unpin (a cluster); approve with `release` at a Release's leader:
+                        one decision, then the stage approved for every member
+                        (ReleaseStageApproved, each counted by the member's own policy)
 
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from rollout.api.manifests import Sync
 from rollout.api.restrictions import RestrictionViolation
+from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approve, reject, rejection_text
 from rollout.engine.freeze_gate import break_glass
@@ -57,12 +60,13 @@ from rollout.wire.decision_reasons import (
     Paused,
     Pinned,
     Rejected,
+    ReleaseApproved,
     RestrictionMet,
     Resumed,
     RollbackRequested,
     Unpinned,
 )
-from rollout.wire.events import ModuleApplied, ModuleDeleted, RolloutCommanded
+from rollout.wire.events import ModuleApplied, ModuleDeleted, ReleaseStageApproved, RolloutCommanded
 
 Intent = ModuleApplied | ModuleDeleted | RolloutCommanded
 
@@ -318,7 +322,13 @@ class ModuleIntents:
                 out.rejections.append(f"module {record.name} has no stage {event.stage!r} (stages: {names})")
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
                 return
-            decided = approve(record, stage, event) if command == "approve" else reject(record, stage, event)
+            decided: Approved | Rejected | str | None = None
+            if command == "approve" and event.release is not None:  # for every member of the release
+                refused = self._approve_release(record, event, out)
+                if refused is not None:
+                    decided = refused
+            else:
+                decided = approve(record, stage, event) if command == "approve" else reject(record, stage, event)
             if isinstance(decided, str):  # refused, saying why (approvals.py)
                 out.rejections.append(f"{command} {record.name}: {decided}")
                 tables.modules[record.name] = record  # remembers the command's id, nothing else
@@ -371,6 +381,58 @@ class ModuleIntents:
         ]
         self.stages.advance(record, out)
         book.save_module(record, out)
+
+    # -- release approvals: one decision at the leader, the stage approved for every member
+
+    def _approve_release(self, record: ModuleRecord, event: RolloutCommanded, out: Outcome) -> str | None:
+        """`rollout approve release/NAME --stage S` at the release's leader (`record`): decided
+        once, naming who, and a ReleaseStageApproved to every member — this one too — each of
+        which counts it by its own approval policy of the stage. A refusal's text, or None."""
+        release = record.spec.release
+        if release is None or release.name != event.release:
+            return f"{record.name} is not a member of release {event.release}"
+        if release.leader != record.name:
+            return f"release {release.name} is approved at its leader {release.leader} (its first member by name)"
+        stage = event.stage or ""
+        members = sorted(release.members)
+        approved = ReleaseApproved(release=release.name, stage=stage, members=members, user=event.user, via=event.via)
+        self.book.decide(record, DecisionAction.RELEASE_APPROVED, approved, out, stage=stage)
+        at = iso(self.tables.now) or ""
+        for member, event_id in zip(members, self.book.links.reserve(len(members)), strict=True):
+            out.dependency_events.append(
+                ReleaseStageApproved(
+                    id=event_id,
+                    at=at,
+                    module=member,
+                    release=release.name,
+                    stage=stage,
+                    user=event.user,
+                    via=event.via,
+                    groups=event.groups,
+                )
+            )
+        return None
+
+    def on_release_stage_approved(self, event: ReleaseStageApproved, out: Outcome) -> None:
+        """A member told by its release's leader that the stage is approved: the approval
+        counts as the person's own approval of the stage here (approvals.py), once."""
+        stored = self.tables.modules.get(event.module)
+        if stored is None or stored.partition != self.tables.partition or event.id in stored.handled_intents:
+            return  # deleted (nothing to approve), or redelivered
+        release = stored.spec.release
+        if release is None or release.name != event.release:
+            return  # left the release since
+        command = RolloutCommanded(
+            id=event.id,
+            at=event.at,
+            module=event.module,
+            command="approve",
+            stage=event.stage,
+            user=event.user,
+            via=event.via,
+            groups=event.groups,
+        )
+        self.on_command(command, out)
 
 
 def standing_halt(record: ModuleRecord) -> str | None:

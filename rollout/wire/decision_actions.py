@@ -67,5 +67,6 @@ class DecisionAction(StrEnum):
     PROMOTION_RESUMED = "promotion-resumed"
     RELEASE_PROMOTED = "release-promoted"
     RELEASE_PROMOTION_HELD = "release-promotion-held"
+    RELEASE_APPROVED = "release-approved"
     BREAK_GLASS = "break-glass"  # a freeze overridden (freeze_gate.py)
     BREAK_GLASS_ENDED = "break-glass-ended"  # (clock.py)

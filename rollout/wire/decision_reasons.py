@@ -109,6 +109,7 @@ class ReasonCode(StrEnum):
     PROMOTION_RESUMED = "promotion-resumed"
     RELEASE_PROMOTED = "release-promoted"
     RELEASE_PROMOTION_HELD = "release-promotion-held"
+    RELEASE_APPROVED = "release-approved"
     # freezes overridden (freeze_gate.py, intents.py, clock.py)
     BROKE_GLASS = "broke-glass"
     BREAK_GLASS_ENDED = "break-glass-ended"
@@ -1026,6 +1027,20 @@ class ReleaseCombinationHeld(Reason):
         return f"release {self.release}: {moves} available, held ({hold})"
 
 
+class ReleaseApproved(CommandReason):
+    """`rollout approve release/NAME --stage S`: the stage approved for every member of the
+    release by one person, decided once by its leader; each member counts it by its own
+    approval policy of the stage."""
+
+    code: Literal[ReasonCode.RELEASE_APPROVED] = ReasonCode.RELEASE_APPROVED
+    release: str
+    stage: str
+    members: list[str]
+
+    def sentence(self) -> str:
+        return f"stage {self.stage} of release {self.release} approved{self.by()} for {', '.join(self.members)}"
+
+
 DecisionReason = Annotated[
     MovedToTarget
     | RolledBack
@@ -1078,6 +1093,7 @@ DecisionReason = Annotated[
     | PromotionResumed
     | ReleaseCombinationPromoted
     | ReleaseCombinationHeld
+    | ReleaseApproved
     | BrokeGlass
     | BreakGlassEnded,
     Field(discriminator="code"),

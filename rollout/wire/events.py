@@ -25,6 +25,7 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
 * dependencies (key: the receiving module) — DependentLinked, DependencyReported,
   DependencyCurrent, written by the decider so that one module's per-cluster state reaches
   another's partition; ReleasePromoted, a release's new combination from its leader;
+  ReleaseStageApproved, a release's stage approved for every member, from its leader;
   RolloutContinued, to the module's own partition: a stage's moves
   carried on past the per-event limit.
 
@@ -217,11 +218,20 @@ class RolloutCommanded(EventBase):
     calendar: str | None = None
     """`break-glass` only: the freeze calendar overridden (`namespace/name`, or a
     ClusterFreezeCalendar's name); None: every calendar governing the module."""
+    release: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """`approve` only: approve `stage` for every member of this Release — sent to its leader
+    (`ReleaseMembership.leader`), which decides it once and tells each member
+    (ReleaseStageApproved). Left out when unset."""
 
     @field_validator("module")
     @classmethod
     def _module(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+    @field_validator("release")
+    @classmethod
+    def _release(cls, value: str | None) -> str | None:
+        return None if value is None else check_dns1123_label(value)
 
     @field_validator("reason")
     @classmethod
@@ -829,6 +839,26 @@ class ReleasePromoted(EventBase):
         return value
 
 
+class ReleaseStageApproved(EventBase):
+    """Engine-written, through the dependencies topic, by a release's leader to each member
+    (rollout/engine/intents.py, "release approvals"): `rollout approve release/NAME` — the
+    stage approved for every member by `user` through `via` (with `groups`, the verified
+    identity's), counted by each member's own approval policy of the stage."""
+
+    type: Literal["ReleaseStageApproved"] = "ReleaseStageApproved"
+    module: str
+    release: str
+    stage: str = Field(min_length=1, max_length=253)
+    user: str | None = None
+    via: CommandDoor | None = None
+    groups: list[str] | None = Field(default=None, max_length=MAX_IDENTITY_GROUPS)
+
+    @field_validator("module", "release")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return check_dns1123_label(value)
+
+
 class Tick(EventBase):
     """A point in time, written by the worker's timer; decisions read time only here."""
 
@@ -880,7 +910,8 @@ InputEvent = Annotated[
     | GateEvaluated
     | PromotionObserved
     | ReleasePromotionObserved
-    | ReleasePromoted,
+    | ReleasePromoted
+    | ReleaseStageApproved,
     Field(discriminator="type"),
 ]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(InputEvent)

@@ -427,6 +427,11 @@ class ModuleRelease(Part):
     members: list[str] = Field(default_factory=list)
     auto_promote: ReleasePromotionStatus | None = Field(default=None, alias="autoPromote")
 
+    @property
+    def leader(self) -> str:
+        """The member that decides for the release (rollout/api/manifests.py `ReleaseMembership.leader`)."""
+        return min(self.members)
+
 
 class ModuleStatus(VersionedDocument):
     """The module-status document: one module's rollout, compacted — O(stages), never

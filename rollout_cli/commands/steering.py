@@ -7,7 +7,8 @@ RolloutCommanded intent and, unless `--no-wait`, reports the engine's verdict on
 (rollout/engine/promotions.py): while held, newer versions the promoter sees are recorded as
 available (shown by `rollout status`), not promoted; `resume` promotes the latest available
 one (unless the manifest's `autoPromote.hold` still holds it). `release/NAME` holds or resumes
-a Release auto-promoted as a unit: the command goes to the release's leader."""
+a Release auto-promoted as a unit: the command goes to the release's leader. `rollout approve
+release/NAME --stage S` approves the stage for every member of the release, through its leader."""
 
 from __future__ import annotations
 
@@ -48,12 +49,17 @@ def ask_engine(ctx: Context, wait: Wait, event: Any, key: str, what: str) -> Non
 @verdict_options
 @kafka_options
 def approve(ctx: Context, module: str, stage: str, wait: Wait) -> None:
-    """Approve STAGE of MODULE's rollout to start."""
+    """Approve STAGE of MODULE's rollout to start. MODULE may be release/NAME: the stage is
+    approved for every member of the Release, in one decision of its leader naming who;
+    each member counts it by its own approval policy of the stage."""
     from rollout.wire.events import RolloutCommanded
 
-    check_name(module)
-    event = RolloutCommanded(module=module, command="approve", stage=stage, user=current_user(), via="cli")
-    ask_engine(ctx, wait, event, module, f"module/{module}: approve stage {stage}")
+    leader, what = promotion_target(ctx, module)
+    release = module.removeprefix("release/") if module.startswith("release/") else None
+    event = RolloutCommanded(
+        module=leader, command="approve", stage=stage, release=release, user=current_user(), via="cli"
+    )
+    ask_engine(ctx, wait, event, leader, f"{what}: approve stage {stage}")
 
 
 @click.command()
@@ -140,9 +146,10 @@ def resume_promotion(ctx: Context, target: str, reason: str | None, wait: Wait) 
 
 
 def promotion_target(ctx: Context, target: str) -> tuple[str, str]:
-    """(the module the command goes to, how the CLI names what it holds): a module itself,
-    or for release/NAME the release's leader — its first member by name, which keeps the
-    release's hold (rollout/engine/promotions.py) — found in the module statuses."""
+    """(the module the command goes to, how the CLI names its target): a module itself, or
+    for release/NAME the release's leader — its first member by name, which keeps the
+    release's hold (rollout/engine/promotions.py) and approves its stages for every member
+    (rollout/engine/intents.py) — found in the module statuses."""
     from rollout_cli.options import fail
     from rollout_cli.reading.documents import module_statuses
 

@@ -172,3 +172,68 @@ def test_a_two_module_release_moves_through_two_stages_together_and_rolls_back_a
     alone = tmp_path / "rweb.yaml"  # a member applied without its Release leaves it: said
     alone.write_text(yaml.safe_dump(documents("web-1", "api-1")[0]))
     assert "a member of Release shop, applied without it" in rollout(stack, "apply", "-f", str(alone))
+
+
+def test_a_releases_stage_is_approved_for_every_member_with_one_cli_command(stack: Stack, tmp_path: Path) -> None:
+    members = ("deli-web", "deli-api")  # deli-api leads: the first member by name
+    for name, ring in (("d-canary", "canary"), ("d-wave", "wave")):
+        cluster = {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "fleet", "labels": {"app": "deli", "ring": ring}},
+            "status": {"controlPlaneReady": True, "kubeconfigSecret": True},
+        }
+        stack.send("clusters", name, ClusterObserved(cluster=MANIFEST_ADAPTER.validate_python(cluster)))
+    modules = [
+        {
+            "apiVersion": "rollout.dev/v1alpha1",
+            "kind": "Module",
+            "metadata": {"name": name, "namespace": "fleet"},
+            "spec": {"sync": {"source": {"git": {"url": f"https://example.com/{name}", "version": {"tag": "1.0.0"}}}}},
+        }
+        for name in members
+    ]
+    release = {
+        "apiVersion": "rollout.dev/v1alpha1",
+        "kind": "Release",
+        "metadata": {"name": "deli", "namespace": "fleet"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "deli"}},
+            "rollout": {
+                "stages": [
+                    {"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}},
+                    {"name": "wave", "requireApproval": True},
+                ]
+            },
+            "modules": [{"name": name} for name in members],
+        },
+    }
+    path = tmp_path / "deli.yaml"
+    path.write_text(yaml.safe_dump_all([*modules, release]))
+    rollout(stack, "apply", "-f", str(path))
+
+    def waiting_for_approval() -> bool:
+        for member in members:
+            report_updating(stack, member)
+        statuses = stack.latest("module_status")
+        return all((statuses.get(m) or {}).get("phase") == "AwaitingApproval" for m in members)
+
+    wait_for("both members waiting for the wave's approval", waiting_for_approval, timeout=240.0, interval=0.5)
+    said = rollout(stack, "approve", "release/deli", "--stage", "wave", "--timeout", "90s")
+    assert "release/deli (its leader deli-api): approve stage wave" in said and "accepted" in said, said
+
+    def complete() -> bool:
+        for member in members:
+            report_updating(stack, member)
+        statuses = stack.latest("module_status")
+        return all((statuses.get(m) or {}).get("phase") == "Complete" for m in members)
+
+    wait_for("both members complete", complete, timeout=240.0, interval=0.5)
+    decisions = [DecisionDocument.read(r.json()) for r in stack.records("decisions")]
+    [decided] = [d for d in decisions if d.action == DecisionAction.RELEASE_APPROVED]
+    assert decided.module == "deli-api" and decided.via == "cli"
+    assert decided.reason.startswith("stage wave of release deli approved by ") and "for deli-api, deli-web" in (
+        decided.reason
+    )
+    approved = sorted(d.module for d in decisions if d.action == DecisionAction.APPROVED and d.module in members)
+    assert approved == ["deli-api", "deli-web"]

@@ -564,7 +564,7 @@ class World:
                 named = stages[number % len(stages)]
                 if number % 10 == 9 and self.scenario.get("rejections", True):
                     return command(name, "reject", stage=named, user="carol", via="dashboard", reason="no")
-                return command(
+                approval = command(
                     name,
                     "approve",
                     stage=named,
@@ -572,6 +572,9 @@ class World:
                     via=DOORS[number // 2 % 3],
                     groups=APPROVER_GROUPS[number // 6 % 2],
                 )
+                if self.in_release() and number % 3 == 0:  # for every member, through the leader (app)
+                    return approval.model_copy(update={"module": "app", "release": "pair"})
+                return approval
             if what == "unpin" and fleet.record(name).pinned:
                 pinned = fleet.record(name).pinned
                 return command(name, "unpin", cluster=pinned[number % len(pinned)])

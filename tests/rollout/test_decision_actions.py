@@ -21,6 +21,7 @@ WIRE = {
     "paused", "resumed", "aborted", "approved", "pinned", "unpinned",
     "promoted", "promotion-held", "promotion-hold", "promotion-resumed",  # auto-promotion, added
     "release-promoted", "release-promotion-held",  # a release auto-promoted as a unit, added
+    "release-approved",  # a release's stage approved for every member, added
     "break-glass", "break-glass-ended",
 }  # fmt: skip
 

@@ -55,6 +55,7 @@ from rollout.wire.decision_reasons import (
     Reason,
     ReasonCode,
     Rejected,
+    ReleaseApproved,
     ReleaseCombinationHeld,
     ReleaseCombinationPromoted,
     RestrictionBroken,
@@ -381,6 +382,10 @@ EXAMPLES: list[tuple[Reason, str]] = [
             promoter="p",
         ),
         "release shop promoted as one: api 1.4.0 → 1.5.0, web 2.1.0, seen by p",
+    ),
+    (
+        ReleaseApproved(release="shop", stage="wave", members=["api", "web"], user="alice", via="dashboard"),
+        "stage wave of release shop approved by alice via dashboard for api, web",
     ),
     (
         ReleaseCombinationHeld(

@@ -30,6 +30,7 @@ from rollout.wire.events import (
     InputEvent,
     ModuleApplied,
     ReleasePromoted,
+    ReleaseStageApproved,
     RestrictionApplied,
     RestrictionDeleted,
     RolloutContinued,
@@ -315,6 +316,17 @@ def _every_event() -> list[EventBase]:
         ReleasePromoted(
             id="dep-0-8", at="2026-03-01T00:00:00Z", module="cache", release="shop", user="bob", via="dashboard"
         ),
+        ReleaseStageApproved(
+            id="dep-0-9",
+            at="2026-03-01T00:00:00Z",
+            module="web",
+            release="shop",
+            stage="wave",
+            user="bob",
+            via="dashboard",
+            groups=["sre"],
+        ),
+        command("api", "approve", stage="wave").model_copy(update={"release": "shop"}),
     ]
 
 

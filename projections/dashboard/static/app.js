@@ -138,6 +138,7 @@ function moduleView(root, name) {
   const release = h("div", { testid: "release" });
   let releaseMembers = [];
   let releaseName = "";
+  let releaseLeader = "";  // a Release member's: who approves a stage for every member
   const selection = { stage: null, state: "", q: "", offset: 0 };  // stage null: follow the current stage
   const rejectReasons = {};  // stage → the reason typed so far: the cards are rebuilt on every refresh
   const glass = { reason: "", for: "1h" };  // the break-glass form's fields, kept across refreshes
@@ -181,8 +182,12 @@ function moduleView(root, name) {
         ? h("div", { class: "clock", testid: "approval-clock", "data-since": stage.awaitingApprovalSince }, "")
         : null;
     const approve = stage.requireApproval && !stage.approved && may(namespace, "approvals")
-      ? h("button", { class: "approve", testid: `approve-${stage.name}`,
-          onclick: () => sendCommand(name, { command: "approve", stage: stage.name }, verdict) }, `approve ${stage.name}`)
+      ? h("div", {}, h("button", { class: "approve", testid: `approve-${stage.name}`,
+          onclick: () => sendCommand(name, { command: "approve", stage: stage.name }, verdict) }, `approve ${stage.name}`),
+        // a Release member: the stage approved for every member at once, through the release's leader
+        releaseLeader ? h("button", { class: "approve", testid: `approve-release-${stage.name}`,
+          onclick: () => sendCommand(releaseLeader, { command: "approve", stage: stage.name, release: releaseName }, verdict) },
+          `approve ${stage.name} for release ${releaseName}`) : null)
       : null;
     const reason = h("input", { class: "reject-reason", testid: `reject-reason-${stage.name}`, placeholder: "why reject",
       value: rejectReasons[stage.name] || "", oninput: (event) => { rejectReasons[stage.name] = event.target.value; } });
@@ -308,6 +313,7 @@ function moduleView(root, name) {
       dependsOn = s ? s.dependsOn || [] : [];
       releaseMembers = page.release ? page.release.members.map((m) => m.module) : [];
       releaseName = page.release ? page.release.name : "";
+      releaseLeader = page.release ? page.release.leader : "";
       release.replaceChildren(...(page.release ? releaseSection(page.release) : []));
       stages.replaceChildren(...stageList.map(stageCard));
       currentStage = s ? s.currentStage : "";

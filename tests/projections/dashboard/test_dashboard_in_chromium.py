@@ -557,6 +557,51 @@ def test_a_release_promoted_as_a_unit_is_held_and_resumed_with_the_release_butto
     assert page.csp_violations == []  # type: ignore[attr-defined]
 
 
+DECK = """
+apiVersion: rollout.dev/v1alpha1
+kind: Release
+metadata: {name: deck, namespace: fleet}
+spec:
+  selector: {matchLabels: {app: deck}}
+  rollout: {stages: [{name: all, maxConcurrency: 2, requireApproval: true}]}
+  modules: [{name: deck-sail}, {name: deck-mast}]
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: deck-sail, namespace: fleet}
+spec: {sync: {source: {git: {url: "https://example.com/sail", version: {tag: 1.0.0}}}}}
+---
+apiVersion: rollout.dev/v1alpha1
+kind: Module
+metadata: {name: deck-mast, namespace: fleet}
+spec: {sync: {source: {git: {url: "https://example.com/mast", version: {tag: 1.0.0}}}}}
+"""
+
+
+def test_a_releases_stage_is_approved_for_every_member_with_one_button(page: Page, stack: Stack) -> None:
+    from rollout.api.loading import load_manifests
+    from rollout.api.module_releases import expand_releases
+    from rollout.wire.events import ModuleApplied
+
+    publish_fleet(stack, "deck", "deck", 2)
+    for item in expand_releases(load_manifests(DECK.encode(), file="deck.yaml")):  # as `rollout apply` gives them
+        off_loop(stack.send, "intents", item.manifest.metadata.name, ModuleApplied(module=item.manifest))
+    open_dashboard(page, stack, "#/modules/deck-sail")  # a member that does not lead: deck-mast does
+    button = page.get_by_test_id("approve-release-all")
+    expect(button).to_have_text("approve all for release deck", timeout=60_000)
+    button.click()
+    verdict = page.get_by_test_id("verdict")
+    expect(verdict).to_contain_text(
+        "stage all of release deck approved by alice@example.com via dashboard for deck-mast, deck-sail",
+        timeout=20_000,
+    )
+    for member in ("deck-mast", "deck-sail"):
+        expect(page.get_by_test_id(f"release-member-{member}")).to_contain_text("Complete", timeout=60_000)
+    [approval] = [e for e in intents(stack, "deck-mast") if e.command == "approve"]
+    assert (approval.release, approval.user, approval.via) == ("deck", "alice@example.com", "dashboard")
+    assert same_page(page)
+
+
 def test_an_analysis_shows_its_measurements_and_why_it_paused_the_rollout(page: Page, stack: Stack) -> None:
     publish_fleet(stack, "deli", "deli", 4)  # deli-00, deli-01 in canary; deli-02, -03 in wave-1
     errors = {"name": "errors", "prometheus": {"url": "http://127.0.0.1:9", "query": "up", "min": 1}, "count": 3}
