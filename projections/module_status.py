@@ -111,6 +111,7 @@ def resource_status(
         targetRevision=view.target_revision,
         stableRevision=view.stable_revision,
         currentStage=view.current_stage,
+        currentStages=view.stages_under_way,
         progress=f"{view.succeeded}/{members}" if stages else None,
         stages=stages,
         lastDecision=view.last_decision or None,

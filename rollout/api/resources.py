@@ -171,6 +171,13 @@ class ModuleResourceStatus(BaseModel):
     target_revision: str | None = Field(default=None, alias="targetRevision")
     stable_revision: str | None = Field(default=None, alias="stableRevision")
     current_stage: str | None = Field(default=None, alias="currentStage")
+    current_stages: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda value: not value,
+        alias="currentStages",
+        description="Every stage under way (running, soaking or awaiting approval): several at once in a stage "
+        "graph; currentStage is the first of them.",
+    )
     progress: str | None = Field(default=None, description="Clusters on the target revision / clusters selected.")
     stages: list[StageStatus] = Field(default_factory=list)
     last_decision: str | None = Field(default=None, alias="lastDecision")

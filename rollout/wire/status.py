@@ -433,6 +433,10 @@ class ModuleRelease(Part):
         return min(self.members)
 
 
+UNDER_WAY = ("Running", "Soaking", "AwaitingApproval")
+"""The states of a stage under way: started and not passed, or waiting only for its approvals."""
+
+
 class ModuleStatus(VersionedDocument):
     """The module-status document: one module's rollout, compacted — O(stages), never
     O(clusters). Its shapes (staged, pending) are described in the module docstring."""
@@ -476,6 +480,16 @@ class ModuleStatus(VersionedDocument):
     reason: str | None = None  # pending: why it is not staged yet
     run: RunStatus | None = None  # the current run (None: not staged yet, or none started)
     promotion: PromotionStatus | None = None  # its source's autoPromote (None: it has none)
+
+    @property
+    def stages_under_way(self) -> list[str]:
+        """Every stage under way — running, soaking or awaiting its approval — in list order:
+        in a stage graph several at once (rollout/engine/stage_graph.py); a chain's current
+        stage alone; none once every stage passed but `currentStage` (the last)."""
+        busy = [stage.name for stage in self.stages if stage.state in UNDER_WAY]
+        if busy:
+            return busy
+        return [self.current_stage] if self.current_stage else []
 
     @property
     def staged(self) -> bool:

@@ -311,7 +311,7 @@ def stage_label(status: ModuleStatus) -> str:
     """The header's Stage: the current stage — in a stage graph, every stage under way at
     once (running, soaking or awaiting approval), e.g. "eu, us (side by side)"."""
     if any(stage.after is not None for stage in status.stages):
-        busy = [s.name for s in status.stages if s.state in ("Running", "Soaking", "AwaitingApproval")]
+        busy = status.stages_under_way
         if len(busy) > 1:
             return f"{', '.join(busy)} (side by side)"
     return status.current_stage or "-"

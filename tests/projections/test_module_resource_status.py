@@ -155,3 +155,15 @@ def test_an_object_that_stays_invalid_keeps_its_transition_times() -> None:
     first = invalid_status("bad", generation=2, previous=None, now=T1)
     again = invalid_status("bad", generation=2, previous=first, now=T2)
     assert again == first  # unchanged: the status writer has nothing to write
+
+
+def test_every_stage_running_at_once_is_listed_beside_the_current_stage() -> None:
+    from tests.rollout.test_stage_graph import fleet_of, graph
+
+    fleet = fleet_of(graph())  # eu and us both follow the canary
+    fleet.succeed("app", "can-1")
+    status = resource_status(ModuleStatus.read(fleet.status("app")), generation=1, previous=None, now=T0)
+    assert status["currentStage"] == "eu" and status["currentStages"] == ["eu", "us"]
+    chain = resource_status(view("Progressing"), generation=1, previous=None, now=T0)
+    assert chain["currentStages"] == ["canary"]  # a chain: its one current stage
+    assert "currentStages" not in resource_status(None, generation=1, previous=None, now=T0)  # not staged: none
