@@ -125,6 +125,7 @@ async def test_a_module_object_becomes_an_intent_and_its_rollout_comes_back_as_s
         assert "waits for approval" in conditions["Ready"]["message"]
         assert status["progress"] == "1/3" and status["targetRevision"] == "6.7.0"
         assert [(s["name"], s["members"]) for s in status["stages"]] == [("canary", 1), ("prod", 2)]
+        assert status["currentStage"] == "prod" and status["currentStages"] == ["prod"]  # kept by the real CRD schema
 
         async def events() -> list[str]:
             async with fleet.client() as api:
