@@ -577,6 +577,7 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
             stage=approval.stage,
             user=approval.approver,
             groups=approval.approver_groups,
+            release=approval.release,
             via="crd",
         )
     command = CommandSpec.model_validate(obj.get("spec") or {})
@@ -584,11 +585,16 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
         raise ValidationError.from_exception_data(
             "CommandSpec", [{"type": "missing", "loc": ("spec", "cluster"), "input": obj.get("spec")}]
         )
+    if command.command == "hold-promotion" and not (command.reason or "").strip():
+        raise ValidationError.from_exception_data(
+            "CommandSpec", [{"type": "missing", "loc": ("spec", "reason"), "input": obj.get("spec")}]
+        )
     return RolloutCommanded(
         id=event_id,
         module=command.module,
         command=command.command,
         cluster=command.cluster,
+        reason=command.reason if command.command in ("hold-promotion", "resume-promotion") else None,
         user=command.requested_by,
         via="crd",
     )

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rollout.api.formats import check_dns1123_label
 
-RESOURCE_COMMANDS = ("pause", "resume", "abort", "rollback", "pin", "unpin")
+RESOURCE_COMMANDS = ("pause", "resume", "abort", "rollback", "pin", "unpin", "hold-promotion", "resume-promotion")
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -65,21 +65,40 @@ class ApprovalSpec(_Spec):
             "group the user creating this object is not in."
         ),
     )
+    release: str | None = Field(
+        default=None,
+        description=(
+            "Approve the stage for every member of this Release (module is any of its members): one decision, "
+            "each member counting it by its own approval policy of the stage."
+        ),
+    )
 
     @field_validator("module", "stage")
     @classmethod
     def _names(cls, value: str) -> str:
         return check_dns1123_label(value)
 
+    @field_validator("release")
+    @classmethod
+    def _release(cls, value: str | None) -> str | None:
+        return check_dns1123_label(value) if value is not None else None
+
 
 class CommandSpec(_Spec):
     """A command on one module's rollout. Immutable once created."""
 
     module: str = Field(description="The Module or BootstrapModule the command is for.")
-    command: Literal["pause", "resume", "abort", "rollback", "pin", "unpin"] = Field(
-        description="pause, resume, abort, rollback; pin/unpin need `cluster`."
+    command: Literal["pause", "resume", "abort", "rollback", "pin", "unpin", "hold-promotion", "resume-promotion"] = (
+        Field(
+            description="pause, resume, abort, rollback; pin/unpin need `cluster`; hold-promotion (needs `reason`) "
+            "and resume-promotion hold or resume the module's auto-promotion — a Release's at its leader, its "
+            "first member by name."
+        )
     )
     cluster: str | None = Field(default=None, description="The cluster to pin or unpin.")
+    reason: str | None = Field(
+        default=None, max_length=1000, description="Why: required by hold-promotion, recorded in the decision."
+    )
     requested_by: str = Field(
         alias="requestedBy",
         description="The Kubernetes user creating this object; the admission policy refuses any other value.",

@@ -385,14 +385,14 @@ class ModuleIntents:
     # -- release approvals: one decision at the leader, the stage approved for every member
 
     def _approve_release(self, record: ModuleRecord, event: RolloutCommanded, out: Outcome) -> str | None:
-        """`rollout approve release/NAME --stage S` at the release's leader (`record`): decided
-        once, naming who, and a ReleaseStageApproved to every member — this one too — each of
-        which counts it by its own approval policy of the stage. A refusal's text, or None."""
+        """`rollout approve release/NAME --stage S` at a member of the release (`record`; the
+        CLI and the dashboard send it to the leader, a RolloutApproval to the member it names):
+        decided once, naming who, and a ReleaseStageApproved to every member — this one too —
+        each of which counts it by its own approval policy of the stage. Approvals commute (a
+        person counts once per stage), so any member may decide one. A refusal's text, or None."""
         release = record.spec.release
         if release is None or release.name != event.release:
             return f"{record.name} is not a member of release {event.release}"
-        if release.leader != record.name:
-            return f"release {release.name} is approved at its leader {release.leader} (its first member by name)"
         stage = event.stage or ""
         members = sorted(release.members)
         approved = ReleaseApproved(release=release.name, stage=stage, members=members, user=event.user, via=event.via)

@@ -219,8 +219,8 @@ class RolloutCommanded(EventBase):
     """`break-glass` only: the freeze calendar overridden (`namespace/name`, or a
     ClusterFreezeCalendar's name); None: every calendar governing the module."""
     release: str | None = Field(default=None, exclude_if=lambda value: value is None)
-    """`approve` only: approve `stage` for every member of this Release — sent to its leader
-    (`ReleaseMembership.leader`), which decides it once and tells each member
+    """`approve` only: approve `stage` for every member of this Release — sent to one member
+    (the CLI and the dashboard: its leader), which decides it once and tells each member
     (ReleaseStageApproved). Left out when unset."""
 
     @field_validator("module")
@@ -840,10 +840,11 @@ class ReleasePromoted(EventBase):
 
 
 class ReleaseStageApproved(EventBase):
-    """Engine-written, through the dependencies topic, by a release's leader to each member
-    (rollout/engine/intents.py, "release approvals"): `rollout approve release/NAME` — the
-    stage approved for every member by `user` through `via` (with `groups`, the verified
-    identity's), counted by each member's own approval policy of the stage."""
+    """Engine-written, through the dependencies topic, by the release member that received a
+    release approval (`rollout approve release/NAME`, a RolloutApproval with `spec.release`)
+    to each member (rollout/engine/intents.py, "release approvals"): the stage approved for
+    every member by `user` through `via` (with `groups`, the verified identity's), counted by
+    each member's own approval policy of the stage."""
 
     type: Literal["ReleaseStageApproved"] = "ReleaseStageApproved"
     module: str

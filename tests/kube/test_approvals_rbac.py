@@ -64,13 +64,15 @@ async def user_token(cluster: KubeCluster, name: str) -> str:
     return str(issued.status.token)
 
 
-async def create_as(cluster: KubeCluster, token: str, body: dict[str, Any]) -> dict[str, Any]:
+async def create_as(
+    cluster: KubeCluster, token: str, body: dict[str, Any], plural: str = "rolloutapprovals"
+) -> dict[str, Any]:
     config = cluster.kubeconfig()
     config["users"] = [{"name": "admin", "user": {"token": token}}]
     api = await new_client_from_config_dict(config)
     async with api:
         return await api.call_api(  # type: ignore[no-any-return]
-            f"/apis/{GROUP}/{VERSION}/namespaces/fleet/rolloutapprovals",
+            f"/apis/{GROUP}/{VERSION}/namespaces/fleet/{plural}",
             "POST",
             body=body,
             header_params={"Content-Type": "application/json", "Accept": "application/json"},
@@ -140,7 +142,11 @@ async def install_approval_rbac(management: KubeCluster) -> list[str]:
             {
                 "metadata": {"name": "rollout-approver"},
                 "rules": [
-                    {"apiGroups": [GROUP], "resources": ["rolloutapprovals"], "verbs": ["create", "get", "list"]}
+                    {
+                        "apiGroups": [GROUP],
+                        "resources": ["rolloutapprovals", "rolloutcommands"],
+                        "verbs": ["create", "get", "list"],
+                    }
                 ],
             },
         )
@@ -230,3 +236,55 @@ async def test_rbac_decides_who_approves_and_the_approver_is_the_kubernetes_user
     assert approved.groups is None  # claims no group: counts only where a stage names none
     assert (in_group.user, in_group.groups, in_group.via) == (alice_name, ["system:serviceaccounts:fleet"], "crd")
     assert len(await approvals()) == 2
+
+
+async def test_a_release_approval_and_a_promotion_hold_come_through_the_kubernetes_doors(
+    rbac_cluster: KubeCluster, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """A RolloutApproval naming a Release approves the stage for every member (the engine
+    decides it once at the member named); a RolloutCommand holds (and resumes) a module's —
+    or, at its leader, a Release's — auto-promotion, with the reason the object gives. Both
+    signed by the Kubernetes user the admission policy checked."""
+    alice = await user_token(rbac_cluster, "alice")
+    alice_name = "system:serviceaccount:fleet:alice"
+    for_release = approval("for-release-shop", alice_name)
+    for_release["spec"]["release"] = "shop"
+    hold = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "RolloutCommand",
+        "metadata": {"name": "hold-shop", "namespace": "fleet"},
+        "spec": {"module": "api", "command": "hold-promotion", "reason": "change freeze", "requestedBy": alice_name},
+    }
+    without_reason = {**hold, "metadata": {"name": "hold-without-reason", "namespace": "fleet"}}
+    without_reason["spec"] = {k: v for k, v in hold["spec"].items() if k != "reason"}
+
+    async with running_watcher(rbac_cluster, kafka_bootstrap, topic_prefix):
+        await eventually(lambda: _admitted(rbac_cluster, alice, for_release), timeout=20, interval=0.5)
+        await create_as(rbac_cluster, alice, hold, "rolloutcommands")
+        await create_as(rbac_cluster, alice, without_reason, "rolloutcommands")
+
+        async def published() -> list[Any]:
+            records = await client.read_all(kafka_bootstrap, TopicNames(topic_prefix).intents)
+            found = [e for e in map(parse_event, (r.value for r in records)) if isinstance(e, RolloutCommanded)]
+            mine = [e for e in found if e.release == "shop" or e.command == "hold-promotion"]
+            return mine if len(mine) >= 2 else []
+
+        released, held = sorted(await eventually(published), key=lambda e: e.command)
+        await asyncio.sleep(1.0)  # the object without a reason had its chance to be published
+        assert len(await published()) == 2  # a hold without a reason is not published
+    assert (released.command, released.module, released.stage, released.release) == ("approve", "web", "prod", "shop")
+    assert (released.user, released.via) == (alice_name, "crd")
+    assert (held.module, held.reason, held.user, held.via) == ("api", "change freeze", alice_name, "crd")
+
+
+async def _admitted(cluster: KubeCluster, token: str, body: dict[str, Any]) -> bool | None:
+    """Create `body` as the token's user once the admission policy is loaded (None: try again)."""
+    try:
+        await create_as(cluster, token, body)
+    except ApiException as error:
+        if error.status == 409:
+            return True
+        if error.status in (403, 422):
+            return None
+        raise
+    return True

@@ -1,6 +1,7 @@
 """A Release's stage approved for every member at once: `rollout approve release/NAME
---stage S` (or the dashboard's button) goes to the release's leader, which decides it once,
-naming who, and tells every member — each counting it by its own approval policy of the
+--stage S` (or the dashboard's button: both to the release's leader; a RolloutApproval with
+`spec.release`: to the member it names) is decided once by the member receiving it, naming
+who, which tells every member — each counting it by its own approval policy of the
 stage (docs/rollout-semantics.md, "Releases", "Approved as a unit"; rollout/engine/intents.py
 `_approve_release`, `on_release_stage_approved`). One given/when/then test per rule."""
 
@@ -85,10 +86,16 @@ def test_an_unverified_release_approval_counts_for_nothing_under_an_approval_pol
     assert len(refused) == 2
 
 
-def test_a_release_approval_is_refused_but_at_the_releases_leader() -> None:
+def test_a_release_approval_is_decided_at_whichever_member_receives_it() -> None:
     fleet = shop()
-    fleet.send(release_approval("web", "alice", "cli"))
-    assert fleet.rejections[-1] == "approve web: release shop is approved at its leader api (its first member by name)"
+    # a RolloutApproval names any member: web does not lead, and decides it all the same
+    outcome = fleet.send(release_approval("web", "alice", "crd"))
+    [decided] = [d for d in outcome.decisions if d.action == "release-approved"]
+    assert decided.module == "web" and fleet.revision("api", "w1") == "v1" and fleet.revision("web", "w1") == "v1"
+
+
+def test_a_release_approval_naming_a_release_the_module_is_not_in_is_refused() -> None:
+    fleet = shop()
     fleet.send(release_approval("api", "alice", "cli", release="outlet"))
     assert fleet.rejections[-1] == "approve api: api is not a member of release outlet"
     assert fleet.revision("web", "w1") is None
