@@ -25,7 +25,10 @@ publish come out on the intents topic:
   deleted → `FreezeCalendarDeleted` (rollout/engine/freeze_gate.py); an object the
   manifest rules refuse is logged, naming the field, and not published.
 - a RolloutApproval → `RolloutCommanded(command=approve, stage, user=spec.approver)`; a
-  RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)`; a
+  RolloutCommand → `RolloutCommanded(command, cluster, user=spec.requestedBy)` — both with
+  `via: crd` and `namespace` = the object's namespace, the only one where RBAC let its
+  creator create it: the engine refuses the command for a module of another namespace
+  (rollout/engine/intents.py `door_refusal`), a verdict written back as `Refused`; a
   RolloutBreakGlass → `CalendarBreakGlass(scope=its namespace, name=spec.calendar, reason,
   until, user=spec.requestedBy)` (keyed `freeze/<namespace>/<name>`: every module the
   calendar governs, rollout/engine/freeze_gate.py). Once per object, whatever happens to it
@@ -579,6 +582,7 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
             groups=approval.approver_groups,
             release=approval.release,
             via="crd",
+            namespace=_key(obj)[0],  # where RBAC let it be created: the engine checks the module's
         )
     command = CommandSpec.model_validate(obj.get("spec") or {})
     if command.command in ("pin", "unpin") and command.cluster is None:
@@ -597,6 +601,7 @@ def _command_event(plural: str, obj: Mapping[str, Any], event_id: str) -> Rollou
         reason=command.reason if command.command in ("hold-promotion", "resume-promotion") else None,
         user=command.requested_by,
         via="crd",
+        namespace=_key(obj)[0],
     )
 
 

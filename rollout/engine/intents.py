@@ -9,7 +9,10 @@
     RolloutCommanded -> pause, resume, abort, rollback, approve or reject (a stage: approvals.py),
                         pin/unpin (a cluster); approve with `release` at a Release's leader:
                         one decision, then the stage approved for every member
-                        (ReleaseStageApproved, each counted by the member's own policy)
+                        (ReleaseStageApproved, each counted by the member's own policy);
+                        refused, naming both namespaces, when it came through a
+                        namespaced door (`namespace`: a RolloutCommand / RolloutApproval
+                        object's) and the module is of another namespace
 
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
@@ -294,6 +297,11 @@ class ModuleIntents:
             return
         record = stored.working_copy()
         record.handled_intents = remember(record.handled_intents, event.id, INTENT_IDS_KEPT)
+        refused = door_refusal(record, event)
+        if refused is not None:  # a namespace's door naming another namespace's module
+            out.rejections.append(refused)
+            tables.modules[record.name] = record  # remembers the command's id, nothing else
+            return
         command = event.command
         first = len(out.decisions)
         if command == "pause":
@@ -433,6 +441,25 @@ class ModuleIntents:
             groups=event.groups,
         )
         self.on_command(command, out)
+
+
+def door_refusal(record: ModuleRecord, event: RolloutCommanded) -> str | None:
+    """Why `event` may not command `record`'s module (None: it may): it came through a
+    namespaced door — a RolloutCommand / RolloutApproval object, whose creator RBAC allowed
+    in `event.namespace` only — and the module lives in another namespace. A command
+    without a door namespace (the CLI, the dashboard, events written before the field)
+    is not this rule's to refuse (docs/security.md)."""
+    if event.namespace is None or event.namespace == record.namespace:
+        return None
+    return (
+        f"{event.command} {record.name}: the command came through namespace {event.namespace} "
+        f"but module {record.name} is in namespace {record.namespace}; "
+        f"create the {_door_kind(event)} in namespace {record.namespace}"
+    )
+
+
+def _door_kind(event: RolloutCommanded) -> str:
+    return "RolloutApproval" if event.command == "approve" else "RolloutCommand"
 
 
 def standing_halt(record: ModuleRecord) -> str | None:

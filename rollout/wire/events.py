@@ -222,6 +222,15 @@ class RolloutCommanded(EventBase):
     """`approve` only: approve `stage` for every member of this Release — sent to one member
     (the CLI and the dashboard: its leader), which decides it once and tells each member
     (ReleaseStageApproved). Left out when unset."""
+    namespace: str | None = None
+    """From a namespaced door (`via: crd`): the namespace of the RolloutCommand /
+    RolloutApproval object the command came in as — where the API server's RBAC let its
+    creator create it, stamped by the module watcher from the object's metadata. The engine
+    refuses the command for a module of any other namespace (intents.py `door_refusal`).
+    None from the cluster-wide doors (the CLI, whose principal may write the intents topic;
+    the dashboard, which asks a SubjectAccessReview in the module's own namespace) and on
+    events written before the field existed: those are decided as they were
+    (docs/security.md, "A namespace's door commands only its namespace's modules")."""
 
     @field_validator("module")
     @classmethod
@@ -232,6 +241,10 @@ class RolloutCommanded(EventBase):
     @classmethod
     def _release(cls, value: str | None) -> str | None:
         return None if value is None else check_dns1123_label(value)
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return check_dns1123_label(value) if value is not None else None
 
     @field_validator("reason")
     @classmethod

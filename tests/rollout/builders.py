@@ -331,6 +331,7 @@ def command(
     reason: str | None = None,
     until: float | None = None,
     calendar: str | None = None,
+    namespace: str | None = None,
 ) -> RolloutCommanded:
     return RolloutCommanded(
         id=next_id(),
@@ -345,6 +346,7 @@ def command(
         reason=reason,
         until=until,
         calendar=calendar,
+        namespace=namespace,
     )
 
 

@@ -161,6 +161,7 @@ def cluster_specs(draw: st.DrawFn) -> dict[str, Any]:
 TWO_SRES = {"required": 2, "groups": ["sre"]}  # an approval policy: two verified people from sre
 APPROVERS = ["alice", "bob"]
 DOORS = ["dashboard", "cli", "crd"]
+DOOR_NAMESPACES = ["fleet", "fleet", "other-team", "fleet"]  # where a drawn RolloutApproval was created
 APPROVER_GROUPS = [["sre"], ["dev"]]
 
 OPERATIONS: dict[str, Any] = {
@@ -564,13 +565,16 @@ class World:
                 named = stages[number % len(stages)]
                 if number % 10 == 9 and self.scenario.get("rejections", True):
                     return command(name, "reject", stage=named, user="carol", via="dashboard", reason="no")
+                door = DOORS[number // 2 % 3]
                 approval = command(
                     name,
                     "approve",
                     stage=named,
                     user=APPROVERS[number % 2],
-                    via=DOORS[number // 2 % 3],
+                    via=door,
                     groups=APPROVER_GROUPS[number // 6 % 2],
+                    # a RolloutApproval's namespace: one in four of them another team's (refused: intents.py)
+                    namespace=(DOOR_NAMESPACES[number // 6 % 4] if door == "crd" else None),
                 )
                 if self.in_release() and number % 3 == 0:  # for every member, through the leader (app)
                     return approval.model_copy(update={"module": "app", "release": "pair"})

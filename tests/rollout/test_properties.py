@@ -131,7 +131,11 @@ class Run:
         before = self.checker.before()
         held = {name: held_by(record) for name, record in self.fleet.modules.items()}
         release_held = {name: release_held_by(record) for name, record in self.fleet.modules.items()}
+        door_refused = refused_by_door(self.fleet, event)
+        record_before = self.fleet.modules.get(event.module) if door_refused else None
         outcome = self.fleet.send(event)
+        if door_refused:
+            check_door_refusal(self.fleet, event, outcome, record_before)
         check_promotions(event, outcome, held)
         check_release_promotions(self.fleet, event, outcome, release_held)
         self.checker.note_respec(event, before)
@@ -269,6 +273,22 @@ def check_release_promotions(fleet: Fleet, event: Any, outcome: Outcome, held: d
             if record is not None and record.spec.release is not None:
                 on = record.revisions[record.target].revision
                 assert not newer(member.version, on), f"{member.module} stayed on {on}: {decision.reason}"
+
+
+def refused_by_door(fleet: Fleet, event: Any) -> bool:
+    """Whether `event` is a command through another namespace's door than its module's."""
+    if not isinstance(event, RolloutCommanded) or event.namespace is None or event.module not in fleet.modules:
+        return False
+    return event.namespace != fleet.modules[event.module].namespace
+
+
+def check_door_refusal(fleet: Fleet, event: RolloutCommanded, outcome: Outcome, before: Any) -> None:
+    """A command through another namespace's door is refused (once) and changes nothing:
+    no decision, no move, the module as it was but for the command's id remembered."""
+    assert outcome.decisions == [] and outcome.assignments == [], f"{event.command} through {event.namespace}"
+    assert all(not v.accepted for v in outcome.verdicts if v.event == event.id)
+    after = fleet.modules[event.module]
+    assert after.model_copy(update={"handled_intents": before.handled_intents}) == before
 
 
 def check_promotions(event: Any, outcome: Outcome, held: dict[str, str | None]) -> None:

@@ -1,0 +1,107 @@
+"""A namespace's door commands only its namespace's modules.
+
+A RolloutCommand or RolloutApproval is a namespaced object: RBAC lets its creator create it
+in some namespaces only, and the module watcher publishes it with that namespace
+(`RolloutCommanded.namespace`). The engine refuses it — a verdict naming both namespaces,
+and a dead letter — when the module it names is of another namespace, and nothing about
+the module changes; from the module's own namespace it is decided as before. Commands
+without a door namespace (the CLI, the dashboard, events written before the field) are
+decided as they always were (docs/security.md, "A namespace's door commands only its
+namespace's modules")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rollout.wire.events import EventRejected, RolloutCommanded, parse_event
+from tests.rollout.builders import cluster, command, given, module, stage
+
+TEAM_A, TEAM_B = "team-a", "team-b"
+
+
+def team_b_web() -> list[object]:
+    """Module `web` of namespace team-b: a canary, then a wave that needs an approval."""
+    return [
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1", {"ring": "wave"}),
+        module("web", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", approval=True), namespace=TEAM_B),
+    ]
+
+
+def through_door(name: str, namespace: str, **fields: str) -> RolloutCommanded:
+    return command("web", name, user=f"system:serviceaccount:{namespace}:op", via="crd", namespace=namespace, **fields)
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [("pause", {}), ("abort", {}), ("rollback", {}), ("resume", {}), ("pin", {"cluster": "c1"})],
+)
+def test_a_rollout_command_from_another_namespace_is_refused_naming_both_and_changes_nothing(
+    name: str, fields: dict[str, str]
+) -> None:
+    fleet = given(*team_b_web())
+    before = fleet.record("web")
+    event = through_door(name, TEAM_A, **fields)
+    outcome = fleet.send(event)
+    [verdict] = outcome.verdicts
+    assert (verdict.event, verdict.accepted) == (event.id, False)
+    assert verdict.reason == (
+        f"{name} web: the command came through namespace team-a but module web is in namespace team-b; "
+        "create the RolloutCommand in namespace team-b"
+    )
+    assert outcome.rejections == [verdict.reason]  # also a dead letter naming the event
+    assert outcome.decisions == [] and outcome.assignments == []
+    after = fleet.record("web")
+    assert after.model_copy(update={"handled_intents": before.handled_intents}) == before
+    assert event.id in after.handled_intents  # remembered: redelivered, it is not answered again
+    assert fleet.send(event).verdicts == []
+
+
+def test_an_approval_from_another_namespace_does_not_start_the_stage_and_one_from_the_modules_does() -> None:
+    fleet = given(*team_b_web())
+    fleet.succeed("web", "c1")
+    assert fleet.phase("web") == "AwaitingApproval"
+    [verdict] = fleet.send(through_door("approve", TEAM_A, stage="wave")).verdicts
+    assert not verdict.accepted and verdict.reason == (
+        "approve web: the command came through namespace team-a but module web is in namespace team-b; "
+        "create the RolloutApproval in namespace team-b"
+    )
+    assert fleet.phase("web") == "AwaitingApproval" and fleet.revision("web", "w1") is None
+    assert fleet.record("web").approvals == [] and fleet.record("web").approvers == {}
+    [verdict] = fleet.send(through_door("approve", TEAM_B, stage="wave")).verdicts
+    assert verdict.accepted
+    assert fleet.revision("web", "w1") == "v1"
+    [approved] = fleet.decisions_of("web", "approved")
+    assert (approved.user, approved.via) == ("system:serviceaccount:team-b:op", "crd")
+
+
+def test_a_rollout_command_from_the_modules_own_namespace_is_decided_as_before() -> None:
+    fleet = given(*team_b_web())
+    [verdict] = fleet.send(through_door("pause", TEAM_B)).verdicts
+    assert verdict.accepted and fleet.record("web").paused
+    [paused] = fleet.decisions_of("web", "paused")
+    assert paused.reason == "paused by system:serviceaccount:team-b:op via crd: no new moves until resume"
+
+
+@pytest.mark.parametrize("via", ["cli", "dashboard"])
+def test_commands_of_the_cluster_wide_doors_carry_no_namespace_and_are_decided_as_before(via: str) -> None:
+    fleet = given(*team_b_web())
+    [verdict] = fleet.send(command("web", "pause", user="alice", via=via)).verdicts
+    assert verdict.accepted and fleet.record("web").paused
+
+
+def test_a_door_command_written_before_the_namespace_existed_reads_and_is_decided_as_before() -> None:
+    written_before = {"type": "RolloutCommanded", "id": "k8s-1", "at": "2026-01-01T00:00:00Z", "module": "web"}
+    event = parse_event(json.dumps({**written_before, "command": "pause", "user": "bob", "via": "crd"}).encode())
+    assert isinstance(event, RolloutCommanded) and event.namespace is None
+    fleet = given(*team_b_web())
+    [verdict] = fleet.send(event).verdicts
+    assert verdict.accepted and fleet.record("web").paused
+
+
+def test_a_door_namespace_that_is_no_namespace_name_is_a_dead_letter() -> None:
+    body = {"type": "RolloutCommanded", "id": "k8s-2", "module": "web", "command": "pause", "namespace": "Team A"}
+    with pytest.raises(EventRejected, match="namespace"):
+        parse_event(json.dumps(body).encode())
