@@ -417,6 +417,7 @@ class ModuleIntents:
                     user=event.user,
                     via=event.via,
                     groups=event.groups,
+                    namespace=event.namespace,  # a member of another namespace refuses it (door_refusal)
                 )
             )
         return None
@@ -439,6 +440,7 @@ class ModuleIntents:
             user=event.user,
             via=event.via,
             groups=event.groups,
+            namespace=event.namespace,
         )
         self.on_command(command, out)
 

@@ -241,6 +241,7 @@ class RolloutCommanded(EventBase):
     @classmethod
     def _release(cls, value: str | None) -> str | None:
         return None if value is None else check_dns1123_label(value)
+
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str | None) -> str | None:
@@ -866,11 +867,19 @@ class ReleaseStageApproved(EventBase):
     user: str | None = None
     via: CommandDoor | None = None
     groups: list[str] | None = Field(default=None, max_length=MAX_IDENTITY_GROUPS)
+    namespace: str | None = None
+    """The door namespace of the approval (`RolloutCommanded.namespace`: a RolloutApproval's):
+    a member of another namespace refuses it, as it would the RolloutApproval itself."""
 
     @field_validator("module", "release")
     @classmethod
     def _names(cls, value: str) -> str:
         return check_dns1123_label(value)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return check_dns1123_label(value) if value is not None else None
 
 
 class Tick(EventBase):

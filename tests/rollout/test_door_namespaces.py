@@ -105,3 +105,28 @@ def test_a_door_namespace_that_is_no_namespace_name_is_a_dead_letter() -> None:
     body = {"type": "RolloutCommanded", "id": "k8s-2", "module": "web", "command": "pause", "namespace": "Team A"}
     with pytest.raises(EventRejected, match="namespace"):
         parse_event(json.dumps(body).encode())
+
+
+def test_a_release_approval_through_a_door_approves_only_the_members_of_its_namespace() -> None:
+    release = ("shop", ["api", "web"])
+    fleet = given(
+        cluster("c1", {"ring": "canary"}),
+        cluster("w1", {"ring": "wave"}),
+        *(
+            module(
+                name,
+                {},
+                "v1",
+                stage("canary", {"ring": "canary"}),
+                stage("wave", {"ring": "wave"}, approval=True),
+                namespace=namespace,
+                release=release,
+            )  # fmt: skip
+            for name, namespace in (("web", TEAM_A), ("api", TEAM_B))
+        ),
+    )
+    approval = command("web", "approve", stage="wave", user="alice", via="crd", namespace=TEAM_A)
+    fleet.send(approval.model_copy(update={"release": "shop"}))
+    assert fleet.record("web").approvals == ["wave"]  # its own namespace's member
+    assert fleet.record("api").approvals == [] and fleet.record("api").approvers == {}
+    assert any("module api is in namespace team-b" in refusal for refusal in fleet.rejections)
