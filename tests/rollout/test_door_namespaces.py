@@ -121,7 +121,7 @@ def test_a_release_approval_through_a_door_approves_only_the_members_of_its_name
                 stage("wave", {"ring": "wave"}, approval=True),
                 namespace=namespace,
                 release=release,
-            )  # fmt: skip
+            )
             for name, namespace in (("web", TEAM_A), ("api", TEAM_B))
         ),
     )
