@@ -150,7 +150,7 @@ def test_three_stage_rollout_over_sixty_clusters(stack: Stack) -> None:
     wave_1 = next(s for s in status["stages"] if s["name"] == "wave-1")
     assert wave_1["counts"] | {"members": 20} == {
         "members": 20, "pending": 0, "updating": 0, "succeeded": 19, "failed": 0, "not_ready": 1, "pinned": 0,
-        "blocked": 0, "held": 0, "awaiting_release": 0,
+        "blocked": 0, "held": 0, "awaiting_release": 0, "awaited": 0, "deferred": 0, "excluded": 0,
     }  # fmt: skip
 
     stack.send("intents", "shop", RolloutCommanded(module="shop", command="approve", stage="wave-2"))
