@@ -294,7 +294,8 @@ class Membership:
                     )
                 book.decide(record, DecisionAction.JOINED, because, out, cluster=cluster)
             elif old.stage != new.stage and old.late is None:
-                self.stages.runs.moved(record, old.stage, new.stage)
+                ran = old.category in ("succeeded", "failed", "awaiting_release")
+                self.stages.runs.moved(record, old.stage, new.stage, ran=ran)
             if old is not None and old.ready != new.ready:
                 book.decide(
                     record,

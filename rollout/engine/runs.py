@@ -245,15 +245,20 @@ class Runs:
         departed = [d for d in run.departed if d.cluster != cluster]
         self.tables.runs[record.name] = run.model_copy(update={"stages": stages, "departed": departed})
 
-    def moved(self, record: ModuleRecord, old: str, new: str) -> None:
+    def moved(self, record: ModuleRecord, old: str, new: str, *, ran: bool = False) -> None:
         """A member relabelled from stage `old` into stage `new`: still a member of the
-        run, now counted in the stage it matches."""
+        run, now counted in the stage it matches. `ran`: it had succeeded or failed in `old`
+        — that stage ran, and its soak is not skipped because the member is gone from it."""
         run = self.current(record)
         if run is None or old == new:
             return
         stages = dict(run.stages)
         if old in stages and stages[old].members > 0:
-            stages[old] = stages[old].model_copy(update={"members": stages[old].members - 1})
+            stages[old] = stages[old].model_copy(
+                update={"members": stages[old].members - 1, "ran": stages[old].ran or ran}
+            )
+        elif ran and old != "-":
+            stages[old] = stages.get(old, RunStage()).model_copy(update={"ran": True})
         if new != "-":
             counts = stages.get(new, RunStage())
             stages[new] = counts.model_copy(update={"members": counts.members + 1})

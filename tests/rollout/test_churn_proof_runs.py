@@ -162,6 +162,22 @@ def test_a_member_leaving_during_the_soak_does_not_cut_it_short() -> None:
     assert fleet.revision("app", "w1") == "v1"
 
 
+def test_a_member_relabelled_out_of_its_stage_during_the_soak_does_not_cut_it_short() -> None:
+    fleet = given(
+        cluster("c1", CANARY),
+        cluster("w1", WAVE),
+        module("app", {}, "v1", stage("canary", CANARY, soak="5m"), stage("wave", WAVE)),
+    )
+    fleet.succeed("app", "c1")
+    fleet.apply(cluster("c1", WAVE))  # the canary that ran is relabelled into the next stage while its stage soaks
+    assert fleet.revision("app", "w1") is None
+    fleet.restart()  # what the run remembers of the stage is stored, not only in memory
+    fleet.wait(299)
+    assert fleet.revision("app", "w1") is None
+    fleet.wait(1)
+    assert fleet.revision("app", "w1") == "v1"
+
+
 # -- cluster-side holds -------------------------------------------------------------------
 
 
