@@ -99,20 +99,7 @@ Category = Literal[
     "excluded",
     "awaited",
 ]
-CATEGORIES: tuple[Category, ...] = (
-    "pending",
-    "updating",
-    "succeeded",
-    "failed",
-    "not_ready",
-    "pinned",
-    "blocked",
-    "held",
-    "awaiting_release",
-    "deferred",
-    "excluded",
-    "awaited",
-)
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 LateJoin = Literal["next-run", "excluded"]
 """A late joiner's place (runs.py, `lateJoiners`): deferred to the next run, or excluded from this one."""
 UNSTAGED = "-"  # the counters' key for members that match no stage
