@@ -51,7 +51,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -325,12 +325,16 @@ class PartitionState:
         lazy: Collection[str] = (),
         shared: Collection[str] = (),
         hot: Mapping[str, int] | None = None,
+        encoders: Mapping[str, Callable[[Any], bytes]] | None = None,
     ) -> None:
         """`lazy`: mappings whose restored records are decoded when first read
         (`_LazyCommitted`), `hot[mapping]` of them at most held decoded; `shared`: mappings
         whose equal records are held once per process (`SharedRecords`) — all for the
-        decider's fleet-sized tables."""
+        decider's fleet-sized tables. `encoders[mapping]`: a record's JSON written by the
+        stage itself (equal to what `stored.encode` writes; the version marker is added
+        here) — the assembler's, which reuses each sync's encoding."""
         self.hot: dict[str, int] = dict(hot or {})
+        self.encoders: dict[str, Callable[[Any], bytes]] = dict(encoders or {})
         self.schema: dict[str, type] = {**schema, self.TRACKING: Tracking}
         # the version each mapping's records are written at (rollout/engine/migrations.py)
         self.versions: dict[str, int] = current_versions()
@@ -351,9 +355,14 @@ class PartitionState:
             return value if shared is None else shared.canonical(raw, value)
 
         def encode(value: Any) -> bytes:
-            return stored.encode(value, version)
+            return self.encode(name, value, version)
 
         return _LazyCommitted(decode, encode, self.hot.get(name))
+
+    def encode(self, name: str, value: Any, version: int) -> bytes:
+        """A record of mapping `name` as stored at `version`."""
+        encoder = self.encoders.get(name)
+        return stored.encode(value, version) if encoder is None else stored.versioned(encoder(value), version)
 
     @property
     def tracking(self) -> Tracking:
@@ -418,7 +427,7 @@ class PartitionState:
             version = self.versions.get(name, FIRST_VERSION)
             shared = self.shared.get(name)
             for key, value in mapping.batch_writes():
-                encoded = None if value is _DELETED else stored.encode(value, version)
+                encoded = None if value is _DELETED else self.encode(name, value, version)
                 records.append((f"{name}:{key}".encode(), encoded))
                 if shared is not None and encoded is not None:
                     held = shared.canonical(encoded, value)

@@ -70,6 +70,12 @@ def encode(value: Any, version: int = FIRST_VERSION) -> bytes:
         return json.dumps(value).encode()
     compact = getattr(type(value), "stored_without_defaults", False)
     raw: bytes = value.__pydantic_serializer__.to_json(value, exclude_defaults=compact)  # model_dump_json() → bytes
+    return versioned(raw, version)
+
+
+def versioned(raw: bytes, version: int) -> bytes:
+    """A record's JSON `raw` as stored at `version` (the marker first, above the first version) —
+    for a stage that encodes its records' JSON itself (streams/assemblage_encoding.py)."""
     if version == FIRST_VERSION:
         return raw
     marker = b'{"%s":%d' % (VERSION_KEY.encode(), version)

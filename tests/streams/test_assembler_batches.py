@@ -62,19 +62,18 @@ def one_by_one(*assignments: Assignment) -> dict[str, bytes | None]:
 
 def test_a_batch_sends_each_clusters_last_snapshot_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     batch = [assignment("eu-1", f"m-{n}") for n in range(5)] + [assignment("eu-2", "m-0"), assignment("eu-1", "m-9")]
-    encoded: list[bytes] = []
-    real_dumps = orjson.dumps
+    stage = AssemblePartition(TopicPartition("test.assignments", 0), TOPICS, Metrics())
+    encoded: list[bytes | None] = []
+    real_snapshot_json = stage.encoded.snapshot_json
 
-    def counting_dumps(value: Any, **options: Any) -> bytes:
-        encoded.append(real_dumps(value, **options))
+    def counting_snapshot_json(record: Any, kind: str) -> bytes | None:
+        encoded.append(real_snapshot_json(record, kind))
         return encoded[-1]
 
-    monkeypatch.setattr(assembler.orjson, "dumps", counting_dumps)
-    stage = AssemblePartition(TopicPartition("test.assignments", 0), TOPICS, Metrics())
+    monkeypatch.setattr(stage.encoded, "snapshot_json", counting_snapshot_json)
     out = Outputs("test.dead-letters")
     stage.process(records(*batch), 0, out)
 
-    monkeypatch.setattr(assembler.orjson, "dumps", real_dumps)
     sent = {key.decode(): record.value for (topic, key), record in out.latest.items() if topic == TOPICS.proxy}
     assert sent == one_by_one(*batch)
     assert [orjson.loads(value)["version"] for value in sent.values() if value is not None] == [1, 6]
