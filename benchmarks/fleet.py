@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/fleet.py --scenario stages       # (a) 10,000 clusters, one 3-stage module
     .venv/bin/python benchmarks/fleet.py --scenario concurrent   # (b) 100 3-stage modules over 1,000 clusters
     .venv/bin/python benchmarks/fleet.py --scenario large        # (c) 100,000 clusters x 20 modules (slow)
+    .venv/bin/python benchmarks/fleet.py --scenario large --installed-first   # the 19 held modules joined first
     .venv/bin/python benchmarks/fleet.py --clusters 1000,10000 --modules 1,20   # a grid, no targets
     options: --appliers N (default 2), --idle-seconds S (default 60; 0 skips the idle window),
              --tick-interval S / --lease-seconds S (the worker's ticks, the appliers' leases:
@@ -253,12 +254,13 @@ def write_manifests(directory: Path, clusters: int, modules: int, rolled: int) -
         path.write_text("".join(CLUSTER.format(name=cluster_name(i), ring=ring(i, clusters)) for i in indices))
         cluster_files.append(path)
     module_file = directory / "modules.yaml"
-    module_file.write_text(
-        "".join(
-            MODULE.format(name=module_name(m), held="" if m < rolled else ", requireApproval: true")
-            for m in range(modules)
-        )
-    )
+    documents = [
+        MODULE.format(name=module_name(m), held="" if m < rolled else ", requireApproval: true") for m in range(modules)
+    ]
+    module_file.write_text("".join(documents))
+    # for --installed-first: the modules that do not roll out, then the ones that do
+    (directory / "modules-held.yaml").write_text("".join(documents[rolled:]))
+    (directory / "modules-rolled.yaml").write_text("".join(documents[:rolled]))
     return cluster_files, module_file
 
 
@@ -767,11 +769,41 @@ class Options:
     ready_timeout_s: float = 300
     workers: int = 1  # worker processes sharing the partitions (one consumer group per stage)
     static_membership: bool = False  # each worker started with --instance-id (the same after the restart)
+    # the modules that do not roll out applied first, and joined, before the measured ones are
+    installed_first: bool = False
 
 
 @dataclass
 class Run:
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+async def install_held(
+    status: StatusFollower, env: dict[str, str], workdir: Path, held: list[str], sampler: Sampler, run: Run
+) -> None:
+    """Apply the modules that do not roll out and wait until every one has joined the fleet
+    (its canary waits for its approval: every cluster was considered), so the measured rollout
+    runs on a fleet where they are installed, as a new module or version would in production."""
+
+    def joined() -> int:
+        return sum(
+            1
+            for m in held
+            if (h := status.modules.get(m)) and h.latest is not None
+            and any(stage.state == "AwaitingApproval" for stage in h.latest.stages)
+        )  # fmt: skip
+
+    sampler.progress = lambda: f"{joined()}/{len(held)} modules installed (joined the fleet)"
+    started = time.perf_counter()
+    wall, code = await run_cli(["apply", "--timeout", "5m", "-f", str(workdir / "modules-held.yaml")], env,
+                               workdir / "apply-held.log")  # fmt: skip
+    if code:
+        raise RuntimeError(f"rollout apply failed: {(workdir / 'apply-held.log').read_text()[-2000:]}")
+    while joined() < len(held):
+        await asyncio.sleep(0.5)
+    run.metrics["install_held_s"] = time.perf_counter() - started
+    print(f"  apply {len(held)} module(s) that do not roll out: {wall:.2f} s (exit 0); every one joined the fleet "
+          f"{run.metrics['install_held_s']:.1f} s after the apply began", flush=True)  # fmt: skip
 
 
 async def fleet_run(bootstrap: str, clusters: int, modules: int, rolled: int, options: Options) -> Run:
@@ -875,13 +907,20 @@ async def body(
               f"{folded_s:.2f} s after the apply began; worker RSS {per_worker(folded_rss)}",
               flush=True)  # fmt: skip
 
-        # 2. the modules: one `rollout apply`, then followed to Complete
+        # 2. the modules: one `rollout apply`, then followed to Complete (with --installed-first:
+        # the ones that do not roll out applied before, and followed until each has joined the
+        # fleet — its first stage waits for its approval)
         measured = [module_name(m) for m in range(rolled)]
+        if options.installed_first and rolled < modules:
+            await install_held(status, env, workdir, [module_name(m) for m in range(rolled, modules)], sampler, run)
+            module_file = workdir / "modules-rolled.yaml"
+            print(f"  installed: {per_worker({w.name: rss_bytes(w.pid) for w in workers})} worker RSS", flush=True)
         sampler.progress = lambda: rollout_progress(status, measured)
         rollout_start = clock.read()
         wall, code = await run_cli(["apply", "--timeout", "5m", "-f", str(module_file)], env,
                                    workdir / "apply-modules.log")  # fmt: skip
-        print(f"  apply {modules} module(s): {wall:.2f} s (exit {code})", flush=True)
+        print(f"  apply {len(measured) if options.installed_first else modules} module(s): {wall:.2f} s (exit {code})",
+              flush=True)  # fmt: skip
         if code:
             raise RuntimeError(f"rollout apply failed: {(workdir / 'apply-modules.log').read_text()[-2000:]}")
         complete = await until_complete(status, measured, workers, options.rollout_timeout_s)
@@ -1203,6 +1242,12 @@ def main() -> None:
         "--rollout-timeout", type=float, default=900, help="seconds to wait for Complete before reporting what stands"
     )
     parser.add_argument("--force", action="store_true", help="run even where the worker would outgrow the memory")
+    parser.add_argument(
+        "--installed-first",
+        action="store_true",
+        help="apply the modules that do not roll out first and wait until they joined the fleet, then the measured "
+        "ones: a rollout on a fleet where the others are installed (without: all modules in one apply)",
+    )
     parser.add_argument("--no-restart", action="store_true", help="skip the worker's kill and restart")
     parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
     parser.add_argument(
@@ -1219,7 +1264,8 @@ def main() -> None:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
                       args.keep, args.rollout_timeout, workers=args.workers,
-                      static_membership=args.static_membership)  # fmt: skip
+                      static_membership=args.static_membership,
+                      installed_first=args.installed_first)  # fmt: skip
     PARTITIONS = args.partitions
     scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
     sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]
