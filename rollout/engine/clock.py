@@ -155,6 +155,8 @@ class ModuleTimers:
         limit = parse_duration(deadline)
         for cluster in sorted(book.updating_clusters(record.name)):
             target = tables.targets[target_key(record.name, cluster)]
+            if target.assigned != book.goal(record):
+                continue  # not re-sorted yet (membership.py "Re-sorts per event"): not updating to the goal
             if target.updating_since is None:
                 since = target.model_copy(update={"updating_since": tables.now})
                 book.store_target(record, target, since, out)

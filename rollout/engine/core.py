@@ -278,6 +278,7 @@ class RolloutEngine:
         self.leases = Leases(tables, membership)
         membership.new_lease = self.leases.lease_of_new_cluster  # a cluster observed anew: its holders'
         stages.join_members = membership.join_next  # a module joining the fleet, in slices
+        stages.resort_members = membership.resort_next  # a module re-sorting its members, in slices
         self.rules = RestrictionRules(tables, book, stages, membership)
         self.freezes = FreezeCalendars(tables, book, stages.advance)
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules)

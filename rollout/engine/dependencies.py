@@ -180,8 +180,7 @@ class DependencyIntents:
                         DependentLinked, out, module=peer, dependent=name, linked=True, after=intent, peer=linked[peer]
                     )
             if not self.intents.promotions.promote_member(record, event, out):
-                book.index(name)
-                book.recategorize_all(record, out)  # its peers' state does not count until they answer
+                book.resort(record)  # its peers' state does not count until they answer: in slices
             self.stages.advance(record, out)
             book.save_module(record, out)
         self._answer_waiting(name, event.id, out)
@@ -243,8 +242,7 @@ class DependencyIntents:
             return  # answered already (redelivered), or the dependent awaits another intent now
         record = stored.working_copy()
         del record.awaiting[event.module]
-        self.book.index(record.name)
-        self.book.recategorize_all(record, out)
+        self.book.resort(record)  # blocked members pending again: in slices (membership.py)
         self.stages.advance(record, out)
         self.book.save_module(record, out)
 

@@ -202,17 +202,14 @@ class ModuleIntents:
         if new_sync:
             self.retarget(record, manifest.spec.sync, digest, out)
         self.promotions.settle(record, out)  # a version held before: promoted once nothing holds it
-        self.membership.refresh_membership(record, book.index(name) | self.membership.all_clusters(), out)
-        record.joining = None  # every cluster of the fleet was considered, just now
-        book.recategorize_all(record, out)
+        book.resort(record)  # every member re-sorted, in slices (membership.py "Re-sorts per event")
         self.stages.advance(record, out)
         book.save_module(record, out)
 
     def restage(self, record: ModuleRecord, out: Outcome) -> None:
-        """After a new target (a promotion): the members re-sorted and recategorised, as after an apply."""
-        self.membership.refresh_membership(record, self.book.index(record.name) | self.membership.all_clusters(), out)
-        record.joining = None  # every cluster of the fleet was considered, just now
-        self.book.recategorize_all(record, out)
+        """After a new target (a promotion): the members re-sorted and recategorised, as after
+        an apply — in slices, from the next `advance` (membership.py "Re-sorts per event")."""
+        self.book.resort(record)
 
     def retarget(self, record: ModuleRecord, sync: Sync, digest: str, out: Outcome) -> None:
         """A new sync (or new bindings; or a promoted version: promotions.py): a new

@@ -26,6 +26,20 @@ itself until every cluster was considered; StageMachine.advance starts no stage 
 (docs/rollout-semantics.md, "How a rollout moves", rule 7). Cluster events meanwhile are
 handled as for any module: a new cluster joins at once (the slice that reaches its name
 finds it a member), a removed one is gone from the index.
+
+Re-sorts per event. A module applied again with a new spec or revision, promoted, rolled
+back, under a changed ModuleRestriction or answered by a dependency used to re-sort every
+member in that one event — `refresh_membership` over the whole fleet, then every Target
+stored again (`recategorize_all`): at 100,000 clusters, 100,000 target documents and their
+decisions in one batch and one transaction. Now such an event starts a re-sort
+(`TargetBook.resort`: `ModuleRecord.resorting`, a cursor like `joining`) and `resort_next`
+re-sorts the next clusters of the fleet in name order, one move of the event's each, the
+module continuing itself until every cluster was re-sorted; StageMachine.advance moves
+nothing to the target before (docs/rollout-semantics.md, "How a rollout moves", rule 8).
+In a rollback every member's category changes with the mode, and the re-sort moves each
+one back to stable as it reaches it (stages.py `roll_back_member`), so the fleet is
+protected from the first slice on and back in as many events as its moves alone take.
+Anything that starts a re-sort during one starts it again from the first cluster.
 """
 
 from __future__ import annotations
@@ -82,9 +96,6 @@ class Membership:
         # the lease of a cluster observed anew (first, or again after its removal): that of
         # the holders claiming it (core.py sets it to Leases.lease_of_new_cluster)
         self.new_lease: Callable[[str], Lease | None] = lambda cluster: None
-
-    def all_clusters(self) -> set[str]:
-        return set(self.tables.clusters.keys())
 
     def reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
         """Whether the cluster is a member: the module's selector picks it and its
@@ -239,17 +250,44 @@ class Membership:
         order, one move of this event's each (stages.py `may_move`): at the limit it asks to
         be continued and `joining` keeps the last one considered; None once none is left."""
         assert record.joining is not None
-        clusters = []
-        for name in self.book.fleet_after(record.joining, self.stages.moves_left + 1):
-            if not self.stages.may_move(record, out):
-                break
-            clusters.append(name)
-        else:
-            record.joining = None  # every cluster after the last considered was taken
+        clusters, more = self._next_slice(record, record.joining, out)
         if clusters:
             self.refresh_membership(record, clusters, out)
-            if record.joining is not None:
-                record.joining = clusters[-1]
+        if not more:
+            record.joining = None  # every cluster after the last considered was taken
+        elif clusters:
+            record.joining = clusters[-1]
+
+    def resort_next(self, record: ModuleRecord, out: Outcome) -> None:
+        """A module re-sorting its members (`record.resorting`) re-sorts the next clusters of
+        the fleet, in name order, one move of this event's each: `refresh_membership` takes
+        each one's stage, moving order, readiness and category anew (joins a cluster it now
+        covers, drops one it no longer covers) — and in a rollback, moves it back to the
+        stable generation at once if it is not on it (stages.py `roll_back_member`), so a
+        rollback protects the fleet from its first slice on. At the limit it asks to be
+        continued and `resorting` keeps the last one re-sorted; None once none is left."""
+        assert record.resorting is not None
+        rollback = record.mode == "rollback"
+        clusters, more = self._next_slice(record, record.resorting, out)
+        for cluster in clusters:  # one by one: the decisions are those of one unbounded fold
+            self.refresh_membership(record, (cluster,), out)
+            if rollback:
+                self.stages.roll_back_member(record, cluster, out)
+        if not more:
+            record.resorting = None  # every cluster after the last re-sorted was taken
+        elif clusters:
+            record.resorting = clusters[-1]
+
+    def _next_slice(self, record: ModuleRecord, after: str, out: Outcome) -> tuple[list[str], bool]:
+        """The fleet's next clusters after `after` ("": from the first), in name order, as
+        many as this event's moves allow (each one a move: stages.py `may_move`, which asks
+        for a continuation at the limit); and whether clusters are left after them."""
+        clusters: list[str] = []
+        for name in self.book.fleet_after(after, self.stages.moves_left + 1):
+            if not self.stages.may_move(record, out):
+                return clusters, True
+            clusters.append(name)
+        return clusters, False
 
     def refresh_membership(self, record: ModuleRecord, clusters: Iterable[str], out: Outcome) -> None:
         """Add, move or drop the Targets of `clusters` to match selector, stages, readiness."""

@@ -104,8 +104,7 @@ class RestrictionRules:
                 book.decide(record, DecisionAction.HALTED, Halted(cause=cause), out)
             else:
                 book.decide(record, DecisionAction.RESTRICTION_MET, RestrictionMet(), out)
-        self.membership.refresh_membership(record, book.index(record.name) | self.membership.all_clusters(), out)
-        book.recategorize_all(record, out)
+        book.resort(record)  # allowedClusters may admit or drop members: in slices (membership.py)
         self.stages.advance(record, out)
         if record != stored:
             book.save_module(record, out)

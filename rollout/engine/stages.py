@@ -12,7 +12,8 @@ and its failures are within `maxFailures`; the next stage starts after the soak
 (`minSuccessTime`), its health gates (gate_results.py) and, if it asks for them, its
 approvals (approvals.py: one by anyone, or N distinct verified people). Over the failure
 budget (`over_budget`) the rollout halts or rolls back to the
-*stable* generation (`start_rollback`, then `move_rollback` returns every cluster at once).
+*stable* generation (`start_rollback`: every member re-sorted, and moved back as the
+re-sort reaches it; then `move_rollback` returns any member pending again).
 The phase settled here (Progressing, Soaking, AwaitingApproval, Complete, ...) is what
 module-status shows.
 
@@ -37,7 +38,10 @@ request acts (`continued`), so a redelivered or superseded one changes nothing, 
 one is outstanding per module. What is moved, and in which order, is what one unbounded
 fold would have moved — only spread over events (tests/rollout/test_moves_per_event.py).
 A module joining the fleet spends the same budget on the clusters it considers
-(membership.py, "Joins per event"), and `advance` moves nothing of it before it has joined.
+(membership.py, "Joins per event"), and `advance` moves nothing of it before it has joined;
+so does a module re-sorting its members (membership.py, "Re-sorts per event": a new spec or
+revision, a promotion, a rollback, a restriction, a dependency's answer), whose rollback
+moves each member back as the re-sort reaches it (`roll_back_member`).
 """
 
 from __future__ import annotations
@@ -117,6 +121,9 @@ class StageMachine:
         # joins the next clusters of a module still joining the fleet (core.py sets it to
         # Membership.join_next: "Joins per event" there)
         self.join_members: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
+        # re-sorts the next members of a module re-sorting them (core.py sets it to
+        # Membership.resort_next: "Re-sorts per event" there)
+        self.resort_members: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
         # how long a stage waits for its offline members (offline_waits.py)
         self.offline = OfflineWaits(tables, book, self.stage_running)
         # a late joiner released into a run joins as any member would (membership.py
@@ -220,6 +227,11 @@ class StageMachine:
             self.join_members(record, out)  # within this event's moves; it continues itself
             if record.joining is not None:
                 record.phase = "Progressing"  # no stage starts on part of the fleet
+                return
+        if record.resorting is not None:
+            self.resort_members(record, out)  # within this event's moves; it continues itself
+            if record.resorting is not None:
+                record.phase = resorting_phase(record)  # nothing moves on half-sorted members
                 return
         before = self.runs.current(record)
         run = self.runs.ensure(record)  # a new generation (or a rollback) starts a run (runs.py)
@@ -573,6 +585,17 @@ class StageMachine:
                 moved = book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)
                 book.store_target(record, target, moved, out)
 
+    def roll_back_member(self, record: ModuleRecord, cluster: str, out: Outcome) -> None:
+        """A member the re-sort of a rollback just reached (membership.py `resort_next`):
+        back to the stable generation now if it is not on it (category pending). Part of the
+        move its re-sort counted: a rollback's re-sort moves as fast as its moves would."""
+        target = self.tables.targets.get(target_key(record.name, cluster))
+        if target is None or target.category != "pending":
+            return
+        stable = record.revisions[record.stable].revision if record.stable is not None else None
+        moved = self.book.assign(record, target, record.stable, RolledBack(cluster=cluster, revision=stable), out)
+        self.book.store_target(record, target, moved, out)
+
     def start_rollback(self, record: ModuleRecord, cause: RollbackCause, out: Outcome) -> None:
         """Every cluster on the target returns to the stable generation, because of `cause`."""
         if record.mode == "rollback":
@@ -580,7 +603,28 @@ class StageMachine:
         record.mode = "rollback"
         stable = record.revisions[record.stable].revision if record.stable is not None else None
         self.book.decide(record, DecisionAction.ROLLBACK, RollbackStarted(cause=cause, stable=stable), out)
-        self.book.recategorize_all(record, out)
+        # every member's category changes with the mode: re-sorted in slices, each moved back
+        # as the re-sort reaches it (membership.py "Re-sorts per event")
+        self.book.resort(record)
+
+
+def resorting_phase(record: ModuleRecord) -> Phase:
+    """The phase of a module while it re-sorts its members (nothing moves to the target):
+    RollingBack in a rollback (whose re-sort moves members back), what a halt, an abort or a
+    pause says if one holds it; else the phase it had (awaiting an approval, soaking,
+    progressing, complete: what the event that finishes the re-sort settles, as one unbounded
+    fold would have from that phase — an approval asked for once, not again), Progressing
+    after a halt, pause or rollback that no longer holds."""
+    if record.mode == "rollback":
+        return "RollingBack"
+    if record.aborted:
+        return "Aborted"
+    if record.halted or record.restricted is not None or spec_refusal(record.spec) is not None:
+        return "Halted"
+    if record.paused:
+        return "Paused"
+    held = record.phase in ("Paused", "Halted", "Aborted", "RollingBack", "RolledBack")
+    return "Progressing" if held else record.phase
 
 
 def gates_passed(record: ModuleRecord, stage: Stage, now: float, soak: float) -> bool:

@@ -582,6 +582,13 @@ class ModuleRecord(Record):
     # name of the last cluster considered ("": none yet), in name order; None: every
     # cluster of the fleet was considered. No stage starts, nothing moves, until it is None
     joining: str | None = added_field(None)
+    # the members are being re-sorted (membership.py, "Re-sorts per event"): the name of the
+    # last cluster of the fleet re-sorted ("": none yet), in name order; None: none is under
+    # way. Set by what changes every member's stage, order or category at once — a new
+    # spec or revision, a promotion, a rollback, a ModuleRestriction, a dependency's answer;
+    # until it is None no stage starts and nothing moves to the target (a rollback moves
+    # each member back as the re-sort reaches it)
+    resorting: str | None = added_field(None)
     # the current stage's waves (waves.py); None: it has none, or none started yet. Reset
     # to None by a release that does not know it, the waves go on at the wave the stage's
     # members already started: never a member counted twice, never a wave early

@@ -367,11 +367,15 @@ class TargetBook:
         else:
             tables.removed_clusters[deleted.cluster] = holder.model_copy(update={"report_ids": ids})
 
-    def recategorize_all(self, record: ModuleRecord, out: Outcome) -> None:
-        targets = self.tables.targets
-        for cluster in sorted(self.index(record.name)):
-            old = targets[target_key(record.name, cluster)]
-            self.store_target(record, old, old.model_copy(), out)
+    @staticmethod
+    def resort(record: ModuleRecord) -> None:
+        """Every member of `record` is re-sorted — its stage, place in the moving order,
+        readiness and category taken anew, the fleet's clusters it now covers joined, those
+        it no longer covers dropped — from the next `advance`, in slices of the fleet in
+        name order (membership.py `resort_next`, "Re-sorts per event"); a re-sort under way
+        starts again from the first cluster, and one joining the fleet is subsumed by it."""
+        record.joining = None
+        record.resorting = ""
 
     # -- assignments and decisions --------------------------------------------------------
 

@@ -88,6 +88,20 @@ def break_glass_status(glass: BreakGlass) -> BreakGlassStatus:
     )
 
 
+def resorting_reason(record: ModuleRecord) -> str:
+    """What a module re-sorting its members (membership.py "Re-sorts per event") says it
+    waits for: how far the re-sort went, and that nothing moves before it is done — or, in a
+    rollback, that each member goes back as the re-sort reaches it."""
+    members = sum(counts.members for counts in record.counts.values())
+    where = f"up to cluster {record.resorting}" if record.resorting else "from the first cluster"
+    then = (
+        "each member goes back to stable as it is reached"
+        if record.mode == "rollback"
+        else "no member moves to the target before all are"
+    )
+    return f"re-sorting its {members} members in name order ({where}): {then}"
+
+
 def module_status(
     record: ModuleRecord, now: float, run: RunRecord | None = None, calendar_glass: Sequence[BreakGlass] = ()
 ) -> ModuleStatus:
@@ -103,6 +117,8 @@ def module_status(
     if record.joining is not None:  # membership.py "Joins per event": stages wait for the whole fleet
         members = sum(counts.members for counts in record.counts.values())
         optional["waiting"] = f"joining the fleet's clusters ({members} members so far): no stage starts before all"
+    elif record.resorting is not None:  # membership.py "Re-sorts per event": nothing moves before all are
+        optional["waiting"] = resorting_reason(record)
     elif record.stable == record.target and (waiting := waiting_reason(record, now)):
         optional["waiting"] = waiting  # why a module whose stages all passed is not Complete
     if record.restricted is not None:

@@ -833,6 +833,12 @@ def check_consistency(fleet: Fleet) -> None:
             if found.module != name:
                 continue
             facts = fleet.clusters[found.cluster]
+            key = (found.cluster, name)
+            if found.assigned is not None:  # sent, re-sorted or not
+                assert key in fleet.assemblages, f"{found.cluster} was never sent {name}"
+                assert fleet.assemblages[key].revision == record.revisions[found.assigned].revision
+            if record.resorting is not None and found.cluster > record.resorting:
+                continue  # not re-sorted yet (membership.py "Re-sorts per event"): as it was before
             assert is_member(fleet, record, facts.labels), f"{found.cluster} is not a member of {name}"
             assert (found.stage_index, found.stage) == stage_for(record, facts.labels)
             assert found.ready == facts.ready
@@ -862,6 +868,8 @@ def check_consistency(fleet: Fleet) -> None:
         for cluster_name, facts in fleet.clusters.items():
             if record.joining is not None and cluster_name > record.joining:
                 continue  # not considered yet
+            if record.resorting is not None and cluster_name > record.resorting:
+                continue  # not re-sorted yet
             if is_member(fleet, record, facts.labels):
                 assert target_key(name, cluster_name) in fleet.targets, (
                     f"{cluster_name} matches {name} but is no member"

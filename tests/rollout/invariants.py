@@ -144,6 +144,7 @@ class Checker:
             "pinned": {key: t.assigned for key, t in fleet.targets.items() if t.pinned},
             "targets": {name: record.target for name, record in fleet.modules.items()},
             "over": {name for name, record in fleet.modules.items() if over_budget(fleet, record)},
+            "resorting": {name for name, record in fleet.modules.items() if record.resorting is not None},
         }
 
     def after(self, event: Any, outcome: Outcome, before: dict[str, Any], duplicate: bool) -> None:
@@ -156,6 +157,7 @@ class Checker:
         self.check_halt(event, outcome, before)
         self.check_windows(outcome)
         self.check_freezes(outcome)
+        self.check_resorts(outcome, before)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
             self.check_waves(outcome, record)
@@ -169,6 +171,32 @@ class Checker:
             if now is not None and now.pinned:
                 assert now.assigned == assigned, f"pinned {key} moved from {assigned} to {now.assigned}"
 
+    def check_resorts(self, outcome: Outcome, before: dict[str, Any]) -> None:
+        """While a module re-sorts its members (membership.py "Re-sorts per event") no member
+        moves to its target — or, in a rollback, to anything but stable; and every member a
+        rollback's re-sort passed is back on stable (or pinned, or never given anything)."""
+        fleet = self.fleet
+        for name, record in fleet.modules.items():
+            if record.resorting is None or name not in before["resorting"]:
+                continue  # not re-sorting after the event, or only from it (its apply moved nothing before)
+            for decision in outcome.decisions:
+                if decision.module != name or decision.action != DecisionAction.ASSIGN:
+                    continue
+                if record.mode == "rollback":
+                    assert decision.generation == record.stable, f"{name} re-sorting a rollback: {decision.reason}"
+                else:
+                    assert decision.generation != record.target or record.stable == record.target, (
+                        f"{name} moved while re-sorting: {decision.reason}"
+                    )
+            if record.mode == "rollback":
+                for found in fleet.targets.values():
+                    if found.module != name or found.cluster > record.resorting or found.pinned:
+                        continue
+                    never_given = found.stage_index is None and found.assigned is None
+                    assert found.assigned == record.stable or never_given, (
+                        f"{name} re-sorting a rollback passed {found.cluster}, which holds {found.assigned}"
+                    )
+
     def check_concurrency(self, event: Any, outcome: Outcome, before: dict[str, Any], record: ModuleRecord) -> None:
         if record.mode != "rollout":
             return
@@ -180,8 +208,11 @@ class Checker:
             and d.generation == record.target
             and target_key(record.name, d.cluster or "") in self.fleet.targets
         }
-        exempt = (isinstance(event, RolloutCommanded) and event.command == "unpin") or isinstance(
-            event, ModuleApplied | ClusterObserved
+        exempt = (
+            (isinstance(event, RolloutCommanded) and event.command == "unpin")
+            or isinstance(event, ModuleApplied | ClusterObserved)
+            # a re-sort moves members between stages, as the apply that started it did at once
+            or record.name in before["resorting"]
         )
         previously = before["updating"].get(record.name, {})
         for name, updating, concurrency, _, _ in stage_limits(self.fleet, record):

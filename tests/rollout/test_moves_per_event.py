@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.engine.outcome import Outcome
+from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.stages import MOVES_PER_EVENT
 from rollout.wire.events import RolloutContinued
 from tests.rollout.builders import T0, Fleet, cluster, module, removed, serialize, stage
@@ -216,12 +216,16 @@ def test_a_cluster_removed_while_a_module_joins_never_becomes_a_member() -> None
     assert fleet.record("app").counts["wave"].members == 9
 
 
-def test_a_module_applied_again_while_it_joins_takes_the_whole_fleet_in_at_once() -> None:
+def test_a_module_applied_again_while_it_joins_re_sorts_the_whole_fleet_in_slices() -> None:
     fleet = fleet_of(12, feedback=False)
     fleet.send(app())
-    fleet.send(app("v2"))  # a new revision: refreshed against every cluster (as before slices)
-    assert fleet.record("app").joining is None
+    fleet.send(app("v2"))  # a new revision: every cluster of the fleet considered again, from the first
+    record = fleet.record("app")
+    assert record.joining is None and record.resorting == "c-02"
+    resort_the_rest(fleet)
     assert len(fleet.targets) == 12
+    joins = [d.cluster for d in fleet.decisions if d.action == "joined"]
+    assert sorted(joins) == [f"c-{i:02d}" for i in range(12)]  # each once
 
 
 def test_a_redelivered_continuation_of_a_join_changes_nothing() -> None:
@@ -232,3 +236,169 @@ def test_a_redelivered_continuation_of_a_join_changes_nothing() -> None:
     before = fleet.snapshot()
     assert serialize(fleet.engine.handle(first)) == serialize(Outcome())
     assert fleet.snapshot() == before
+
+
+# -- re-sorts per event (rule 8) ---------------------------------------------------------------
+
+
+def resort_the_rest(fleet: Fleet) -> int:
+    """Feed the latest continuation asked for, one at a time, until "app" re-sorted its
+    members; how many events that took."""
+    fed = 0
+    while fleet.record("app").resorting is not None:
+        latest = next(outcome for outcome in reversed(fleet.outcomes) if outcome.dependency_events)
+        fleet.send(latest.dependency_events[-1])
+        fed += 1
+    return fed
+
+
+def completed(size: int, *, limit: int | None = LIMIT, **kwargs: Any) -> Fleet:
+    """A fleet of `size` whose app completed v1 (continuations fed back), feedback off after."""
+    fleet = fleet_of(size, limit=limit)
+    fleet.send(app(**kwargs))
+    fleet.succeed("app", "c-00", "c-01")
+    fleet.succeed_all("app", "v1")
+    assert fleet.phase("app") == "Complete"
+    fleet.feedback = False
+    return fleet
+
+
+def moved_to(fleet: Fleet, revision: str, outcomes: list[Outcome]) -> list[str | None]:
+    return [
+        d.cluster for o in outcomes for d in o.decisions if d.action == DecisionAction.ASSIGN and d.revision == revision
+    ]
+
+
+def test_a_new_revision_re_sorts_the_members_in_slices_before_any_member_moves() -> None:
+    fleet = completed(12)
+    start = len(fleet.outcomes)
+    fleet.send(app("v2"))
+    assert fleet.record("app").resorting == "c-02"  # the event's three moves: c-00, c-01, c-02 re-sorted
+    assert len(fleet.last.target_status) <= LIMIT
+    assert fleet.phase("app") == "Progressing"
+    assert "re-sorting its 12 members in name order (up to cluster c-02)" in fleet.status("app")["waiting"]
+    assert resort_the_rest(fleet) == 3  # c-03..c-05, c-06..c-08, c-09..c-11
+    assert moved_to(fleet, "v2", fleet.outcomes[start:]) == []  # nothing moved on half-sorted members
+    (more,) = fleet.last.dependency_events  # the last slice spent the event's moves: the canary starts next
+    fleet.send(more)
+    assert moved_to(fleet, "v2", fleet.outcomes[-1:]) == ["c-00", "c-01"]
+    assert all(len(o.target_status) <= LIMIT for o in fleet.outcomes[start:])
+    assert "re-sorting" not in fleet.status("app").get("waiting", "")
+
+
+def test_a_sliced_re_sort_decides_what_one_unbounded_fold_decides() -> None:
+    runs = []
+    for limit in (LIMIT, None):
+        fleet = completed(12, limit=limit)
+        fleet.feedback = True
+        fleet.send(app("v2", sorting="rollout.dev/order"))  # a new revision and a new moving order
+        fleet.send(cluster("c-05", {"ring": "canary"}))  # relabelled into the canary after its re-sort
+        fleet.succeed_all("app", "v2")
+        fleet.succeed_all("app", "v2")
+        runs.append(fleet)
+    sliced, unbounded = runs
+    assert decided(sliced) == decided(unbounded)
+    assert sliced.assigned("app") == unbounded.assigned("app")
+    assert sliced.phase("app") == unbounded.phase("app") == "Complete"
+
+
+def test_a_module_applied_again_while_it_re_sorts_starts_the_re_sort_again() -> None:
+    fleet = completed(12)
+    fleet.send(app("v2"))
+    (first,) = fleet.last.dependency_events
+    fleet.send(first)
+    assert fleet.record("app").resorting == "c-05"
+    fleet.send(app("v3"))  # every member's place depends on the newest spec: from the first cluster again
+    assert fleet.record("app").resorting == "c-02"
+    resort_the_rest(fleet)
+    fleet.feedback = True
+    fleet.send(*fleet.last.dependency_events)  # the continuation the last slice asked for: the canary moves
+    fleet.succeed_all("app", "v3")
+    fleet.succeed_all("app", "v3")
+    assert fleet.on("app", "v2") == []  # superseded before a member moved to it
+    assert fleet.on("app", "v3") == [f"c-{i:02d}" for i in range(12)]
+    assert fleet.phase("app") == "Complete"
+
+
+def test_a_rollback_re_sort_moves_each_member_back_as_it_reaches_it() -> None:
+    fleet = completed(12)
+    fleet.feedback = True
+    fleet.send(app("v2"))
+    fleet.succeed_all("app", "v2")
+    fleet.succeed_all("app", "v2")
+    assert fleet.on("app", "v2") == [f"c-{i:02d}" for i in range(12)] and fleet.phase("app") == "Complete"
+    fleet.send(app("v3"))  # the wave of v3 updates; then rolled back by hand
+    fleet.succeed("app", "c-00", "c-01")
+    fleet.feedback = False
+    start = len(fleet.outcomes)
+    fleet.rollback("app")
+    assert fleet.record("app").resorting == "c-02" and fleet.phase("app") == "RollingBack"
+    assert moved_to(fleet, "v2", fleet.outcomes[start:]) == ["c-00", "c-01", "c-02"]  # protected from the first event
+    assert "each member goes back to stable as it is reached" in fleet.status("app")["waiting"]
+    events = resort_the_rest(fleet)
+    assert events == 3  # as many events as the moves themselves: one per three members
+    assert all(len(o.assignments) <= LIMIT for o in fleet.outcomes[start:])
+    assert set(fleet.assigned("app").values()) == {"v2"}
+    fleet.succeed_all("app", "v2")
+    assert fleet.phase("app") == "RolledBack"
+
+
+def test_a_rollback_while_the_module_re_sorts_re_sorts_again_from_the_first_member() -> None:
+    fleet = completed(12)
+    fleet.send(app("v2"))
+    (first,) = fleet.last.dependency_events
+    fleet.send(first)
+    assert fleet.record("app").resorting == "c-05"
+    fleet.rollback("app")  # every category changes with the mode: the re-sort starts again
+    record = fleet.record("app")
+    assert record.mode == "rollback" and record.resorting == "c-02"
+    resort_the_rest(fleet)
+    assert set(fleet.assigned("app").values()) == {"v1"}  # v2 never reached a member
+    assert fleet.phase("app") == "RolledBack"
+
+
+def test_members_updating_on_the_superseded_revision_are_not_failed_by_the_deadline_during_a_re_sort() -> None:
+    fleet = fleet_of(12, feedback=True)
+    fleet.send(app(deadline="5m"))
+    fleet.succeed("app", "c-00", "c-01")
+    fleet.succeed_all("app", "v1")
+    fleet.send(app("v2", deadline="5m"))
+    fleet.succeed_all("app", "v2")  # the canary succeeds: the wave of ten updates to v2
+    fleet.feedback = False
+    fleet.send(app("v3", deadline="5m"))  # c-00..c-02 re-sorted in this event, c-03..c-11 not yet
+    fleet.wait(600)  # the wave updating for longer than its deadline, but on v2, no longer the target
+    assert [d.cluster for d in fleet.last.decisions if d.action == DecisionAction.FAILED] == []
+    assert fleet.record("app").resorting is not None
+
+
+def test_a_redelivered_continuation_of_a_re_sort_changes_nothing() -> None:
+    fleet = completed(12)
+    fleet.send(app("v2"))
+    (first,) = fleet.last.dependency_events
+    fleet.send(first)
+    before = fleet.snapshot()
+    assert serialize(fleet.engine.handle(first)) == serialize(Outcome())
+    assert fleet.snapshot() == before
+
+
+def test_a_re_apply_to_5000_clusters_writes_at_most_a_slice_of_records_per_event() -> None:
+    """The per-event bound at the engine's own limit: a new revision of a module on 5,000
+    clusters re-sorts them in three events of at most MOVES_PER_EVENT target documents,
+    decisions and assignments each — not one event of 5,000."""
+    size = 5_000
+    fleet = Fleet()
+    fleet.check_each_event = False  # a recount of 5,000 targets after every event: too slow here
+    fleet.tick(T0)
+    fleet.send(*[cluster(f"c-{i:05d}", {"ring": "canary" if i < 2 else "wave"}) for i in range(size)])
+    fleet.send(module("app", {}, "v1", stage("canary", {"ring": "canary"}), stage("wave", {"ring": "wave"})))
+    assert len(fleet.targets) == size
+    start = len(fleet.outcomes)
+    fleet.send(module("app", {}, "v2", stage("canary", {"ring": "canary"}), stage("wave", {"ring": "wave"})))
+    outcomes = fleet.outcomes[start:]
+    assert len(outcomes) == 3  # the apply and two continuations: 1,999 + 2,000 + 1,001 members
+    for outcome in outcomes:
+        assert len(outcome.target_status) <= MOVES_PER_EVENT
+        assert len(outcome.decisions) <= MOVES_PER_EVENT + 2  # and a new-revision, a stage started
+        assert len(outcome.assignments) <= MOVES_PER_EVENT
+    assert fleet.record("app").resorting is None
+    assert len(fleet.on("app", "v2")) == 2  # the canary started once every member was re-sorted

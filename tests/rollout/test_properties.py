@@ -586,6 +586,59 @@ def test_sliced_plain_rollouts_decide_what_unbounded_folds_decide(scenario: dict
     assert sliced.fleet.assemblages == unbounded.fleet.assemblages
 
 
+@st.composite
+def plain_reapplies(draw: st.DrawFn) -> dict[str, Any]:
+    """A plain rollout, then its module applied again under another strategy (and selector),
+    a new revision, another one and a rollback of it (or not)."""
+    scenario = draw(plain_rollouts())
+    scenario["respec"] = draw(strategies())
+    scenario["respec_selector"] = draw(st.sampled_from(["keep", "all", "prod"]))
+    scenario["rollback"] = draw(st.booleans())
+    return scenario
+
+
+def reapplied(scenario: dict[str, Any], fleet: Fleet) -> Run:
+    """`scenario` (plain_reapplies) run on `fleet`: completed, respecified and completed
+    under a new revision, given another revision and (perhaps) rolled back, settled."""
+    run = Run(scenario, fleet=fleet)
+    run.finish(new_revision=False)
+    (name,) = run.world.modules()
+    respec = run.world.event_for(("respec", name, scenario["respec"], scenario["respec_selector"]))
+    run.feed(respec)  # every member re-sorted under the new strategy (rule 8)
+    run.finish(new_revision=True)  # a new revision re-sorted, then rolled out to Complete
+    for event in run.world.events_for(("revision", name)):
+        run.feed(event)
+    if scenario["rollback"]:
+        run.feed(command(name, "rollback"))  # re-sorted in rollback mode, each member moved back as reached
+    while settled := run.world.settle(name, 1_000, 0):
+        for event in settled:
+            run.feed(event)
+    run.feed(tick(run.fleet.now + 600))
+    return run
+
+
+@settings(
+    max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(plain_reapplies())
+def test_re_applies_and_rollbacks_sliced_at_two_decide_what_unbounded_folds_decide(scenario: dict[str, Any]) -> None:
+    """Re-sorts per event (rule 8): a respec, new revisions and a rollback of a fleet larger
+    than the slice re-sort their members over several events — with the checker's
+    invariants after each — and decide what one unbounded fold decides, in the same order;
+    a refold after a restart before every event decides the same again."""
+    unbounded = reapplied(scenario, Fleet())
+    sliced = reapplied(scenario, Fleet(moves_per_event=2))
+    assert [(d.module, d.action, d.cluster, d.because) for d in sliced.fleet.decisions] == [
+        (d.module, d.action, d.cluster, d.because) for d in unbounded.fleet.decisions
+    ]
+    assert sliced.fleet.assemblages == unbounded.fleet.assemblages
+    (name,) = sliced.world.modules()
+    assert sliced.fleet.record(name).phase == unbounded.fleet.record(name).phase
+    assert sliced.fleet.record(name).resorting is None
+    again = refold(sliced.journal, restart=True, moves_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in sliced.fleet.outcomes]
+
+
 def test_outcomes_do_not_depend_on_the_hash_seed() -> None:
     """Set iteration order changes with PYTHONHASHSEED; decisions must not."""
     script = (
