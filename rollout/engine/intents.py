@@ -3,7 +3,8 @@
     ModuleApplied    -> refused when it breaks its namespace's ModuleRestriction (naming the
                         rule: restriction_rules.py); else a new ModuleRecord, or a new spec; a
                         new sync (or new bindings) is a new generation, the target, rolled out
-                        again from the first stage
+                        again from the first stage — once every member was re-sorted, in
+                        slices (membership.py "Re-sorts per event")
     ModuleDeleted    -> every assignment removed; a DeletedModule tombstone keeps the
                         generation counter and the ids of the intents handled
     RolloutCommanded -> pause, resume, abort, rollback, approve or reject (a stage: approvals.py),
