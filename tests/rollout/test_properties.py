@@ -29,7 +29,9 @@ every event it checks:
   (that is not over budget any more) or a new revision;
 * a rolled-back module has every unpinned member on stable (or nothing without one);
 * a pinned cluster's assignment never changes while it stays pinned;
-* a redelivered event emits nothing and changes nothing.
+* a redelivered event emits nothing and changes nothing;
+* while a module re-sorts its members (membership.py "Re-sorts per event"), nothing moves
+  to its target, and every member a rollback's re-sort passed is back on stable.
 
 From wherever the scenario left it, its restriction and freeze calendars deleted, a new
 revision with every cluster succeeding and every stage approved must complete, and stay
@@ -38,7 +40,9 @@ Then the whole journal is refolded into a fresh
 engine (determinism: identical outcomes and state) and into one restarted before every
 event — JSON round trip, cold indexes — so that every prefix is folded, recovered and
 continued (identical outcomes and final state). Two more: plain rollouts always complete,
-and a fixed busy scenario gives the same outcomes under different PYTHONHASHSEEDs.
+and a fixed busy scenario gives the same outcomes under different PYTHONHASHSEEDs. Sliced
+at two moves an event, plain rollouts — and their re-applies, new revisions and rollbacks,
+whose re-sorts then cross several slices — decide what unbounded folds decide.
 
 Redelivery of suffixes: after a scenario is folded, *every* suffix of its journal is fed
 again (same events, same ids) onto the advanced state — what a consumer restarting from an
