@@ -1,7 +1,7 @@
 """A fleet-sized stage start, folded by the real decider in-process: one unbounded fold
 against slices of `MOVES_PER_EVENT` moves (rollout/engine/stages.py, "Moves per event").
 
-    .venv/bin/python benchmarks/stage_slices.py [--clusters 50000]
+    .venv/bin/python benchmarks/stage_slices.py [--clusters 50000] [--event stage-start|reapply|rollback]
 
 A fleet of N clusters, one module whose canary (1 %) has passed, then a `wave` stage of the
 rest at 100 % concurrency: the report that passes the canary starts the wave. Each variant
@@ -11,6 +11,16 @@ continuations the decider sends to the dependencies topic are put back into the 
 the router does. Printed per variant: the largest batch (records sent, changelog records,
 CPU seconds), how many batches moved the wave, the CPU time to move it all, and the
 process's RSS after the setup and its peak while the wave moves (sampled every 5 ms).
+
+`--event reapply`: once the wave has started (99 % of the fleet updating to 1.0.0), the
+module applied again with a new revision — every member re-sorted (rollout/engine/
+membership.py, "Re-sorts per event": each updating member becomes pending for 2.0.0), then
+the new canary started. `--event rollback`: `rollout rollback` then instead, every member
+re-sorted in rollback mode and moved back (the fleet had no stable revision yet: its
+assignment removed). The
+"variant" column is the engine's limit then (sliced, or 10⁹: one fold); to compare with a
+release before re-sorts were sliced, run it with that release first on PYTHONPATH
+(`git archive <commit> | tar -x -C /tmp/before`).
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from bench_events import cluster_event, cluster_name, module_event, report
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ModuleApplied, RolloutCommanded
 from streams.decider import DecidePartition
 from streams.heap import Heap
 from streams.outputs import Outputs
@@ -66,7 +78,20 @@ class Sampler(threading.Thread):
         self.peak = max(self.peak, rss_mib())
 
 
-def run(clusters: int, limit: int | None) -> dict[str, float]:
+def reapplied(name: str, tag: str) -> bytes:
+    """`name` applied again with the benchmark's strategy at Git tag `tag` (a new revision)."""
+    spec = {
+        "selector": {"matchLabels": {"env": "bench"}},
+        "sync": {"source": {"git": {"url": "https://example.com/r", "version": {"tag": tag}}}},
+        "rollout": STRATEGY,
+    }
+    manifest = MANIFEST_ADAPTER.validate_python(
+        {"apiVersion": "rollout.dev/v1alpha1", "kind": "Module", "metadata": {"name": name}, "spec": spec}
+    )
+    return ModuleApplied(module=manifest).to_bytes()
+
+
+def run(clusters: int, limit: int | None, event: str = "stage-start") -> dict[str, float]:
     names = TopicNames("bench.")
     decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
     if limit is not None:
@@ -102,12 +127,21 @@ def run(clusters: int, limit: int | None) -> dict[str, float]:
         out, _, _ = batch(joining)
         joining = [r.value for r in out.records if r.topic == names.dependencies]
     batch([report(cluster_name(i), "fleetwide") for i in range(canaries - 1)])
+    if event != "stage-start":  # the canary passes and the wave starts: 99 % of the fleet updating
+        started = [report(cluster_name(canaries - 1), "fleetwide")]
+        while started:
+            out, _, _ = batch(started)
+            started = [r.value for r in out.records if r.topic == names.dependencies]
     Heap().settle()
     before = rss_mib()
     sampler = Sampler()
     sampler.start()
 
-    pending = [report(cluster_name(canaries - 1), "fleetwide")]  # passes the canary: the wave starts
+    pending = {
+        "stage-start": [report(cluster_name(canaries - 1), "fleetwide")],  # passes the canary: the wave starts
+        "reapply": [reapplied("fleetwide", "2.0.0")],  # a new revision: every member re-sorted
+        "rollback": [RolloutCommanded(module="fleetwide", command="rollback", user="bench").to_bytes()],
+    }[event]
     largest = {"records": 0, "changelog": 0, "cpu": 0.0}
     moved, batches, cpu = 0, 0, 0.0
     while pending:
@@ -134,19 +168,25 @@ def run(clusters: int, limit: int | None) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clusters", type=int, default=50_000)
+    parser.add_argument("--event", choices=("stage-start", "reapply", "rollback"), default="stage-start")
     parser.add_argument("--variant", choices=("sliced", "unbounded"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:
         limit = None if args.variant == "sliced" else 10**9
-        print(json.dumps(run(args.clusters, limit)))
+        print(json.dumps(run(args.clusters, limit, args.event)))
         return
-    print(f"stage start of {args.clusters:,} clusters x 99 % at 100 % concurrency, real decider in-process", flush=True)
+    what = {
+        "stage-start": f"stage start of {args.clusters:,} clusters x 99 % at 100 % concurrency",
+        "reapply": f"re-apply with a new revision of a module on {args.clusters:,} clusters (canary running)",
+        "rollback": f"rollback of a module on {args.clusters:,} clusters (canary running)",
+    }[args.event]
+    print(f"{what}, real decider in-process", flush=True)
     print(f"{'variant':>10} {'moved':>7} {'batches':>8} {'CPU s':>7} {'largest batch: records':>23} "
           f"{'changelog':>10} {'CPU s':>6} {'RSS after setup MiB':>20} {'peak while moving MiB':>22}",
           flush=True)  # fmt: skip
     for variant in ("unbounded", "sliced"):
         result = subprocess.run(
-            [sys.executable, __file__, "--clusters", str(args.clusters), "--variant", variant],
+            [sys.executable, __file__, "--clusters", str(args.clusters), "--event", args.event, "--variant", variant],
             check=True,
             capture_output=True,
             text=True,
