@@ -15,6 +15,8 @@
              --partitions P (of every topic, default 4),
              --static-membership (each worker with --instance-id, the same after the restart:
              restart-to-ready without the dead member's session timeout),
+             --pause broker|worker (SIGSTOP it once mid-rollout, then SIGCONT: --pause-during STAGE,
+             default wave-2, --pause-after N members succeeded there, --pause-seconds S, default 60),
              --from-commit REV (run the `rollout` processes from `git archive REV`: in a working
              tree others edit meanwhile, a half-saved file would otherwise end up in a worker)
 
@@ -771,6 +773,10 @@ class Options:
     static_membership: bool = False  # each worker started with --instance-id (the same after the restart)
     # the modules that do not roll out applied first, and joined, before the measured ones are
     installed_first: bool = False
+    pause: str | None = None  # "broker" or "worker": SIGSTOPped once, mid-rollout (`--pause`)
+    pause_during: str = "wave-2"  # the stage of the first measured module it is paused in
+    pause_after: int = 1  # ... once that many of the stage's members succeeded
+    pause_seconds: float = 60.0  # ... for this long (past the worker's 45 s session timeout: its groups expire)
 
 
 @dataclass
@@ -923,7 +929,11 @@ async def body(
               flush=True)  # fmt: skip
         if code:
             raise RuntimeError(f"rollout apply failed: {(workdir / 'apply-modules.log').read_text()[-2000:]}")
-        complete = await until_complete(status, measured, workers, options.rollout_timeout_s)
+        pausing = asyncio.create_task(pause_mid_rollout(status, measured[0], workers, broker, options))
+        try:
+            complete = await until_complete(status, measured, workers, options.rollout_timeout_s)
+        finally:
+            pausing.cancel()
         rollout_end = clock.read()
         sampler.progress = None
         run.metrics["rss_hwm_gib"] = max(rss_bytes(w.pid, "VmHWM") for w in workers) / GIB
@@ -993,6 +1003,48 @@ async def body(
           f"{expelled} 'member_id was not recognized' (a session expired: no heartbeat for 10 s)",
           flush=True)  # fmt: skip
     run.metrics["probe_max_s"] = max(latencies_s) if latencies_s else float("nan")
+
+
+async def pause_mid_rollout(
+    status: StatusFollower, module: str, workers: list[Process], broker: int | None, options: Options
+) -> None:
+    """`--pause`: once `options.pause_during` of `module` has `pause_after` members succeeded,
+    SIGSTOP the broker (or the workers) for `pause_seconds`, then SIGCONT, and print
+    the progress and the worker RSS right after and every 15 s for a minute. A paused worker
+    past its session timeout (45 s) is expelled from its groups and takes its own partitions
+    back once it runs again — what a worker whose event loop was blocked that long meets (issue
+    22: a 100,000-cluster wave-2); a paused broker stops its own clocks too, so its groups
+    mostly survive, but every request in flight times out."""
+    if options.pause is None:
+        return
+    pids = [broker] if options.pause == "broker" and broker else [w.pid for w in workers]
+    if not pids:
+        print("  --pause broker: no local broker pid; not paused", flush=True)
+        return
+    while True:
+        history = status.modules.get(module)
+        stage = history.latest.stage(options.pause_during) if history and history.latest else None
+        if stage is not None and stage.counts.succeeded >= options.pause_after:
+            break
+        await asyncio.sleep(0.1)
+    before = status.describe(module)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    print(f"  PAUSED the {options.pause} (SIGSTOP {', '.join(map(str, pids))}) for {options.pause_seconds:.0f} s "
+          f"at: {before}", flush=True)  # fmt: skip
+    try:
+        await asyncio.sleep(options.pause_seconds)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    print(f"  RESUMED the {options.pause} (SIGCONT)", flush=True)
+    for _ in range(5):
+        rss = " + ".join(f"{rss_bytes(w.pid) / 2**20:.0f}" for w in workers if w.popen.poll() is None)
+        print(f"  [{time.monotonic() - resumed:4.0f} s after the pause] {status.describe(module)}; "
+              f"worker RSS {rss} MiB", flush=True)  # fmt: skip
+        await asyncio.sleep(15)
 
 
 async def until_complete(status: StatusFollower, measured: list[str], workers: list[Process], timeout: float) -> bool:
@@ -1249,6 +1301,14 @@ def main() -> None:
         "ones: a rollout on a fleet where the others are installed (without: all modules in one apply)",
     )
     parser.add_argument("--no-restart", action="store_true", help="skip the worker's kill and restart")
+    parser.add_argument(
+        "--pause",
+        choices=("broker", "worker"),
+        help="SIGSTOP the local broker (or the workers) once mid-rollout, then SIGCONT (see --pause-during)",
+    )
+    parser.add_argument("--pause-during", default="wave-2", help="the stage of the first module to pause in")
+    parser.add_argument("--pause-after", type=int, default=1, help="... once this many of its members succeeded")
+    parser.add_argument("--pause-seconds", type=float, default=60.0, help="... for this long")
     parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
     parser.add_argument(
         "--from-commit",
@@ -1264,8 +1324,9 @@ def main() -> None:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
                       args.keep, args.rollout_timeout, workers=args.workers,
-                      static_membership=args.static_membership,
-                      installed_first=args.installed_first)  # fmt: skip
+                      static_membership=args.static_membership, installed_first=args.installed_first,
+                      pause=args.pause, pause_during=args.pause_during, pause_after=args.pause_after,
+                      pause_seconds=args.pause_seconds)  # fmt: skip
     PARTITIONS = args.partitions
     scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
     sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]

@@ -5,7 +5,7 @@ where the worker's memory and CPU go per moved cluster.
 
     .venv/bin/python benchmarks/fleet_pipeline.py [--clusters 20000] [--modules 20] [--partitions 4]
         [--appliers 2] [--lease-seconds 60] [--tick-interval 10] [--heap worker|default]
-        [--trace] [--until fleet|wave-1|wave-2|done]
+        [--trace] [--until fleet|wave-1|wave-2|done] [--retake-at N]
 
 The `large` scenario of benchmarks/fleet.py without Kafka and without appliers: the fleet
 (labels `ring` canary / wave-1 / wave-2 as fleet.py's) on cluster-observations, then the
@@ -29,7 +29,11 @@ hundred bytes per record of bookkeeping).
 Printed per phase (fleet, modules joined, canary, wave-1, wave-2): wall and CPU seconds,
 CPU per stage (the time each stage's `step` took, fold and delivery) and per cluster moved,
 RSS after and its peak (sampled every 5 ms), records and bytes per output topic, the largest
-batch each stage folded. `--trace`: tracemalloc's top allocations still held at the end of
+batch each stage folded, and the longest single `step` of each (what blocks the worker's event
+loop: past the session timeout, its heartbeats stop and the group expires it).
+`--retake-at N`: once N wave-2 clusters are reported, the decide stage loses every partition
+and takes it back — a rebalance after an expired session, as after a broker's timeouts
+(issue 22) — and what the next round costs is printed. `--trace`: tracemalloc's top allocations still held at the end of
 each phase, and those that grew during it (slow: use a small fleet).
 """
 
@@ -144,6 +148,7 @@ class Pipeline:
         self.cpu: Counter[str] = Counter()
         self.largest: dict[str, int] = defaultdict(int)
         self.batches: Counter[str] = Counter()
+        self.longest: dict[str, float] = defaultdict(float)  # the longest single step, wall seconds
         self.inputs = 0
         self.heap: Heap | None = None
 
@@ -183,8 +188,9 @@ class Pipeline:
             busy = False
             for runner in self.runners:
                 before = self._positions(runner)
-                started = time.process_time()
+                started, wall = time.process_time(), time.perf_counter()
                 await runner.step(timeout_ms=0)
+                self.longest[runner.spec.name] = max(self.longest[runner.spec.name], time.perf_counter() - wall)
                 await asyncio.sleep(0)
                 for slot in runner.slots.values():
                     if slot.inflight is not None:
@@ -205,6 +211,16 @@ class Pipeline:
     @staticmethod
     def _positions(runner: StageRunner) -> dict[TopicPartition, int]:
         return {tp: slot.position for tp, slot in runner.slots.items()}
+
+    async def retake(self, stage: str) -> float:
+        """`stage` loses every partition and is assigned them all back, as after its session
+        expired (the group's callbacks, in the order aiokafka calls them); seconds taken."""
+        runner = next(runner for runner in self.runners if runner.spec.name == stage)
+        owned = sorted(runner.slots)
+        started = time.perf_counter()
+        await runner.revoke(owned)
+        await runner.assign(owned)
+        return time.perf_counter() - started
 
     def deciders(self) -> list[DecidePartition]:
         decide = next(runner for runner in self.runners if runner.spec.name == "decide")
@@ -350,6 +366,8 @@ async def rollout(args: argparse.Namespace) -> None:
     phases.end(f"{args.modules} modules joined, m-000's canary started")
     stage = "canary"
     reported: set[str] = set()
+    wave_2_from = 0
+    retake: tuple[float, float, float] | None = None
     while True:
         waiting = [c for c in pipeline.updating(module) if c not in reported]
         if not waiting:
@@ -373,16 +391,41 @@ async def rollout(args: argparse.Namespace) -> None:
             await pipeline.run_until_idle()
             if appliers is not None:
                 await appliers.round()
+            if retake is not None:
+                after_retake(pipeline, retake)
+                retake = None
+            if stage == "wave-2" and args.retake_at is not None and len(reported) - wave_2_from >= args.retake_at:
+                args.retake_at = None
+                retake = await retaken(pipeline)
         print(f"      {len(reported):,} reported, RSS {rss_mib():.0f} MiB", flush=True)
         now_stage = next_stage(len(reported), args.clusters)
         if now_stage != stage:
             phases.end(f"{stage} succeeded, {now_stage} started")
             stage = now_stage
+            wave_2_from = len(reported)
             if args.until == stage:
                 break
     if args.until != stage:
         phases.end(f"{stage} succeeded")
     print(f"largest batch per stage (input records): {dict(pipeline.largest)}; batches {dict(pipeline.batches)}")
+    longest = ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in pipeline.longest.items())
+    print(f"longest single step per stage (the event loop blocked that long): {longest}")
+
+
+async def retaken(pipeline: Pipeline) -> tuple[float, float, float]:
+    """The decide stage takes its own partitions back (`--retake-at`); (seconds it took, RSS
+    before, CPU seconds at the end) — the round that follows is printed by `after_retake`."""
+    pipeline.longest.clear()
+    rss = rss_mib()
+    taken = await pipeline.retake("decide")
+    return taken, rss, time.process_time()
+
+
+def after_retake(pipeline: Pipeline, retake: tuple[float, float, float]) -> None:
+    taken, rss, cpu = retake
+    print(f"    RETAKEN: decide lost and took back its partitions in {taken:.2f} s; the round after it "
+          f"{time.process_time() - cpu:.2f} s CPU, its longest decide step {pipeline.longest['decide']:.2f} s; "
+          f"RSS {rss:.0f} → {rss_mib():.0f} MiB", flush=True)  # fmt: skip
 
 
 def next_stage(reported: int, clusters: int) -> str:
@@ -409,6 +452,9 @@ def main() -> None:
     )
     parser.add_argument("--trace", action="store_true", help="tracemalloc per phase (slow: use a small fleet)")
     parser.add_argument("--until", choices=("fleet", "wave-1", "wave-2", "done"), default="done")
+    parser.add_argument(
+        "--retake-at", type=int, help="wave-2 reports after which decide loses and takes back its partitions"
+    )
     args = parser.parse_args()
     asyncio.run(rollout(args))
 

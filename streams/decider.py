@@ -128,7 +128,13 @@ class DecidePartition:
         return engine
 
     def reset(self) -> None:
-        self.engine = self._new_engine()  # derived indexes are per engine: rebuilt lazily
+        """A new engine: derived indexes are per engine, rebuilt lazily from the mappings. The
+        old engine's are dropped now — the engine is held in reference cycles, and the worker
+        freezes what survives a full collection (streams/heap.py), so without this the indexes
+        of every reset engine (a fleet's pending queues per module) stayed until the next
+        settle, minutes later."""
+        old, self.engine = self.engine, self._new_engine()
+        old.reset_indexes()
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int:
         """Fold the batch in one go: a module record copied by one event of the batch is

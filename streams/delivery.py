@@ -309,6 +309,7 @@ class StageRunner:
                 if slot.phase is PartitionPhase.SUSPENDED:
                     # another worker owns it now: what we hold may go stale; rebuilt if it returns
                     del self.partitions[tp]
+                    _release(slot)
             self.joined.set()
             if self.on_assignment is not None:
                 self.on_assignment(set(self.slots))
@@ -340,7 +341,15 @@ class StageRunner:
         if processor.state is not None:
             async with self.reading:
                 folded = await asyncio.wait_for(self._catch_up(slot), timeout=TAKE_OVER_TIMEOUT)
-            processor.reset()
+            if folded:
+                # the state changed under the processor's derived caches: rebuilt lazily. A
+                # partition the stage gets back that nobody wrote to since its own last commit
+                # folds nothing (`Slot.state_position` is past that commit's state records) and
+                # keeps them: at 100,000 clusters x 20 modules the decider's indexes cost ~minutes
+                # of one fold to rebuild, which kept its event loop from heartbeating past the
+                # session timeout — expelled again, it took the partition back again, and reset
+                # again (issue 22)
+                processor.reset()
             tracking = processor.state.tracking
             if processor.state.restored:
                 slot.position = tracking.offset
@@ -465,6 +474,16 @@ class StageRunner:
                 await asyncio.wait_for(producer.stop(), timeout=5)
             except Exception as error:
                 log.debug("closing a producer of %s: %s", name(slot.tp), error)
+
+
+def _release(slot: Slot) -> None:
+    """Let go of a partition's state now, not whenever the collector finds it: the decider's
+    engine is held in reference cycles, and the worker freezes what survives a full
+    collection (streams/heap.py) — a dropped partition's state, a fleet's worth, would stay
+    until the next settle, minutes later."""
+    if slot.processor.state is not None:
+        slot.processor.state.release()
+    slot.processor.reset()
 
 
 def _names(tps: list[TopicPartition]) -> str:

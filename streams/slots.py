@@ -306,7 +306,7 @@ class BatchCommitter:
         try:
             producer = producers[slot.turn]
             await producer.begin_transaction()
-            sent, state_sent = await self._send(producer, batch.outputs, batch.state_records)
+            sent, state_sent, state_tail = await self._send(producer, batch.outputs, batch.state_records)
             await _delivered([*sent, *state_sent])
             if state is None:  # a stateless stage's position is its group offset
                 # only once every batch is written: see `_send` on the broker's verification
@@ -325,9 +325,11 @@ class BatchCommitter:
         if state is not None:
             state.commit_sealed()
             if state_sent:
-                # the base offset of the last batch of state records: a catch-up from here
-                # re-reads a few records at most (restoring is idempotent), never skips one
-                slot.state_position = max(slot.state_position, state_sent[-1].result().offset)
+                # past the last state record written (its batch's base offset + its records):
+                # everything below is folded in this state already, so a catch-up from here —
+                # the take-over of a partition this stage gets back — reads only what others
+                # wrote since, and finding nothing keeps the processor as it is (delivery.py)
+                slot.state_position = max(slot.state_position, state_sent[-1].result().offset + state_tail)
         slot.transaction_ended(self.stage, None, self.clock())
         if batch.records:  # the batch's oldest input: its worst latency, one observation per batch
             self.latency.observe(max(time.time() - batch.records[0].timestamp / 1000, 0.0))
@@ -338,10 +340,11 @@ class BatchCommitter:
 
     async def _send(
         self, producer: TransactionalProducer, outputs: list[OutRecord], state_records: list[OutRecord]
-    ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]]]:
+    ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]], int]:
         """Send the outputs and the state records as record batches, one stream per
         topic-partition in order (no future, no partitioner call per record); the futures of
-        the output batches and of the state batches, each in order.
+        the output batches and of the state batches, each in order, and how many records the
+        last state batch holds.
 
         The first batch of *every* topic-partition is handed to the producer before any
         second one: a second batch of a partition waits for the first to drain, and that
@@ -353,7 +356,8 @@ class BatchCommitter:
         a retry after a backoff, and a warning, on a healthy broker. The same holds for
         AddOffsetsToTxn, which `_commit` therefore sends only once every batch is written."""
         streams: dict[tuple[str, int], list[Any]] = {}
-        state_streams: set[tuple[str, int]] = set()
+        counts: dict[tuple[str, int], list[int]] = {}  # records in each batch of a stream
+        state_streams: dict[tuple[str, int], None] = {}  # in order (one: the input partition's)
         for records, is_state in ((outputs, False), (state_records, True)):
             for topic, key, value, partition in records:
                 if partition is None:
@@ -365,12 +369,15 @@ class BatchCommitter:
                 stream = streams.get((topic, partition))
                 if stream is None:
                     stream = streams[(topic, partition)] = [producer.create_batch()]
+                    counts[(topic, partition)] = [0]
                     if is_state:
-                        state_streams.add((topic, partition))
+                        state_streams[(topic, partition)] = None
                 if stream[-1].append(key=key, value=value, timestamp=None) is None:  # full: start another
                     stream.append(producer.create_batch())
+                    counts[(topic, partition)].append(0)
                     if stream[-1].append(key=key, value=value, timestamp=None) is None:
                         raise RecordTooLargeError(f"a record for {topic} does not fit in a batch")
+                counts[(topic, partition)][-1] += 1
         futures: dict[tuple[str, int], list[asyncio.Future[Any]]] = {tp: [] for tp in streams}
         for depth in range(max((len(stream) for stream in streams.values()), default=0)):
             for (topic, partition), stream in streams.items():  # every partition's first batch, then the second…
@@ -380,7 +387,8 @@ class BatchCommitter:
                     )
         sent = [future for tp, batch_futures in futures.items() if tp not in state_streams for future in batch_futures]
         state_sent = [future for tp in state_streams for future in futures[tp]]
-        return sent, state_sent
+        state_tail = counts[list(state_streams)[-1]][-1] if state_streams else 0
+        return sent, state_sent, state_tail
 
     def drop(self, slot: Slot) -> None:
         """Drop what the batch folded (not the sealed batch in flight); rebuild derived caches."""

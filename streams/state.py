@@ -204,6 +204,10 @@ class _LazyCommitted(dict[str, Any]):
 
     __hash__ = None
 
+    def clear(self) -> None:
+        super().clear()
+        self._hot.clear()
+
     def undecoded(self) -> int:
         """How many records are held as their bytes (not read yet, or gone cold)."""
         return sum(1 for value in dict.values(self) if type(value) is _Stored)
@@ -257,6 +261,13 @@ class LayeredMapping(MutableMapping[str, Any]):
 
     def drop_sealed(self) -> None:
         self._sealed = {}
+
+    def release(self) -> None:
+        """Hold nothing any more: every layer and the committed values (`PartitionState.release`)."""
+        self._event.clear()
+        self._batch.clear()
+        self._sealed = {}
+        self.committed.clear()
 
     def commit_batch(self) -> None:
         """The batch layer straight to the committed values (nothing sealed in between)."""
@@ -415,6 +426,14 @@ class PartitionState:
         for mapping in self.mappings.values():
             mapping.drop_sealed()
         self.drop_batch()
+
+    def release(self) -> None:
+        """Hold nothing any more: the stage let the partition go for good (another worker owns
+        it). Whatever still refers to the mappings — an engine in a reference cycle the
+        collector has not reached — holds them empty, not a fleet's worth of records."""
+        for mapping in self.mappings.values():
+            mapping.release()
+        self._written.clear()
 
     def batch_writes(self) -> int:
         """How many keys the batch layer has written (each a state record of its changelog)."""

@@ -347,7 +347,7 @@ async def test_a_transaction_hands_over_the_first_batch_of_every_partition_befor
     outputs = [("wide", f"k{i}".encode(), b"v" * 60, i % 3) for i in range(24)]
     state_records = [(STATE, f"s{i}".encode(), b"x" * 60, 0) for i in range(6)]
 
-    sent, state_sent = await partition.committer._send(producer, outputs, state_records)
+    sent, state_sent, _ = await partition.committer._send(producer, outputs, state_records)
 
     streams = {("wide", 0), ("wide", 1), ("wide", 2), (STATE, 0)}
     assert len(producer.handed) > len(streams), "each partition needs several batches here"
