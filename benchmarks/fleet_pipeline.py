@@ -299,7 +299,8 @@ class Phases:
         per_move = f", {moved:,} moved, {1000 * cpu / moved:.2f} ms CPU per move" if moved else ""
         print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU{per_move} "
               f"(route {stages['route']:.1f}, decide {stages['decide']:.1f}, assemble {stages['assemble']:.1f} s); "
-              f"RSS peak {self.sampler.peak:.0f} MiB, after {rss:.0f} MiB, settled {settled:.0f} MiB (in {settle_s:.2f} s); "
+              f"RSS peak {self.sampler.peak:.0f} MiB, after {rss:.0f} MiB, "
+              f"settled {settled:.0f} MiB (in {settle_s:.2f} s); "
               f"{gc.get_freeze_count():,} objects frozen", flush=True)  # fmt: skip
         written = ", ".join(
             f"{topic.removeprefix(PREFIX)} {records[topic]:,} ({size[topic] / 2**20:.1f} MiB)"
