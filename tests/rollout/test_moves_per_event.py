@@ -11,7 +11,7 @@ from typing import Any
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.stages import MOVES_PER_EVENT
 from rollout.wire.events import RolloutContinued
-from tests.rollout.builders import T0, Fleet, cluster, module, removed, serialize, stage
+from tests.rollout.builders import T0, Fleet, cluster, module, promotion, removed, serialize, stage
 
 LIMIT = 3
 
@@ -369,6 +369,24 @@ def test_members_updating_on_the_superseded_revision_are_not_failed_by_the_deadl
     fleet.wait(600)  # the wave updating for longer than its deadline, but on v2, no longer the target
     assert [d.cluster for d in fleet.last.decisions if d.action == DecisionAction.FAILED] == []
     assert fleet.record("app").resorting is not None
+
+
+def test_an_auto_promotion_re_sorts_the_members_in_slices_before_any_member_moves() -> None:
+    fleet = fleet_of(12)
+    auto = {"semver": ">=1.0.0 <2.0.0"}
+    fleet.send(app("1.0.0", auto_promote=auto))
+    fleet.succeed("app", "c-00", "c-01")
+    fleet.succeed_all("app", "1.0.0")
+    assert fleet.phase("app") == "Complete"
+    fleet.feedback = False
+    start = len(fleet.outcomes)
+    fleet.send(promotion("app", "1.1.0"))  # a new target: every member pending again, in slices
+    assert fleet.record("app").resorting == "c-02"
+    assert resort_the_rest(fleet) == 3
+    assert moved_to(fleet, "1.1.0", fleet.outcomes[start:]) == []
+    fleet.send(*fleet.last.dependency_events)
+    assert moved_to(fleet, "1.1.0", fleet.outcomes[-1:]) == ["c-00", "c-01"]
+    assert all(len(o.target_status) <= LIMIT for o in fleet.outcomes[start:])
 
 
 def test_a_redelivered_continuation_of_a_re_sort_changes_nothing() -> None:
