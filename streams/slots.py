@@ -52,9 +52,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from aiokafka import TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
@@ -90,6 +90,27 @@ class PartitionProcessor(Protocol):
 
     def reset(self) -> None:
         """Forget derived caches: the state was dropped back to its committed values."""
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A processor whose derived caches, dropped by a reset, cost more to rebuild than one
+    fold may hold the event loop (the decider's indexes: every cluster of every module of the
+    partition)."""
+
+    def warm_up(self) -> Iterator[object]:
+        """Rebuild what a reset dropped, one bounded step per item (nothing when warm)."""
+
+
+async def warm_up(processor: PartitionProcessor) -> None:
+    """Run `processor`'s warm-up, if it has one, yielding to the event loop between its
+    steps: the consumer's heartbeats go on meanwhile. Rebuilt lazily inside the next fold
+    instead, the decider's indexes at 100,000 clusters x 20 modules held the loop past the
+    session timeout — the broker expelled the worker, whose transactions then failed, whose
+    resets dropped the indexes again (issue 22)."""
+    if isinstance(processor, WarmsUp):
+        for _ in processor.warm_up():
+            await asyncio.sleep(0)
 
 
 @dataclass
@@ -225,6 +246,7 @@ class BatchCommitter:
             self.duplicates.inc(len(records) - len(fresh))
         if records and not fresh:
             return
+        await warm_up(slot.processor)
         end = max(fresh[-1].offset + 1 if fresh else slot.position, await self.position(slot.tp))
         if fresh and slot.isolation.single_steps(fresh[0]):
             for index, record in enumerate(fresh):

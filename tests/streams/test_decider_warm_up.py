@@ -1,0 +1,97 @@
+"""After a reset (a transaction that failed, a take-over that folded another owner's writes)
+the decider's new engine has no indexes; they are rebuilt before its next fold one module at a
+time, and the stage lets the event loop run between the steps — built inside the fold, a
+100,000-cluster partition's were one step longer than the session timeout (issue 22: the
+worker was expelled, its transactions failed, their resets dropped the indexes again)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from infra.observability import Metrics
+from infra.topics import TopicNames
+from rollout.wire.events import ClusterObserved
+from streams.decider import DecidePartition
+from streams.outputs import Outputs
+from tests.integration.chaos import cluster, module
+from tests.streams.memory_stage import INPUT, Stage
+
+MODULES = ("base", "extra", "more")
+
+
+def folded_decider() -> DecidePartition:
+    decider = DecidePartition(TopicPartition("journal", 0), TopicNames("t."), Metrics())
+    events = [ClusterObserved(cluster=cluster(i).cluster) for i in range(5)] + [module(m, "1.0.0") for m in MODULES]
+    records = [
+        ConsumerRecord("journal", 0, offset, 0, 0, None, event.to_bytes(), None, 0, 0, [])
+        for offset, event in enumerate(events)
+    ]
+    decider.process(records, len(records), Outputs("dead"))
+    decider.state.commit_batch()
+    return decider
+
+
+def test_a_reset_decider_rebuilds_its_indexes_one_module_a_step_before_its_next_fold() -> None:
+    decider = folded_decider()
+    list(decider.warm_up())
+    decider.reset()
+    assert decider.engine.book._members == {}
+
+    steps = list(decider.warm_up())
+
+    assert steps == ["fleet", *MODULES], "the fleet's names, then one module a step"
+    assert set(decider.engine.book._members) == set(MODULES)
+    assert decider.engine.book.index("base") == {f"k-{i:03d}" for i in range(5)}
+    assert list(decider.warm_up()) == [], "warm: nothing to do until the next reset"
+
+
+def test_a_warm_up_cut_short_by_a_reset_leaves_the_new_engine_to_the_next_one() -> None:
+    decider = folded_decider()
+    steps = decider.warm_up()
+    assert next(steps) == "fleet"
+    decider.reset()  # the transaction the warm-up ran beside failed
+
+    assert list(steps) == [], "it stops: the old engine is not built on"
+    assert decider.cold and list(decider.warm_up()) == ["fleet", *MODULES]
+
+
+class Ticker:
+    """Counts the event loop's turns, as the consumer's heartbeat task needs them."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+
+    async def run(self) -> None:
+        while True:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+
+async def test_the_stage_lets_the_event_loop_run_between_a_processors_warm_up_steps() -> None:
+    stage = Stage()
+    worker = await stage.start_worker()
+    await worker.runner.step()
+    ticker = Ticker()
+    seen: list[int] = []
+
+    def warming() -> Iterator[str]:
+        for step in ("fleet", "a", "b"):
+            seen.append(ticker.turns)
+            yield step
+
+    processor = worker.runner.slots[TopicPartition(INPUT, 0)].processor
+    processor.warm_up = warming  # type: ignore[attr-defined]
+    ticking = asyncio.create_task(ticker.run())
+    try:
+        stage.produce(0, b"a")
+        await stage.run_until_quiet()
+    finally:
+        ticking.cancel()
+
+    assert len(seen) == 3
+    assert seen[0] < seen[1] < seen[2], "the loop turned between the steps"
+    assert stage.outputs(0) == [b"a"]
