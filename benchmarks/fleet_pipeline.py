@@ -5,7 +5,7 @@ where the worker's memory and CPU go per moved cluster.
 
     .venv/bin/python benchmarks/fleet_pipeline.py [--clusters 20000] [--modules 20] [--partitions 4]
         [--appliers 2] [--lease-seconds 60] [--tick-interval 10] [--heap worker|default]
-        [--trace] [--until fleet|wave-1|wave-2|done] [--retake-at N]
+        [--trace] [--until fleet|wave-1|wave-2|done] [--retake-at N] [--fail-commits-at N]
 
 The `large` scenario of benchmarks/fleet.py without Kafka and without appliers: the fleet
 (labels `ring` canary / wave-1 / wave-2 as fleet.py's) on cluster-observations, then the
@@ -29,11 +29,14 @@ hundred bytes per record of bookkeeping).
 Printed per phase (fleet, modules joined, canary, wave-1, wave-2): wall and CPU seconds,
 CPU per stage (the time each stage's `step` took, fold and delivery) and per cluster moved,
 RSS after and its peak (sampled every 5 ms), records and bytes per output topic, the largest
-batch each stage folded, and the longest single `step` of each (what blocks the worker's event
-loop: past the session timeout, its heartbeats stop and the group expires it).
+batch each stage folded, the longest single `step` of each and the longest the event loop was
+held at once (past the session timeout, a worker's heartbeats stop and its groups expel it).
 `--retake-at N`: once N wave-2 clusters are reported, the decide stage loses every partition
 and takes it back — a rebalance after an expired session, as after a broker's timeouts
-(issue 22) — and what the next round costs is printed. `--trace`: tracemalloc's top allocations still held at the end of
+(issue 22) — and what the next round costs is printed. `--fail-commits-at N`: there, the next
+transaction of each decide partition fails instead (the memory broker's injected fault), as a
+broker's timeout fails one: each partition is reset, repaired, and its indexes rebuilt.
+`--trace`: tracemalloc's top allocations still held at the end of
 each phase, and those that grew during it (slow: use a small fleet).
 """
 
@@ -64,7 +67,7 @@ from streams.app import stage_specs
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner
 from streams.heap import Heap
-from streams.memory_broker import MemoryBroker, MemoryTransport, _Entry
+from streams.memory_broker import FaultPoint, MemoryBroker, MemoryTransport, _Entry
 from streams.transport import BATCH_BYTES_PER_PARTITION
 
 PREFIX = "bench."
@@ -151,6 +154,7 @@ class Pipeline:
         self.longest: dict[str, float] = defaultdict(float)  # the longest single step, wall seconds
         self.inputs = 0
         self.heap: Heap | None = None
+        self.lag = LoopLag()
 
     def _measure_batches(self, runner: StageRunner) -> None:
         """Each batch's outputs and state records (records, bytes): the largest per stage."""
@@ -170,6 +174,7 @@ class Pipeline:
         committer._prepare = measured  # type: ignore[method-assign]
 
     async def start(self) -> None:
+        self.lag.start()
         for runner in self.runners:
             await runner.start()
         for runner in self.runners:
@@ -398,6 +403,16 @@ async def rollout(args: argparse.Namespace) -> None:
             if stage == "wave-2" and args.retake_at is not None and len(reported) - wave_2_from >= args.retake_at:
                 args.retake_at = None
                 retake = await retaken(pipeline)
+            if (
+                stage == "wave-2"
+                and args.fail_commits_at is not None
+                and len(reported) - wave_2_from >= args.fail_commits_at
+            ):
+                args.fail_commits_at = None
+                pipeline.broker.inject(FaultPoint.COMMIT, match=".journal.", times=args.partitions)
+                retake = (0.0, rss_mib(), time.process_time())
+                pipeline.longest.clear()
+                pipeline.lag.longest = 0.0
         print(f"      {len(reported):,} reported, RSS {rss_mib():.0f} MiB", flush=True)
         now_stage = next_stage(len(reported), args.clusters)
         if now_stage != stage:
@@ -410,13 +425,36 @@ async def rollout(args: argparse.Namespace) -> None:
         phases.end(f"{stage} succeeded")
     print(f"largest batch per stage (input records): {dict(pipeline.largest)}; batches {dict(pipeline.batches)}")
     longest = ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in pipeline.longest.items())
-    print(f"longest single step per stage (the event loop blocked that long): {longest}")
+    print(
+        f"longest single step per stage (wall, awaits included): {longest}; the event loop held "
+        f"{pipeline.lag.longest:.2f} s at most since the last retake (or the start)"
+    )
+
+
+class LoopLag:
+    """The longest the event loop went without running this task (it asks every 10 ms): how
+    long one synchronous stretch — a fold, an index rebuild — held it, which is what stops a
+    worker's heartbeats. A step's wall time also counts its awaits; this does not."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.01)
+            self.longest = max(self.longest, time.perf_counter() - before - 0.01)
 
 
 async def retaken(pipeline: Pipeline) -> tuple[float, float, float]:
     """The decide stage takes its own partitions back (`--retake-at`); (seconds it took, RSS
     before, CPU seconds at the end) — the round that follows is printed by `after_retake`."""
     pipeline.longest.clear()
+    pipeline.lag.longest = 0.0
     rss = rss_mib()
     taken = await pipeline.retake("decide")
     return taken, rss, time.process_time()
@@ -424,8 +462,10 @@ async def retaken(pipeline: Pipeline) -> tuple[float, float, float]:
 
 def after_retake(pipeline: Pipeline, retake: tuple[float, float, float]) -> None:
     taken, rss, cpu = retake
-    print(f"    RETAKEN: decide lost and took back its partitions in {taken:.2f} s; the round after it "
-          f"{time.process_time() - cpu:.2f} s CPU, its longest decide step {pipeline.longest['decide']:.2f} s; "
+    print(f"    RETAKEN (or commits failed): decide lost and took back its partitions in {taken:.2f} s; "
+          f"the round after it "
+          f"{time.process_time() - cpu:.2f} s CPU, its longest decide step {pipeline.longest['decide']:.2f} s, "
+          f"the event loop held {pipeline.lag.longest:.2f} s at most; "
           f"RSS {rss:.0f} → {rss_mib():.0f} MiB", flush=True)  # fmt: skip
 
 
@@ -455,6 +495,9 @@ def main() -> None:
     parser.add_argument("--until", choices=("fleet", "wave-1", "wave-2", "done"), default="done")
     parser.add_argument(
         "--retake-at", type=int, help="wave-2 reports after which decide loses and takes back its partitions"
+    )
+    parser.add_argument(
+        "--fail-commits-at", type=int, help="wave-2 reports after which each decide partition's next commit fails"
     )
     args = parser.parse_args()
     asyncio.run(rollout(args))
