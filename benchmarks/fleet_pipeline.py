@@ -36,6 +36,8 @@ and takes it back — a rebalance after an expired session, as after a broker's 
 (issue 22) — and what the next round costs is printed. `--fail-commits-at N`: there, the next
 transaction of each decide partition fails instead (the memory broker's injected fault), as a
 broker's timeout fails one: each partition is reset, repaired, and its indexes rebuilt.
+`--silence-at N --silence-seconds S`: there, engine time moves S seconds without a beat (a
+worker stopped that long), so leases shorter than S expire before the beats come back.
 `--trace`: tracemalloc's top allocations still held at the end of
 each phase, and those that grew during it (slow: use a small fleet).
 """
@@ -271,6 +273,13 @@ class Appliers:
         self.pipeline.publish("ticks", [Tick(now=self.now).to_bytes()], key=b"tick")
         await self.pipeline.run_until_idle()
 
+    async def silence(self, seconds: float) -> None:
+        """Engine time moves `seconds` with no beat (a worker stopped that long: its ticker
+        and its reading of the appliers' beats): every lease shorter than that expires."""
+        self.now += seconds
+        self.pipeline.publish("ticks", [Tick(now=self.now).to_bytes()], key=b"tick")
+        await self.pipeline.run_until_idle()
+
 
 class Phases:
     """Per phase: time, CPU per stage, RSS, outputs; tracemalloc when asked."""
@@ -403,6 +412,17 @@ async def rollout(args: argparse.Namespace) -> None:
             if stage == "wave-2" and args.retake_at is not None and len(reported) - wave_2_from >= args.retake_at:
                 args.retake_at = None
                 retake = await retaken(pipeline)
+            if stage == "wave-2" and args.silence_at is not None and len(reported) - wave_2_from >= args.silence_at:
+                args.silence_at = None
+                assert appliers is not None, "--silence-at needs appliers"
+                before = rss_mib()
+                pipeline.lag.longest = 0.0
+                await appliers.silence(args.silence_seconds)
+                held = pipeline.lag.longest
+                print(f"    SILENCE: {args.silence_seconds:.0f} s of engine time without beats; "
+                      f"RSS {before:.0f} → {rss_mib():.0f} MiB, the event loop held {held:.2f} s at most",
+                      flush=True)  # fmt: skip
+                retake = (0.0, before, time.process_time())
             if (
                 stage == "wave-2"
                 and args.fail_commits_at is not None
@@ -496,6 +516,8 @@ def main() -> None:
     parser.add_argument(
         "--retake-at", type=int, help="wave-2 reports after which decide loses and takes back its partitions"
     )
+    parser.add_argument("--silence-at", type=int, help="wave-2 reports after which no beat comes for a while")
+    parser.add_argument("--silence-seconds", type=float, default=65.0, help="... this long (engine time)")
     parser.add_argument(
         "--fail-commits-at", type=int, help="wave-2 reports after which each decide partition's next commit fails"
     )
