@@ -21,6 +21,22 @@ subdomain of at most 253 characters, `namespace` a DNS-1123 label (required for 
 kinds), label keys/values and annotation keys well-formed. `apiVersion`/`kind` must name a
 version the CRD serves. CEL rules (`x-kubernetes-validations`) are not evaluated.
 
+Two validators, one verdict. Every object is first checked by a validator compiled from
+the same structural schema into Python code (`fastjsonschema`): 5–7 µs for a GitRepository
+or a Kustomization, against 90–110 µs for `jsonschema`'s interpreting validator — a tenth
+of the applier's CPU per cluster moved. It answers only "valid or not" and stops at the
+first problem, so it decides only acceptance: an object it rejects is validated again by
+`jsonschema`, whose errors (every one of them) are what `SchemaError` reports, and whose
+verdict stands. The compiled one must therefore never accept what `jsonschema` rejects:
+the schemas use only keywords both implement alike (`type`, `properties`,
+`additionalProperties`, `required`, `items`, `enum`, `pattern`, `minLength`/`maxLength`,
+`minItems`/`maxItems`, `minimum`/`maximum`, `minProperties`, `anyOf`, `format`), patterns
+are searched with Python's `re` in both (the compiled one reads `$` as the end of the string,
+stricter), and the two formats it checks on strings only — `int32`, `int64` — are given to it
+as the equivalent bounds (`_bounded_formats`). A keyword or format outside that list makes the
+catalog use `jsonschema` alone for that kind; tests/projections/test_crds.py holds the two to
+the same verdicts over generated objects.
+
 Loaded CRDs and compiled validators are cached: `builtin_catalog()` is read once per process.
 """
 
@@ -38,6 +54,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
@@ -205,6 +222,102 @@ def _format_checker() -> FormatChecker:
 
 _FORMAT_CHECKER = _format_checker()
 
+# --- the compiled validator (acceptance only; see the module docstring) --------------------
+
+# keywords both validators implement alike, and those without effect on validation
+_COMPILED_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "additionalProperties",
+        "required",
+        "items",
+        "enum",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "minProperties",
+        "anyOf",
+        "format",
+        "nullable",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-validations",  # CEL: evaluated by neither
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-map-type",
+        "x-kubernetes-embedded-resource",
+    }
+)
+_INTEGER_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _date_time_format(instance: str) -> bool:
+    return bool(_FORMAT_CHECKER.conforms(instance, "date-time"))
+
+
+class _NotCompilable(ValueError):
+    """A schema uses something the compiled validator may judge differently."""
+
+
+def _bounded_formats(schema: Any) -> Any:
+    """`schema` for the compiled validator: the integer formats (which it would check on
+    strings only) as the bounds `_FORMAT_CHECKER` checks them with; `_NotCompilable` for a
+    keyword or format outside what both validators implement alike."""
+    if isinstance(schema, list):
+        return [_bounded_formats(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    unknown = set(schema) - _COMPILED_KEYWORDS
+    if unknown:
+        raise _NotCompilable(f"keywords {sorted(unknown)}")
+    result = {}
+    for key, value in schema.items():
+        if key == "properties":
+            result[key] = {name: _bounded_formats(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "anyOf"):
+            result[key] = _bounded_formats(value)
+        elif key == "x-kubernetes-validations":
+            continue  # a list of CEL rules, not schemas
+        else:
+            result[key] = value
+    form = result.get("format")
+    if form in _INTEGER_BOUNDS:
+        low, high = _INTEGER_BOUNDS[form]
+        del result["format"]
+        return {"allOf": [result, {"minimum": low, "maximum": high}]}
+    if form is not None and form != "date-time":
+        raise _NotCompilable(f"format {form!r}")
+    return result
+
+
+def _compiled_validator(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """The structural `schema` compiled to Python (`fastjsonschema`, draft 7: the keywords
+    used mean the same there), or None when it cannot be compiled faithfully."""
+    try:
+        bounded = _bounded_formats(schema)
+        return fastjsonschema.compile(  # type: ignore[no-any-return]
+            {"$schema": "http://json-schema.org/draft-07/schema#", **bounded},
+            formats={"date-time": _date_time_format},
+            use_default=False,  # never fill in defaults: validation must not change the object
+        )
+    except (_NotCompilable, fastjsonschema.JsonSchemaDefinitionException):
+        return None
+
+
+def _accepts(compiled: Callable[[Any], Any] | None, obj: Any) -> bool:
+    if compiled is None:
+        return False
+    try:
+        compiled(obj)
+    except fastjsonschema.JsonSchemaValueException:
+        return False
+    return True
+
 
 # --- turning jsonschema errors into problems a user can act on ---------------------------
 
@@ -272,6 +385,13 @@ def _problems_of(error: ValidationError) -> Iterator[SchemaProblem]:
 def _check_qualified_key(key: Any) -> str | None:
     if not isinstance(key, str):
         return "key must be a string"
+    return _qualified_key_problem(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _qualified_key_problem(key: str) -> str | None:
+    """The problem of a label or annotation key; remembered (bounded): a fleet's objects use
+    the same few keys."""
     prefix, slash, name = key.rpartition("/")
     if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         return f"key prefix {prefix!r} must be a DNS-1123 subdomain of at most 253 characters"
@@ -355,17 +475,20 @@ def _entry_problems(
     problems: list[SchemaProblem] = []
     strings: list[tuple[Any, str]] = []
     for key, value in entries.items():
-        field = format_field_path(["metadata", what, str(key)])
+        reasons = []
         key_problem = _check_qualified_key(key)
         if key_problem:
-            problems.append(SchemaProblem(field, key_problem))
+            reasons.append(key_problem)
         if not isinstance(value, str):
-            problems.append(SchemaProblem(field, f"{_json(value)} is not a string"))
-            continue
-        strings.append((key, value))
-        reason = value_problem(value) if value_problem is not None else None
-        if reason is not None:
-            problems.append(SchemaProblem(field, reason))
+            reasons.append(f"{_json(value)} is not a string")
+        else:
+            strings.append((key, value))
+            reason = value_problem(value) if value_problem is not None else None
+            if reason is not None:
+                reasons.append(reason)
+        if reasons:  # the field's path only for a problem: formatting it is most of the cost
+            field = format_field_path(["metadata", what, str(key)])
+            problems.extend(SchemaProblem(field, reason) for reason in reasons)
     return problems, strings
 
 
@@ -388,6 +511,7 @@ class CRDCatalog:
         self.definitions: list[Mapping[str, Any]] = []
         self._served: dict[tuple[str, str], dict[str, _ServedVersion]] = {}
         self._validators: dict[tuple[str, str, str], Draft202012Validator] = {}
+        self._compiled: dict[tuple[str, str, str], Callable[[Any], Any] | None] = {}
         for crd in definitions:
             if not isinstance(crd, Mapping) or crd.get("kind") != "CustomResourceDefinition":
                 continue
@@ -444,6 +568,12 @@ class CRDCatalog:
             self._validators[key] = Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
         return self._validators[key]
 
+    def _compiled_validator(self, served: _ServedVersion) -> Callable[[Any], Any] | None:
+        key = (served.group, served.version, served.kind)
+        if key not in self._compiled:
+            self._compiled[key] = _compiled_validator(_structural(copy.deepcopy(dict(served.schema))))
+        return self._compiled[key]
+
     def problems(self, obj: Mapping[str, Any]) -> list[SchemaProblem]:
         """Every reason the object would be rejected (or silently changed) by an API server."""
         if not isinstance(obj, Mapping):
@@ -462,6 +592,8 @@ class CRDCatalog:
                 reason = f"no known CRD defines kind {kind!r}; known kinds: " + ", ".join(k for _, k in self.kinds)
             return [SchemaProblem("apiVersion" if known else "kind", reason)]
         problems = _metadata_problems(obj.get("metadata"), namespaced=served.namespaced)
+        if _accepts(self._compiled_validator(served), obj):
+            return sorted(problems, key=lambda problem: problem.field)  # jsonschema would find none
         seen: set[SchemaProblem] = set(problems)
         errors = sorted(self._validator(served).iter_errors(dict(obj)), key=lambda e: [str(p) for p in e.absolute_path])
         for error in errors:

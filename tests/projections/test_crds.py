@@ -334,3 +334,186 @@ def test_cluster_scoped_kind_must_not_have_a_namespace() -> None:
 def test_field_paths_read_like_kubectl_explain() -> None:
     assert format_field_path(["spec", "healthChecks", 0, "name"]) == "spec.healthChecks[0].name"
     assert format_field_path(["metadata", "labels", "rollout.dev/module"]) == 'metadata.labels["rollout.dev/module"]'
+
+
+# --- the compiled validator: a fast "valid", never a different verdict ------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from projections.render import FluxRenderer  # noqa: E402
+from rollout.api.manifests import Sync  # noqa: E402
+from rollout.wire.assemblages import Assemblage, AssignedSync  # noqa: E402
+
+_RICH_SYNCS: list[dict[str, Any]] = [
+    {
+        "source": {"git": {"url": "https://git.example.com/app", "version": {"tag": "v1"}, "secretRef": {"name": "s"}}},
+        "package": {
+            "kustomize": {
+                "path": "./deploy",
+                "substitute": {"a": "b"},
+                "substituteFrom": [{"kind": "ConfigMap", "name": "vars"}],
+                "targetNamespace": "apps",
+                "wait": True,
+                "timeout": "5m",
+                "healthChecks": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "app", "namespace": "apps"}],
+                "patches": [{"patch": "- op: remove\n  path: /x", "target": {"kind": "Deployment"}}],
+                "components": ["./c"],
+            }
+        },
+    },
+    {
+        "source": {
+            "oci": {
+                "url": "oci://registry.example.com/app",
+                "version": {"tag": "v1"},
+                "provider": "generic",
+                "certSecretRef": {"name": "ca"},
+            }
+        }
+    },
+    {
+        "source": {"helm": {"url": "https://charts.example.com", "chart": "app", "version": "1.2.0"}},
+        "package": {"helm": {"values": {"replicas": 2, "image": {"tag": "v1"}}, "maxHistory": 3, "timeout": "5m"}},
+    },
+]
+
+
+def _rendered_objects() -> list[dict[str, Any]]:
+    objects = []
+    for number, raw in enumerate(_RICH_SYNCS):
+        sync = Sync.model_validate(raw)
+        assigned = AssignedSync(module=f"m{number}", module_namespace="fleet", revision=sync.revision, sync=sync)
+        for kind in ("ProxyAssemblage", "RemoteAssemblage"):
+            assemblage = Assemblage.model_validate(
+                {"kind": kind, "metadata": {"name": "c1", "namespace": "fleet"}, "version": 1, "spec": {"syncs": []}}
+            )
+            objects.extend(FluxRenderer().render(assemblage, assigned))
+    return objects
+
+
+RENDERED = _rendered_objects()
+
+
+def _schema_paths(
+    schema: dict[str, Any], path: tuple[str, ...] = (), depth: int = 4
+) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """(path, schema) of named properties down to `depth` (where a mutation lands on what the
+    schema checks)."""
+    found = [(path, schema)] if path else []
+    if depth == 0:
+        return found
+    for name, sub in (schema.get("properties") or {}).items():
+        found.extend(_schema_paths(sub, (*path, name), depth - 1))
+    return found
+
+
+def _typed_values(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values of the property's own type (near its enum, pattern and bounds): mostly accepted."""
+    if "enum" in schema:
+        return st.one_of(st.sampled_from(schema["enum"]), st.text(max_size=8))
+    kind = schema.get("type")
+    if kind == "string" or schema.get("x-kubernetes-int-or-string"):
+        return _SCALARS.filter(lambda value: isinstance(value, str))
+    if kind == "integer":
+        return st.one_of(st.integers(min_value=-3, max_value=100), st.sampled_from([2**31, 2**63, -(2**63) - 1]))
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "array":
+        return st.lists(_typed_values(schema.get("items") or {}), max_size=2)
+    if kind == "object" and "properties" in schema:
+        return st.just({})
+    return _VALUES
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 1, -1, 2**31, 2**63, -(2**63) - 1, 1.0, 1.5, float("inf")]),
+    st.text(max_size=12),
+    st.from_regex(r"[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?\n?", fullmatch=True),
+    st.sampled_from(
+        ["10m", "10m\n", "5m0s", "1h", "https://x.example.com", "oci://x/y", "ssh://git@x/y", "git@x:y", "GitRepository",
+         "OCIRepository", "Bucket", "apps", "Apps", "a" * 300, "", "enabled", "v1", "2026-11-27T00:00:00Z", "yesterday"]
+    ),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.sampled_from(["name", "kind", "x", "path"]), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = obj
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[path[-1]] = value
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_compiled_validator_never_accepts_what_jsonschema_rejects(data: st.DataObject) -> None:
+    catalog = builtin_catalog()
+    obj = copy.deepcopy(data.draw(st.sampled_from(RENDERED)))
+    served = catalog._lookup(obj["apiVersion"], obj["kind"])  # the two validators of its CRD
+    assert served is not None
+    paths = _schema_paths(dict(served.schema))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        path, schema = data.draw(st.sampled_from(paths))
+        how = data.draw(st.sampled_from(["delete", "typed", "typed", "any"]))
+        if how == "delete" and path[-1] in _dig(obj, path[:-1]):
+            del _dig(obj, path[:-1])[path[-1]]
+        else:
+            _set(obj, path, data.draw(_typed_values(schema) if how == "typed" else _VALUES))
+    compiled = catalog._compiled_validator(served)
+    assert compiled is not None
+    try:
+        compiled(obj)
+    except Exception:
+        return  # rejected: jsonschema decides, as it always did
+    errors = [error for error in catalog._validator(served).iter_errors(obj) if list(error.absolute_path)[:1] != ["metadata"]]
+    assert errors == [], f"the compiled validator accepted what jsonschema rejects: {[e.message for e in errors]}"
+
+
+def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = obj
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def test_every_shipped_flux_kind_is_validated_by_a_compiled_validator() -> None:
+    catalog = builtin_catalog()
+    for obj in RENDERED:
+        served = catalog._lookup(obj["apiVersion"], obj["kind"])
+        assert served is not None and catalog._compiled_validator(served) is not None, obj["kind"]
+
+
+def test_an_int64_beyond_its_range_is_rejected_by_both_validators() -> None:
+    obj = kustomization()
+    obj["status"] = {"observedGeneration": 2**63}
+    catalog = builtin_catalog()
+    served = catalog._lookup(obj["apiVersion"], obj["kind"])
+    assert served is not None
+    compiled = catalog._compiled_validator(served)
+    assert compiled is not None
+    with pytest.raises(Exception, match="observedGeneration"):
+        compiled(obj)
+    assert set(problems_of(obj)) == {"status.observedGeneration"}
+
+
+def test_a_schema_keyword_the_compiled_validator_may_read_differently_leaves_jsonschema_alone() -> None:
+    crd = copy.deepcopy(WIDGET_CRD)
+    spec = crd["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["code"] = {"type": "string", "format": "hostname"}  # a format only jsonschema would know
+    catalog = CRDCatalog([crd])
+    assert catalog._compiled_validator(catalog._lookup("example.com/v1", "Widget")) is None  # type: ignore[arg-type]
+    assert catalog.problems(widget(code="ok")) == []
+    assert "spec.maxUnavailable" in {p.field for p in catalog.problems(widget(maxUnavailable=True))}
