@@ -22,8 +22,8 @@ kinds), label keys/values and annotation keys well-formed. `apiVersion`/`kind` m
 version the CRD serves. CEL rules (`x-kubernetes-validations`) are not evaluated.
 
 Two validators, one verdict. Every object is first checked by a validator compiled from
-the same structural schema into Python code (`fastjsonschema`): 5–7 µs for a GitRepository
-or a Kustomization, against 90–110 µs for `jsonschema`'s interpreting validator — a tenth
+the same structural schema into Python code (`fastjsonschema`): 5 to 7 µs for a GitRepository
+or a Kustomization, against 90 to 110 µs for `jsonschema`'s interpreting validator — a tenth
 of the applier's CPU per cluster moved. It answers only "valid or not" and stops at the
 first problem, so it decides only acceptance: an object it rejects is validated again by
 `jsonschema`, whose errors (every one of them) are what `SchemaError` reports, and whose
@@ -275,7 +275,7 @@ def _bounded_formats(schema: Any) -> Any:
     unknown = set(schema) - _COMPILED_KEYWORDS
     if unknown:
         raise _NotCompilable(f"keywords {sorted(unknown)}")
-    result = {}
+    result: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "properties":
             result[key] = {name: _bounded_formats(sub) for name, sub in value.items()}
@@ -300,7 +300,7 @@ def _compiled_validator(schema: dict[str, Any]) -> Callable[[Any], Any] | None:
     used mean the same there), or None when it cannot be compiled faithfully."""
     try:
         bounded = _bounded_formats(schema)
-        return fastjsonschema.compile(  # type: ignore[no-any-return]
+        return fastjsonschema.compile(
             {"$schema": "http://json-schema.org/draft-07/schema#", **bounded},
             formats={"date-time": _date_time_format},
             use_default=False,  # never fill in defaults: validation must not change the object

@@ -87,6 +87,18 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel
 
 from projections import crds
+from projections.flux_yaml import dump_objects
+from projections.render_cache import (
+    CLUSTER_SLOT,
+    COMPILED_SYNCS,
+    NAME_SLOT,
+    CompiledSync,
+    RenderCache,
+    compile_objects,
+    fill,
+    fill_text,
+    free_of_slots,
+)
 from projections.render_helm import (
     HELM_CHART_LAYER,
     NO_SOURCE_ACCESS,
@@ -324,6 +336,22 @@ def kustomize_context(kustomize: KustomizePackage) -> dict[str, Any]:
     }
 
 
+def _labels(module: str, cluster: str, remote: bool) -> dict[str, str]:
+    return {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_MODULE: module,
+        LABEL_CLUSTER: cluster,
+        LABEL_ASSEMBLAGE: "remote" if remote else "proxy",
+    }
+
+
+def _templates(context: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(template, kind) of the source object and of the package object."""
+    source_kind = context["source"]["kind"]
+    package = (HELM_RELEASE_TEMPLATE, "HelmRelease") if context["helm"] else (KUSTOMIZATION_TEMPLATE, "Kustomization")
+    return (_SOURCE_TEMPLATES[source_kind], source_kind), package
+
+
 # --- the renderer ------------------------------------------------------------------------------
 
 
@@ -337,6 +365,7 @@ class FluxRenderer:
         interval: str = "10m",
         proxy_namespace: str = "flux-system",
         catalog: crds.CRDCatalog | None = None,
+        compiled_syncs: int = COMPILED_SYNCS,
     ) -> None:
         parse_duration(interval)  # ValueError with a readable message for "10 minutes"
         check_dns1123_label(proxy_namespace)
@@ -359,36 +388,48 @@ class FluxRenderer:
             lstrip_blocks=True,
             keep_trailing_newline=True,
         )
+        # a sync's objects compiled once per (kind, cluster namespace, sync), filled in per
+        # cluster (projections/render_cache.py); only through the built-in templates
+        self.cache = RenderCache(compiled_syncs)
 
     def render(self, assemblage: Assemblage, sync: AssignedSync) -> list[dict[str, Any]]:
         """[source object, Kustomization or HelmRelease] for one sync of the assemblage, validated."""
-        context = self.context(assemblage, sync)
-        source_template = _SOURCE_TEMPLATES[context["source"]["kind"]]
-        package_template, package_kind = (
-            (HELM_RELEASE_TEMPLATE, "HelmRelease") if context["helm"] else (KUSTOMIZATION_TEMPLATE, "Kustomization")
-        )
-        rendered = [
-            self._render_object(source_template, context, expected_kind=context["source"]["kind"]),
-            self._render_object(package_template, context, expected_kind=package_kind),
-        ]
-        self._check_sourceref(rendered[1], context, template=package_template)
-        return rendered
+        compiled = self._compiled(assemblage, sync)
+        if compiled is None:
+            return self._render_from_scratch(assemblage, sync)
+        return self._filled(compiled, assemblage, sync)
+
+    def render_yaml(self, assemblage: Assemblage, sync: AssignedSync) -> bytes:
+        """The objects of `render` as the YAML stream `flux_yaml.dump_objects` writes: of a
+        compiled sync, its text filled in with the cluster's names (the same bytes)."""
+        compiled = self._compiled(assemblage, sync)
+        if compiled is None:
+            return dump_objects(self._render_from_scratch(assemblage, sync))
+        objects = self._filled(compiled, assemblage, sync)  # validated, whatever is written
+        cluster = assemblage.metadata.name
+        text = fill_text(compiled, object_name(sync.module, cluster), cluster)
+        return text if text is not None else dump_objects(objects)
+
+    def sync_json(self, sync: AssignedSync) -> bytes:
+        """`sync.model_dump_json()`, remembered for the same sync object (bounded)."""
+        return self.cache.sync_json(sync)
 
     def context(self, assemblage: Assemblage, sync: AssignedSync) -> dict[str, Any]:
         """The variables every template sees for this sync (documented in the module docstring)."""
-        remote = assemblage.kind == "RemoteAssemblage"
         cluster = assemblage.metadata.name
-        name = object_name(sync.module, cluster)
-        namespace = assemblage.metadata.namespace if remote else self.proxy_namespace
+        return self._context(
+            assemblage.kind, cluster, assemblage.metadata.namespace, sync, name=object_name(sync.module, cluster)
+        )
+
+    def _context(
+        self, kind: str, cluster: str, cluster_namespace: str, sync: AssignedSync, *, name: str
+    ) -> dict[str, Any]:
+        remote = kind == "RemoteAssemblage"
+        namespace = cluster_namespace if remote else self.proxy_namespace
         return {
             "name": name,
             "namespace": namespace,
-            "labels": {
-                LABEL_MANAGED_BY: MANAGED_BY,
-                LABEL_MODULE: sync.module,
-                LABEL_CLUSTER: cluster,
-                LABEL_ASSEMBLAGE: "remote" if remote else "proxy",
-            },
+            "labels": _labels(sync.module, cluster, remote),
             "annotations": {
                 ANNOTATION_REVISION: sync.revision,
                 **({ANNOTATION_GENERATION: str(sync.generation)} if sync.generation is not None else {}),
@@ -398,7 +439,7 @@ class FluxRenderer:
             "module": sync.module,
             "module_namespace": sync.module_namespace,
             "cluster": cluster,
-            "cluster_namespace": assemblage.metadata.namespace,
+            "cluster_namespace": cluster_namespace,
             "revision": sync.revision,
             "assemblage": "remote" if remote else "proxy",
             "source": {**source_context(sync), "name": name},
@@ -409,9 +450,81 @@ class FluxRenderer:
             ),
         }
 
+    # -- from scratch, and compiled ------------------------------------------------------------
+
+    def _render_from_scratch(self, assemblage: Assemblage, sync: AssignedSync) -> list[dict[str, Any]]:
+        """Both objects through Jinja, each validated as soon as it is rendered."""
+        context = self.context(assemblage, sync)
+        templates = _templates(context)
+        rendered = []
+        for template_name, kind in templates:
+            obj, filename = self._render_template(template_name, context)
+            self._check_object(obj, context, template_name=template_name, filename=filename, kind=kind)
+            rendered.append(obj)
+        package_template = templates[1][0]
+        self._check_sourceref(
+            rendered[1], context, template=package_template, filename=self._filename(package_template)
+        )
+        return rendered
+
+    def _compiled(self, assemblage: Assemblage, sync: AssignedSync) -> CompiledSync | None:
+        """The sync's compiled objects for this kind and cluster namespace (compiled now if
+        they were not); None when they render from scratch (see projections/render_cache.py)."""
+        if self.template_dir is not None:
+            return None  # a user's template may read anything, the cluster's name included
+        key = (assemblage.kind, assemblage.metadata.namespace, self.cache.sync_json(sync))
+        known, compiled = self.cache.get(key)
+        if not known:
+            compiled = self._compile(assemblage.kind, assemblage.metadata.namespace, sync, key[2])
+            self.cache.put(key, compiled)
+        return compiled
+
+    def _compile(self, kind: str, cluster_namespace: str, sync: AssignedSync, sync_json: bytes) -> CompiledSync | None:
+        if not free_of_slots(sync_json, cluster_namespace, self.interval, self.proxy_namespace):
+            return None
+        context = self._context(kind, CLUSTER_SLOT, cluster_namespace, sync, name=NAME_SLOT)
+        templates = _templates(context)
+        try:
+            rendered = [self._render_template(template_name, context) for template_name, _ in templates]
+        except TemplateError:
+            return None  # from scratch, for an error naming the real object
+        objects = [obj for obj, _ in rendered]
+        try:
+            text = dump_objects(objects).decode("utf-8")
+        except yaml.YAMLError:
+            return None
+        return compile_objects(
+            objects,
+            text,
+            templates=tuple(template_name for template_name, _ in templates),
+            filenames=tuple(filename for _, filename in rendered),
+            kinds=tuple(kind for _, kind in templates),
+        )
+
+    def _filled(self, compiled: CompiledSync, assemblage: Assemblage, sync: AssignedSync) -> list[dict[str, Any]]:
+        """`compiled` filled in for the assemblage's cluster, each object validated and checked
+        as one rendered from scratch is."""
+        cluster = assemblage.metadata.name
+        remote = assemblage.kind == "RemoteAssemblage"
+        name = object_name(sync.module, cluster)
+        identity: dict[str, Any] = {
+            "name": name,
+            "namespace": assemblage.metadata.namespace if remote else self.proxy_namespace,
+            "labels": _labels(sync.module, cluster, remote),
+            "source": {"kind": compiled.kinds[0]},
+        }
+        objects = fill(compiled, name, cluster)
+        for obj, template_name, filename, kind in zip(
+            objects, compiled.templates, compiled.filenames, compiled.kinds, strict=True
+        ):
+            self._check_object(obj, identity, template_name=template_name, filename=filename, kind=kind)
+        self._check_sourceref(objects[1], identity, template=compiled.templates[1], filename=compiled.filenames[1])
+        return objects
+
     # -- internals ---------------------------------------------------------------------------
 
-    def _render_object(self, template_name: str, context: dict[str, Any], *, expected_kind: str) -> dict[str, Any]:
+    def _render_template(self, template_name: str, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The template rendered and parsed: one YAML mapping, and the template's file name."""
         try:
             template = self.environment.get_template(template_name)
         except jinja2.TemplateSyntaxError as error:
@@ -461,9 +574,14 @@ class FluxRenderer:
                 lineno=None,
                 reason=f"rendered output must be one YAML mapping, not {type(obj).__name__}",
             )
+        return obj, filename
+
+    def _check_object(
+        self, obj: dict[str, Any], context: dict[str, Any], *, template_name: str, filename: str, kind: str
+    ) -> None:
+        """Valid against its CRD, and still the object sinks find it as."""
         self.catalog.validate(obj, origin=filename)
-        self._check_identity(obj, context, template_name=template_name, filename=filename, kind=expected_kind)
-        return obj
+        self._check_identity(obj, context, template_name=template_name, filename=filename, kind=kind)
 
     @staticmethod
     def _check_identity(
@@ -492,8 +610,8 @@ class FluxRenderer:
     def _filename(self, template_name: str) -> str:
         return self.environment.get_template(template_name).filename or template_name
 
-    def _check_sourceref(self, package: dict[str, Any], context: dict[str, Any], *, template: str) -> None:
-        filename = self._filename(template)
+    @staticmethod
+    def _check_sourceref(package: dict[str, Any], context: dict[str, Any], *, template: str, filename: str) -> None:
         ref = source_reference(package)
         expected = {"kind": context["source"]["kind"], "name": context["name"]}
         actual = {"kind": ref.get("kind"), "name": ref.get("name")}

@@ -76,8 +76,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
 
-import yaml
-
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
 from rollout.api.manifests import DNS1123_LABEL
@@ -224,34 +222,6 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-_FAST_DUMPER: type[yaml.SafeDumper] | None = getattr(yaml, "CSafeDumper", None)
-
-
-def _plain_ascii(value: Any) -> bool:
-    """Every string in `value` printable ASCII, every key a non-empty one: what libyaml's
-    emitter writes byte for byte as PyYAML's does (outside it they differ: an empty or
-    control-character key, a non-ASCII string's line folding)."""
-    if isinstance(value, str):
-        return value.isascii() and value.isprintable()
-    if isinstance(value, dict):
-        return all(
-            isinstance(key, str) and key and _plain_ascii(key) and _plain_ascii(item) for key, item in value.items()
-        )
-    if isinstance(value, list):
-        return all(_plain_ascii(item) for item in value)
-    return value is None or isinstance(value, (bool, int))
-
-
-def _dump(objects: list[dict[str, Any]]) -> bytes:
-    """The file's bytes: PyYAML's block style. Dumped by libyaml (~3.5x faster) when that
-    writes the same bytes (`_plain_ascii`), else by PyYAML's pure-Python emitter, so a file is
-    never rewritten only because of who dumped it."""
-    fast = _FAST_DUMPER is not None and _plain_ascii(objects)
-    dumper = _FAST_DUMPER if fast else yaml.SafeDumper
-    text = yaml.dump_all(objects, Dumper=dumper, sort_keys=False, explicit_start=True)
-    return text.encode("utf-8")
 
 
 class DirectorySink:
@@ -444,7 +414,7 @@ class DirectorySink:
             if known is not None and same_place and known.sync() is sync:
                 source = known.source
             else:
-                source = _digest(assemblage.kind.encode(), where, sync.model_dump_json().encode())
+                source = _digest(assemblage.kind.encode(), where, self.renderer.sync_json(sync))
             if (
                 known is not None
                 and known.source == source
@@ -454,7 +424,7 @@ class DirectorySink:
                 files[file_name] = None
                 after[file_name] = _Rendered(weakref.ref(sync), source, known.stamp)
                 continue
-            files[file_name] = _dump(self.renderer.render(assemblage, sync))
+            files[file_name] = self.renderer.render_yaml(assemblage, sync)
             after[file_name] = _Rendered(weakref.ref(sync), source, None)
         return files, (where, after)
 

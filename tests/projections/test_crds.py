@@ -434,14 +434,34 @@ _SCALARS = st.one_of(
     st.text(max_size=12),
     st.from_regex(r"[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?\n?", fullmatch=True),
     st.sampled_from(
-        ["10m", "10m\n", "5m0s", "1h", "https://x.example.com", "oci://x/y", "ssh://git@x/y", "git@x:y", "GitRepository",
-         "OCIRepository", "Bucket", "apps", "Apps", "a" * 300, "", "enabled", "v1", "2026-11-27T00:00:00Z", "yesterday"]
+        [
+            "10m",
+            "10m\n",
+            "5m0s",
+            "1h",
+            "https://x.example.com",
+            "oci://x/y",
+            "ssh://git@x/y",
+            "git@x:y",
+            "GitRepository",
+            "OCIRepository",
+            "Bucket",
+            "apps",
+            "Apps",
+            "a" * 300,
+            "",
+            "enabled",
+            "v1",
+            "2026-11-27T00:00:00Z",
+            "yesterday",
+        ]
     ),
 )
 _VALUES = st.recursive(
     _SCALARS,
     lambda children: st.one_of(
-        st.lists(children, max_size=3), st.dictionaries(st.sampled_from(["name", "kind", "x", "path"]), children, max_size=3)
+        st.lists(children, max_size=3),
+        st.dictionaries(st.sampled_from(["name", "kind", "x", "path"]), children, max_size=3),
     ),
     max_leaves=6,
 )
@@ -478,7 +498,9 @@ def test_the_compiled_validator_never_accepts_what_jsonschema_rejects(data: st.D
         compiled(obj)
     except Exception:
         return  # rejected: jsonschema decides, as it always did
-    errors = [error for error in catalog._validator(served).iter_errors(obj) if list(error.absolute_path)[:1] != ["metadata"]]
+    errors = [
+        error for error in catalog._validator(served).iter_errors(obj) if list(error.absolute_path)[:1] != ["metadata"]
+    ]
     assert errors == [], f"the compiled validator accepted what jsonschema rejects: {[e.message for e in errors]}"
 
 

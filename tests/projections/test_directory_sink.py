@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from projections.crds import SchemaError
+from projections.flux_yaml import dump_objects as _dump
 from projections.render import FluxRenderer
 from projections.sinks import Sink, SinkResult
 from projections.sinks import directory as directory_sink
-from projections.sinks.directory import STATE_FILE, DirectorySink, _dump
+from projections.sinks.directory import STATE_FILE, DirectorySink
 from rollout.api.manifests import Sync
 from rollout.wire.assemblages import Assemblage, AssignedSync
 
@@ -470,9 +471,9 @@ class CountingRenderer(FluxRenderer):
         super().__init__()
         self.rendered: list[str] = []
 
-    def render(self, assemblage: Assemblage, sync: Any) -> list[dict[str, Any]]:
+    def render_yaml(self, assemblage: Assemblage, sync: Any) -> bytes:
         self.rendered.append(sync.module)
-        return super().render(assemblage, sync)
+        return super().render_yaml(assemblage, sync)
 
 
 def test_a_snapshot_renders_only_the_syncs_that_changed_since_the_last(tmp_path: Path) -> None:
