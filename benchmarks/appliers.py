@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/appliers.py --sink dir --clusters 10000
     .venv/bin/python benchmarks/appliers.py --sink kubernetes --kube-clusters 400 --workloads 2
     .venv/bin/python benchmarks/appliers.py --sink dir --clusters 100 --modules 50 --replicas 2
+    .venv/bin/python benchmarks/appliers.py --in-process --clusters 100 --modules 50    # no broker, no subprocess
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`); fresh topics
 (a random prefix, 4 partitions: at most 4 replicas get a share), deleted at the end.
@@ -37,6 +38,14 @@ The clock runs from the first snapshot published until the replicas' `rollout_ap
 ratio to one replica, the replicas' CPU time per snapshot (user + system, from /proc: the
 figure that holds when the machine is shared), each replica's share of the rate (its
 applies over the same window) and how many of the applies were superseded snapshots.
+
+`--in-process` runs the applier's batch code itself (`Applier._apply_batch`: coalescing,
+decoding, the directory sink's batch with its file system syncs, the simulated status reports
+built and serialised) on the same records in this process, without a broker: batches of
+`--batch` records (500, the consumer's `max_records`) spread over 4 partitions as the topic
+would, the reports handed to a producer stand-in that drops them. It prints this process's
+CPU per snapshot — what the applier spends of its own, without its Kafka clients — and is
+steadier than the subprocess runs on a shared machine.
 
 The code run is the Python path's: `PYTHONPATH=<an export of another commit>` measures that
 commit (`git archive <commit> | tar -x -C DIR`).
@@ -214,7 +223,7 @@ def report(sink: str, count: int, clusters: int, measured: Measured, single: flo
     ratio = f"{total / single:.2f}x" if single else "1.00x"
     print(
         f"{sink:<10} {count:>8}  {clusters:>8}  {seconds:>7.1f}s  {total:>8.0f}/s  {ratio:>6}  {cpu:>9.2f}  [{shares}]"
-        f"  superseded {measured.superseded}",
+        f"  superseded {measured.superseded}  load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return total
@@ -297,6 +306,72 @@ def run_kubernetes(bootstrap: str, counts: list[int], clusters: int, workloads: 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+class _DroppingProducer:
+    """Stands in for the status producer of `--in-process`: the reports are built and
+    serialised by the applier, then dropped (no broker)."""
+
+    sent = 0
+
+    async def send(self, topic: str, *, key: bytes, value: bytes) -> None:
+        self.sent += 1
+
+    async def flush(self) -> None:
+        return None
+
+
+def run_in_process(clusters: int, modules: int, batch: int) -> None:
+    """The applier's batch code on the fed records, in this process (see the module doc)."""
+    from aiokafka.structs import ConsumerRecord, TopicPartition
+
+    from infra.observability import Health, Metrics
+    from projections.applier import Applier
+    from projections.render import FluxRenderer
+    from projections.sinks.directory import DirectorySink
+
+    names = [f"c-{index:05d}" for index in range(clusters)]
+    partition_of = {name: index % PARTITIONS for index, name in enumerate(names)}
+    records = snapshots(names, modules)
+    topics = TopicNames("bench-in-process.")
+    workdir = Path(tempfile.mkdtemp(prefix="appliers-bench-in-process-"))
+    applier = Applier(
+        bootstrap="unused",
+        names=topics,
+        sink=DirectorySink(workdir / "sink", FluxRenderer()),
+        group_id="bench",
+        report=True,
+        on_result=None,
+        metrics=Metrics(),
+        health=Health(),
+        heartbeats=None,
+    )
+    producer = _DroppingProducer()
+    batches = []
+    for start in range(0, len(records), batch):
+        by_partition: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+        for offset, (cluster, value) in enumerate(records[start : start + batch], start=start):
+            tp = TopicPartition(topics.proxy, partition_of[cluster])
+            record = ConsumerRecord(tp.topic, tp.partition, offset, 0, 0, cluster.encode(), value, None, 0, 0, [])
+            by_partition.setdefault(tp, []).append(record)
+        batches.append(by_partition)
+
+    async def apply_all() -> None:
+        for by_partition in batches:
+            await applier._apply_batch(by_partition, producer)  # type: ignore[arg-type]
+
+    try:
+        cpu, started = time.process_time(), time.monotonic()
+        asyncio.run(apply_all())
+        cpu, seconds = time.process_time() - cpu, time.monotonic() - started
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(
+        f"{'in-process':<10} {1:>8}  {len(records):>8}  {seconds:>7.1f}s  {len(records) / seconds:>8.0f}/s  "
+        f"{'':>6}  {1000 * cpu / len(records):>9.2f}  reports {producer.sent}  superseded {applier.stats.superseded}"
+        f"  load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sink", choices=("dir", "kubernetes", "both"), default="both")
@@ -307,7 +382,15 @@ def main() -> None:
     )
     parser.add_argument("--kube-clusters", type=int, default=400, help="snapshots fed to the Kubernetes sink")
     parser.add_argument("--workloads", type=int, default=2, help="workload kube-apiservers (LocalKube)")
+    parser.add_argument(
+        "--in-process", action="store_true", help="the applier's batch code in this process, no broker (module doc)"
+    )
+    parser.add_argument("--batch", type=int, default=500, help="--in-process: records per consumer batch")
     arguments = parser.parse_args()
+    if arguments.in_process:
+        print(f"{'':<10} {'':>8}  {'snapshots':>9} {'elapsed':>8}  {'total':>10}  {'':>6}  {'CPU ms/snap':>9}")
+        run_in_process(arguments.clusters, arguments.modules, arguments.batch)
+        return
     bootstrap = os.environ.get("ROLLOUT_BOOTSTRAP_SERVERS") or discover_bootstrap()
     if bootstrap is None:
         sys.exit("no broker: start one with `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")

@@ -147,6 +147,13 @@ def _path_segment(value: str, what: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
+def _sync_file_name(module: str) -> str:
+    """`<module>.yaml`, the module name checked as a path segment (remembered: the same few
+    names come in every snapshot of a cluster; an invalid one raises each time)."""
+    return f"{_path_segment(module, 'module name')}.yaml"
+
+
 def _fsync_directory(directory: Path) -> None:
     if not hasattr(os, "O_DIRECTORY"):
         return  # e.g. Windows: directories cannot be opened for fsync
@@ -436,7 +443,7 @@ class DirectorySink:
         same_place = rendered_where == where
         after: dict[str, _Rendered] = {}
         for sync in assemblage.spec.syncs:
-            file_name = f"{_path_segment(sync.module, 'module name')}.yaml"
+            file_name = _sync_file_name(sync.module)
             if file_name in files:
                 raise ValueError(
                     f"{assemblage.kind} {assemblage.metadata.name!r} version {assemblage.version} "
@@ -454,7 +461,7 @@ class DirectorySink:
                 and _file_stamp(f"{directory_text}/{file_name}") == known.stamp
             ):
                 files[file_name] = None
-                after[file_name] = _Rendered(weakref.ref(sync), source, known.stamp)
+                after[file_name] = known if known.sync() is sync else _Rendered(weakref.ref(sync), source, known.stamp)
                 continue
             files[file_name] = self.renderer.render_yaml(assemblage, sync)
             after[file_name] = _Rendered(weakref.ref(sync), source, None)
