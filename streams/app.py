@@ -181,8 +181,10 @@ class Worker:
 
     async def _observe(self) -> None:
         """Keeps readiness current and announces readiness once; settles the heap once the
-        state is restored (at start, after each rebalance) and every few minutes, and from
-        the first settle on freezes what survives each full collection (streams/heap.py)."""
+        state is restored at start and every few minutes, freezes what is new each time it is
+        ready again (after a rebalance, a repair: `Heap.freeze_new`, which does not walk the
+        whole heap), and from the first settle on freezes what survives each full collection
+        (streams/heap.py)."""
         announced = False
         ready = False
         lagging: set[tuple[str, str]] = set()
@@ -191,8 +193,7 @@ class Worker:
             self.health.recovered = all(runner.healthy for runner in self.runners)
             was_ready, ready = ready, self.health.assigned and self.health.recovered
             if ready and not was_ready:
-                self.heap.settle()
-                self.heap.freeze_after_full_collections()
+                self.heap.ready()
             else:
                 self.heap.settle_if_due()
             if ready and not announced:

@@ -45,6 +45,48 @@ def test_cyclic_garbage_frozen_while_alive_is_reclaimed_by_the_next_settle() -> 
     assert alive() is None
 
 
+def test_freezing_what_is_new_leaves_the_frozen_heap_unwalked_and_its_cycles_to_the_next_settle() -> None:
+    heap = Heap()
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    old_cycle = weakref.ref(a)
+    heap.settle()  # frozen while alive
+    del a, b
+    c, d = Node(), Node()
+    c.other, d.other = d, c
+    new_cycle = weakref.ref(c)
+    del c, d
+    restored = [Node() for _ in range(1_000)]  # what a take-over brought since
+
+    heap.freeze_new()
+
+    assert new_cycle() is None, "garbage made since the last freeze is collected"
+    assert old_cycle() is not None, "the frozen heap is not walked: its cycles wait"
+    scanned = {id(obj) for obj in gc.get_objects()}
+    assert not any(id(record) in scanned for record in restored), "what is new is frozen"
+    heap.settle()
+    assert old_cycle() is None, "the next settle reclaims them"
+
+
+def test_ready_again_after_a_rebalance_freezes_what_is_new_without_walking_the_heap() -> None:
+    heap = Heap()
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    frozen_cycle = weakref.ref(a)
+    try:
+        heap.ready()  # the first time: a settle, and freezing after full collections from then on
+        assert heap.settled_at is not None and heap._on_collection in gc.callbacks
+        del a, b
+        settled_at = heap.settled_at
+
+        heap.ready()  # again, after a rebalance
+
+        assert frozen_cycle() is not None, "the frozen heap was not walked"
+        assert heap.settled_at == settled_at, "not a settle: the periodic one stays due as before"
+    finally:
+        heap.stop_freezing()
+
+
 def test_acyclic_state_replaced_after_a_settle_is_freed_at_once() -> None:
     class Record:
         pass
