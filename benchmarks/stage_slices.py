@@ -1,7 +1,7 @@
 """A fleet-sized stage start, folded by the real decider in-process: one unbounded fold
 against slices of `MOVES_PER_EVENT` moves (rollout/engine/stages.py, "Moves per event").
 
-    .venv/bin/python benchmarks/stage_slices.py [--clusters 50000] [--event stage-start|reapply|rollback]
+    .venv/bin/python benchmarks/stage_slices.py [--clusters 50000] [--event stage-start|reapply|rollback|delete]
 
 A fleet of N clusters, one module whose canary (1 %) has passed, then a `wave` stage of the
 rest at 100 % concurrency: the report that passes the canary starts the wave. Each variant
@@ -17,7 +17,8 @@ module applied again with a new revision — every member re-sorted (rollout/eng
 membership.py, "Re-sorts per event": each updating member becomes pending for 2.0.0), then
 the new canary started. `--event rollback`: `rollout rollback` then instead, every member
 re-sorted in rollback mode and moved back (the fleet had no stable revision yet: its
-assignment removed). The
+assignment removed). `--event delete`: the module deleted then — still one event that
+unassigns every member (not sliced yet). The
 "variant" column is the engine's limit then (sliced, or 10⁹: one fold); to compare with a
 release before re-sorts were sliced, run it with that release first on PYTHONPATH
 (`git archive <commit> | tar -x -C /tmp/before`).
@@ -41,7 +42,7 @@ from bench_events import cluster_event, cluster_name, module_event, report
 from infra.observability import Metrics
 from infra.topics import TopicNames
 from rollout.api.manifests import MANIFEST_ADAPTER
-from rollout.wire.events import ModuleApplied, RolloutCommanded
+from rollout.wire.events import ModuleApplied, ModuleDeleted, RolloutCommanded
 from streams.decider import DecidePartition
 from streams.heap import Heap
 from streams.outputs import Outputs
@@ -141,6 +142,7 @@ def run(clusters: int, limit: int | None, event: str = "stage-start") -> dict[st
         "stage-start": [report(cluster_name(canaries - 1), "fleetwide")],  # passes the canary: the wave starts
         "reapply": [reapplied("fleetwide", "2.0.0")],  # a new revision: every member re-sorted
         "rollback": [RolloutCommanded(module="fleetwide", command="rollback", user="bench").to_bytes()],
+        "delete": [ModuleDeleted(kind="Module", name="fleetwide").to_bytes()],
     }[event]
     largest = {"records": 0, "changelog": 0, "cpu": 0.0}
     moved, batches, cpu = 0, 0, 0.0
@@ -168,7 +170,7 @@ def run(clusters: int, limit: int | None, event: str = "stage-start") -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clusters", type=int, default=50_000)
-    parser.add_argument("--event", choices=("stage-start", "reapply", "rollback"), default="stage-start")
+    parser.add_argument("--event", choices=("stage-start", "reapply", "rollback", "delete"), default="stage-start")
     parser.add_argument("--variant", choices=("sliced", "unbounded"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:
@@ -177,8 +179,9 @@ def main() -> None:
         return
     what = {
         "stage-start": f"stage start of {args.clusters:,} clusters x 99 % at 100 % concurrency",
-        "reapply": f"re-apply with a new revision of a module on {args.clusters:,} clusters (canary running)",
-        "rollback": f"rollback of a module on {args.clusters:,} clusters (canary running)",
+        "reapply": f"re-apply with a new revision of a module on {args.clusters:,} clusters (wave updating)",
+        "rollback": f"rollback of a module on {args.clusters:,} clusters (wave updating)",
+        "delete": f"delete of a module on {args.clusters:,} clusters (wave updating)",
     }[args.event]
     print(f"{what}, real decider in-process", flush=True)
     print(f"{'variant':>10} {'moved':>7} {'batches':>8} {'CPU s':>7} {'largest batch: records':>23} "

@@ -498,6 +498,10 @@ class Fleet:
         self.check_each_event = True
         # feed the events the engine sends to other partitions back, as the router would
         self.feedback = True
+        # ... one event late: after the next event sent (the router is slower than the
+        # operator), so a module continuing itself meets other events between its slices
+        self.late_feedback = False
+        self.held_back: list[Any] = []
 
     def _new_engine(self) -> RolloutEngine:
         engine = RolloutEngine(**self.state)  # type: ignore[arg-type]
@@ -527,6 +531,9 @@ class Fleet:
         """Feed events (manifests become Applied/Observed events); returns their merged outcome."""
         merged = Outcome()
         queue = [as_event(item) for item in items]
+        if self.held_back:  # the events fed back late: after the first one sent now
+            queue[1:1] = self.held_back
+            self.held_back = []
         while queue:
             event = queue.pop(0)
             outcome = self.engine.handle(event)
@@ -537,7 +544,9 @@ class Fleet:
             merged.merge(outcome)
             if self.check_each_event:
                 check_consistency(self)
-            if self.feedback:
+            if self.feedback and self.late_feedback:
+                self.held_back += outcome.dependency_events
+            elif self.feedback:
                 queue[:0] = outcome.dependency_events
         self.last = merged
         return merged
