@@ -1,7 +1,7 @@
 """Time: a Tick moves the engine's clock, then what time moves runs, in a fixed order.
 
     Tick -> clock["now"] (at most MAX_TICK_STEP ahead) -> Clock.hooks, in order:
-              1. Leases.expire_leases        leases that ran out expire: their clusters are
+              1. Leases.expire_leases        leases that ran out (in live time, below) expire: their clusters are
                                              not ready — all of them refreshed in every module
                                              before it moves (leases.py, membership.py
                                              `clusters_changed`)
@@ -33,6 +33,13 @@ MAX_TICK_STEP ahead per Tick, so one bogus far-future tick (or the first after a
 outage) does not fire every deadline at once; a capped tick is remembered by id, so a
 redelivered one does not move the clock again. A tick that does not move the clock
 forward runs no hook.
+
+Leases are measured in the engine's live time (`tables.live`), not in its time: a Tick
+counts at most LEASE_TICK_STEP of its step toward them, the rest adding to
+`clock["paused"]` — one number, O(1) a tick, whatever the fleet. So the engine's own
+silence (the worker stopped or held longer than a lease, the appliers' beats waiting to
+be routed behind the first tick after it) expires no lease by itself; an applier that
+really died runs out one lease of live time after the ticks resume (leases.py).
 """
 
 from __future__ import annotations
@@ -53,6 +60,16 @@ from rollout.wire.events import Tick
 
 MAX_TICK_STEP = 3600.0  # seconds: the most one Tick moves the clock (but the first)
 
+LEASE_TICK_STEP = 30.0
+"""Seconds: the most one Tick counts toward leases (the engine's live time, tables.live).
+A tick further from the one before is a gap in the engine's own clock — the worker was
+stopped, paused or held — and the rest of it is `clock["paused"]`, which no lease counts
+(leases.py "The engine's own silence"). Why 30 s: three of the ticker's default intervals
+(10 s, `--tick-interval`), so ordinary ticks late under load count in full; and half the
+appliers' default lease (60 s), renewed every lease/3 (20 s): a lease renewed just before
+the gap has 40 s left of it, more than one capped tick takes. A tick interval configured
+above 30 s makes leases last longer in wall time (each tick counts 30 s), never shorter."""
+
 ClockHook = Callable[[bool, Outcome], None]
 """What runs when the clock moved: `(first, out)` — `first`: it moved from no time at all."""
 
@@ -68,6 +85,8 @@ class Clock:
     def __init__(self, tables: StateTables, hooks: list[ClockHook]) -> None:
         self.tables = tables
         self.hooks = hooks
+        # an engine may be given another: tests that simulate days in hourly ticks use an hour
+        self.lease_tick_step = LEASE_TICK_STEP
 
     def on_tick(self, event: Tick, out: Outcome) -> None:
         tables = self.tables
@@ -84,6 +103,10 @@ class Clock:
             # a jump: catch up by MAX_TICK_STEP per tick, so deadlines fire in turn, not all at once
             tables.capped_ticks["recent"] = TickLog(ids=remember(log.ids, event.id, CAPPED_TICK_IDS_KEPT))
             tables.clock["now"] = now + MAX_TICK_STEP
+        step = tables.clock["now"] - now
+        if not first and step > self.lease_tick_step:
+            # a gap in the engine's own clock: leases count lease_tick_step of it, no more
+            tables.clock["paused"] = tables.clock.get("paused", 0.0) + step - self.lease_tick_step
         for hook in self.hooks:
             hook(first, out)
 

@@ -30,6 +30,16 @@ cluster no applier ever claimed or heartbeated for has no lease and is not subje
 (so a fleet without appliers, or before the first heartbeat, works as before). A lease
 renewed before the engine saw any tick runs from the first tick.
 
+The engine's own silence. Leases are measured in the engine's live time (`tables.live`:
+its time less the gaps between ticks, each tick counting at most LEASE_TICK_STEP of its
+step: clock.py), not in its time: when the worker is stopped or held longer than a lease,
+the appliers' beats wait to be routed behind the first tick after it, and that tick used to
+expire every lease at once. A lease stores when it runs out in live time (`expires_live`,
+beside `expires_at` in the engine's time); the heaps are keyed by it. One written by a
+release before live time has none: its `expires_at` stands for it (`live_expiry`), so it
+runs out then or later (live time is never ahead), never earlier. A dead holder is
+forgotten a horizon of the engine's time after `expires_at`, gaps included.
+
 A cluster claimed by several holders (handed from one applier replica to another, in
 either order) is reached while any of them is alive; one no holder claims any more keeps a
 lease of its own from its last holder's, and runs out with it unless it is claimed again.
@@ -138,10 +148,11 @@ class Leases:
                 lease = clusters[name].lease
                 if lease is None or lease.expired or lease.claimed:
                     continue
-                if lease.expires_at is None:
+                expiry = lease.live_expiry()
+                if expiry is None:
                     self._unclocked.add(name)
                 else:
-                    self._expiries.append((lease.expires_at, name))
+                    self._expiries.append((expiry, name))
             heapq.heapify(self._expiries)
         return self._expiries, self._unclocked
 
@@ -154,10 +165,10 @@ class Leases:
                 if holder.expired:
                     if holder.expires_at is not None:  # always, once expired: only a tick expires
                         self._dead_holders.append((holder.expires_at, name))
-                elif holder.expires_at is None:
+                elif (expiry := holder.live_expiry()) is None:
                     self._holders_unclocked.add(name)
                 else:
-                    self._holder_expiries.append((holder.expires_at, name))
+                    self._holder_expiries.append((expiry, name))
             heapq.heapify(self._holder_expiries)
             heapq.heapify(self._dead_holders)
         return self._holder_expiries, self._holders_unclocked
@@ -231,7 +242,7 @@ class Leases:
         tables = self.tables
         previous = tables.holders.get(holder)
         ids = previous.beat_ids if previous is not None else []
-        now = tables.now
+        now, live = tables.now, tables.live
         clocked = now > 0
         lease = HolderLease(
             holder=holder,
@@ -239,12 +250,14 @@ class Leases:
             renewed_at=now if clocked else None,
             expires_at=now + seconds if clocked else None,
             beat_ids=remember(ids, beat_id, HOLDER_BEAT_IDS_KEPT) if beat_id is not None else list(ids),
+            expires_live=live + seconds if clocked else None,
         )
         expiries, unclocked = self._holder_index()
-        if lease.expires_at is None:
+        expiry = lease.live_expiry()
+        if expiry is None:
             unclocked.add(holder)
         else:
-            heapq.heappush(expiries, (lease.expires_at, holder))
+            heapq.heappush(expiries, (expiry, holder))
         tables.holders[holder] = lease
         return lease
 
@@ -279,6 +292,7 @@ class Leases:
                     renewed_at=released.renewed_at,
                     expires_at=released.expires_at,
                     expired=released.expired,
+                    expires_live=released.expires_live,
                 )
                 self._index_own(cluster, own)
                 return own
@@ -303,10 +317,11 @@ class Leases:
         if lease.expired:
             return
         expiries, unclocked = self._lease_index()
-        if lease.expires_at is None:
+        expiry = lease.live_expiry()
+        if expiry is None:
             unclocked.add(cluster)
         else:
-            heapq.heappush(expiries, (lease.expires_at, cluster))
+            heapq.heappush(expiries, (expiry, cluster))
 
     def lease_of_new_cluster(self, cluster: str) -> Lease | None:
         """The lease of a cluster observed anew (first, or again after its removal): its
@@ -341,6 +356,7 @@ class Leases:
             seconds=lease_seconds,
             renewed_at=now if clocked else None,
             expires_at=now + lease_seconds if clocked else None,
+            expires_live=tables.live + lease_seconds if clocked else None,
         )
         self._index_own(cluster, lease)
         ids = remember(facts.heartbeat_ids, event_id, HEARTBEAT_IDS_KEPT)
@@ -389,45 +405,54 @@ class Leases:
 
     def _expire_own_leases(self, first: bool, out: Outcome) -> None:
         tables = self.tables
-        now = tables.now
+        now, live = tables.now, tables.live
         expiries, unclocked = self._lease_index()
         if first:
             for name in sorted(unclocked):  # renewed before any tick: they run from this one
                 facts = tables.clusters.get(name)
                 lease = facts.lease if facts is not None else None
                 if facts is not None and lease is not None and lease.expires_at is None and not lease.claimed:
-                    lease = lease.model_copy(update={"renewed_at": now, "expires_at": now + lease.seconds})
+                    update = {
+                        "renewed_at": now,
+                        "expires_at": now + lease.seconds,
+                        "expires_live": live + lease.seconds,
+                    }
+                    lease = lease.model_copy(update=update)
                     tables.clusters[name] = facts.model_copy(update={"lease": lease})
-                    heapq.heappush(expiries, (now + lease.seconds, name))
+                    heapq.heappush(expiries, (live + lease.seconds, name))
             unclocked.clear()
-        while expiries and expiries[0][0] <= now:
-            expires_at, name = heapq.heappop(expiries)
+        while expiries and expiries[0][0] <= live:
+            expires_live, name = heapq.heappop(expiries)
             facts = tables.clusters.get(name)
             lease = facts.lease if facts is not None else None
-            if facts is None or lease is None or lease.expired or lease.claimed or lease.expires_at != expires_at:
+            if facts is None or lease is None or lease.expired or lease.claimed or lease.live_expiry() != expires_live:
                 continue  # renewed since, expired already, claimed since, or the cluster is gone
             followed = self._lease_of(name, lease.model_copy(update={"expired": True}), None)
             self._refresh_facts(facts, facts.model_copy(update={"lease": followed}), out)
 
     def _expire_holders(self, first: bool, out: Outcome) -> None:
         tables = self.tables
-        now = tables.now
+        now, live = tables.now, tables.live
         expiries, unclocked = self._holder_index()
         if first:
             for name in sorted(unclocked):
                 holder = tables.holders.get(name)
                 if holder is not None and holder.expires_at is None and not holder.expired:
-                    update = {"renewed_at": now, "expires_at": now + holder.seconds}
+                    update = {
+                        "renewed_at": now,
+                        "expires_at": now + holder.seconds,
+                        "expires_live": live + holder.seconds,
+                    }
                     tables.holders[name] = holder.model_copy(update=update)
-                    heapq.heappush(expiries, (now + holder.seconds, name))
+                    heapq.heappush(expiries, (live + holder.seconds, name))
             unclocked.clear()
-        while expiries and expiries[0][0] <= now:
-            expires_at, name = heapq.heappop(expiries)
+        while expiries and expiries[0][0] <= live:
+            expires_live, name = heapq.heappop(expiries)
             holder = tables.holders.get(name)
-            if holder is None or holder.expired or holder.expires_at != expires_at:
+            if holder is None or holder.expired or holder.live_expiry() != expires_live or holder.expires_at is None:
                 continue  # renewed since, or expired already
             tables.holders[name] = holder.model_copy(update={"expired": True})
-            heapq.heappush(self._dead_index(), (expires_at, name))
+            heapq.heappush(self._dead_index(), (holder.expires_at, name))
             self._settle_all(self.claimed_by(name), None, out)
 
     def forget_dead_holders(self) -> None:

@@ -13,6 +13,7 @@ rewrites only a handful of small values — never a value whose size grows with 
 * ``modules[module]``            ModuleRecord — spec, rollout phase, per-stage counters
 * ``targets[module/cluster]``    Target — one cluster's place in one module's rollout
 * ``clock["now"]``               the engine's time (from Ticks, at most MAX_TICK_STEP a tick)
+* ``clock["paused"]``            the seconds of it leases do not count (clock.py LEASE_TICK_STEP)
 * ``removed_clusters[cluster]``  RemovedCluster — tombstone: recent event ids of a removed cluster
 * ``deleted_modules[module]``    DeletedModule — tombstone: recent intent ids, last generation
                                  (both pruned TOMBSTONE_HORIZON after their last id: tombstones.py)
@@ -240,6 +241,14 @@ class Lease(Record):
     expires_at: float | None = None
     expired: bool = False
     claimed: bool = False  # written only when True (`_own_leases_as_before`)
+    # when it runs out in the engine's live time (tables.live: leases.py "The engine's own
+    # silence"); None: renewed before any tick, or written by a release before live time —
+    # `expires_at` then stands for it (`live_expiry`). Written only when set.
+    expires_live: float | None = None
+
+    def live_expiry(self) -> float | None:
+        """When the lease runs out in live time (leases.py); None: not before the first tick."""
+        return self.expires_live if self.expires_live is not None else self.expires_at
 
     @model_serializer(mode="wrap")
     def _own_leases_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -248,6 +257,8 @@ class Lease(Record):
         data: dict[str, Any] = handler(self)
         if not self.claimed:
             data.pop("claimed", None)
+        if self.expires_live is None:
+            data.pop("expires_live", None)
         return data
 
 
@@ -262,6 +273,11 @@ class HolderLease(Record):
     expires_at: float | None = None
     expired: bool = False
     beat_ids: list[str] = Field(default_factory=list)  # HolderHeartbeat ids (HOLDER_BEAT_IDS_KEPT)
+    expires_live: float | None = None  # as Lease.expires_live
+
+    def live_expiry(self) -> float | None:
+        """When the lease runs out in live time (leases.py); None: not before the first tick."""
+        return self.expires_live if self.expires_live is not None else self.expires_at
 
 
 class ClaimChunk(Record):

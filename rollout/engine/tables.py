@@ -113,6 +113,12 @@ class StateTables:
         """The engine's time: what the latest Tick said (clock.py); 0 before any."""
         return self.clock.get("now", 0.0)
 
+    @property
+    def live(self) -> float:
+        """The engine's live time, which leases are measured in: its time less the gaps
+        between ticks that leases do not count (clock.py LEASE_TICK_STEP)."""
+        return self.clock.get("now", 0.0) - self.clock.get("paused", 0.0)
+
     def working_module(self, stored: ModuleRecord) -> ModuleRecord:
         """A copy of `stored` that this event may change — or `stored` itself when it is the
         copy this batch made already (`private_records`). The caller stores it back."""

@@ -31,6 +31,7 @@ from rollout.api.manifests import (
 )
 from rollout.api.restrictions import admits
 from rollout.api.selectors import selects
+from rollout.engine.clock import LEASE_TICK_STEP
 from rollout.engine.core import Decision, Outcome, RolloutEngine, stage_for, stages_of
 from rollout.engine.state import CATEGORIES, ENGINE_MAPPINGS, ClusterFacts, ModuleRecord, Target, target_key
 from rollout.engine.strategy import moving_key
@@ -483,6 +484,7 @@ class Fleet:
         # every mapping the engine declares (state.ENGINE_MAPPINGS), as plain dicts
         self.state: dict[str, dict[str, Any]] = {name: {} for name in ENGINE_MAPPINGS}
         self.moves_per_event = moves_per_event  # None: the engine's own limit (stages.py)
+        self.lease_tick_step: float | None = None  # None: the engine's own (clock.py LEASE_TICK_STEP)
         self.engine = self._new_engine()
         self.journal: list[Any] = []
         self.outcomes: list[Outcome] = []
@@ -507,6 +509,8 @@ class Fleet:
         engine = RolloutEngine(**self.state)  # type: ignore[arg-type]
         if self.moves_per_event is not None:
             engine.stages.moves_per_event = self.moves_per_event
+        if self.lease_tick_step is not None:
+            engine.ticks.lease_tick_step = self.lease_tick_step
         return engine
 
     @property
@@ -610,7 +614,20 @@ class Fleet:
         return self.send(tick(now))
 
     def wait(self, seconds: float) -> Outcome:
+        """One tick `seconds` on (a gap in the engine's clock if over LEASE_TICK_STEP)."""
         return self.tick(self.now + seconds)
+
+    def run_for(self, seconds: float) -> Outcome:
+        """`seconds` pass with the engine running: a tick every LEASE_TICK_STEP at most, as
+        a worker's ticker sends them (a single tick further on is a gap in the engine's
+        clock, which leases do not count: clock.py). The outcomes merged."""
+        if self.now == 0:
+            return self.tick(seconds)  # the first tick: no gap before it
+        end, merged = self.now + seconds, Outcome()
+        while self.now < end:
+            merged.merge(self.tick(min(end, self.now + LEASE_TICK_STEP)))
+        self.last = merged
+        return merged
 
     def command(self, module_name: str, name: str, **kwargs: Any) -> Outcome:
         return self.send(command(module_name, name, **kwargs))

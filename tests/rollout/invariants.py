@@ -145,6 +145,7 @@ class Checker:
             "targets": {name: record.target for name, record in fleet.modules.items()},
             "over": {name for name, record in fleet.modules.items() if over_budget(fleet, record)},
             "resorting": {name for name, record in fleet.modules.items() if record.resorting is not None},
+            "clock": dict(fleet.clock),
         }
 
     def after(self, event: Any, outcome: Outcome, before: dict[str, Any], duplicate: bool) -> None:
@@ -158,6 +159,7 @@ class Checker:
         self.check_windows(outcome)
         self.check_freezes(outcome)
         self.check_resorts(outcome, before)
+        self.check_leases(before)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
             self.check_waves(outcome, record)
@@ -170,6 +172,29 @@ class Checker:
             now = fleet.targets.get(key)
             if now is not None and now.pinned:
                 assert now.assigned == assigned, f"pinned {key} moved from {assigned} to {now.assigned}"
+
+    def check_leases(self, before: dict[str, Any]) -> None:
+        """Live time (clock.py LEASE_TICK_STEP) moves with the engine's, at most a step an
+        event and never back; and no lease it passed is left unexpired — the clusters' own
+        and the holders' (leases.py "The engine's own silence")."""
+        fleet, clock = self.fleet, before["clock"]
+        live_before = clock.get("now", 0.0) - clock.get("paused", 0.0)
+        live = fleet.now - fleet.clock.get("paused", 0.0)
+        assert fleet.clock.get("paused", 0.0) >= clock.get("paused", 0.0), "paused time went back"
+        assert live >= live_before and live <= fleet.now, (live_before, live, fleet.now)
+        if clock.get("now", 0.0) > 0:
+            assert live - live_before <= fleet.engine.ticks.lease_tick_step, (
+                f"a tick counted {live - live_before} s toward leases"
+            )
+        for name, facts in fleet.clusters.items():
+            lease = facts.lease
+            if lease is None or lease.claimed or lease.expired or lease.live_expiry() is None:
+                continue
+            assert lease.live_expiry() > live, f"{name}'s lease ran out at {lease.live_expiry()} (live {live})"
+        for holder in fleet.state["holders"].values():
+            expiry = holder.live_expiry()
+            if not holder.expired and expiry is not None:
+                assert expiry > live, f"{holder.holder}'s lease ran out at {expiry} (live {live})"
 
     def check_resorts(self, outcome: Outcome, before: dict[str, Any]) -> None:
         """While a module re-sorts its members (membership.py "Re-sorts per event") no member

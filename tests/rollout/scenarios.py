@@ -177,6 +177,9 @@ OPERATIONS: dict[str, Any] = {
     "join": st.tuples(st.just("join"), st.integers(0, 99), cluster_specs()),
     "relabel": st.tuples(st.just("relabel"), st.integers(0, 99), st.sampled_from(RINGS)),
     "tick": st.tuples(st.just("tick"), st.sampled_from([1, 10, 30, 60, 120, 300, 900])),
+    # the engine running: a tick every 10 s (as the worker's ticker) for this long — ticks
+    # further apart are gaps in its clock that leases do not count (clock.py LEASE_TICK_STEP)
+    "ticking": st.tuples(st.just("ticking"), st.sampled_from([40, 70, 130, 700])),
     "command": st.tuples(
         st.just("command"),
         st.sampled_from(["pause", "resume", "resume", "approve", "approve", "pin", "unpin", "rollback", "abort"]),
@@ -258,7 +261,17 @@ def with_freezes(scenario: dict[str, Any], steps: list[Any] | None = None) -> li
 
 
 # how often each kind of operation comes up: mostly reports and time, now and then the rest
-WEIGHTS = {"report": 8, "settle": 5, "tick": 4, "command": 4, "dup": 2, "ready": 2, "heartbeat": 2, "holder": 2}
+WEIGHTS = {
+    "report": 8,
+    "settle": 5,
+    "tick": 4,
+    "command": 4,
+    "dup": 2,
+    "ready": 2,
+    "heartbeat": 2,
+    "holder": 2,
+    "ticking": 2,
+}
 operations = st.sampled_from([kind for kind in OPERATIONS for _ in range(WEIGHTS.get(kind, 1))]).flatmap(
     lambda kind: OPERATIONS[kind]
 )
@@ -432,6 +445,9 @@ class World:
             return self.settle(*step[1:])
         if step[0] == "holder":
             return self.holder(*step[1:])
+        if step[0] == "ticking":
+            start = max(self.fleet.now, 1_000.0)
+            return [tick(start + seconds) for seconds in range(10, step[1] + 1, 10)]
         if step[0] == "revision" and self.in_release():
             return self.release_revision(step[1])
         if step[0] == "promote" and self.in_release():

@@ -555,7 +555,7 @@ def test_a_member_going_offline_in_a_started_stage_is_waited_for_from_then() -> 
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), heartbeat("w2", 120))
     fleet.apply(offline_app("1m", concurrency=1))
     fleet.succeed("app", "c1")  # the wave starts: w1 updating, w2 waits for a slot
-    fleet.wait(120)  # w2's lease runs out while its stage runs
+    fleet.run_for(120)  # w2's lease runs out while its stage runs
     fleet.succeed("app", "w1")
     assert fleet.category("app", "w2") == "awaited" and wave_state(fleet) == "Running"
     fleet.wait(60)

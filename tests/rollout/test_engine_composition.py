@@ -78,14 +78,14 @@ def app(*stages: dict[str, Any], **spec: Any) -> Any:
 def lease_expiry(fleet: Fleet) -> None:
     """w1's lease runs out before the wave starts: it is skipped, not moved."""
     fleet.send(tick(T0), cluster("c1", CANARY), cluster("w1", WAVE), heartbeat("w1", 60), app())
-    fleet.wait(61)
+    fleet.run_for(61)
     fleet.succeed("app", "c1")
 
 
 def lease_renewed_before_the_first_tick(fleet: Fleet) -> None:
     """A lease renewed before any tick runs from the first one, then expires."""
     fleet.send(cluster("c1", CANARY), cluster("w1", WAVE), heartbeat("w1", 60), tick(T0), app())
-    fleet.wait(61)
+    fleet.run_for(61)
     fleet.succeed("app", "c1")
 
 
@@ -162,6 +162,7 @@ def redo(fleet: Fleet, event: Any) -> None:
 def lease_expiry_redone(fleet: Fleet) -> None:
     """The tick that expired w1's lease is discarded and folded again: it expires again."""
     fleet.send(tick(T0), cluster("c1", CANARY), cluster("w1", WAVE), heartbeat("w1", 60), app())
+    fleet.run_for(40)  # ticks as a worker sends them: leases count each in full
     redo(fleet, tick(T0 + 61))
     fleet.succeed("app", "c1")
 
@@ -276,9 +277,9 @@ def test_an_engine_missing_any_hook_decides_differently(hooks: str, index: int, 
 
 def test_a_lease_expires_on_the_first_tick_past_it() -> None:
     fleet = given(cluster("w1", WAVE), heartbeat("w1", 60))
-    fleet.wait(59)
+    fleet.run_for(59)
     assert fleet.clusters["w1"].ready
-    fleet.wait(1)
+    fleet.run_for(1)
     assert not fleet.clusters["w1"].ready
     assert fleet.clusters["w1"].lease is not None and fleet.clusters["w1"].lease.expired
 
@@ -289,6 +290,7 @@ def test_leases_expire_before_modules_move_on_the_same_tick() -> None:
     fleet.apply(app(stage("canary", CANARY, soak="60s"), stage("wave", WAVE)))
     fleet.wait(10)
     fleet.succeed("app", "c1")  # soaks until T0 + 70; w1's lease runs out at T0 + 60
+    fleet.run_for(40)
     fleet.tick(T0 + 70)
     assert fleet.phase("app") != "Soaking"
     assert fleet.revision("app", "w1") is None

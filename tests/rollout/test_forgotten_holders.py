@@ -27,7 +27,9 @@ DAY = 24 * HOUR
 
 def hourly_until(fleet: Fleet, until: float, *beating: Replica) -> None:
     """Hourly ticks up to `until` (the last one at it); each replica in `beating` beats
-    after every tick."""
+    after every tick. These tests simulate days, not gaps in the engine's clock: the engine
+    counts each hourly tick toward leases in full (clock.py LEASE_TICK_STEP)."""
+    fleet.lease_tick_step = fleet.engine.ticks.lease_tick_step = HOUR
     while fleet.now < until:
         fleet.tick(min(fleet.now + HOUR, until))
         fleet.send(*(replica.beat() for replica in beating))
@@ -175,6 +177,7 @@ def test_forgetting_after_a_restart_forgets_what_it_would_have_without() -> None
     assert records_of(fleet, "a-0")["lease"] is None
     forgetting = next(i for i, e in enumerate(fleet.journal) if e.type == "Tick" and e.now == T0 + 60 + HOLDER_HORIZON)
     restarted = Fleet()
+    restarted.lease_tick_step = restarted.engine.ticks.lease_tick_step = HOUR  # as hourly_until
     for event in fleet.journal[:forgetting]:
         restarted.send(event)
     restarted.restart()  # cold indexes: the forgetting tick rebuilds them

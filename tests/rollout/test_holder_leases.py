@@ -67,7 +67,7 @@ def test_a_holders_clusters_are_ready_while_it_beats() -> None:
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app(), *a.reach("c1", "w1"))
     for _ in range(10):
-        fleet.wait(20)
+        fleet.run_for(20)
         fleet.send(a.beat())
     assert fleet.clusters["c1"].ready and fleet.clusters["w1"].ready
     assert fleet.state["holders"]["a-0"].expires_at == T0 + 200 + 60
@@ -77,11 +77,11 @@ def test_a_holders_clusters_are_ready_while_it_beats() -> None:
 def test_a_holder_that_stops_beating_makes_its_clusters_not_ready_together() -> None:
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE), *a.reach("w1", "w2"))
-    fleet.wait(30)
+    fleet.run_for(30)
     fleet.send(a.beat())
-    fleet.wait(59)  # T0+89: renewed at T0+30, not yet run out
+    fleet.run_for(59)  # T0+89: renewed at T0+30, not yet run out
     assert fleet.clusters["w1"].ready and fleet.clusters["w2"].ready
-    fleet.wait(1)  # T0+90: one tick expires the holder, and both its clusters
+    fleet.run_for(1)  # T0+90: one tick expires the holder, and both its clusters
     assert not fleet.clusters["w1"].ready and not fleet.clusters["w2"].ready
     assert fleet.clusters["c1"].ready  # claimed by no holder: no lease applies
     fleet.apply(app())
@@ -92,7 +92,7 @@ def test_a_holder_that_stops_beating_makes_its_clusters_not_ready_together() -> 
 def test_a_holder_lease_expiry_is_explained_in_the_decision_never_a_failure() -> None:
     a = Replica("a-0", lease_seconds=60)
     fleet = given(cluster("c1", CANARY), app(), *a.reach("c1"))
-    fleet.wait(60)
+    fleet.run_for(60)
     reasons = [d.reason for d in fleet.last.decisions if d.action == "readiness"]
     assert reasons == ["c1 is not ready: its lease expired (no heartbeat for 60s)"]
     assert "failed" not in fleet.actions("app")
@@ -101,7 +101,7 @@ def test_a_holder_lease_expiry_is_explained_in_the_decision_never_a_failure() ->
 def test_a_beat_bringing_a_holder_back_makes_its_clusters_ready_and_move() -> None:
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), *a.reach("c1", "w1"))
-    fleet.wait(61)
+    fleet.run_for(61)
     fleet.apply(app())
     assert fleet.revision("app", "c1") is None
     fleet.send(a.beat())
@@ -114,7 +114,7 @@ def test_a_holders_beat_rewrites_its_lease_and_no_cluster_facts() -> None:
     a = Replica("a-0")
     names = [f"c{i}" for i in range(50)]
     fleet = given(*(cluster(name, CANARY) for name in names), app(), *a.reach(*names))
-    fleet.wait(20)
+    fleet.run_for(20)
     before = fleet.snapshot()
     outcome = fleet.send(a.beat())
     after = fleet.snapshot()
@@ -132,7 +132,7 @@ def test_a_cluster_handed_to_another_holder_stays_ready_whichever_word_comes_fir
         fleet.send(*(gained + dropped if claim_first else dropped + gained))
         assert fleet.clusters["c2"].ready and not fleet.last.decisions
         for _ in range(5):  # only b-0 is left beating
-            fleet.wait(20)
+            fleet.run_for(20)
             fleet.send(b.beat())
         assert fleet.clusters["c2"].ready, f"claim first: {claim_first}"
         assert not fleet.clusters["c1"].ready  # a-0 stopped: its cluster ran out with it
@@ -142,13 +142,13 @@ def test_a_cluster_handed_to_another_holder_stays_ready_whichever_word_comes_fir
 def test_a_cluster_no_holder_claims_any_more_runs_out_one_lease_after_its_release() -> None:
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), cluster("c2", CANARY), *a.reach("c1", "c2"))
-    fleet.wait(30)
+    fleet.run_for(30)
     fleet.send(*a.reach("c1"))  # c2 no longer reached (a failing write, or handed over)
     lease = fleet.clusters["c2"].lease
     assert lease is not None and not lease.claimed and lease.expires_at == T0 + 90
-    fleet.wait(40)
+    fleet.run_for(40)
     fleet.send(a.beat())  # a-0 lives on, but no longer for c2
-    fleet.wait(30)  # T0+100
+    fleet.run_for(30)  # T0+100
     assert fleet.clusters["c1"].ready and not fleet.clusters["c2"].ready
     fleet.send(*a.reach("c1", "c2"))  # reached again
     assert fleet.clusters["c2"].ready
@@ -158,9 +158,9 @@ def test_claims_before_the_holders_first_beat_renew_it() -> None:
     a = Replica("a-0", lease_seconds=30)
     fleet = given(cluster("c1", CANARY), *a.reach("c1"))
     assert fleet.state["holders"]["a-0"].expires_at == T0 + 30
-    fleet.wait(20)
+    fleet.run_for(20)
     fleet.send(a.beat())
-    fleet.wait(20)
+    fleet.run_for(20)
     assert fleet.clusters["c1"].ready
 
 
@@ -169,9 +169,9 @@ def test_a_beat_before_any_claim_renews_the_holder_and_touches_no_cluster() -> N
     fleet = given(cluster("c1", CANARY))
     fleet.send(a.beat())
     assert fleet.clusters["c1"].lease is None
-    fleet.wait(20)
+    fleet.run_for(20)
     fleet.send(*a.reach("c1"))
-    fleet.wait(50)  # T0+70: the claim at T0+20 renewed a-0 until T0+80
+    fleet.run_for(50)  # T0+70: the claim at T0+20 renewed a-0 until T0+80
     assert fleet.clusters["c1"].ready
 
 
@@ -182,7 +182,7 @@ def test_a_claim_of_a_cluster_not_yet_observed_holds_once_it_is() -> None:
     fleet.send(cluster("c1", CANARY))
     lease = fleet.clusters["c1"].lease
     assert lease is not None and lease.claimed and fleet.clusters["c1"].ready
-    fleet.wait(61)
+    fleet.run_for(61)
     assert not fleet.clusters["c1"].ready
 
 
@@ -193,7 +193,7 @@ def test_a_removed_cluster_observed_again_follows_the_holders_that_still_claim_i
     fleet.send(cluster("c1", CANARY))
     assert fleet.clusters["c1"].ready and fleet.clusters["c1"].lease.claimed  # type: ignore[union-attr]
     fleet.remove("c1")
-    fleet.wait(61)  # a-0 stopped while c1 was gone
+    fleet.run_for(61)  # a-0 stopped while c1 was gone
     fleet.apply(app())
     fleet.send(cluster("c1", CANARY))
     assert not fleet.clusters["c1"].ready and fleet.revision("app", "c1") is None
@@ -206,7 +206,7 @@ def test_redelivered_beats_and_claims_change_nothing() -> None:
     claims = a.reach("c1", "w1")
     beat = a.beat()
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app(), *claims, beat)
-    fleet.wait(30)
+    fleet.run_for(30)
     before = fleet.snapshot()
     outcome = fleet.send(beat, *claims)
     assert fleet.snapshot() == before and not outcome.decisions
@@ -227,9 +227,9 @@ def test_a_holder_lease_renewed_before_any_tick_runs_from_the_first_tick() -> No
     fleet = given(cluster("c1", CANARY), *a.reach("c1"), at=None)
     fleet.tick(T0)
     assert fleet.state["holders"]["a-0"].expires_at == T0 + 60
-    fleet.wait(59)
+    fleet.run_for(59)
     assert fleet.clusters["c1"].ready
-    fleet.wait(1)
+    fleet.run_for(1)
     assert not fleet.clusters["c1"].ready
 
 
@@ -237,7 +237,7 @@ def test_restart_rebuilds_the_holder_lease_index() -> None:
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), app(), *a.reach("c1"))
     fleet.restart()
-    fleet.wait(61)
+    fleet.run_for(61)
     assert not fleet.clusters["c1"].ready
 
 
@@ -246,16 +246,16 @@ def test_a_cluster_with_its_own_lease_and_a_holder_is_ready_while_either_holds()
     cluster, one of this release claims it."""
     a = Replica("a-0")
     fleet = given(cluster("c1", CANARY), *a.reach("c1"))
-    fleet.wait(10)
+    fleet.run_for(10)
     fleet.send(heartbeat("c1", 600))  # its own lease, until T0+610
-    fleet.wait(60)  # a-0's ran out at T0+60
+    fleet.run_for(60)  # a-0's ran out at T0+60
     assert fleet.clusters["c1"].ready
     fleet.send(a.beat())  # T0+70: a-0 until T0+130
-    fleet.wait(600)  # T0+670: its own lease ran out at T0+610, a-0's long before
+    fleet.run_for(600)  # T0+670: its own lease ran out at T0+610, a-0's long before
     assert not fleet.clusters["c1"].ready
     fleet.send(a.beat())
     assert fleet.clusters["c1"].ready
-    fleet.wait(59)
+    fleet.run_for(59)
     assert fleet.clusters["c1"].ready  # its own lease expired: it follows a-0
 
 
@@ -267,7 +267,7 @@ def test_a_claimed_lease_written_back_by_an_older_release_follows_its_holders_ag
     facts = fleet.clusters["c1"]
     fleet.clusters["c1"] = facts.model_copy(update={"lease": Lease(seconds=60.0)})
     fleet.restart()
-    fleet.wait(61)
+    fleet.run_for(61)
     assert not fleet.clusters["c1"].ready and not fleet.clusters["c2"].ready
     fleet.send(a.beat())
     assert fleet.clusters["c1"].ready and fleet.clusters["c1"].lease == fleet.clusters["c2"].lease
@@ -323,7 +323,7 @@ def test_a_holder_and_a_cluster_lease_expiring_on_one_tick_move_nothing_between_
         at=monday_20h,
     )
     fleet.send(heartbeat("c1", 30), *a.reach("w1"))
-    fleet.wait(30)
+    fleet.run_for(30)
     assert not fleet.clusters["c1"].ready and not fleet.clusters["w1"].ready
     assert fleet.revision("app", "w2") == "v1"  # the wave started on that tick
     assert fleet.revision("app", "w1") is None

@@ -15,7 +15,7 @@ def app(tag: str = "v1"):
 
 def test_cluster_without_heartbeats_has_no_lease_and_moves() -> None:
     fleet = given(cluster("c1", CANARY), app())
-    fleet.wait(3600)
+    fleet.run_for(3600)
     assert fleet.revision("app", "c1") == "v1"
     assert fleet.clusters["c1"].lease is None
 
@@ -23,7 +23,7 @@ def test_cluster_without_heartbeats_has_no_lease_and_moves() -> None:
 def test_expired_lease_makes_a_cluster_not_ready_for_new_moves() -> None:
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), cluster("w2", WAVE))
     fleet.send(heartbeat("w1", 60), heartbeat("w2", 60))
-    fleet.wait(61)  # neither renewed: both leases expire
+    fleet.run_for(61)  # neither renewed: both leases expire
     assert not fleet.clusters["w1"].ready
     fleet.apply(app())
     fleet.succeed("app", "c1")
@@ -35,9 +35,9 @@ def test_expired_lease_never_blocks_a_stage() -> None:
     fleet = given(cluster("c1", CANARY), cluster("c2", CANARY), cluster("w1", WAVE), app())
     fleet.send(heartbeat("c2", 60))
     fleet.succeed("app", "c1")
-    fleet.wait(30)
+    fleet.run_for(30)
     fleet.send(heartbeat("c1", 60))  # c1 keeps heartbeating, c2 does not
-    fleet.wait(40)  # c2's lease ran out at T0+60; c2 had been assigned and never reported
+    fleet.run_for(40)  # c2's lease ran out at T0+60; c2 had been assigned and never reported
     assert fleet.category("app", "c2") == "updating"  # an updating cluster stays counted: it finishes
     fleet.succeed("app", "c2")
     assert fleet.revision("app", "w1") == "v1"
@@ -46,7 +46,7 @@ def test_expired_lease_never_blocks_a_stage() -> None:
 def test_lease_expiring_before_the_move_leaves_the_stage_done_without_it() -> None:
     fleet = given(cluster("c1", CANARY), cluster("c2", CANARY), cluster("w1", WAVE))
     fleet.send(heartbeat("c2", 30))
-    fleet.wait(31)
+    fleet.run_for(31)
     fleet.apply(app())
     fleet.succeed("app", "c1")
     assert fleet.category("app", "c2") == "not_ready"
@@ -56,7 +56,7 @@ def test_lease_expiring_before_the_move_leaves_the_stage_done_without_it() -> No
 def test_heartbeats_returning_bring_the_cluster_back() -> None:
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE))
     fleet.send(heartbeat("c1", 60))
-    fleet.wait(61)
+    fleet.run_for(61)
     fleet.apply(app())
     assert fleet.revision("app", "c1") is None
     fleet.send(heartbeat("c1", 60))
@@ -68,7 +68,7 @@ def test_heartbeats_returning_bring_the_cluster_back() -> None:
 def test_lease_expiry_is_explained_in_the_decision() -> None:
     fleet = given(cluster("c1", CANARY), app())
     fleet.send(heartbeat("c1", 60))
-    fleet.wait(60)
+    fleet.run_for(60)
     reasons = [d.reason for d in fleet.last.decisions if d.action == "readiness"]
     assert reasons == ["c1 is not ready: its lease expired (no heartbeat for 60s)"]
 
@@ -76,9 +76,9 @@ def test_lease_expiry_is_explained_in_the_decision() -> None:
 def test_heartbeat_renews_the_lease_from_the_latest_tick() -> None:
     fleet = given(cluster("c1", CANARY), app())
     fleet.send(heartbeat("c1", 60))
-    fleet.wait(50)
+    fleet.run_for(50)
     fleet.send(heartbeat("c1", 60))
-    fleet.wait(50)  # T0+100: 50 s after the renewal
+    fleet.run_for(50)  # T0+100: 50 s after the renewal
     assert fleet.clusters["c1"].ready
     assert fleet.clusters["c1"].lease.expires_at == T0 + 110  # type: ignore[union-attr]
 
@@ -101,7 +101,7 @@ def test_heartbeat_for_an_unknown_cluster_changes_nothing() -> None:
 def test_lease_survives_a_new_observation_of_the_cluster() -> None:
     fleet = given(cluster("c1", CANARY), app())
     fleet.send(heartbeat("c1", 60))
-    fleet.wait(61)
+    fleet.run_for(61)
     fleet.send(cluster("c1", {**CANARY, "team": "a"}))
     assert not fleet.clusters["c1"].ready
 
@@ -141,7 +141,7 @@ def test_redelivered_heartbeat_does_not_renew_the_lease_again() -> None:
     fleet = given(cluster("c1", CANARY), app())
     beat = heartbeat("c1", 60)
     fleet.send(beat)
-    fleet.wait(30)
+    fleet.run_for(30)
     before = fleet.snapshot()
     outcome = fleet.send(beat)
     assert fleet.snapshot() == before and not outcome.decisions
@@ -151,16 +151,16 @@ def test_restart_rebuilds_the_lease_index() -> None:
     fleet = given(cluster("c1", CANARY), app())
     fleet.send(heartbeat("c1", 60))
     fleet.restart()
-    fleet.wait(61)
+    fleet.run_for(61)
     assert not fleet.clusters["c1"].ready
 
 
 def test_one_heartbeats_event_renews_every_cluster_it_names() -> None:
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
     fleet.send(heartbeats("c1", "w1", "ghost", lease_seconds=60))
-    fleet.wait(30)
+    fleet.run_for(30)
     fleet.send(heartbeats("c1", lease_seconds=60))  # w1 is no longer reached
-    fleet.wait(40)  # T0+70: c1 renewed at T0+30, w1's lease ran out at T0+60
+    fleet.run_for(40)  # T0+70: c1 renewed at T0+30, w1's lease ran out at T0+60
     assert fleet.clusters["c1"].ready and fleet.clusters["c1"].lease.expires_at == T0 + 90  # type: ignore[union-attr]
     assert not fleet.clusters["w1"].ready and fleet.clusters["w1"].lease.expired  # type: ignore[union-attr]
     assert "ghost" not in fleet.clusters
@@ -170,7 +170,7 @@ def test_redelivered_heartbeats_event_renews_nothing_again() -> None:
     fleet = given(cluster("c1", CANARY), cluster("w1", WAVE), app())
     beat = heartbeats("c1", "w1", lease_seconds=60)
     fleet.send(beat)
-    fleet.wait(30)
+    fleet.run_for(30)
     before = fleet.snapshot()
     outcome = fleet.send(beat)
     assert fleet.snapshot() == before and not outcome.decisions
@@ -181,7 +181,7 @@ def test_a_cluster_whose_only_module_was_deleted_gets_the_next_once_its_heartbea
     fleet.send(heartbeats("c1", lease_seconds=60))
     fleet.succeed("first", "c1")
     fleet.delete("first")  # its assemblage empties; an applier that stops beating for it…
-    fleet.wait(61)
+    fleet.run_for(61)
     assert not fleet.clusters["c1"].ready
     fleet.apply(module("second", {}, "v1"))
     assert fleet.revision("second", "c1") is None

@@ -496,9 +496,11 @@ CHURN = st.one_of(
     OPERATIONS["heartbeat"],
     OPERATIONS["holder"],
     OPERATIONS["hold"],
+    OPERATIONS["ticking"],
 )
 """What happens to a fleet by itself: clusters joining, removed, relabelled, not ready,
-leaving and joining, leases renewed and running out, owners holding them."""
+leaving and joining, leases renewed and running out (the engine ticking, or a gap in its
+clock), owners holding them."""
 
 
 @st.composite
