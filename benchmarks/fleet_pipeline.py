@@ -5,7 +5,7 @@ where the worker's memory and CPU go per moved cluster.
 
     .venv/bin/python benchmarks/fleet_pipeline.py [--clusters 20000] [--modules 20] [--partitions 4]
         [--appliers 2] [--lease-seconds 60] [--tick-interval 10] [--heap worker|default]
-        [--trace] [--until fleet|wave-1|wave-2|done] [--retake-at N] [--fail-commits-at N]
+        [--trace] [--until fleet|wave-1|wave-2|done] [--retake-at N] [--fail-commits-at N] [--session-timeout 45]
 
 The `large` scenario of benchmarks/fleet.py without Kafka and without appliers: the fleet
 (labels `ring` canary / wave-1 / wave-2 as fleet.py's) on cluster-observations, then the
@@ -28,9 +28,13 @@ hundred bytes per record of bookkeeping).
 
 Printed per phase (fleet, modules joined, canary, wave-1, wave-2): wall and CPU seconds,
 CPU per stage (the time each stage's `step` took, fold and delivery) and per cluster moved,
-RSS after and its peak (sampled every 5 ms), records and bytes per output topic, the largest
-batch each stage folded, the longest single `step` of each and the longest the event loop was
-held at once (past the session timeout, a worker's heartbeats stop and its groups expel it).
+RSS after and its peak (sampled every 5 ms), what a full heap settle would cost and leave then
+(a probe), records and bytes per output topic, the largest batch each stage folded, the
+longest single `step` of each and the longest the event loop was held at once (past the
+session timeout, a worker's heartbeats stop and its groups expel it; the probes not counted).
+Each settle the worker's heap policy runs (streams/heap.py: by growth of the frozen
+population, within a share of `--session-timeout`) is printed as it happens (HEAP SETTLE),
+and a count per kind at the end.
 `--retake-at N`: once N wave-2 clusters are reported, the decide stage loses every partition
 and takes it back — a rebalance after an expired session, as after a broker's timeouts
 (issue 22) — and what the next round costs is printed. `--fail-commits-at N`: there, the next
@@ -68,7 +72,7 @@ from rollout.wire.events import SyncStatusReported, Tick
 from streams.app import stage_specs
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner
-from streams.heap import Heap
+from streams.heap import CHECK_INTERVAL, SESSION_TIMEOUT, SETTLE_KINDS, Heap, Settled
 from streams.memory_broker import FaultPoint, MemoryBroker, MemoryTransport, _Entry
 from streams.transport import BATCH_BYTES_PER_PARTITION
 
@@ -156,6 +160,7 @@ class Pipeline:
         self.longest: dict[str, float] = defaultdict(float)  # the longest single step, wall seconds
         self.inputs = 0
         self.heap: Heap | None = None
+        self.settles: list[Settled] = []  # the worker's policy's, in order
         self.lag = LoopLag()
 
     def _measure_batches(self, runner: StageRunner) -> None:
@@ -174,6 +179,12 @@ class Pipeline:
             return prepared
 
         committer._prepare = measured  # type: ignore[method-assign]
+
+    def settled(self, settled: Settled) -> None:
+        self.settles.append(settled)
+        estimate = f", a full one estimated {settled.estimate:.2f} s" if settled.estimate is not None else ""
+        print(f"    HEAP SETTLE ({settled.kind}): the event loop held {settled.seconds:.2f} s, "
+              f"{settled.frozen:,} objects frozen{estimate}", flush=True)  # fmt: skip
 
     async def start(self) -> None:
         self.lag.start()
@@ -308,13 +319,16 @@ class Phases:
         size = pipeline.broker.bytes - self.bytes
         moved = records[pipeline.topics.assignments]
         rss = rss_mib()
-        settle_s = Heap().settle()  # what the worker's next settle leaves (streams/heap.py: every 5 minutes)
+        # what a full settle would leave and cost now (a probe, not the worker's policy: its
+        # loop hold is not counted in the longest one, the policy's own settles are)
+        settle_s = Heap().settle()
+        pipeline.lag.skip_until = time.perf_counter()
         settled = rss_mib()
         per_move = f", {moved:,} moved, {1000 * cpu / moved:.2f} ms CPU per move" if moved else ""
         print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU{per_move} "
               f"(route {stages['route']:.1f}, decide {stages['decide']:.1f}, assemble {stages['assemble']:.1f} s); "
               f"RSS peak {self.sampler.peak:.0f} MiB, after {rss:.0f} MiB, "
-              f"settled {settled:.0f} MiB (in {settle_s:.2f} s); "
+              f"settled {settled:.0f} MiB (a full settle probed: {settle_s:.2f} s); "
               f"{gc.get_freeze_count():,} objects frozen", flush=True)  # fmt: skip
         written = ", ".join(
             f"{topic.removeprefix(PREFIX)} {records[topic]:,} ({size[topic] / 2**20:.1f} MiB)"
@@ -347,7 +361,7 @@ class Phases:
 async def rollout(args: argparse.Namespace) -> None:
     pipeline = Pipeline(args.partitions)
     await pipeline.start()
-    heap = Heap()
+    heap = Heap(session_timeout=args.session_timeout, on_settle=pipeline.settled)
     if args.heap == "worker":  # as streams/app.py's Worker: young collections rarer, survivors frozen
         heap.collect_young_less_often()
         heap.settle()
@@ -449,6 +463,12 @@ async def rollout(args: argparse.Namespace) -> None:
         f"longest single step per stage (wall, awaits included): {longest}; the event loop held "
         f"{pipeline.lag.longest:.2f} s at most since the last retake (or the start)"
     )
+    settles = ", ".join(
+        f"{kind} {len(times)} (longest {max(times):.2f} s)"
+        for kind in SETTLE_KINDS
+        if (times := [s.seconds for s in pipeline.settles if s.kind == kind])
+    )
+    print(f"heap settles by the worker's policy (streams/heap.py, checked every {CHECK_INTERVAL:.0f} s): {settles}")
 
 
 class LoopLag:
@@ -458,6 +478,7 @@ class LoopLag:
 
     def __init__(self) -> None:
         self.longest = 0.0
+        self.skip_until = 0.0  # a probe (a phase's full settle) held it until then: not counted
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -467,7 +488,8 @@ class LoopLag:
         while True:
             before = time.perf_counter()
             await asyncio.sleep(0.01)
-            self.longest = max(self.longest, time.perf_counter() - before - 0.01)
+            if before >= self.skip_until:
+                self.longest = max(self.longest, time.perf_counter() - before - 0.01)
 
 
 async def retaken(pipeline: Pipeline) -> tuple[float, float, float]:
@@ -520,6 +542,12 @@ def main() -> None:
     parser.add_argument("--silence-seconds", type=float, default=65.0, help="... this long (engine time)")
     parser.add_argument(
         "--fail-commits-at", type=int, help="wave-2 reports after which each decide partition's next commit fails"
+    )
+    parser.add_argument(
+        "--session-timeout",
+        type=float,
+        default=SESSION_TIMEOUT,
+        help="the group session a full heap settle must stay well within (streams/heap.py BUDGET)",
     )
     args = parser.parse_args()
     asyncio.run(rollout(args))

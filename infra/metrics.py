@@ -23,6 +23,11 @@ What an operator alerts on, and where each number comes from:
   `Halted` sees 0 rather than no data. The phases and the revisions are the values the
   module-status document shows (rollout/wire/status.py `ROLLOUT_PHASES`, `targetRevision`,
   `stableRevision`): a dashboard or `rollout status` and an alert name a module's phase alike;
+* `rollout_heap_settle_seconds{kind}` and `rollout_heap_frozen_objects` — the worker's heap
+  settles (streams/heap.py), each observed once: how long it held the event loop (`full`
+  and `forced` walk the whole heap, `new` and `deferred` only what is not frozen yet; an
+  alert on `forced`, or on a `full` near the group session timeout, sees the settle that
+  would expel the worker before it does), and the frozen population after it;
 * `rollout_notifications{webhook,type,outcome}`, `rollout_notification_retries{webhook}`,
   `rollout_notification_queue{webhook}` — the notifier's deliveries (projections/notifier/):
   an alert on `outcome="dead-lettered"` sees notifications a receiver never got;
@@ -136,6 +141,19 @@ class Metrics:
             "Seconds from a snapshot's Kafka timestamp to the sink having changed the target",
             ["kind"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        # the worker's heap (streams/heap.py): how long each settle held the event loop
+        self.heap_settle_seconds = Histogram(
+            "rollout_heap_settle_seconds",
+            "Seconds a heap settle held the event loop, by kind (full | forced | new | deferred)",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.heap_frozen_objects = Gauge(
+            "rollout_heap_frozen_objects",
+            "Objects frozen out of the cyclic collector's scans after the last settle",
             registry=r,
         )
         # the notifier (projections/notifier/): per webhook, what became of each notification

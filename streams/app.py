@@ -44,7 +44,7 @@ from rollout.wire.events import Tick
 from streams.assembler import AssemblePartition
 from streams.decider import DecidePartition
 from streams.delivery import StageRunner, StageSpec
-from streams.heap import Heap
+from streams.heap import Heap, Settled
 from streams.router import RoutePartition
 
 log = logging.getLogger("rollout.worker")
@@ -123,7 +123,7 @@ class Worker:
             for spec in stage_specs(settings, self.metrics)
         ]
         self.ticking = False
-        self.heap = Heap()
+        self.heap = Heap(session_timeout=settings.session_timeout, on_settle=self._settled)
         self.stages = {runner.spec.name: runner for runner in self.runners}
         if "route" in self.stages:
             self.stages["route"].on_assignment = self._ticks_owned
@@ -136,6 +136,10 @@ class Worker:
             state = slot.processor.state
             if state is not None:
                 yield from state.mappings["modules"].committed.values()
+
+    def _settled(self, settled: Settled) -> None:
+        self.metrics.heap_settle_seconds.labels(settled.kind).observe(settled.seconds)
+        self.metrics.heap_frozen_objects.set(settled.frozen)
 
     def _ticks_owned(self, owned: set[TopicPartition]) -> None:
         self.ticking = TopicPartition(self.topics.ticks, 0) in owned
@@ -181,10 +185,11 @@ class Worker:
 
     async def _observe(self) -> None:
         """Keeps readiness current and announces readiness once; settles the heap once the
-        state is restored at start and every few minutes, freezes what is new each time it is
-        ready again (after a rebalance, a repair: `Heap.freeze_new`, which does not walk the
-        whole heap), and from the first settle on freezes what survives each full collection
-        (streams/heap.py)."""
+        state is restored at start and again once the frozen population grew by a quarter,
+        within a share of the session timeout (`Heap.settle_if_due`), freezes what is new
+        each time it is ready again (after a rebalance, a repair: `Heap.freeze_new`, which
+        does not walk the whole heap), and from the first settle on freezes what survives
+        each full collection (streams/heap.py)."""
         announced = False
         ready = False
         lagging: set[tuple[str, str]] = set()

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.heap import YOUNG_THRESHOLDS, Heap
+from infra.settings import Settings
+from streams.app import Worker
+from streams.heap import BUDGET, GROWTH, YOUNG_THRESHOLDS, Heap
 
 
 class Node:
@@ -98,16 +100,143 @@ def test_acyclic_state_replaced_after_a_settle_is_freed_at_once() -> None:
     assert gone() is None
 
 
-def test_settles_again_only_after_the_interval() -> None:
-    now = [100.0]
-    heap = Heap(interval=300.0, clock=lambda: now[0])
+class Clock:
+    """Injected time: the check interval, and each settle's measured seconds (`cost`)."""
+
+    def __init__(self, cost: float = 0.0) -> None:
+        self.now = 100.0
+        self.cost = cost
+        self._timer = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def timer(self) -> float:
+        self._timer += self.cost  # a settle reads it before and after: `cost` seconds apart
+        return self._timer
+
+
+def grow_frozen_by(fraction: float, heap: Heap) -> list[Node]:
+    """Live objects frozen (as the hook freezes a full collection's survivors): the frozen
+    population grows by `fraction` of what the last full settle left."""
+    grown = [Node() for _ in range(int(heap.base * fraction) + 1_000)]
+    gc.collect()
+    gc.freeze()
+    return grown
+
+
+def frozen_cycle() -> weakref.ref[Node]:
+    """A reference cycle frozen while alive, then dropped: garbage only a full settle finds."""
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gc.freeze()
+    return weakref.ref(a)
+
+
+def test_the_clock_alone_never_settles_the_whole_heap_again() -> None:
+    clock = Clock()
+    heap = Heap(interval=30.0, clock=clock)
     assert not heap.settle_if_due(), "the first settle is the caller's"
     heap.settle()
-    now[0] += 299.0
-    assert not heap.settle_if_due()
-    now[0] += 1.0
-    assert heap.settle_if_due()
-    assert heap.settled_at == now[0]
+    for _ in range(100):  # 50 minutes, the frozen population as it was
+        clock.now += 30.0
+        assert heap.settle_if_due() is None
+
+
+def test_a_full_settle_comes_once_the_frozen_population_grew_by_a_quarter() -> None:
+    clock, seen = Clock(), []
+    heap = Heap(interval=30.0, clock=clock, on_settle=seen.append)
+    heap.settle()
+    base = heap.base
+    stuck = frozen_cycle()
+    grown = grow_frozen_by(0.1, heap)
+    clock.now += 30.0
+    assert heap.settle_if_due() is None, "a tenth more: not yet"
+    grown += grow_frozen_by(0.2, heap)
+    clock.now += 29.0
+    assert heap.settle_if_due() is None, "not looked at before the interval"
+    clock.now += 1.0
+
+    settled = heap.settle_if_due()
+
+    assert settled is not None and settled.kind == "full"
+    assert stuck() is None, "the full settle reclaimed the cycle stuck among frozen objects"
+    assert heap.base >= base + len(grown) and seen[-1] == settled
+
+
+def test_a_full_settle_whose_estimate_nears_the_session_timeout_is_deferred_to_freezing_what_is_new() -> None:
+    clock, seen = Clock(cost=10.0), []  # each settle measures 10 s; budget: a quarter of 45 s
+    heap = Heap(interval=30.0, clock=clock, session_timeout=45.0, timer=clock.timer, on_settle=seen.append)
+    heap.settle()
+    assert heap.last_seconds == 10.0
+    stuck = frozen_cycle()
+    grown = grow_frozen_by(0.3, heap)  # estimate 10 s x 1.3 = 13 s > 11.25 s
+    young = [Node() for _ in range(1_000)]
+    clock.now += 30.0
+
+    settled = heap.settle_if_due()
+
+    assert settled is not None and settled.kind == "deferred" and settled.estimate is not None
+    assert settled.estimate > heap.budget == 45.0 / 4
+    assert stuck() is not None, "the frozen heap was not walked"
+    scanned = {id(obj) for obj in gc.get_objects()}
+    assert not any(id(node) in scanned for node in young), "what was new is frozen"
+    assert seen == [seen[0], settled] and seen[0].kind == "full"
+    clock.now += 30.0
+    assert heap.settle_if_due() is None, "deferred once per further growth, not at every look"
+    assert grown
+
+
+def test_a_frozen_population_that_doubled_is_settled_even_over_the_budget() -> None:
+    clock = Clock(cost=10.0)
+    heap = Heap(interval=30.0, clock=clock, session_timeout=45.0, timer=clock.timer)
+    heap.settle()
+    stuck = frozen_cycle()
+    grown = grow_frozen_by(0.3, heap)
+    clock.now += 30.0
+    assert (deferred := heap.settle_if_due()) is not None and deferred.kind == "deferred"
+    grown += grow_frozen_by(0.8, heap)
+    clock.now += 30.0
+
+    settled = heap.settle_if_due()
+
+    assert settled is not None and settled.kind == "forced"
+    assert stuck() is None, "the bound holds: the stuck cycle is reclaimed"
+    assert grown
+
+
+def test_cyclic_garbage_stuck_among_frozen_objects_stays_below_a_quarter_of_the_last_full_settle() -> None:
+    """An hour of frozen cycles dropped every 30 s, a twentieth of the heap each time: at every
+    look (the worker's default interval) the frozen population is under 1.25 times the live
+    heap, give or take one round."""
+    clock = Clock()
+    heap = Heap(clock=clock)
+    heap.settle()
+    live = gc.get_freeze_count()  # all alive: only garbage is added below
+    for _ in range(120):
+        garbage = [Node() for _ in range(live // 20)]
+        for a, b in zip(garbage[::2], garbage[1::2], strict=False):
+            a.other, b.other = b, a
+        gc.freeze()  # frozen alive, as the hook would
+        del garbage, a, b
+        clock.now += 30.0
+        heap.settle_if_due()
+        assert gc.get_freeze_count() < (1 + GROWTH) * live + live // 20
+
+
+def test_the_worker_exports_each_settles_duration_and_the_frozen_population() -> None:
+    worker = Worker(Settings(bootstrap_servers="unused:9092", stages=("route",), session_timeout=33.0))
+    assert worker.heap.budget == 33.0 * BUDGET
+    seconds = worker.heap.settle()
+    worker.heap.freeze_new()
+
+    text = worker.metrics.render().decode()
+
+    assert 'rollout_heap_settle_seconds_count{kind="full"} 1.0' in text
+    assert 'rollout_heap_settle_seconds_count{kind="new"} 1.0' in text
+    assert f'rollout_heap_settle_seconds_sum{{kind="full"}} {seconds!r}' in text
+    frozen = next(line for line in text.splitlines() if line.startswith("rollout_heap_frozen_objects "))
+    assert float(frozen.split()[1]) > 0
 
 
 def test_what_survives_a_full_collection_after_the_first_settle_is_frozen_too() -> None:
