@@ -49,9 +49,11 @@ The bound this keeps: frozen objects only leave the population (reference counti
 them) except when a freeze adds survivors; so after a full settle left B objects, all alive,
 the frozen population — live state plus cyclic garbage stuck in it — stays below
 `(1 + GROWTH)` B while settles fit the budget, and below `(1 + CEILING)` B when they do not,
-up to what one check interval adds. Garbage stuck among frozen objects is thus at most a
-quarter (at worst once) of the live heap at the last full settle, and that heap is bounded
-by the other growth bounds (docs/architecture.md, "Growth bounds"). A heap that stops
+up to what one check interval adds. So what the frozen heap holds — live state and the
+garbage stuck in it together — never exceeds 1.25 times (twice, while full settles are
+deferred) the heap the last full settle left, all of it alive then; while the live heap does
+not shrink, the stuck garbage is under a quarter (once) of it. And that heap is bounded by the
+other growth bounds (docs/architecture.md, "Growth bounds"). A heap that stops
 growing is never fully settled again — there is nothing to reclaim that the bound does not
 already cover — and one that grows settles once per quarter of growth: the settles' total
 cost is a geometric series, at most five times the last one.
