@@ -35,10 +35,16 @@ counting it walks a list, ~7 ns an object, no collection) and decides (`plan`):
   (all of it alive then: it had just been collected): nothing. CPython's own rule for its
   oldest generation (a full collection once it grew by a quarter), applied to what it no
   longer scans.
-* grown by `GROWTH` or more: a full settle, if its estimate — the last full settle's measured
-  seconds times W / B, W the objects it would walk: F and those not frozen yet (measured: the
-  not yet frozen were 40 % of what a settle walked at 20,000 x 20; leaving them out
-  underestimated 2.5 times) — is within `BUDGET` of the group session timeout (a quarter: a
+* grown by `GROWTH` or more: a full settle, if its estimate (`estimate`) is within `BUDGET`
+  of the group session timeout. The estimate is for the W objects a settle walks — F and
+  those not frozen yet (measured: those were 40 % of a settle's walk at 20,000 x 20; leaving
+  them out underestimated 2.5 times) — and the larger of two: the last full settle's seconds
+  times W / B, and the seconds counting W objects takes now (F is counted at each look
+  anyway) times the ratio of the last settle's seconds to its own count's. The first alone
+  extrapolates the last settle's rate, which a small heap and a quiet machine make low
+  (0.5-1.1 µs an object at 80,000, 1.2-4.1 µs at 0.7-2 million in `fleet_pipeline.py`: it
+  underestimated 2.2-4.5 times from the nearly empty heap at start); the count follows the
+  heap's size and the machine's load as they are now (a quarter: a
   settle's time varies sevenfold with the machine's load, and the estimate is of the last
   load). Otherwise the settle is **deferred**: the cheap `freeze_new` runs instead, logged
   and counted (`rollout_heap_settle_seconds{kind="deferred"}`), once per further `GROWTH` of
@@ -119,23 +125,23 @@ class Settled:
     estimate: float | None = None
 
 
-def estimate(walked: int, base: int, last_seconds: float) -> float:
-    """Seconds a full settle walking `walked` objects would take, at the rate of the last
-    one (`last_seconds` for the `base` objects it left)."""
-    return last_seconds * walked / max(base, 1)
+def estimate(walked: int, base: int, last_seconds: float, counted: float, ratio: float) -> float:
+    """Seconds a full settle walking `walked` objects would take: the larger of the last
+    one's rate (`last_seconds` for the `base` objects it left) and `ratio` times `counted` —
+    the seconds counting those objects takes now (the frozen ones are counted at each look,
+    and that follows the heap's size and the machine's load), `ratio` a settle's seconds per
+    second of counting what it left, measured at the last one (module doc)."""
+    return max(last_seconds * walked / max(base, 1), ratio * counted)
 
 
-def plan(
-    frozen: int, walked: int, base: int, last_seconds: float, budget: float, deferred_at: int | None
-) -> SettleKind | None:
-    """What `settle_if_due` does with `frozen` objects frozen now and `walked` tracked in all
-    (what a full settle walks: the frozen and the not yet frozen), `base` left by the last
-    full settle (which took `last_seconds`), `budget` seconds for a full one, and the frozen
-    population at the last deferral (`deferred_at`, None since the last full settle); None:
-    nothing (the module doc argues the rule)."""
+def plan(frozen: int, base: int, expected: float, budget: float, deferred_at: int | None) -> SettleKind | None:
+    """What `settle_if_due` does with `frozen` objects frozen now, `base` left by the last
+    full settle, a full settle `expected` to take that many seconds, `budget` seconds for
+    one, and the frozen population at the last deferral (`deferred_at`, None since the last
+    full settle); None: nothing (the module doc argues the rule)."""
     if frozen < (1 + GROWTH) * base:
         return None
-    if estimate(walked, base, last_seconds) <= budget:
+    if expected <= budget:
         return "full"
     if frozen >= (1 + CEILING) * base:
         return "forced"
@@ -182,6 +188,7 @@ class Heap:
         self.checked_at: float | None = None  # the last look at the frozen population
         self.base = 0  # frozen population the last full settle left
         self.last_seconds = 0.0  # ... and its measured duration
+        self.ratio = 0.0  # ... per second of counting what it left (`estimate`)
         self.deferred_at: int | None = None  # frozen population at the last deferral since
         self.full_collections = 0  # seen by the hook (a settle's own collection counts too)
         self._thresholds: tuple[int, int, int] | None = None  # as they were before `collect_young_less_often`
@@ -209,8 +216,12 @@ class Heap:
         gc.freeze()
         _trim()
         spent = self.timer() - started
+        counting = self.timer()
+        self.base = gc.get_freeze_count()
+        counted = self.timer() - counting
+        self.ratio = spent / counted if counted > 0 else 0.0
         self.settled_at = self.checked_at = self.clock()
-        self.base, self.last_seconds, self.deferred_at = gc.get_freeze_count(), spent, None
+        self.last_seconds, self.deferred_at = spent, None
         return self._report(Settled(kind, spent, self.base, estimate))
 
     def freeze_new(self) -> float:
@@ -282,14 +293,16 @@ class Heap:
         if self.checked_at is None or self.clock() - self.checked_at < self.interval:
             return None
         self.checked_at = self.clock()
+        counting = self.timer()
         frozen = gc.get_freeze_count()
+        counted = self.timer() - counting
         if frozen < (1 + GROWTH) * self.base:
             return None
         walked = frozen + len(gc.get_objects())  # the not yet frozen: walked by a settle too
-        kind = plan(frozen, walked, self.base, self.last_seconds, self.budget, self.deferred_at)
+        expected = estimate(walked, self.base, self.last_seconds, counted * walked / max(frozen, 1), self.ratio)
+        kind = plan(frozen, self.base, expected, self.budget, self.deferred_at)
         if kind is None:
             return None
-        expected = estimate(walked, self.base, self.last_seconds)
         if kind == "deferred":
             self.deferred_at = frozen
             return self._freeze_new(kind, expected)

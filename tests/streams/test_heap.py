@@ -187,6 +187,24 @@ def test_a_full_settle_whose_estimate_nears_the_session_timeout_is_deferred_to_f
     assert grown
 
 
+def test_a_full_settle_is_deferred_when_counting_the_heap_shows_the_machine_slower_than_at_the_last_one() -> None:
+    """The last full settle's rate alone would allow it (5 s x 1.3 < 11.25 s); counting the
+    frozen population took three times as long as at that settle (load, a colder heap), and
+    the estimate follows it."""
+    clock = Clock(cost=5.0)
+    heap = Heap(interval=30.0, clock=clock, session_timeout=45.0, timer=clock.timer)
+    heap.settle()
+    grown = grow_frozen_by(0.3, heap)
+    clock.cost = 15.0  # every timed stretch from now on: three times as slow
+    clock.now += 30.0
+
+    settled = heap.settle_if_due()
+
+    assert settled is not None and settled.kind == "deferred"
+    assert settled.estimate is not None and settled.estimate >= 15.0
+    assert grown
+
+
 def test_a_frozen_population_that_doubled_is_settled_even_over_the_budget() -> None:
     clock = Clock(cost=10.0)
     heap = Heap(interval=30.0, clock=clock, session_timeout=45.0, timer=clock.timer)
