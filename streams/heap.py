@@ -44,9 +44,9 @@ counting it walks a list, ~7 ns an object, no collection) and decides (`plan`):
   extrapolates the last settle's rate, which a small heap and a quiet machine make low
   (0.5-1.1 µs an object at 80,000, 1.2-4.1 µs at 0.7-2 million in `fleet_pipeline.py`: it
   underestimated 2.2-4.5 times from the nearly empty heap at start); the count follows the
-  heap's size and the machine's load as they are now (a quarter: a
-  settle's time varies sevenfold with the machine's load, and the estimate is of the last
-  load). Otherwise the settle is **deferred**: the cheap `freeze_new` runs instead, logged
+  heap's size and the machine's load as they are now. The budget is a quarter of the
+  session because a settle's time still varies with the load while it runs (sevenfold, for
+  the same heap, over the runs above). Otherwise the settle is **deferred**: the cheap `freeze_new` runs instead, logged
   and counted (`rollout_heap_settle_seconds{kind="deferred"}`), once per further `GROWTH` of
   the population, not at every check.
 * grown by `CEILING` (doubled) or more: a full settle even over the budget (`kind="forced"`,
@@ -55,13 +55,11 @@ counting it walks a list, ~7 ns an object, no collection) and decides (`plan`):
 
 The bound this keeps: frozen objects only leave the population (reference counting frees
 them) except when a freeze adds survivors; so after a full settle left B objects, all alive,
-the frozen population — live state plus cyclic garbage stuck in it — stays below
-`(1 + GROWTH)` B while settles fit the budget, and below `(1 + CEILING)` B when they do not,
-up to what one check interval adds. So what the frozen heap holds — live state and the
-garbage stuck in it together — never exceeds 1.25 times (twice, while full settles are
-deferred) the heap the last full settle left, all of it alive then; while the live heap does
-not shrink, the stuck garbage is under a quarter (once) of it. And that heap is bounded by the
-other growth bounds (docs/architecture.md, "Growth bounds"). A heap that stops
+the frozen population — live state and the cyclic garbage stuck in it together — stays
+below `(1 + GROWTH)` B while settles fit the budget, and below `(1 + CEILING)` B when they do
+not, up to what one check interval adds: while the live heap does not shrink, the stuck
+garbage is under a quarter of B (under B while deferred). And B, the live heap at the last
+full settle, is bounded by the other growth bounds (docs/architecture.md, "Growth bounds"). A heap that stops
 growing is never fully settled again — there is nothing to reclaim that the bound does not
 already cover — and one that grows settles once per quarter of growth: the settles' total
 cost is a geometric series, at most five times the last one.
