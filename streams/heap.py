@@ -44,11 +44,13 @@ counting it walks a list, ~7 ns an object, no collection) and decides (`plan`):
   extrapolates the last settle's rate, which a small heap and a quiet machine make low
   (0.5-1.1 µs an object at 80,000, 1.2-4.1 µs at 0.7-2 million in `fleet_pipeline.py`: it
   underestimated 2.2-4.5 times from the nearly empty heap at start); the count follows the
-  heap's size and the machine's load as they are now. The budget is a quarter of the
-  session because a settle's time still varies with the load while it runs (sevenfold, for
-  the same heap, over the runs above). Otherwise the settle is **deferred**: the cheap `freeze_new` runs instead, logged
-  and counted (`rollout_heap_settle_seconds{kind="deferred"}`), once per further `GROWTH` of
-  the population, not at every check.
+  heap's size and the machine's load as they are at the look — not as they will be during
+  the settle: from the empty start it still underestimated 4.3 times once, at load ~10.
+  The budget is a quarter of the session because a settle's time still varies with the load
+  while it runs (sevenfold for the same heap over earlier runs). Otherwise the settle is
+  **deferred**: the cheap `freeze_new` runs instead, logged and counted
+  (`rollout_heap_settle_seconds{kind="deferred"}`), once per further `GROWTH` of the
+  population, not at every look.
 * grown by `CEILING` (doubled) or more: a full settle even over the budget (`kind="forced"`,
   a warning naming the estimate): the heap must stay bounded, and an expulsion costs a
   rebalance whose take-back refolds nothing, while an unbounded heap ends in an OOM kill.
