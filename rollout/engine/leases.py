@@ -40,6 +40,20 @@ release before live time has none: its `expires_at` stands for it (`live_expiry`
 runs out then or later (live time is never ahead), never earlier. A dead holder is
 forgotten a horizon of the engine's time after `expires_at`, gaps included.
 
+Mass expiries in slices. An applier replica that dies holding 50,000 clusters expired them
+all on one tick: every module refreshing every one of them in that one event. Now a tick
+takes at most `expiries_per_event` (EXPIRIES_PER_EVENT = MOVES_PER_EVENT) clusters: the
+clusters' own leases due, earliest (then by name) first, the rest staying due in the heap
+for the next tick; then each holder expired, by name, its clusters in (chunk, name) order,
+the holder keeping where it stopped on its record (`HolderLease.settling`: "" none taken,
+"<chunk>/<cluster>" the last, None all) so that a restart goes on from there (the holders
+settling are found with the holders' heaps, from one scan). A holder's own expiry is one
+record, never sliced. The next ticks take the rest: a slice a tick, so at the default 10 s
+tick interval 50,000 clusters take 25 ticks. A cluster not taken yet is still ready —
+exactly as before its lease ran out; the stages move it if it is their turn (an update to a
+dead applier's cluster then waits, as any, for its report or its progressDeadline). A holder
+back before its clusters were all taken makes them all ready again (and `settling` None).
+
 A cluster claimed by several holders (handed from one applier replica to another, in
 either order) is reached while any of them is alive; one no holder claims any more keeps a
 lease of its own from its last holder's, and runs out with it unless it is claimed again.
@@ -83,10 +97,12 @@ whole engine's.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import Outcome, verdict
+from rollout.engine.stages import MOVES_PER_EVENT
 from rollout.engine.state import (
     CLAIM_IDS_KEPT,
     CLUSTER_COMMAND_IDS_KEPT,
@@ -114,6 +130,10 @@ from rollout.wire.events import (
 
 Expiries = list[tuple[float, str]]  # a heap of (expires_at, name); may hold stale entries
 
+EXPIRIES_PER_EVENT = MOVES_PER_EVENT
+"""Clusters one Tick takes offline at most (leases.py "Mass expiries in slices"): as many as
+an event moves, so a mass expiry's membership refresh is bounded as a join's or a re-sort's."""
+
 HOLDER_HORIZON = TOMBSTONE_HORIZON
 """Seconds of engine time a holder whose lease expired is kept before it is forgotten: as
 long as a tombstone, far past any redelivery of its beats and claims (the module doc)."""
@@ -134,11 +154,15 @@ class Leases:
         # while a tick expires leases: each cluster whose facts they changed → its facts before
         self._expiring: dict[str, ClusterFacts] | None = None
         self.holder_horizon = HOLDER_HORIZON  # an engine may be given another: tests use hours
+        self.expiries_per_event = EXPIRIES_PER_EVENT  # lowered by tests
+        self._settling: set[str] | None = None  # holders expired whose clusters are being taken offline
+        self._taken = 0  # clusters the tick being folded took (`expire_leases`)
 
     def reset_index(self) -> None:
         """Drop the expiry heaps; they are rebuilt lazily from the ClusterFacts and HolderLeases."""
         self._expiries = self._unclocked = None
         self._holder_expiries = self._holders_unclocked = self._dead_holders = None
+        self._settling = None
 
     def _lease_index(self) -> tuple[Expiries, set[str]]:
         if self._expiries is None or self._unclocked is None:
@@ -157,11 +181,19 @@ class Leases:
         return self._expiries, self._unclocked
 
     def _holder_index(self) -> tuple[Expiries, set[str]]:
-        if self._holder_expiries is None or self._holders_unclocked is None or self._dead_holders is None:
+        if (
+            self._holder_expiries is None
+            or self._holders_unclocked is None
+            or self._dead_holders is None
+            or self._settling is None
+        ):
             self._holder_expiries, self._holders_unclocked, self._dead_holders = [], set(), []
+            self._settling = set()
             holders = self.tables.holders
             for name in list(holders.keys()):
                 holder = holders[name]
+                if holder.expired and holder.settling is not None:
+                    self._settling.add(name)
                 if holder.expired:
                     if holder.expires_at is not None:  # always, once expired: only a tick expires
                         self._dead_holders.append((holder.expires_at, name))
@@ -392,9 +424,11 @@ class Leases:
         tick is never moved by another's expiry on it; then holders expired a horizon ago
         are forgotten (no readiness changes)."""
         self._expiring = {}  # every lease that runs out on this tick first, then the moves
+        self._taken = 0  # clusters this tick took (offline or not): at most expiries_per_event
         try:
             self._expire_own_leases(first, out)
             self._expire_holders(first, out)
+            self._settle_expired_holders(out)
         finally:
             expiring, self._expiring = self._expiring, None
         changes = [(name, before, self.tables.clusters[name]) for name, before in expiring.items()]
@@ -421,13 +455,14 @@ class Leases:
                     tables.clusters[name] = facts.model_copy(update={"lease": lease})
                     heapq.heappush(expiries, (live + lease.seconds, name))
             unclocked.clear()
-        while expiries and expiries[0][0] <= live:
-            expires_live, name = heapq.heappop(expiries)
+        while expiries and expiries[0][0] <= live and self._taken < self.expiries_per_event:
+            expires_live, name = heapq.heappop(expiries)  # the rest, if any, on the next tick
             facts = tables.clusters.get(name)
             lease = facts.lease if facts is not None else None
             if facts is None or lease is None or lease.expired or lease.claimed or lease.live_expiry() != expires_live:
                 continue  # renewed since, expired already, claimed since, or the cluster is gone
             followed = self._lease_of(name, lease.model_copy(update={"expired": True}), None)
+            self._taken += 1
             self._refresh_facts(facts, facts.model_copy(update={"lease": followed}), out)
 
     def _expire_holders(self, first: bool, out: Outcome) -> None:
@@ -451,9 +486,44 @@ class Leases:
             holder = tables.holders.get(name)
             if holder is None or holder.expired or holder.live_expiry() != expires_live or holder.expires_at is None:
                 continue  # renewed since, or expired already
-            tables.holders[name] = holder.model_copy(update={"expired": True})
+            # expired: its clusters are taken offline in slices (`_settle_expired_holders`)
+            tables.holders[name] = holder.model_copy(update={"expired": True, "settling": ""})
             heapq.heappush(self._dead_index(), (holder.expires_at, name))
-            self._settle_all(self.claimed_by(name), None, out)
+            self._settling_index().add(name)
+
+    def _settling_index(self) -> set[str]:
+        """The holders expired whose clusters are not all taken yet; built with the holders'."""
+        self._holder_index()
+        assert self._settling is not None
+        return self._settling
+
+    def _settle_expired_holders(self, out: Outcome) -> None:
+        """Holders expired take their clusters offline, in holder then (chunk, name) order,
+        until this tick took `expiries_per_event` clusters; each keeps where it stopped
+        (`HolderLease.settling`) and goes on at the next tick. A cluster not taken yet is
+        still ready (leases.py "Mass expiries in slices")."""
+        tables, chunks = self.tables, self.tables.holder_claims
+        settling = self._settling_index()
+        for name in sorted(settling):
+            holder = tables.holders.get(name)
+            if holder is None or not holder.expired or holder.settling is None:
+                settling.discard(name)  # back, forgotten or done since
+                continue
+            start, after = (0, "") if not holder.settling else holder.settling.split("/", 1)
+            last = holder.settling
+            for index in range(int(start), CLAIM_CHUNKS):
+                chunk = chunks.get(claim_key(name, index))
+                clusters = chunk.clusters if chunk is not None else []
+                first = bisect.bisect_right(clusters, after) if index == int(start) and after else 0
+                for cluster in clusters[first:]:
+                    if self._taken >= self.expiries_per_event:
+                        tables.holders[name] = holder.model_copy(update={"settling": last})
+                        return  # the rest at the next tick
+                    self._taken += 1
+                    self._settle(cluster, None, out)
+                    last = f"{index}/{cluster}"
+            tables.holders[name] = holder.model_copy(update={"settling": None})
+            settling.discard(name)
 
     def forget_dead_holders(self) -> None:
         """Every holder whose lease expired `holder_horizon` ago or longer is forgotten, in

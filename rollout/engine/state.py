@@ -274,6 +274,9 @@ class HolderLease(Record):
     expired: bool = False
     beat_ids: list[str] = Field(default_factory=list)  # HolderHeartbeat ids (HOLDER_BEAT_IDS_KEPT)
     expires_live: float | None = None  # as Lease.expires_live
+    # expired, its clusters not all taken offline yet (leases.py "Mass expiries in slices"):
+    # "<chunk>/<cluster>" the last one it took, "" none yet; None: none left to take
+    settling: str | None = None
 
     def live_expiry(self) -> float | None:
         """When the lease runs out in live time (leases.py); None: not before the first tick."""

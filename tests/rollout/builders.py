@@ -485,6 +485,7 @@ class Fleet:
         self.state: dict[str, dict[str, Any]] = {name: {} for name in ENGINE_MAPPINGS}
         self.moves_per_event = moves_per_event  # None: the engine's own limit (stages.py)
         self.lease_tick_step: float | None = None  # None: the engine's own (clock.py LEASE_TICK_STEP)
+        self.expiries_per_event: int | None = None  # None: the engine's own (leases.py EXPIRIES_PER_EVENT)
         self.engine = self._new_engine()
         self.journal: list[Any] = []
         self.outcomes: list[Outcome] = []
@@ -511,6 +512,8 @@ class Fleet:
             engine.stages.moves_per_event = self.moves_per_event
         if self.lease_tick_step is not None:
             engine.ticks.lease_tick_step = self.lease_tick_step
+        if self.expiries_per_event is not None:
+            engine.leases.expiries_per_event = self.expiries_per_event
         return engine
 
     @property

@@ -13,6 +13,7 @@ from rollout.api.freezes import frozen_until
 from rollout.api.manifests import CLUSTER_SCOPE, calendar_identity, parse_duration, stage_upstreams
 from rollout.api.windows import stage_window_state
 from rollout.engine.core import Outcome, resolve_count, stages_of
+from rollout.engine.leases import EXPIRIES_PER_EVENT
 from rollout.engine.state import ModuleRecord, target_key
 from rollout.engine.strategy import wave_size
 from rollout.wire.decision_actions import DecisionAction
@@ -159,7 +160,7 @@ class Checker:
         self.check_windows(outcome)
         self.check_freezes(outcome)
         self.check_resorts(outcome, before)
-        self.check_leases(before)
+        self.check_leases(event, outcome, before)
         for name, record in fleet.modules.items():
             self.check_concurrency(event, outcome, before, record)
             self.check_waves(outcome, record)
@@ -173,10 +174,11 @@ class Checker:
             if now is not None and now.pinned:
                 assert now.assigned == assigned, f"pinned {key} moved from {assigned} to {now.assigned}"
 
-    def check_leases(self, before: dict[str, Any]) -> None:
+    def check_leases(self, event: Any, outcome: Outcome, before: dict[str, Any]) -> None:
         """Live time (clock.py LEASE_TICK_STEP) moves with the engine's, at most a step an
         event and never back; and no lease it passed is left unexpired — the clusters' own
-        and the holders' (leases.py "The engine's own silence")."""
+        and the holders' (leases.py "The engine's own silence") — unless expiries are sliced
+        below the fleet's size, when a tick takes at most a slice ("Mass expiries in slices")."""
         fleet, clock = self.fleet, before["clock"]
         live_before = clock.get("now", 0.0) - clock.get("paused", 0.0)
         live = fleet.now - fleet.clock.get("paused", 0.0)
@@ -186,6 +188,13 @@ class Checker:
             assert live - live_before <= fleet.engine.ticks.lease_tick_step, (
                 f"a tick counted {live - live_before} s toward leases"
             )
+        sliced = fleet.engine.leases.expiries_per_event < EXPIRIES_PER_EVENT
+        if sliced:  # a mass expiry may take several ticks: never more than a slice a tick
+            if event.type == "Tick":
+                was = before["snapshot"]["clusters"]
+                taken = [n for n, facts in fleet.clusters.items() if n in was and was[n]["ready"] != facts.ready]
+                assert len(taken) <= fleet.engine.leases.expiries_per_event, f"{taken} taken offline in one tick"
+            return
         for name, facts in fleet.clusters.items():
             lease = facts.lease
             if lease is None or lease.claimed or lease.expired or lease.live_expiry() is None:
@@ -195,6 +204,7 @@ class Checker:
             expiry = holder.live_expiry()
             if not holder.expired and expiry is not None:
                 assert expiry > live, f"{holder.holder}'s lease ran out at {expiry} (live {live})"
+            assert holder.settling is None, f"{holder.holder}'s clusters left to take after a whole slice"
 
     def check_resorts(self, outcome: Outcome, before: dict[str, Any]) -> None:
         """While a module re-sorts its members (membership.py "Re-sorts per event") no member

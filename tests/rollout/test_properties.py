@@ -314,11 +314,15 @@ def check_promotions(event: Any, outcome: Outcome, held: dict[str, str | None]) 
         assert held.get(decision.module or "") is None or lifting, f"{decision.reason} while held"
 
 
-def refold(journal: list[Any], *, restart: bool, moves_per_event: int | None = None) -> Fleet:
+def refold(
+    journal: list[Any], *, restart: bool, moves_per_event: int | None = None, expiries_per_event: int | None = None
+) -> Fleet:
     """The journal folded by a fresh engine; with `restart`, by a new engine before every
     event over the JSON round trip of the stored state (so every prefix is folded, then
     recovered with cold indexes, then the rest folded)."""
     fleet = Fleet(moves_per_event=moves_per_event)
+    if expiries_per_event is not None:
+        fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = expiries_per_event
     fleet.check_each_event = False
     fleet.feedback = False  # the journal holds the events fed back already
     for event in journal:
@@ -457,6 +461,29 @@ def test_folds_sliced_at_two_with_late_continuations_keep_the_invariants(scenari
     assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
     expected = fleet.snapshot()
     for start in range(0, len(journal), 7):
+        for position in range(start, len(journal)):
+            assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
+        assert fleet.snapshot() == expected, f"suffix from {start} changed the state"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_clusters=20, max_steps=60))
+def test_mass_lease_expiries_sliced_at_two_keep_the_invariants_and_replay(scenario: dict[str, Any]) -> None:
+    """Lease expiries taken two clusters a tick (leases.py "Mass expiries in slices"), the
+    fleet's holders and own leases running out, coming back and going again between the
+    slices: the invariants hold after every event (a tick takes at most a slice), every
+    rollout completes, a refold after a restart before every event decides the same, and
+    a suffix redelivered changes nothing."""
+    fleet = Fleet()
+    fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = 2
+    sliced = Run(scenario, fleet=fleet)
+    sliced.finish(new_revision=True)
+    journal = sliced.journal
+    again = refold(journal, restart=True, expiries_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
+    assert again.snapshot() == fleet.snapshot()
+    expected = fleet.snapshot()
+    for start in range(0, len(journal), 5):
         for position in range(start, len(journal)):
             assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
         assert fleet.snapshot() == expected, f"suffix from {start} changed the state"

@@ -1,0 +1,127 @@
+"""A mass lease expiry is taken in slices (docs/rollout-semantics.md, "Cluster leases", rule
+"Mass expiries in slices"): a Tick takes at most EXPIRIES_PER_EVENT clusters offline —
+the clusters' own leases earliest first, then each expired holder's clusters in (chunk,
+name) order — and the next ticks take the rest, each holder keeping where it stopped on its
+record (EXPIRIES_PER_EVENT = MOVES_PER_EVENT). A cluster not taken yet is still ready. One
+given/when/then test per rule; the slice is lowered to 3 so that seven clusters take three
+ticks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout.wire.events import claim_chunk
+from tests.rollout.builders import Fleet, as_event, cluster, command, heartbeat, module, observed, stage, tick
+from tests.rollout.test_holder_leases import Replica
+
+WAVE = {"ring": "wave"}
+
+
+def app() -> Any:
+    return module("app", {}, "v1", stage("wave", WAVE))
+
+
+NAMES = [f"w{i}" for i in range(7)]
+SLICE = 3
+
+
+def fleet_of(sliced: bool, *items: Any) -> Fleet:
+    fleet = fleet_given(sliced, [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES), *items])
+    fleet.send(app())
+    fleet.pause("app")
+    return fleet
+
+
+def fleet_given(sliced: bool, events: list[Any]) -> Fleet:
+    fleet = Fleet()
+    if sliced:
+        fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = SLICE
+    fleet.send(*events)
+    return fleet
+
+
+def offline(fleet: Fleet) -> list[str]:
+    return [name for name in NAMES if not fleet.clusters[name].ready]
+
+
+def in_claim_order(names: list[str]) -> list[str]:
+    return sorted(names, key=lambda name: (claim_chunk(name), name))
+
+
+def test_a_dead_holders_clusters_go_offline_a_slice_a_tick_in_claim_order() -> None:
+    """Given a holder claiming seven clusters, slice 3; when it stops beating and its lease
+    runs out; then the tick that expires it takes three clusters offline, the next three
+    more, the next the last — in (chunk, name) order — each a readiness decision, and the
+    clusters not taken yet are still ready."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    order = in_claim_order(NAMES)
+    fleet.run_for(50)
+    assert offline(fleet) == []
+    taken: list[str] = []
+    for step in (3, 3, 1):
+        fleet.run_for(10)
+        decided = [d.cluster for d in fleet.last.decisions if d.action == "readiness"]
+        assert len(decided) == step
+        assert sorted(decided) == sorted(order[len(taken) : len(taken) + step])
+        taken += decided
+        assert sorted(offline(fleet)) == sorted(taken)
+        assert all(fleet.targets[f"app/{name}"].ready for name in NAMES if name not in taken)
+    assert fleet.state["holders"]["a-0"].settling is None
+
+
+def test_own_leases_running_out_at_once_go_offline_a_slice_a_tick() -> None:
+    """Given seven clusters on their own leases renewed together, slice 3; when their beats
+    stop; then they go offline three, three and one a tick, by name (their expiries equal)."""
+    fleet = fleet_of(True, *(heartbeat(name) for name in NAMES))
+    fleet.run_for(50)
+    seen = []
+    for _ in range(3):
+        fleet.run_for(10)
+        seen.append(offline(fleet))
+    assert seen == [NAMES[:3], NAMES[:6], NAMES]
+
+
+def test_a_sliced_mass_expiry_ends_in_the_state_an_unsliced_one_reaches() -> None:
+    """Given the same fleet, holder and own leases, sliced at 3 and not; when the leases run
+    out and the ticks take them; then the clusters and targets are the same."""
+    a = Replica("a-0")
+    events = [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES)]
+    events += [*a.reach(*NAMES[:5]), a.beat(), heartbeat("w5"), heartbeat("w6"), as_event(app())]
+    events += [command("app", "pause")]  # its members are refreshed, none moves: the states compare
+    events += [tick(1000.0 + seconds) for seconds in range(10, 101, 10)]
+    fleets = [fleet_given(sliced, events) for sliced in (True, False)]
+    sliced_fleet, whole = fleets
+    assert offline(whole) == NAMES and offline(sliced_fleet) == NAMES
+    per_event = [[sum(d.action == "readiness" for d in o.decisions) for o in f.outcomes] for f in fleets]
+    assert max(per_event[0]) == SLICE and max(per_event[1]) == len(NAMES)
+    assert sliced_fleet.snapshot()["clusters"] == whole.snapshot()["clusters"]
+    assert sliced_fleet.snapshot()["targets"] == whole.snapshot()["targets"]
+
+
+def test_a_restart_in_the_middle_of_a_mass_expiry_goes_on_where_it_stopped() -> None:
+    """Given a holder's expiry taken halfway (its record says where); when the engine
+    restarts from its stored state; then the next ticks take the rest, once each."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    fleet.run_for(60)
+    assert len(offline(fleet)) == 3 and fleet.state["holders"]["a-0"].settling
+    fleet.restart()
+    fleet.run_for(10)
+    decided = [d.cluster for d in fleet.last.decisions if d.action == "readiness"]
+    assert sorted(decided) == sorted(in_claim_order(NAMES)[3:6])
+    fleet.run_for(10)
+    assert offline(fleet) == NAMES
+
+
+def test_a_holder_back_in_the_middle_of_a_mass_expiry_has_all_its_clusters_ready() -> None:
+    """Given a holder's expiry taken halfway; when it beats again; then every cluster it
+    claims is ready, and no later tick takes any offline."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    fleet.run_for(60)
+    assert len(offline(fleet)) == 3
+    fleet.send(a.beat())
+    assert offline(fleet) == []
+    fleet.run_for(30)
+    assert offline(fleet) == [] and fleet.state["holders"]["a-0"].settling is None
