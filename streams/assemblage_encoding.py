@@ -18,13 +18,17 @@ a sync's two encodings can be kept with the object and put together with orjson'
 `Fragment` — the cost of a move is then its one changed sync plus copying bytes.
 
 How it is bounded: an `EncodedSyncs` table holds at most `capacity` syncs (least recently
-used out first; each entry the object and its two encodings, ~1 KB), keyed by the object's
-identity while the entry keeps the object alive (so an id is never reused under it). A sync
-not in it — a record just decoded from its bytes, or evicted — is encoded as before.
+used out first; each entry its two encodings, ~1 KB), keyed by the object's identity, and
+holds each sync only weakly: an entry leaves the table when its sync is freed (a record gone
+cold, replaced or dropped), so the table never keeps a sync alive — at 100,000 clusters the
+assembler holds most records as bytes, and a table holding their syncs would have kept
+~100 MB a partition decoded. A sync not in it — a record just decoded from its bytes, or
+evicted — is encoded as before.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 
 import orjson
@@ -45,23 +49,31 @@ class EncodedSyncs:
 
     def __init__(self, capacity: int = ENCODED_SYNCS) -> None:
         self.capacity = capacity
-        # id(sync) -> (sync, its record form, its snapshot form or None until first needed)
-        self._held: OrderedDict[int, tuple[AssignedSync, bytes, bytes | None]] = OrderedDict()
+        # id(sync) -> (a weak reference to it, its record form, its snapshot form or None until
+        # first needed); the reference's callback drops the entry when the sync is freed, before
+        # its id can be given to another object
+        self._held: OrderedDict[int, tuple[weakref.ref[AssignedSync], bytes, bytes | None]] = OrderedDict()
         self.encoded = 0  # syncs encoded (a miss), for tests and benchmarks
         self.reused = 0  # syncs whose encoding was taken from the table
 
     def __len__(self) -> int:
         return len(self._held)
 
-    def _entry(self, sync: AssignedSync) -> tuple[AssignedSync, bytes, bytes | None]:
+    def _forget(self, key: int, reference: weakref.ref[AssignedSync]) -> None:
+        entry = self._held.get(key)
+        if entry is not None and entry[0] is reference:
+            del self._held[key]
+
+    def _entry(self, sync: AssignedSync) -> tuple[weakref.ref[AssignedSync], bytes, bytes | None]:
         key = id(sync)
         entry = self._held.get(key)
-        if entry is not None and entry[0] is sync:
+        if entry is not None and entry[0]() is sync:
             self._held.move_to_end(key)
             self.reused += 1
             return entry
         self.encoded += 1
-        entry = (sync, sync.__pydantic_serializer__.to_json(sync), None)
+        reference = weakref.ref(sync, lambda dead, key=key: self._forget(key, dead))  # type: ignore[misc]
+        entry = (reference, sync.__pydantic_serializer__.to_json(sync), None)
         self._held[key] = entry
         while len(self._held) > self.capacity:
             self._held.popitem(last=False)
@@ -77,7 +89,7 @@ class EncodedSyncs:
         if entry[2] is not None:
             return entry[2]
         form = orjson.dumps(sync.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
-        self._held[id(sync)] = (sync, entry[1], form)
+        self._held[id(sync)] = (entry[0], entry[1], form)
         return form
 
     def record_json(self, record: AssemblageRecord) -> bytes:

@@ -145,3 +145,22 @@ def test_the_assemblers_changelog_writes_its_records_as_stored_encode_writes_the
         state.keep_event()
     assert reusing.changelog() == plain.changelog()
     assert encoded.encoded == 5
+
+
+def test_the_table_keeps_no_sync_alive_and_forgets_one_once_it_is_freed() -> None:
+    encoded = EncodedSyncs()
+    record: AssemblageRecord | None = None
+    for n in range(3):
+        record = assemble(record, assignment("eu-1", f"m-{n}", "1.0.0"))[0]  # its snapshots not kept
+    assert record is not None
+    expected = stored.encode(record)
+    assert encoded.record_json(record) == expected
+    assert len(encoded) == 3
+
+    moved = assemble(record, assignment("eu-1", "m-1", "1.1.0"))[0]
+    encoded.record_json(moved)
+    assert len(encoded) == 4  # m-1's old sync is still in `record`
+    del record  # a record gone cold or replaced: m-1's old sync is freed, and its entry with it
+    assert len(encoded) == 3
+    del moved  # nothing holds the record's syncs any more: the table is empty
+    assert len(encoded) == 0
