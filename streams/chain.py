@@ -330,7 +330,10 @@ def _verify_chain(chain: int, records: list[Located], head: ChainHead | None) ->
     broken = _check_unchained(chain, unchained, linked) or _check_duplicate_ids(chain, records)
     if broken is not None:
         return summary, broken
-    linked.sort(key=lambda r: (_seq(r), r.partition, r.offset))
+    endorsed = _endorsed(linked, head)
+    # of two records with one seq, the one the chain goes on from comes first, so the other —
+    # the inserted one — is the record named, whichever landed first on the topic
+    linked.sort(key=lambda r: (_seq(r), id(r) not in endorsed, r.partition, r.offset))
     previous: Located | None = None
     last_on: dict[int, Located] = {}  # per topic partition: the last record of the chain read there
     for record in linked:
@@ -350,6 +353,18 @@ def _verify_chain(chain: int, records: list[Located], head: ChainHead | None) ->
     if head is not None:
         return summary, _check_head(chain, linked, head)
     return summary, None
+
+
+def _endorsed(linked: list[Located], head: ChainHead | None) -> set[int]:
+    """The records (by identity) the chain goes on from: some record of the next seq links
+    to its hash, or it is the decider's committed head."""
+    prevs = {(_seq(r) - 1, r.document.get("prev")) for r in linked}
+    return {
+        id(r)
+        for r in linked
+        if (_seq(r), r.document.get("hash")) in prevs
+        or (head is not None and _seq(r) == head.seq - 1 and r.document.get("hash") == head.hash)
+    }
 
 
 def _seq(record: Located) -> int:

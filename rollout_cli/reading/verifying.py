@@ -10,7 +10,8 @@ of its records. The decider's committed heads are read from `decide-state` *afte
 decisions, so every record the decider committed before that read is at or below its head:
 a record past it was written by someone else. A commit's markers reach the decisions and
 the state partitions one after the other, so a record past the head is re-checked once
-against heads read a second later before it counts. A user who may not read
+against the records and heads both read again a second later before it counts (the heads
+alone read again would let a forgery pass whose seq the decider has written since). A user who may not read
 `decide-state` gets the chains checked without their tips (said in the output).
 
 The heads printed (seq and full hash per chain) are what to record outside Kafka to pin
@@ -38,7 +39,11 @@ def verify_history(ctx: Context, module: str | None) -> ChainReport:
     heads = _committed_heads(ctx)
     report = verify(records, heads=heads, chains=chains)
     if heads is not None and any("decider's committed head" in b.problem for b in report.breaks):
+        # read both again, records first: newer heads against the older records would pass a
+        # forgery whose seq the decider has since written too (its own record is not in them)
         time.sleep(HEADS_RECHECKED_AFTER)
+        records = ctx.records(ctx.topics.decisions)
+        chains = None if module is None else _chains_of(records, module)
         report = verify(records, heads=_committed_heads(ctx), chains=chains)
     if module is not None:
         for chain, summary in report.chains.items():

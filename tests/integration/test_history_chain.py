@@ -63,8 +63,9 @@ def test_a_rollouts_decisions_verify_chain_by_chain(stack: Stack) -> None:
 
 
 def test_a_decision_appended_by_hand_is_named_by_verify(stack: Stack) -> None:
+    podinfos = wait_for("a decision on podinfo", lambda: [r for r in stack.records("decisions") if r.key == "podinfo"])
     verified(stack.env)
-    tip = max((r for r in stack.records("decisions") if r.key == "podinfo"), key=lambda r: r.json()["seq"])
+    tip = max(podinfos, key=lambda r: r.json()["seq"])
     real = tip.json()
     chain = real["chain"]
     last = max((r.json() for r in stack.records("decisions") if r.json()["chain"] == chain), key=lambda d: d["seq"])
@@ -81,6 +82,12 @@ def test_a_decision_appended_by_hand_is_named_by_verify(stack: Stack) -> None:
     forged["hash"] = record_hash(forged)
     value = json.dumps(forged, sort_keys=True, separators=(",", ":")).encode()
     asyncio.run(client.publish(stack.bootstrap, stack.topics.decisions, [("podinfo", value)]))
+    # every reader reads committed: while the worker has a transaction open on that partition
+    # (it goes on deciding), the last stable offset is before the forgery and no reader sees it
+    wait_for(
+        "the forgery to be readable past the worker's open transaction",
+        lambda: any(r.key == "podinfo" and r.json().get("hash") == forged["hash"] for r in stack.records("decisions")),
+    )
 
     result = history(stack.env, "podinfo", "--verify")
     assert result.exit_code == 1, result.output

@@ -191,6 +191,17 @@ def test_an_inserted_record_shares_a_seq_with_the_real_one() -> None:
     assert "record 0-4-1 at decisions[0]@6: a second record with seq 4" in only_break(records)
 
 
+def test_an_inserted_record_that_landed_before_the_real_one_is_the_one_named() -> None:
+    """The forger appended the next seq before the decider wrote it: the decider's record is
+    the one its successor (or its committed head) links to, so the forgery is named."""
+    records = written(6)
+    forged = rehashed(records[4], id="0-9-0", reason="forged", prev=doc(records[3])["hash"])
+    topic = [*records[:4], Stored(0, 4, forged.value), replace(records[4], offset=5), replace(records[5], offset=6)]
+    assert "record 0-9-0 at decisions[0]@4: a second record with seq 4" in only_break(topic)
+    head = ChainHead(hash=doc(records[4])["hash"], seq=5)  # the decider's seq 4 is its head
+    assert "record 0-9-0 at decisions[0]@4: a second record with seq 4" in only_break(topic[:6], heads={0: head})
+
+
 def test_records_reordered_on_the_topic_are_found() -> None:
     records = written(6)
     swapped = [*records[:2], replace(records[3], offset=2), replace(records[2], offset=3), *records[4:]]
