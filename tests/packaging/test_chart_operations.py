@@ -279,10 +279,12 @@ def test_prometheus_rule_alerts_with_the_thresholds_of_the_values(helm: Helm, tm
         "RolloutDeadLettersRising",
         "RolloutApplierErrors",
         "RolloutDecisionLatencyHigh",
+        "RolloutWorkerHeapSettleForced",
     }
     assert alerts["RolloutAwaitingApprovalTooLong"]["for"] == "2h"
     assert alerts["RolloutConsumerLagHigh"]["expr"].endswith("> 50")
     assert 'phase="Halted"' in alerts["RolloutHalted"]["expr"]
+    assert '{kind="forced"}[1h]' in alerts["RolloutWorkerHeapSettleForced"]["expr"]
     for alert in alerts.values():
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert "{{ $labels." in alert["annotations"]["summary"] or "{{ $value" in alert["annotations"]["summary"]
