@@ -111,34 +111,66 @@ def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
     return {(port["port"], port["protocol"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
 
 
-def test_network_policies_by_default_confine_the_worker_the_applier_and_the_watchers(
-    helm: Helm, tmp_path: Path
-) -> None:
-    objects = rendered(helm, tmp_path, {"kafka": {"bootstrapServers": "kafka-0:9092,kafka-1:9093"}})
+NOTIFYING = {"enabled": True, "webhooks": [{"name": "oncall", "url": "https://hooks.example.com"}]}
+
+
+def test_network_policies_by_default_confine_every_process_the_chart_runs(helm: Helm, tmp_path: Path) -> None:
+    values = {"kafka": {"bootstrapServers": "kafka-0:9092,kafka-1:9093"}, "notifier": NOTIFYING}
+    objects = rendered(helm, tmp_path, {**values, "promoter": {"enabled": True}})
     policies = of_kind(objects, "NetworkPolicy")
-    assert sorted(p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in policies) == [
-        "applier",
-        "module-watcher",
-        "watcher",
-        "worker",
-    ]
+    named = sorted(p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in policies)
+    assert named == sorted(
+        [
+            "applier",
+            "dashboard",
+            "gate-runner",
+            "module-watcher",
+            "notifier",
+            "promoter",
+            "snapshotter",
+            "watcher",
+            "worker",
+        ]
+    )
     dns_and_kafka = {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (9093, "TCP")}
-    assert egress_ports(policy_of(objects, "worker")) == dns_and_kafka
+    api_servers = {(443, "TCP"), (6443, "TCP")}
+    for name in ("worker", "snapshotter"):
+        assert egress_ports(policy_of(objects, name)) == dns_and_kafka, name
     for name in ("applier", "watcher", "module-watcher"):
-        assert egress_ports(policy_of(objects, name)) == dns_and_kafka | {(443, "TCP"), (6443, "TCP")}, name
+        assert egress_ports(policy_of(objects, name)) == dns_and_kafka | api_servers, name
+    # the URLs of gates, webhooks, sources and the OpenID Provider are the user's: until
+    # networkPolicy.external names them, these reach any address and port beside the rest
+    for name in ("gate-runner", "notifier", "promoter", "dashboard"):
+        egress = policy_of(objects, name)["spec"]["egress"]
+        assert {} in egress, name
+        api = api_servers if name == "dashboard" else set()
+        assert egress_ports({"spec": {"egress": [r for r in egress if r]}}) == dns_and_kafka | api, name
     for policy in policies:
         assert validation_problems(policy) == []
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-        (ingress,) = policy["spec"]["ingress"]
-        assert ingress["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+        component = policy["metadata"]["labels"][SELECTOR_LABELS[2]]
         selected = [
             c
-            for c in long_running(objects)
+            for c in containers(objects)
             if policy["spec"]["podSelector"]["matchLabels"].items()
             <= pod_template(c.workload)["metadata"]["labels"].items()
         ]
-        assert [c.component for c in selected] == [policy["metadata"]["labels"][SELECTOR_LABELS[2]]]
-        assert all(any(p.get("name") == "metrics" for p in c.spec["ports"]) for c in selected)
+        assert {c.component for c in selected} == {component}
+        if component == "snapshotter":  # its runs serve nothing
+            assert policy["spec"]["ingress"] == []
+            continue
+        (ingress,) = policy["spec"]["ingress"]
+        served = "http" if component == "dashboard" else "metrics"
+        assert ingress["ports"] == [{"port": served, "protocol": "TCP"}], component
+        assert any(p.get("name") == served for p in selected[0].spec["ports"]), component
+
+
+def test_network_policies_leave_out_disabled_components_and_refuse_unknown_ones(helm: Helm, tmp_path: Path) -> None:
+    objects = rendered(helm, tmp_path, {"dashboard": {"enabled": False}, "snapshotter": {"enabled": False}})
+    named = {p["metadata"]["labels"][SELECTOR_LABELS[2]] for p in of_kind(objects, "NetworkPolicy")}
+    assert named == {"worker", "applier", "watcher", "module-watcher", "gate-runner"}  # notifier, promoter: off
+    refused = helm.template("--set", "networkPolicy.components={worker,grafana}", check=False)
+    assert refused.returncode != 0 and "networkPolicy.components.1 must be one of" in refused.stderr
 
 
 def test_network_policies_name_their_peers_and_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
@@ -150,6 +182,21 @@ def test_network_policies_name_their_peers_and_can_be_turned_off(helm: Helm, tmp
     watcher = policy_of(objects, "watcher")
     kafka_rules = [rule for rule in watcher["spec"]["egress"] if {"port": 9092, "protocol": "TCP"} in rule["ports"]]
     assert [rule["to"] for rule in kafka_rules] == [brokers]
+    endpoints = [{"ipBlock": {"cidr": "10.2.0.0/16"}}]
+    ingress_controller = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+    values = {
+        "networkPolicy": {
+            "external": {"ports": [443, 9090], "to": endpoints},
+            "dashboard": {"from": ingress_controller},
+        }
+    }
+    objects = rendered(helm, tmp_path, values)
+    gates = policy_of(objects, "gate-runner")["spec"]["egress"]
+    assert {} not in gates
+    assert {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 9090, "protocol": "TCP"}], "to": endpoints} in gates
+    dashboard = policy_of(objects, "dashboard")["spec"]
+    assert dashboard["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}], "from": ingress_controller}]
+    assert policy_of(objects, "worker")["spec"]["ingress"][0].get("from") is None
     assert of_kind(rendered(helm, tmp_path, {"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
 
 
