@@ -11,9 +11,9 @@
                         pin/unpin (a cluster); approve with `release` at a Release's leader:
                         one decision, then the stage approved for every member
                         (ReleaseStageApproved, each counted by the member's own policy);
-                        refused, naming both namespaces, when it came through a
-                        namespaced door (`namespace`: a RolloutCommand / RolloutApproval
-                        object's) and the module is of another namespace
+                        refused when it came through a namespaced door (`namespace`: a
+                        RolloutCommand / RolloutApproval object's) and the module is of
+                        another namespace — as if there were no such module (door_refusal)
 
 Every intent is remembered by id on its module (or tombstone): a redelivered one changes
 nothing. Every intent applied gets a `Verdict` (outcome.py): refused when it named a module,
@@ -290,7 +290,7 @@ class ModuleIntents:
         tables, book = self.tables, self.book
         stored = tables.modules.get(event.module)
         if stored is None:
-            out.rejections.append(f"module {event.module!r} not found")
+            out.rejections.append(door_refusal(None, event) or f"module {event.module!r} not found")
             self.remember_intent(event.module, event.id)
             return
         record = stored.working_copy()
@@ -443,18 +443,19 @@ class ModuleIntents:
         self.on_command(command, out)
 
 
-def door_refusal(record: ModuleRecord, event: RolloutCommanded) -> str | None:
+def door_refusal(record: ModuleRecord | None, event: RolloutCommanded) -> str | None:
     """Why `event` may not command `record`'s module (None: it may): it came through a
     namespaced door — a RolloutCommand / RolloutApproval object, whose creator RBAC allowed
-    in `event.namespace` only — and the module lives in another namespace. A command
-    without a door namespace (the CLI, the dashboard, events written before the field)
-    is not this rule's to refuse (docs/security.md)."""
-    if event.namespace is None or event.namespace == record.namespace:
+    in `event.namespace` only — and the module lives in another namespace, or nowhere
+    (`record` None). The refusal lands on the door's object, in the door's namespace, so it
+    reads the same either way: it tells nobody that, or where, another namespace's module
+    exists. A command without a door namespace (the CLI, the dashboard, events written
+    before the field) is not this rule's to refuse (docs/security.md)."""
+    if event.namespace is None or (record is not None and event.namespace == record.namespace):
         return None
     return (
-        f"{event.command} {record.name}: the command came through namespace {event.namespace} "
-        f"but module {record.name} is in namespace {record.namespace}; "
-        f"create the {_door_kind(event)} in namespace {record.namespace}"
+        f"{event.command} {event.module}: no module {event.module} in namespace {event.namespace}; "
+        f"a {_door_kind(event)} commands only the modules of its own namespace"
     )
 
 

@@ -7,7 +7,8 @@ from the TokenRequest API: a Role lets each create RolloutCommands and RolloutAp
 their own namespace only. The Module `door-web` lives in door-b and waits for an approval of
 its stage `prod`. alice may not create anything in door-b (RBAC); in door-a she may — but
 her RolloutCommand `pause` and RolloutApproval of `prod`, naming door-b's module, are refused
-by the engine: their status says `Refused`, naming both namespaces, a dead letter names each
+by the engine: their status says `Refused` as if door-a held no such module (nothing about
+door-b), a dead letter names each
 event, no decision is taken and the module stays unpaused, awaiting its approval. bob's same
 two objects in door-b are accepted: paused, then approved, in his name via crd. The engine's
 rule: tests/rollout/test_door_namespaces.py."""
@@ -182,8 +183,8 @@ async def test_a_namespaces_doors_command_only_its_namespaces_modules(
                 refused = await eventually(lambda p=plural: verdict_of(management, DOOR_A, p, "by-alice"), timeout=60)
                 assert refused["verdict"] == "Refused", refused
                 assert refused["message"] == (
-                    f"{command} {MODULE}: the command came through namespace {DOOR_A} but module {MODULE} "
-                    f"is in namespace {DOOR_B}; create the {kind} in namespace {DOOR_B}"
+                    f"{command} {MODULE}: no module {MODULE} in namespace {DOOR_A}; "
+                    f"a {kind} commands only the modules of its own namespace"
                 )
             letters = [DeadLetter.read(r.value) for r in await client.read_all(kafka_bootstrap, topics.dead_letters)]
             assert sorted(letter.reason.split(":")[0] for letter in letters if DOOR_A in letter.reason) == [

@@ -2,9 +2,10 @@
 
 A RolloutCommand or RolloutApproval is a namespaced object: RBAC lets its creator create it
 in some namespaces only, and the module watcher publishes it with that namespace
-(`RolloutCommanded.namespace`). The engine refuses it — a verdict naming both namespaces,
-and a dead letter — when the module it names is of another namespace, and nothing about
-the module changes; from the module's own namespace it is decided as before. Commands
+(`RolloutCommanded.namespace`). The engine refuses it — a verdict that reads as if there
+were no such module in the door's namespace (it names no other namespace: the verdict lands
+on the door's object), and a dead letter — when the module it names is of another namespace,
+and nothing about the module changes; from the module's own namespace it is decided as before. Commands
 without a door namespace (the CLI, the dashboard, events written before the field) are
 decided as they always were (docs/security.md, "A namespace's door commands only its
 namespace's modules")."""
@@ -38,7 +39,7 @@ def through_door(name: str, namespace: str, **fields: str) -> RolloutCommanded:
     ("name", "fields"),
     [("pause", {}), ("abort", {}), ("rollback", {}), ("resume", {}), ("pin", {"cluster": "c1"})],
 )
-def test_a_rollout_command_from_another_namespace_is_refused_naming_both_and_changes_nothing(
+def test_a_rollout_command_from_another_namespace_is_refused_as_if_there_were_no_such_module_and_changes_nothing(
     name: str, fields: dict[str, str]
 ) -> None:
     fleet = given(*team_b_web())
@@ -48,9 +49,10 @@ def test_a_rollout_command_from_another_namespace_is_refused_naming_both_and_cha
     [verdict] = outcome.verdicts
     assert (verdict.event, verdict.accepted) == (event.id, False)
     assert verdict.reason == (
-        f"{name} web: the command came through namespace team-a but module web is in namespace team-b; "
-        "create the RolloutCommand in namespace team-b"
+        f"{name} web: no module web in namespace team-a; "
+        "a RolloutCommand commands only the modules of its own namespace"
     )
+    assert "team-b" not in verdict.reason  # the refusal lands in team-a: it tells nothing of team-b
     assert outcome.rejections == [verdict.reason]  # also a dead letter naming the event
     assert outcome.decisions == [] and outcome.assignments == []
     after = fleet.record("web")
@@ -65,8 +67,8 @@ def test_an_approval_from_another_namespace_does_not_start_the_stage_and_one_fro
     assert fleet.phase("web") == "AwaitingApproval"
     [verdict] = fleet.send(through_door("approve", TEAM_A, stage="wave")).verdicts
     assert not verdict.accepted and verdict.reason == (
-        "approve web: the command came through namespace team-a but module web is in namespace team-b; "
-        "create the RolloutApproval in namespace team-b"
+        "approve web: no module web in namespace team-a; "
+        "a RolloutApproval commands only the modules of its own namespace"
     )
     assert fleet.phase("web") == "AwaitingApproval" and fleet.revision("web", "w1") is None
     assert fleet.record("web").approvals == [] and fleet.record("web").approvers == {}
@@ -129,4 +131,18 @@ def test_a_release_approval_through_a_door_approves_only_the_members_of_its_name
     fleet.send(approval.model_copy(update={"release": "shop"}))
     assert fleet.record("web").approvals == ["wave"]  # its own namespace's member
     assert fleet.record("api").approvals == [] and fleet.record("api").approvers == {}
-    assert any("module api is in namespace team-b" in refusal for refusal in fleet.rejections)
+    assert any("approve api: no module api in namespace team-a" in refusal for refusal in fleet.rejections)
+
+
+def test_a_door_command_reads_the_same_whether_the_module_is_in_another_namespace_or_nowhere() -> None:
+    """A user who may create RolloutCommands in team-a only cannot probe, by the verdicts on
+    them, which modules other namespaces hold."""
+    fleet = given(*team_b_web())
+    elsewhere = fleet.send(through_door("pause", TEAM_A)).verdicts
+    nowhere = fleet.send(
+        through_door("pause", TEAM_A).model_copy(update={"module": "nope", "id": "door-nope"})
+    ).verdicts
+    assert [v.reason.replace("web", "X") for v in elsewhere] == [v.reason.replace("nope", "X") for v in nowhere]
+    assert [v.accepted for v in elsewhere + nowhere] == [False, False]
+    # without a door (the CLI, the dashboard) a missing module is simply not found
+    assert fleet.send(command("nope", "pause", user="bob")).verdicts[0].reason == "module 'nope' not found"
