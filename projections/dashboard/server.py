@@ -97,11 +97,16 @@ async def module_clusters(request: web.Request) -> web.Response:
     return web.json_response(pages.stage_clusters(_reader(request).view, name, _query(request)))
 
 
-def module_namespace(request: web.Request, module: str) -> str:
-    """The module's namespace from its status; the configured fallback when it has none."""
+def status_namespace(request: web.Request, module: str) -> str | None:
+    """The module's namespace as its status names it (None: unknown, or it has none)."""
     status = _reader(request).view.modules.get(module)
-    namespace = status.namespace if status is not None else None
-    return namespace or request.app[GUARD].fallback_namespace
+    return status.namespace if status is not None else None
+
+
+def module_namespace(request: web.Request, module: str) -> str:
+    """Where a command on `module` is authorized: its status's namespace; the configured
+    fallback when it has none."""
+    return status_namespace(request, module) or request.app[GUARD].fallback_namespace
 
 
 async def command(request: web.Request) -> web.Response:
@@ -120,6 +125,10 @@ async def command(request: web.Request) -> web.Response:
         if guard.kube is None:
             return json_error(500, "no Kubernetes API server to authorize the command with")
         namespace = module_namespace(request, event.module)
+        if status_namespace(request, event.module) is not None:
+            # the engine refuses it if, by the time it applies, the module is in another
+            # namespace (deleted and applied again there): the grant was for this one only
+            event = event.model_copy(update={"namespace": namespace})
         try:
             permission = await guard.kube.may_create(identity, required_permission(event), namespace)
         except Exception as error:

@@ -446,21 +446,23 @@ class ModuleIntents:
 def door_refusal(record: ModuleRecord | None, event: RolloutCommanded) -> str | None:
     """Why `event` may not command `record`'s module (None: it may): it came through a
     namespaced door — a RolloutCommand / RolloutApproval object, whose creator RBAC allowed
-    in `event.namespace` only — and the module lives in another namespace, or nowhere
+    in `event.namespace` only, or the dashboard, which authorized it there (a
+    SubjectAccessReview in the namespace the module's status named) — and the module lives
+    in another namespace (deleted and applied again there since), or nowhere
     (`record` None). The refusal lands on the door's object, in the door's namespace, so it
     reads the same either way: it tells nobody that, or where, another namespace's module
     exists. A command without a door namespace (the CLI, the dashboard, events written
     before the field) is not this rule's to refuse (docs/security.md)."""
     if event.namespace is None or (record is not None and event.namespace == record.namespace):
         return None
-    return (
-        f"{event.command} {event.module}: no module {event.module} in namespace {event.namespace}; "
-        f"a {_door_kind(event)} commands only the modules of its own namespace"
-    )
+    return f"{event.command} {event.module}: no module {event.module} in namespace {event.namespace}; {_door(event)}"
 
 
-def _door_kind(event: RolloutCommanded) -> str:
-    return "RolloutApproval" if event.command == "approve" else "RolloutCommand"
+def _door(event: RolloutCommanded) -> str:
+    if event.via == "dashboard":
+        return f"the dashboard authorized the command in namespace {event.namespace} only"
+    kind = "RolloutApproval" if event.command == "approve" else "RolloutCommand"
+    return f"a {kind} commands only the modules of its own namespace"
 
 
 def standing_halt(record: ModuleRecord) -> str | None:

@@ -225,12 +225,13 @@ class RolloutCommanded(EventBase):
     namespace: str | None = None
     """From a namespaced door (`via: crd`): the namespace of the RolloutCommand /
     RolloutApproval object the command came in as — where the API server's RBAC let its
-    creator create it, stamped by the module watcher from the object's metadata. The engine
-    refuses the command for a module of any other namespace (intents.py `door_refusal`).
-    None from the cluster-wide doors (the CLI, whose principal may write the intents topic;
-    the dashboard, which asks a SubjectAccessReview in the module's own namespace) and on
-    events written before the field existed: those are decided as they were
-    (docs/security.md, "A namespace's door commands only its namespace's modules")."""
+    creator create it, stamped by the module watcher from the object's metadata. From the
+    dashboard (`via: dashboard`): the namespace its SubjectAccessReview allowed the command
+    in — the one the module's status named. The engine refuses the command for a module of
+    any other namespace (intents.py `door_refusal`). None from the CLI (whose principal may
+    write the intents topic), from the dashboard for a module whose status names no
+    namespace, and on events written before the field existed: those are decided as they
+    were (docs/security.md, "A namespace's door commands only its namespace's modules")."""
 
     @field_validator("module")
     @classmethod

@@ -146,3 +146,21 @@ def test_a_door_command_reads_the_same_whether_the_module_is_in_another_namespac
     assert [v.accepted for v in elsewhere + nowhere] == [False, False]
     # without a door (the CLI, the dashboard) a missing module is simply not found
     assert fleet.send(command("nope", "pause", user="bob")).verdicts[0].reason == "module 'nope' not found"
+
+
+def test_a_dashboard_command_authorized_in_the_modules_namespace_is_refused_once_the_module_moved_namespaces() -> None:
+    """The dashboard asks its SubjectAccessReview in the namespace the module's status names
+    and stamps it on the command; a module deleted and applied again in another namespace
+    before the command applies is not commanded on the strength of the old grant."""
+    fleet = given(*team_b_web())
+    pause = command("web", "pause", user="alice", via="dashboard", namespace=TEAM_B)
+    [verdict] = fleet.send(pause).verdicts
+    assert verdict.accepted and fleet.record("web").paused  # where it was authorized: decided as before
+    fleet.delete("web")
+    fleet.send(module("web", {}, "v1", stage("canary", {"ring": "canary"}), namespace=TEAM_A))
+    [verdict] = fleet.send(command("web", "abort", user="alice", via="dashboard", namespace=TEAM_B)).verdicts
+    assert not verdict.accepted
+    assert verdict.reason == (
+        "abort web: no module web in namespace team-b; the dashboard authorized the command in namespace team-b only"
+    )
+    assert fleet.phase("web") != "Aborted"
