@@ -287,6 +287,11 @@ function moduleView(root, name) {
         h("dt", {}, "Stage"), h("dd", { testid: "current-stage" }, s.currentStage),
         h("dt", {}, "Depends on"), h("dd", { testid: "depends-on" }, (s.dependsOn || []).join(", ") || "-"),
         h("dt", {}, "Why"), h("dd", {}, s.lastDecision || s.reason || "-"),
+        // why it is not Complete or has not started: joining the fleet, re-sorting, members to go (rollout/engine/views.py)
+        ...(s.waiting ? [h("dt", {}, "Waiting"), h("dd", { class: "warning", testid: "waiting" }, s.waiting)] : []),
+        ...(s.restricted ? [h("dt", {}, "Restricted"), h("dd", { class: "warning", testid: "restricted" }, s.restricted)] : []),
+        ...(s.deleting ? [h("dt", {}, "Deleting"), h("dd", { class: "warning", testid: "deleting" },
+          "deleted: waits for the modules depending on it")] : []),
         ...(s.promotion ? [h("dt", {}, "Promotion"), h("dd", {},
           h("span", { class: promotionHeld(s.promotion) ? "warning" : "", testid: "promotion" }, promotionText(s.promotion)),
           may(namespace, "commands") && !s.release ? promotionControls(s.promotion) : null)] : []),

@@ -718,6 +718,20 @@ def test_a_stage_waiting_for_an_offline_member_says_which_and_until_when(page: P
     assert same_page(page)
 
 
+def test_a_module_whose_stages_passed_says_what_it_still_waits_for(page: Page, stack: Stack) -> None:
+    """Its stages passed with a member not ready (skipped): not Complete, and the page says
+    why — the status's `waiting`, as `rollout status` prints it."""
+    publish_fleet(stack, "tardy", "tardy", 2)  # two canaries
+    off = cluster("tardy-09", labels={"app": "tardy", "ring": "rest", "order": "9"}, ready=False)
+    off_loop(stack.send, "clusters", "tardy-09", off)
+    stages = [{"name": "canary", "selector": {"matchLabels": {"ring": "canary"}}}, {"name": "rest"}]
+    off_loop(stack.send, "intents", "tardy", module("tardy", app="tardy", tag="1.0.0", stages=stages))
+    open_dashboard(page, stack, "#/modules/tardy")
+    expect(page.get_by_test_id("waiting")).to_contain_text("not ready", timeout=60_000)
+    expect(page.get_by_test_id("module-phase")).to_have_text("Progressing")
+    assert same_page(page)
+
+
 def test_a_member_failed_by_its_offline_wait_is_listed_in_the_run_with_why(page: Page, stack: Stack) -> None:
     from rollout.api.manifests import MANIFEST_ADAPTER
     from rollout.wire.events import ModuleApplied
