@@ -30,6 +30,14 @@ Publication = tuple[str, str, Assemblage | None]  # (kind, cluster, snapshot or 
 
 
 def assemble(record: AssemblageRecord | None, assignment: Assignment) -> tuple[AssemblageRecord, list[Publication]]:
+    updated, changed = assemble_record(record, assignment)
+    return updated, [(kind, assignment.cluster, snapshot(updated, kind)) for kind in changed]
+
+
+def assemble_record(record: AssemblageRecord | None, assignment: Assignment) -> tuple[AssemblageRecord, list[str]]:
+    """`assemble` without building the snapshots: the updated record and the kinds whose
+    snapshot changed (the assembler encodes a changed snapshot itself, once a batch, from the
+    record: streams/assemblage_encoding.py — building each as a model cost as much again)."""
     kind = assignment.assemblage
     current = record or AssemblageRecord(cluster=assignment.cluster, namespace=assignment.cluster_namespace)
     syncs = dict(current.syncs.get(kind, {}))
@@ -49,7 +57,7 @@ def assemble(record: AssemblageRecord | None, assignment: Assignment) -> tuple[A
             "versions": {**current.versions, kind: version},
         }
     )
-    return updated, [(kind, assignment.cluster, snapshot(updated, kind))]
+    return updated, [kind]
 
 
 def snapshot(record: AssemblageRecord, kind: str) -> Assemblage | None:
