@@ -7,7 +7,11 @@ Everything here speaks to a real (or test) API server through kubernetes-asyncio
   account. `workload_client(...)` connects to a workload cluster through the kubeconfig
   Cluster API writes into the secret `<cluster>-kubeconfig` (key `value`) in the cluster's
   namespace; the secret is read when a client is made, so rotated credentials are picked
-  up. Secret contents never leave the process: they are not logged (the client library's
+  up. `WorkloadClients` keeps one such client per workload cluster for everything the
+  applier does there (converges, drift and status watches): the secret is still read at
+  every use, but the client — kubeconfig parsed, TLS context built, keep-alive connections
+  — is made anew only when the secret's content changed (see its docstring). Secret
+  contents never leave the process: they are not logged (the client library's
   DEBUG logging of response bodies is switched off here), not put in exception messages
   (`KubeconfigError` names the secret, never its data) and not published.
   kubernetes-asyncio writes certificate and key *data* of a kubeconfig to temporary
@@ -26,10 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import logging
 import os
 import random
 import tempfile
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
+import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -49,6 +56,8 @@ __all__ = [
     "KubeconfigError",
     "Resource",
     "RetryPolicy",
+    "SharedClient",
+    "WorkloadClients",
     "call",
     "describe",
     "is_transient",
@@ -122,10 +131,18 @@ async def management_client(kubeconfig: str | Path | None = None, context: str |
     return ApiClient(configuration=configuration)
 
 
-async def client_from_kubeconfig(data: bytes | str, *, source: str) -> ApiClient:
-    """A client from kubeconfig text (e.g. a secret's `value`); `source` names it in errors."""
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it: a kubeconfig is mostly base64 certificate data,
+which the pure-Python scanner reads a character at a time (~1 ms a kubeconfig)."""
+
+
+async def client_from_kubeconfig(
+    data: bytes | str, *, source: str, factory: Callable[[Configuration], ApiClient] = ApiClient
+) -> ApiClient:
+    """A client from kubeconfig text (e.g. a secret's `value`); `source` names it in errors.
+    `factory` makes the client from its configuration (`SharedClient` for `WorkloadClients`)."""
     try:
-        document = yaml.safe_load(data)
+        document = yaml.load(data, Loader=_YAML_LOADER)  # a safe loader (libyaml or Python)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -140,7 +157,7 @@ async def client_from_kubeconfig(data: bytes | str, *, source: str) -> ApiClient
     except (ConfigException, KeyError, TypeError, ValueError) as error:
         reason = str(error) if isinstance(error, ConfigException) else type(error).__name__
         raise KubeconfigError(f"{source}: not a usable kubeconfig ({reason})") from None
-    return ApiClient(configuration=configuration)
+    return factory(configuration)
 
 
 async def read_kubeconfig(
@@ -152,15 +169,26 @@ async def read_kubeconfig(
     """
     name = kubeconfig_secret_name(cluster)
     core = CoreV1Api(api)
-    try:
-        secret = await call(
-            core.read_namespaced_secret, name, namespace, policy=policy or RetryPolicy(), what=f"read secret {name}"
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    encoded = (secret.data or {}).get(KUBECONFIG_SECRET_KEY)
+
+    async def fetch(_request_timeout: float) -> bytes | None:
+        # the raw answer: a V1Secret model would be built (every key decoded) for one key
+        response: Any = await core.read_namespaced_secret(
+            name, namespace, _preload_content=False, _request_timeout=_request_timeout
+        )  # an aiohttp response, unread
+        async with response:
+            body: bytes = await response.read()
+            if response.status == 404:
+                return None
+            if not 200 <= response.status <= 299:
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body, error.headers = body, response.headers
+                raise error
+        return body
+
+    body = await call(fetch, policy=policy or RetryPolicy(), what=f"read secret {name}")
+    if body is None:
+        return None
+    encoded = ((orjson.loads(body) or {}).get("data") or {}).get(KUBECONFIG_SECRET_KEY)
     if not encoded:
         return None
     try:
@@ -177,6 +205,123 @@ async def workload_client(
     if data is None:
         return None
     return await client_from_kubeconfig(data, source=f"secret {namespace}/{kubeconfig_secret_name(cluster)}")
+
+
+class SharedClient(ApiClient):
+    """A workload cluster's client handed out by `WorkloadClients` to several users at once.
+
+    Each `acquire` is one use; leaving `async with client:` ends it (instead of closing the
+    client, as a plain ApiClient does). The client is closed once it is no longer its
+    cluster's current one (the secret changed, the cluster was forgotten or evicted) and its
+    last user has left."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        super().__init__(configuration=configuration)
+        self.users = 0
+        self.retired = False
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release()
+
+    async def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0 and self.retired:
+            await self.close()
+
+    def retire(self) -> asyncio.Task[None] | None:
+        """No longer its cluster's current client: closed now if unused (the task closing
+        it), else when its last user leaves."""
+        self.retired = True
+        if self.users > 0:
+            return None
+        return asyncio.get_running_loop().create_task(self.close())
+
+
+@dataclass
+class _Cached:
+    fingerprint: bytes  # sha256 of the kubeconfig the client was made from
+    client: SharedClient
+
+
+class WorkloadClients:
+    """One client per workload cluster, shared by everything the applier does there.
+
+    Why: a client made per converge and per watch (three per cluster, the status and drift
+    watches included) parsed the kubeconfig, built a TLS context and handshook new
+    connections each time — in `benchmarks/appliers.py --sink kubernetes` that was a third
+    of one replica's CPU. `acquire` still reads the kubeconfig secret (one GET on the
+    management cluster) at every use, so a rotated or repointed kubeconfig is used from the
+    next converge or reconnect on; only when its content differs from the cached client's
+    is a new client made — the old one is closed when its last user (a watch still
+    streaming with the old credentials, say) leaves. A secret gone forgets the cluster.
+
+    Bounded: `forget` drops a cluster the applier stops managing; beyond `size` clusters,
+    the least recently acquired ones no one is using are closed and dropped (one in use is
+    a cluster whose watches run — at most the clusters this replica manages)."""
+
+    def __init__(self, *, size: int = 1024) -> None:
+        self.size = size
+        self._clients: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    async def acquire(
+        self, management: ApiClient, *, namespace: str, cluster: str, policy: RetryPolicy | None = None
+    ) -> SharedClient | None:
+        """The cluster's client, one more use of it (end it with `async with` or `release`);
+        None while the kubeconfig secret is absent."""
+        key = (namespace, cluster)
+        data = await read_kubeconfig(management, namespace=namespace, cluster=cluster, policy=policy)
+        if data is None:
+            self._drop(key)
+            return None
+        fingerprint = hashlib.sha256(data).digest()
+        cached = self._clients.get(key)
+        if cached is None or cached.fingerprint != fingerprint:
+            client = await client_from_kubeconfig(
+                data, source=f"secret {namespace}/{kubeconfig_secret_name(cluster)}", factory=SharedClient
+            )
+            assert isinstance(client, SharedClient)
+            cached = self._clients.get(key)  # another use may have made it meanwhile
+            if cached is not None and cached.fingerprint == fingerprint:
+                await client.close()
+            else:
+                if cached is not None:
+                    log.info("%s: kubeconfig secret changed; using a new client", cluster)
+                    self._drop(key)
+                cached = self._clients[key] = _Cached(fingerprint, client)
+        self._clients.move_to_end(key)
+        cached.client.users += 1
+        self._evict()
+        return cached.client
+
+    def forget(self, namespace: str, cluster: str) -> None:
+        """Drop the cluster's client (closed once its users have left)."""
+        self._drop((namespace, cluster))
+
+    async def close(self) -> None:
+        clients = [cached.client for cached in self._clients.values()]
+        self._clients.clear()
+        for client in clients:
+            await client.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        cached = self._clients.pop(key, None)
+        if cached is not None:
+            closing = cached.client.retire()
+            if closing is not None:  # kept until done: a task only the loop refers to may vanish
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+
+    def _evict(self) -> None:
+        if len(self._clients) <= self.size:
+            return
+        idle = [key for key, cached in self._clients.items() if cached.client.users <= 0]
+        for key in idle[: len(self._clients) - self.size]:
+            self._drop(key)
 
 
 # --- resources -------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ Kustomizations rendered by `projections.render.FluxRenderer` come out, server-si
   management cluster's Flux applies into the workload cluster.
 - ProxyAssemblage → inside the workload cluster (namespace `flux-system` by default),
   reached through the kubeconfig in the secret `<cluster>-kubeconfig` (key `value`) in the
-  cluster's namespace of the management cluster. The secret is read at every apply and
-  kept in memory only for as long as the client is built; it is never logged or
-  published.
+  cluster's namespace of the management cluster. The secret is read at every apply (and
+  at every reconnect of a watch), its content kept in memory only for as long as a client
+  is built; it is never logged or published. One client per workload cluster serves its
+  converges, drift watch and status watch (`projections.kube.WorkloadClients`): made
+  anew only when the secret's content changed, dropped when the cluster is.
 
 Level-triggered, per cluster. `write` renders and validates every object first (an invalid
 snapshot raises and changes nothing, as in the directory sink), records the snapshot as
@@ -72,10 +74,10 @@ from kubernetes_asyncio.client import ApiClient
 
 from projections.kube import (
     RetryPolicy,
+    WorkloadClients,
     describe,
     kubeconfig_secret_name,
     read_kubeconfig,
-    workload_client,
 )
 from projections.render import LABEL_ASSEMBLAGE, LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY, FluxRenderer
 from projections.sinks import SinkResult
@@ -153,8 +155,10 @@ class KubernetesSink:
         watch_drift: bool = True,
         drift_watch_timeout: int = 300,
         live_values: LiveValues | None = None,
+        clients: WorkloadClients | None = None,
     ) -> None:
         self.renderer = renderer
+        self.clients = clients or WorkloadClients()
         self.live_values = live_values
         self.fleet_namespaces = list(fleet_namespaces)
         self.reporter = reporter
@@ -234,6 +238,8 @@ class KubernetesSink:
             target.task.cancel()
         if kind == "ProxyAssemblage":
             self._stop_drift_watch(cluster)
+            if target is not None and target.namespace is not None:
+                self.clients.forget(target.namespace, cluster)
         if self.reporter is not None:
             self.reporter.release(_ASSEMBLAGE_LABEL[kind], cluster)  # type: ignore[arg-type]
         if self.live_values is not None:
@@ -249,6 +255,7 @@ class KubernetesSink:
         self._targets.clear()
         if self.reporter is not None:
             await self.reporter.close()
+        await self.clients.close()
         if self._management is not None:
             await self._management.close()
             self._management = None
@@ -316,6 +323,8 @@ class KubernetesSink:
                         del self._targets[(target.kind, target.cluster)]
                         if target.kind == "ProxyAssemblage":
                             self._stop_drift_watch(target.cluster)
+                            if target.namespace is not None:
+                                self.clients.forget(target.namespace, target.cluster)
                     return
                 delay = self.resync_interval
                 recheck = self.live_values.recheck_in(target.cluster) if self.live_values is not None else None
@@ -412,7 +421,10 @@ class KubernetesSink:
         secret = f"{namespace}/{kubeconfig_secret_name(target.cluster)}"
         if namespace is None:
             return Outcome("applied", reason="no kubeconfig secret: the cluster is gone, nothing to prune")
-        workload = await workload_client(management, namespace=namespace, cluster=target.cluster, policy=self.policy)
+        target.namespace = namespace
+        workload = await self.clients.acquire(
+            management, namespace=namespace, cluster=target.cluster, policy=self.policy
+        )
         if workload is None:
             if desired is None:
                 return Outcome("applied", reason=f"secret {secret} is absent: the cluster is gone, nothing to prune")
@@ -432,7 +444,7 @@ class KubernetesSink:
 
             async def connect_workload() -> ApiClient | None:
                 api = await self._management_api()
-                return await workload_client(api, namespace=namespace, cluster=cluster_name, policy=self.policy)
+                return await self.clients.acquire(api, namespace=namespace, cluster=cluster_name, policy=self.policy)
 
             self._start_drift_watch(target.cluster, connect_workload)
         if self.reporter is not None:
@@ -441,7 +453,7 @@ class KubernetesSink:
 
                 async def connect() -> ApiClient | None:
                     api = await self._management_api()
-                    return await workload_client(api, namespace=namespace, cluster=cluster, policy=self.policy)
+                    return await self.clients.acquire(api, namespace=namespace, cluster=cluster, policy=self.policy)
 
                 self.reporter.claim_proxy(target.cluster, connect)
             else:

@@ -16,6 +16,7 @@ The per-cluster workers, gates and drift watches that call these are in
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -187,9 +188,10 @@ async def _unless_gone(
 async def _owned_objects(
     custom: CustomObjectsApi, selector: str, cluster: str, policy: RetryPolicy
 ) -> dict[ObjectKey, dict[str, Any]]:
-    """The objects of every managed kind that `selector` picks, by (kind, namespace, name)."""
-    existing: dict[ObjectKey, dict[str, Any]] = {}
-    for kind in MANAGED_RESOURCES:
+    """The objects of every managed kind that `selector` picks, by (kind, namespace, name).
+    The kinds are listed concurrently: one after the other, a converge waited five round trips."""
+
+    async def listed(kind: Resource) -> list[dict[str, Any]]:
         try:
             listing = await call(
                 custom.list_cluster_custom_object,
@@ -202,9 +204,17 @@ async def _owned_objects(
             )
         except ApiException as error:
             if error.status == 404:
-                continue  # the CRD is not installed: nothing of that kind to prune
+                return []  # the CRD is not installed: nothing of that kind to prune
             raise
-        for item in listing.get("items") or []:
+        items: list[dict[str, Any]] = listing.get("items") or []
+        return items
+
+    listings = await asyncio.gather(*(listed(kind) for kind in MANAGED_RESOURCES), return_exceptions=True)
+    existing: dict[ObjectKey, dict[str, Any]] = {}
+    for kind, items in zip(MANAGED_RESOURCES, listings, strict=True):
+        if isinstance(items, BaseException):
+            raise items
+        for item in items:
             meta = item["metadata"]
             existing[(kind.kind, meta["namespace"], meta["name"])] = item
     return existing
