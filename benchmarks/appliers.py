@@ -37,7 +37,9 @@ The clock runs from the first snapshot published until the replicas' `rollout_ap
 (`/metrics`) add up to the snapshots fed. Printed per replica count: the total rate, the
 ratio to one replica, the replicas' CPU time per snapshot (user + system, from /proc: the
 figure that holds when the machine is shared), each replica's share of the rate (its
-applies over the same window) and how many of the applies were superseded snapshots.
+applies over the same window) and how many of the applies were superseded snapshots; for
+the Kubernetes sink also the CPU LocalKube's apiservers and etcd spent per snapshot
+meanwhile (they share the machine: what the sink asks of them slows it down too).
 
 `--in-process` runs the applier's batch code itself (`Applier._apply_batch`: coalescing,
 decoding, the directory sink's batch with its file system syncs, the simulated status reports
@@ -64,7 +66,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,10 +191,18 @@ def replicas(
             process.wait(timeout=60)
 
 
-def measure(bootstrap: str, topic: str, records: list[tuple[str, bytes]], replicas: list[tuple[int, int]]) -> Measured:
+def measure(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[str, bytes]],
+    replicas: list[tuple[int, int]],
+    servers: Sequence[int] = (),
+) -> Measured:
     """From the first snapshot published until all are applied: seconds, and per replica
-    its applies and the CPU seconds it used."""
+    its applies and the CPU seconds it used; with `servers` (pids: LocalKube's apiservers
+    and etcd), the CPU seconds they used meanwhile."""
     cpu_before = [cpu_seconds(pid) for _, pid in replicas]
+    servers_before = sum(cpu_seconds(pid) for pid in servers)
     started = time.monotonic()
     asyncio.run(publish(bootstrap, topic, records))
     while True:
@@ -201,7 +211,8 @@ def measure(bootstrap: str, topic: str, records: list[tuple[str, bytes]], replic
         if sum(counts) >= len(records):
             seconds = time.monotonic() - started
             cpu = [cpu_seconds(pid) - before for (_, pid), before in zip(replicas, cpu_before, strict=True)]
-            return Measured(seconds, counts, cpu, sum(superseded for _, _, superseded in scraped))
+            servers_cpu = sum(cpu_seconds(pid) for pid in servers) - servers_before
+            return Measured(seconds, counts, cpu, sum(superseded for _, _, superseded in scraped), servers_cpu)
         if time.monotonic() - started > TIMEOUT:
             sys.exit(f"only {sum(counts)} of {len(records)} snapshots applied after {TIMEOUT:.0f}s")
         time.sleep(0.1)
@@ -213,6 +224,7 @@ class Measured:
     applies: list[int]  # per replica
     cpu: list[float]  # per replica, seconds
     superseded: int = 0  # of the applies: snapshots a later one of the same cluster in the batch superseded
+    servers_cpu: float | None = None  # seconds: the Kubernetes sink's apiservers and etcd
 
 
 def report(sink: str, count: int, clusters: int, measured: Measured, single: float | None) -> float:
@@ -221,9 +233,12 @@ def report(sink: str, count: int, clusters: int, measured: Measured, single: flo
     shares = ", ".join(f"{n / seconds:.0f}" for n in measured.applies)
     cpu = 1000 * sum(measured.cpu) / clusters
     ratio = f"{total / single:.2f}x" if single else "1.00x"
+    servers = ""
+    if measured.servers_cpu is not None:
+        servers = f"  apiservers+etcd {1000 * measured.servers_cpu / clusters:.2f} ms/snap"
     print(
         f"{sink:<10} {count:>8}  {clusters:>8}  {seconds:>7.1f}s  {total:>8.0f}/s  {ratio:>6}  {cpu:>9.2f}  [{shares}]"
-        f"  superseded {measured.superseded}  load {os.getloadavg()[0]:.1f}",
+        f"  superseded {measured.superseded}{servers}  load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return total
@@ -296,7 +311,9 @@ def run_kubernetes(bootstrap: str, counts: list[int], clusters: int, workloads: 
                 sink = ["--sink", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE]
                 sink_args = [sink] * count
                 with replicas(env, workdir, count, sink_args) as ports:
-                    measured = measure(bootstrap, TopicNames(prefix).proxy, snapshots(names, 1), ports)
+                    servers_pids = [server.process.pid for server in (management, *servers)]
+                    servers_pids += [kube._etcd.pid] if kube._etcd is not None else []
+                    measured = measure(bootstrap, TopicNames(prefix).proxy, snapshots(names, 1), ports, servers_pids)
                 total = report("kubernetes", count, clusters, measured, single)
                 single = single or total
             finally:

@@ -211,9 +211,9 @@ class SharedClient(ApiClient):
     """A workload cluster's client handed out by `WorkloadClients` to several users at once.
 
     Each `acquire` is one use; leaving `async with client:` ends it (instead of closing the
-    client, as a plain ApiClient does). The client is closed once it is no longer its
-    cluster's current one (the secret changed, the cluster was forgotten or evicted) and its
-    last user has left."""
+    client, as a plain ApiClient does). A client no longer its cluster's current one is
+    closed when its last user leaves — or at once when its kubeconfig changed, so that the
+    watches streaming through it fail and reconnect with the new one."""
 
     def __init__(self, configuration: Configuration) -> None:
         super().__init__(configuration=configuration)
@@ -228,11 +228,11 @@ class SharedClient(ApiClient):
         if self.users <= 0 and self.retired:
             await self.close()
 
-    def retire(self) -> asyncio.Task[None] | None:
-        """No longer its cluster's current client: closed now if unused (the task closing
-        it), else when its last user leaves."""
+    def retire(self, *, now: bool = False) -> asyncio.Task[None] | None:
+        """No longer its cluster's current client: the task closing it, if it is closed now
+        (unused, or `now`); else it is closed when its last user leaves."""
         self.retired = True
-        if self.users > 0:
+        if self.users > 0 and not now:
             return None
         return asyncio.get_running_loop().create_task(self.close())
 
@@ -252,8 +252,8 @@ class WorkloadClients:
     of one replica's CPU. `acquire` still reads the kubeconfig secret (one GET on the
     management cluster) at every use, so a rotated or repointed kubeconfig is used from the
     next converge or reconnect on; only when its content differs from the cached client's
-    is a new client made — the old one is closed when its last user (a watch still
-    streaming with the old credentials, say) leaves. A secret gone forgets the cluster.
+    is a new client made, and the old one closed at once: the watches streaming through it
+    fail and reconnect — with the new kubeconfig. A secret gone forgets the cluster.
 
     Bounded: `forget` drops a cluster the applier stops managing; beyond `size` clusters,
     the least recently acquired ones no one is using are closed and dropped (one in use is
@@ -266,6 +266,11 @@ class WorkloadClients:
 
     def __len__(self) -> int:
         return len(self._clients)
+
+    def current(self, namespace: str, cluster: str) -> SharedClient | None:
+        """The cluster's current client, if one is cached (no use is counted)."""
+        cached = self._clients.get((namespace, cluster))
+        return cached.client if cached is not None else None
 
     async def acquire(
         self, management: ApiClient, *, namespace: str, cluster: str, policy: RetryPolicy | None = None
@@ -290,7 +295,7 @@ class WorkloadClients:
             else:
                 if cached is not None:
                     log.info("%s: kubeconfig secret changed; using a new client", cluster)
-                    self._drop(key)
+                    self._drop(key, now=True)
                 cached = self._clients[key] = _Cached(fingerprint, client)
         self._clients.move_to_end(key)
         cached.client.users += 1
@@ -308,10 +313,10 @@ class WorkloadClients:
             await client.close()
         await asyncio.gather(*self._closing, return_exceptions=True)
 
-    def _drop(self, key: tuple[str, str]) -> None:
+    def _drop(self, key: tuple[str, str], *, now: bool = False) -> None:
         cached = self._clients.pop(key, None)
         if cached is not None:
-            closing = cached.client.retire()
+            closing = cached.client.retire(now=now)
             if closing is not None:  # kept until done: a task only the loop refers to may vanish
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)

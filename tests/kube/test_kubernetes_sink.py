@@ -17,7 +17,9 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import new_client_from_config_dict
 
+from projections.kube import WorkloadClients
 from projections.sinks import SinkResult
 from projections.sinks.kubernetes import KubernetesSink
 from tests.kube.cluster import KubeCluster
@@ -375,3 +377,58 @@ async def _spec(server: KubeCluster, plural: str, namespace: str, name: str, key
 
 async def _url(server: KubeCluster, namespace: str, name: str, url: str) -> bool:
     return await _spec(server, "gitrepositories", namespace, name, "url", url)
+
+
+async def test_a_workload_clusters_client_is_reused_and_a_changed_kubeconfig_secret_is_picked_up(
+    management: KubeCluster, workloads: Workloads, sink: KubernetesSink
+) -> None:
+    servers = await workloads("c1", "elsewhere")
+    await sink.write(PROXY, "c1", snapshot(PROXY, "c1", sync("a")))
+    first = sink.clients.current(NAMESPACE, "c1")
+    assert first is not None
+    result = await sink.write(PROXY, "c1", snapshot(PROXY, "c1", sync("a"), sync("b"), version=2))
+    assert result.written + result.unchanged == 4
+    assert await names(servers["c1"], "kustomizations") == ["flux-system/a-c1", "flux-system/b-c1"]
+    # the second converge and the drift watch use the client the first converge made
+    assert sink.clients.current(NAMESPACE, "c1") is first
+    await eventually(lambda: first.users == 1)  # the drift watch's use; the converges ended theirs
+
+    # the secret now points at another API server: the next converge goes there, on a new client
+    await delete_kubeconfig_secret(management, "c1")
+    await put_kubeconfig_secret(management, "c1", servers["elsewhere"].kubeconfig_yaml())
+    result = await sink.write(PROXY, "c1", snapshot(PROXY, "c1", sync("a"), version=3))
+    assert result.written == 2
+    assert await names(servers["elsewhere"], "kustomizations") == ["flux-system/a-c1"]
+    second = sink.clients.current(NAMESPACE, "c1")
+    assert second is not None and second is not first
+    await eventually(lambda: first.rest_client.pool_manager.closed)
+    # the drift watch reconnected through the new kubeconfig: drift there is undone
+    elsewhere = servers["elsewhere"]
+    await eventually(lambda: second.users == 1)
+    async with elsewhere.client() as api:
+        await CustomObjectsApi(api).delete_namespaced_custom_object(*KS, "flux-system", "kustomizations", "a-c1")
+    await eventually(lambda: elsewhere.object("kustomizations", "flux-system", "a-c1"), timeout=5)
+    assert len(sink.clients) == 1
+
+
+async def test_workload_clients_beyond_the_bound_are_closed_unless_in_use(
+    management: KubeCluster, workloads: Workloads
+) -> None:
+    await workloads("c1", "c2", "c3")
+    clients = WorkloadClients(size=1)
+    async with await new_client_from_config_dict(management.kubeconfig()) as api:
+        c1 = await clients.acquire(api, namespace=NAMESPACE, cluster="c1")
+        assert c1 is not None  # in use: kept, beyond the bound too
+        c2 = await clients.acquire(api, namespace=NAMESPACE, cluster="c2")
+        assert c2 is not None
+        assert clients.current(NAMESPACE, "c1") is c1 and clients.current(NAMESPACE, "c2") is c2
+        await c2.release()
+        await c1.release()
+        c3 = await clients.acquire(api, namespace=NAMESPACE, cluster="c3")
+        assert c3 is not None
+        assert len(clients) == 1 and clients.current(NAMESPACE, "c3") is c3
+        await eventually(lambda: c1.rest_client.pool_manager.closed and c2.rest_client.pool_manager.closed)
+        assert not c3.rest_client.pool_manager.closed
+        assert await clients.acquire(api, namespace=NAMESPACE, cluster="absent") is None
+        await clients.close()
+        assert c3.rest_client.pool_manager.closed
