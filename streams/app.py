@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client import Counter
 
+from infra.memory_trace import MemoryTrace
 from infra.observability import RATE_LIMITED, BrokerProbe, Health, Metrics, ObservabilityServer, logging_config
 from infra.settings import STAGES, Settings, kafka_client_options
 from infra.topics import TopicNames
@@ -160,6 +161,9 @@ class Worker:
             tasks = [asyncio.create_task(runner.run(), name=runner.spec.name) for runner in self.runners]
             tasks.append(asyncio.create_task(self._tick(), name="ticker"))
             tasks.append(asyncio.create_task(self._observe(), name="observe"))
+            memory_trace = MemoryTrace.from_environment()  # opt-in diagnostic (infra/memory_trace.py)
+            if memory_trace is not None:
+                tasks.append(asyncio.create_task(memory_trace.run(), name="memory-trace"))
             stopped = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
