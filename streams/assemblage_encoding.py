@@ -36,6 +36,7 @@ import orjson
 from rollout.api.manifests import API_VERSION
 from rollout.assembly.snapshots import AssemblageRecord
 from rollout.wire.assemblages import AssignedSync
+from streams.outputs import exact
 
 __all__ = ["ENCODED_SYNCS", "EncodedSyncs"]
 
@@ -88,22 +89,24 @@ class EncodedSyncs:
         entry = self._entry(sync)
         if entry[2] is not None:
             return entry[2]
-        form = orjson.dumps(sync.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
+        form = exact(orjson.dumps(sync.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS))
         self._held[id(sync)] = (entry[0], entry[1], form)
         return form
 
     def record_json(self, record: AssemblageRecord) -> bytes:
         """The record's JSON, equal to `record.__pydantic_serializer__.to_json(record)`."""
-        return orjson.dumps(
-            {
-                "cluster": record.cluster,
-                "namespace": record.namespace,
-                "syncs": {
-                    kind: {module: orjson.Fragment(self.record_form(sync)) for module, sync in syncs.items()}
-                    for kind, syncs in record.syncs.items()
-                },
-                "versions": record.versions,
-            }
+        return exact(
+            orjson.dumps(
+                {
+                    "cluster": record.cluster,
+                    "namespace": record.namespace,
+                    "syncs": {
+                        kind: {module: orjson.Fragment(self.record_form(sync)) for module, sync in syncs.items()}
+                        for kind, syncs in record.syncs.items()
+                    },
+                    "versions": record.versions,
+                }
+            )
         )
 
     def snapshot_json(self, record: AssemblageRecord, kind: str) -> bytes | None:
@@ -112,13 +115,15 @@ class EncodedSyncs:
         syncs = record.syncs.get(kind, {})
         if not syncs:
             return None
-        return orjson.dumps(
-            {
-                "apiVersion": API_VERSION,
-                "kind": kind,
-                "metadata": {"name": record.cluster, "namespace": record.namespace},
-                "spec": {"syncs": [orjson.Fragment(self.snapshot_form(syncs[module])) for module in sorted(syncs)]},
-                "version": record.versions.get(kind, 0),
-            },
-            option=orjson.OPT_SORT_KEYS,
+        return exact(
+            orjson.dumps(
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": kind,
+                    "metadata": {"name": record.cluster, "namespace": record.namespace},
+                    "spec": {"syncs": [orjson.Fragment(self.snapshot_form(syncs[module])) for module in sorted(syncs)]},
+                    "version": record.versions.get(kind, 0),
+                },
+                option=orjson.OPT_SORT_KEYS,
+            )
         )

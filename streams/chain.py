@@ -66,6 +66,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rollout.engine.outcome import Decision
 from rollout.wire.decision_reasons import DecisionReason
+from streams.outputs import exact
 
 GENESIS = "0" * 64
 """The `prev` of a chain's first record (seq 0)."""
@@ -179,7 +180,7 @@ class DecisionChain:
         digest = hashlib.sha256(canonical(linked)).hexdigest()
         self.heads[HEAD_KEY] = ChainHead.model_construct(hash=digest, seq=head.seq + 1)  # valid by construction
         linked["hash"] = digest
-        return canonical(linked)
+        return exact(canonical(linked))  # held until its batch commits: of its own size
 
 
 # -- verifying ---------------------------------------------------------------------------

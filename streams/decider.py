@@ -51,7 +51,7 @@ from rollout.wire.events import (
     parse_journal_event,
 )
 from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain, decision_body
-from streams.outputs import Outputs
+from streams.outputs import Outputs, exact
 from streams.state import PartitionState
 from streams.verdicts import refusal_document, verdict_document
 
@@ -96,7 +96,7 @@ def state_mappings() -> dict[str, type]:
 def document(value: Any) -> bytes:
     """JSON with sorted keys: equal content, equal bytes. (No NaN or Infinity can reach a
     document — ticks are finite, durations bounded; orjson would write them as null.)"""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return exact(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
 
 
 BATCH_WRITES = 20_000
@@ -109,9 +109,20 @@ record decoded beside it) in each of the 4 partitions' batches, the worker's RSS
 (benchmarks/fleet_pipeline.py). A continuation slice (2,000 moves) writes ~8,000."""
 
 
+BATCH_BYTES = 8 * 1024 * 1024
+"""... and the most bytes of outputs (keys and values) one batch holds, give or take the last
+event's: the records bound counts records whatever their size, and a batch's outputs stay in
+memory — with their copies in the producer's record batches — until its transaction commits,
+two batches a partition (streams/slots.py). A status report's outputs are ~1 KB (a decision,
+a target document), so the records bound is the one that binds in a rollout; this one holds
+when records are large (decisions and status documents of modules with many stages, dead
+letters carrying their input)."""
+
+
 class DecidePartition:
     engine_type: type[RolloutEngine] = RolloutEngine
     batch_writes = BATCH_WRITES  # lowered by tests
+    batch_bytes = BATCH_BYTES  # lowered by tests
 
     def __init__(self, tp: TopicPartition, topics: TopicNames, metrics: Metrics) -> None:
         self.partition = tp.partition
@@ -190,14 +201,14 @@ class DecidePartition:
         self, records: Sequence[ConsumerRecord], out: Outputs, *, isolate: bool
     ) -> tuple[int, list[tuple[Decision, str]]]:
         """The batch's outputs into `out`: how many records were folded — all, or as many as
-        fit in `batch_writes` (one at least) — and the decisions made, with the id of their
-        event. `isolate`: an event that fails is undone alone and becomes a dead letter;
-        otherwise its exception ends the pass."""
+        fit in `batch_writes` records and `batch_bytes` of outputs (one at least) — and the
+        decisions made, with the id of their event. `isolate`: an event that fails is undone
+        alone and becomes a dead letter; otherwise its exception ends the pass."""
         module_status: dict[str, dict[str, Any] | None] = {}  # coalesced: encoded once per batch
         notes: list[tuple[Decision, str]] = []
         count = 0
         for record in records:
-            if count and self._written(out) >= self.batch_writes:
+            if count and (self._written(out) >= self.batch_writes or out.size >= self.batch_bytes):
                 break
             count += 1
             event = None

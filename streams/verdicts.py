@@ -24,6 +24,7 @@ import orjson
 
 from rollout.engine.outcome import Decision, Verdict
 from rollout.wire.verdicts import DECISIONS_LISTED, ListedDecision, VerdictDocument
+from streams.outputs import exact
 
 __all__ = ["DECISIONS_LISTED", "refusal_document", "verdict_document"]
 
@@ -43,7 +44,7 @@ def verdict_document(verdict: Verdict, decisions: list[Decision], id_prefix: str
         decisions=listed,
         decision_count=stop - start,
     )
-    return orjson.dumps(document.as_json(), option=orjson.OPT_SORT_KEYS)
+    return exact(orjson.dumps(document.as_json(), option=orjson.OPT_SORT_KEYS))
 
 
 def _listed(decision_id: str, decision: Decision) -> ListedDecision:
