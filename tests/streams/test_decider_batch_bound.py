@@ -12,10 +12,10 @@ from aiokafka import TopicPartition
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.wire.events import ClusterObserved, HolderClaims, Tick, claim_chunk
+from rollout.wire.events import ClusterObserved, HolderClaims, ModuleApplied, Tick, claim_chunk
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
-from tests.rollout.builders import cluster
+from tests.rollout.builders import cluster, module, stage
 
 TOPICS = TopicNames("bound.")
 CLUSTERS = [f"c{i:03d}" for i in range(120)]
@@ -48,14 +48,16 @@ def fleet(decider: DecidePartition) -> int:
     return len(SETUP)
 
 
-def fold_all(decider: DecidePartition, records: list[SimpleNamespace]) -> list[int]:
+def fold_all(decider: DecidePartition, records: list[SimpleNamespace], sizes: list[int] | None = None) -> list[int]:
     """Fold `records` as the runtime does — a batch, then its rest — committing each part; the
-    number of records each part wrote."""
+    number of records each part wrote (and into `sizes`, the bytes of its outputs)."""
     written = []
     while records:
         out = Outputs(TOPICS.dead_letters)
         folded = decider.process(records, records[-1].offset + 1, out)  # type: ignore[arg-type]
         written.append(len(out.all()) + len(decider.state.changelog()))
+        if sizes is not None:
+            sizes.append(sum(len(r.key or b"") + len(r.value or b"") for r in out.all()))
         decider.state.commit_batch()
         records = records[folded:]
     return written
@@ -95,3 +97,36 @@ def test_a_batch_folds_its_first_event_whatever_it_writes() -> None:
     folded = decider.process(journal(events, start), start + len(events), Outputs(TOPICS.dead_letters))  # type: ignore[arg-type]
 
     assert folded == 1
+
+
+def modules_applied(count: int) -> list[ModuleApplied]:
+    """`count` modules over the whole fleet: each apply joins every cluster — a decision and
+    a target document a cluster, in one event."""
+    return [
+        ModuleApplied(id=f"apply-{index}", module=module(f"m{index}", {}, "v1", stage("all", None, concurrency=1)))
+        for index in range(count)
+    ]
+
+
+def test_a_batch_stops_at_its_bytes_of_outputs_and_its_rest_folds_to_the_same_state() -> None:
+    bounded = DecidePartition(TopicPartition(TOPICS.journal, 0), TOPICS, Metrics())
+    unbounded = DecidePartition(TopicPartition(TOPICS.journal, 0), TOPICS, Metrics())
+    events = modules_applied(6)
+    start = fleet(bounded)
+    fleet(unbounded)
+    whole_sizes: list[int] = []
+    whole = fold_all(unbounded, journal(events, start), whole_sizes)
+    per_event = whole_sizes[0] // len(events)
+    bounded.batch_bytes = 2 * per_event  # records are not the bound here: the bytes are
+
+    sizes: list[int] = []
+    parts = fold_all(bounded, journal(events, start), sizes)
+
+    assert len(whole) == 1 and bounded.batch_writes > whole[0]  # the records bound never binds
+    assert len(parts) > 1
+    largest_event = 2 * per_event  # an apply's outputs, with slack for longer module names
+    assert all(size <= bounded.batch_bytes + largest_event for size in sizes)
+    by_mapping_bounded, by_mapping_whole = committed(bounded), committed(unbounded)
+    by_mapping_bounded.pop("tracking"), by_mapping_whole.pop("tracking")
+    assert by_mapping_bounded == by_mapping_whole
+    assert len(by_mapping_bounded["modules"]) == len(events)
