@@ -31,8 +31,10 @@ import os
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 log = logging.getLogger("rollout.memory")
 
@@ -57,13 +59,13 @@ class _Mallinfo2(ctypes.Structure):
     ]
 
 
-def _load_mallinfo2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _load_mallinfo2() -> Callable[[], _Mallinfo2] | None:
     try:
         function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
     except (OSError, AttributeError):  # not glibc, or older than 2.33
         return None
     function.restype = _Mallinfo2
-    return function  # type: ignore[no-any-return]
+    return cast("Callable[[], _Mallinfo2]", function)
 
 
 _MALLINFO2 = _load_mallinfo2()
