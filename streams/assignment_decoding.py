@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from rollout.engine.outcome import Assignment
 from rollout.wire.assemblages import AssignedSync
+from streams.outputs import exact
 
 __all__ = ["DECODED_SYNCS", "AssignmentDecoder"]
 
@@ -81,7 +82,7 @@ class AssignmentDecoder:
         self.decoded += 1
         assignment = Assignment.model_validate_json(value)
         if key is not None and assignment.sync is not None:
-            self._syncs[key] = assignment.sync
+            self._syncs[exact(key)] = assignment.sync  # kept: of its size, not orjson's 4 KiB buffer
             if len(self._syncs) > self.capacity:
                 self._syncs.popitem(last=False)
         return assignment
