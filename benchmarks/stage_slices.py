@@ -17,8 +17,8 @@ module applied again with a new revision — every member re-sorted (rollout/eng
 membership.py, "Re-sorts per event": each updating member becomes pending for 2.0.0), then
 the new canary started. `--event rollback`: `rollout rollback` then instead, every member
 re-sorted in rollback mode and moved back (the fleet had no stable revision yet: its
-assignment removed). `--event delete`: the module deleted then — still one event that
-unassigns every member (not sliced yet). The
+assignment removed). `--event delete`: the module deleted then — its members' syncs
+removed in slices (rollout/engine/deletions.py, "Deletes per event"). The
 "variant" column is the engine's limit then (sliced, or 10⁹: one fold); to compare with a
 release before re-sorts were sliced, run it with that release first on PYTHONPATH
 (`git archive <commit> | tar -x -C /tmp/before`).

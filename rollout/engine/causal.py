@@ -2,7 +2,9 @@
 
     ModuleApplied / ModuleDeleted / RolloutCommanded
         -> seen before (by id)?            dropped: handled or held already
-        -> its `fleet` positions folded?   applied now (`apply`: RolloutEngine.apply_intent)
+        -> its `fleet` positions folded,
+           no deletion of the module
+           still under way (deletions.py)? applied now (`apply`: RolloutEngine.apply_intent)
         -> otherwise                       held (HeldIntent), with every later intent of the
                                            module queued behind it (HeldQueue)
     FleetSeen(partition, position)
@@ -21,12 +23,13 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from rollout.engine.deletions import being_deleted
 from rollout.engine.intents import Intent, intent_module
 from rollout.engine.outcome import Decision, DecisionAction, Outcome, Verdict, verdict
 from rollout.engine.state import HELD_INTENTS_PER_MODULE, FleetPosition, HeldIntent, HeldQueue, held_key
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
-from rollout.wire.decision_reasons import HeldBehindIntents, HeldForFleet, render
+from rollout.wire.decision_reasons import HeldBehindIntents, HeldForDeletion, HeldForFleet, render
 from rollout.wire.events import INPUT_ADAPTER, FleetSeen, ModuleApplied, bounded
 
 ApplyIntent = Callable[[Intent, Outcome], None]
@@ -40,16 +43,23 @@ class CausalOrder:
         self.tables = tables
         self.book = book
         self.apply = apply
+        self._releasing: set[str] = set()  # the modules whose held intents `release` applies now
 
     def on_intent(self, event: Intent, out: Outcome) -> None:
         name = intent_module(event)
         if self._intent_seen(name, event.id):
             return  # redelivered: handled (or held) already
         queue = self.tables.held_queues.get(name)
-        if queue is not None or (isinstance(event, ModuleApplied) and not self._fleet_covers(event.fleet)):
+        if queue is not None or (isinstance(event, ModuleApplied) and not self._may_apply(name, event.fleet)):
             self._hold(name, queue, event, out)
             return
         self.apply(event, out)
+
+    def _may_apply(self, name: str, fleet: dict[int, int]) -> bool:
+        """Whether an apply of `name` waiting for `fleet` may be applied now: the fleet is
+        folded that far, and no deletion of the module is still removing its members'
+        syncs (deletions.py: the module is created again once it is gone)."""
+        return self._fleet_covers(fleet) and being_deleted(self.tables, name) is None
 
     def _intent_seen(self, name: str, event_id: str) -> bool:
         tables = self.tables
@@ -97,10 +107,13 @@ class CausalOrder:
         queue = queue.model_copy(update={"next": queue.next + 1, "ids": [*queue.ids, event.id]})
         tables.held_queues[name] = queue
         waiting = self.book.waiting_for(queue)
-        because = (
-            HeldForFleet(intent=event.type, positions=waiting)
-            if event.type == "ModuleApplied" and len(queue.ids) == 1
-            else HeldBehindIntents(intent=event.type, earlier=len(queue.ids) - 1, module=name)
+        deleting = being_deleted(tables, name)
+        because: HeldForFleet | HeldForDeletion | HeldBehindIntents = (
+            HeldBehindIntents(intent=event.type, earlier=len(queue.ids) - 1, module=name)
+            if event.type != "ModuleApplied" or len(queue.ids) != 1
+            else HeldForDeletion(intent=event.type, module=name, members=deleting.members_left)
+            if deleting is not None
+            else HeldForFleet(intent=event.type, positions=waiting)
         )
         out.decisions.append(
             Decision(module=name, action=DecisionAction.HELD, reason=render(because), because=because, at=tables.now)
@@ -115,10 +128,21 @@ class CausalOrder:
             return  # positions only grow: an old or redelivered FleetSeen says nothing new
         tables.fleet_positions[key] = FleetPosition(partition=event.partition, position=event.position)
         for name in sorted(tables.held_queues.keys()):
+            self.release(name, out)
+
+    def release(self, name: str, out: Outcome) -> None:
+        """Apply the module's held intents, in order, while the first one may be: its fleet
+        is covered, and an apply waits for no deletion of the module (deletions.py calls
+        this once the last member's sync is removed)."""
+        if name in self._releasing:
+            return  # a deletion it released finished at once: this loop goes on with the rest
+        self._releasing.add(name)
+        try:
             self._release(name, out)
+        finally:
+            self._releasing.discard(name)
 
     def _release(self, name: str, out: Outcome) -> None:
-        """Apply the module's held intents, in order, while the first one's fleet is covered."""
         tables = self.tables
         queue: HeldQueue | None = tables.held_queues.get(name)
         released = False
@@ -126,6 +150,8 @@ class CausalOrder:
             key = held_key(name, queue.first)
             held = tables.held_intents.get(key)
             if held is not None and not self._fleet_covers(held.fleet):
+                break
+            if held is not None and held.type == "ModuleApplied" and being_deleted(tables, name) is not None:
                 break
             if held is not None:
                 del tables.held_intents[key]

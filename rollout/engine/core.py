@@ -63,6 +63,7 @@ uses when it is built (below, bottom to top; none reaches another but through th
     gate_results.py     GateResults        health gate results: stages wait for them, failures halt
     leases.py           Leases             heartbeats and claims, lease expiry, leave/join: readiness
     restriction_rules.py RestrictionRules  namespaces' ModuleRestrictions: admission, halts
+    deletions.py        Deletions          a deleted module's syncs removed from its members, in slices
     intents.py          ModuleIntents      ModuleApplied, ModuleDeleted, RolloutCommanded
     promotions.py       Promotions         PromotionObserved, ReleasePromotionObserved (at a release's
                                            leader), promotion hold/resume (inside ModuleIntents)
@@ -110,6 +111,7 @@ from typing import Any
 
 from rollout.engine.causal import CausalOrder
 from rollout.engine.clock import MAX_TICK_STEP, Clock, ClockHook, ModuleTimers
+from rollout.engine.deletions import Deletions
 from rollout.engine.dependencies import DependencyIntents
 from rollout.engine.dependency_links import DependencyLinks
 from rollout.engine.freeze_gate import FreezeCalendars
@@ -281,9 +283,12 @@ class RolloutEngine:
         stages.resort_members = membership.resort_next  # a module re-sorting its members, in slices
         self.rules = RestrictionRules(tables, book, stages, membership)
         self.freezes = FreezeCalendars(tables, book, stages.advance)
-        self.intents = ModuleIntents(tables, book, stages, membership, self.rules)
+        self.deletions = deletions = Deletions(tables, book, stages)
+        membership.removed_from_deletions = deletions.cluster_removed  # a removed cluster's sync of a module deleted
+        self.intents = ModuleIntents(tables, book, stages, membership, self.rules, deletions)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
         self.causal = CausalOrder(tables, book, self.apply_intent)
+        deletions.release_held = self.causal.release  # applies held while it was being deleted
         self.tombstones = Tombstones(tables)  # its `horizon` may be set per engine (tests)
 
         # the hook lists, each run in this order (see the module doc)
@@ -336,7 +341,7 @@ class RolloutEngine:
             ReleasePromotionObserved: self.intents.promotions.on_release_observed,
             ReleasePromoted: self.dependencies.on_release_promoted,
             ReleaseStageApproved: self.intents.on_release_stage_approved,
-            RolloutContinued: stages.on_continued,
+            RolloutContinued: self.on_continued,
         }
 
     def handle(self, event: Any) -> Outcome:
@@ -349,6 +354,14 @@ class RolloutEngine:
         else:
             handler(event, out)
         return out
+
+    def on_continued(self, event: RolloutContinued, out: Outcome) -> None:
+        """A module's continuation (stages.py "Moves per event") — or, for a module deleted
+        whose members' syncs are still being removed, its deletion's (deletions.py)."""
+        if event.module in self.tables.modules:
+            self.stages.on_continued(event, out)
+        else:
+            self.deletions.on_continued(event, out)
 
     def apply_intent(self, event: Intent, out: Outcome) -> None:
         """Do what the intent says (its turn has come: causal.py), answer it, then run the

@@ -5,8 +5,9 @@
                         new sync (or new bindings) is a new generation, the target, rolled out
                         again from the first stage — once every member was re-sorted, in
                         slices (membership.py "Re-sorts per event")
-    ModuleDeleted    -> every assignment removed; a DeletedModule tombstone keeps the
-                        generation counter and the ids of the intents handled
+    ModuleDeleted    -> the record gone; a DeletedModule tombstone keeps the generation
+                        counter and the ids of the intents handled; every assignment removed,
+                        in slices (deletions.py "Deletes per event")
     RolloutCommanded -> pause, resume, abort, rollback, approve or reject (a stage: approvals.py),
                         pin/unpin (a cluster); approve with `release` at a Release's leader:
                         one decision, then the stage approved for every member
@@ -33,6 +34,7 @@ from rollout.api.restrictions import RestrictionViolation
 from rollout.api.windows import iso
 from rollout.engine.applied_documents import spec_refusal
 from rollout.engine.approvals import approve, reject, rejection_text
+from rollout.engine.deletions import Deletions
 from rollout.engine.freeze_gate import break_glass
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import DecisionAction, Outcome
@@ -59,7 +61,6 @@ from rollout.wire.decision_reasons import (
     Approved,
     Halted,
     ModuleCreated,
-    ModuleWasDeleted,
     NewRevision,
     Paused,
     Pinned,
@@ -94,8 +95,10 @@ class ModuleIntents:
         stages: StageMachine,
         membership: Membership,
         rules: RestrictionRules,
+        deletions: Deletions,
     ) -> None:
         self.tables = tables
+        self.deletions = deletions
         self.book = book
         self.stages = stages
         self.membership = membership
@@ -259,7 +262,7 @@ class ModuleIntents:
             self.book.decide(record, DecisionAction.HALTED, Halted(cause=cause), out, stage=cause.stage)
 
     def on_module_deleted(self, event: ModuleDeleted, out: Outcome) -> None:
-        tables, book = self.tables, self.book
+        tables = self.tables
         record = tables.modules.get(event.name)
         if record is None or record.kind != event.kind:
             # already gone, never existed, or another kind: nothing to delete
@@ -268,14 +271,7 @@ class ModuleIntents:
             out.rejections.append(f"{kind} {event.name!r} not found{found}")
             self.remember_intent(event.name, event.id)
             return
-        record = record.working_copy()
-        for cluster in sorted(book.index(record.name)):
-            target = tables.targets[target_key(record.name, cluster)]
-            if target.assigned is not None:
-                book.assign(record, target, None, ModuleWasDeleted(kind=record.kind, module=record.name), out)
-            book.store_target(record, target, None, out)
-        book.decide(record, DecisionAction.DELETED, ModuleWasDeleted(kind=record.kind, module=record.name), out)
-        tables.deleted_modules[record.name] = DeletedModule(
+        tombstone = DeletedModule(
             name=record.name,
             kind=record.kind,
             generation=record.generation,
@@ -283,8 +279,8 @@ class ModuleIntents:
         )
         tables.modules.pop(record.name, None)
         tables.runs.pop(record.name, None)  # its run goes with it (runs.py)
-        book.forget_module_indexes(record.name)
-        out.module_status[record.name] = None
+        # its members' syncs removed in slices, then the `deleted` decision (deletions.py)
+        self.deletions.start(record, tombstone, out)
 
     def on_command(self, event: RolloutCommanded, out: Outcome) -> None:
         tables, book = self.tables, self.book

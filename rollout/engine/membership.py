@@ -96,6 +96,9 @@ class Membership:
         # the lease of a cluster observed anew (first, or again after its removal): that of
         # the holders claiming it (core.py sets it to Leases.lease_of_new_cluster)
         self.new_lease: Callable[[str], Lease | None] = lambda cluster: None
+        # a cluster removed: the modules still being deleted remove their sync there now
+        # (core.py sets it to Deletions.cluster_removed)
+        self.removed_from_deletions: Callable[[str, str, Outcome], None] = lambda cluster, namespace, out: None
 
     def reaches(self, record: ModuleRecord, facts: ClusterFacts) -> bool:
         """Whether the cluster is a member: the module's selector picks it and its
@@ -159,6 +162,7 @@ class Membership:
             del tables.clusters[event.name]
             self.book.cluster_dropped(event.name)
             self.cluster_changed(event.name, previous, None, out)
+            self.removed_from_deletions(event.name, previous.namespace, out)
         if answer:
             done = f"cluster {event.name} removed"
             out.verdicts.append(verdict(event.id, "", out, rejections=rejections, decisions=decisions, quiet=done))

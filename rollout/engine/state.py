@@ -657,6 +657,16 @@ class DeletedModule(Record):
     kind: Literal["Module", "BootstrapModule"] | None = None
     generation: int = 0
     handled_intents: list[str] = Field(default_factory=list)
+    # its members' syncs are still being removed (deletions.py, "Deletes per event"): the
+    # name of the last cluster of the fleet considered ("": none yet), in name order; None:
+    # every member's sync was removed (the module is gone). Written only while it is set
+    unassigning: str | None = added_field(None)
+    members_left: int = added_field(0)  # its members whose syncs are not removed yet
+    namespace: str = added_field("")  # the module's namespace, while members are left
+    # RolloutContinued asked for by its deletion (numbered) and the last one acted on: as
+    # ModuleRecord.continuations / .continued
+    continuations: int = added_field(0)
+    continued: int = added_field(0)
 
 
 class FleetPosition(Record):

@@ -49,7 +49,7 @@ from rollout.engine.state import (
 )
 from rollout.engine.strategy import stage_for
 from rollout.engine.tables import StateTables
-from rollout.engine.views import calendar_break_glass, held_view, module_view, target_view
+from rollout.engine.views import calendar_break_glass, deleting_view, held_view, module_view, target_view
 from rollout.values.bindings import binding_values, expand_sync
 from rollout.values.layers import MergedValues
 from rollout.values.releases import ObservedValues, read_only_values, release_sync
@@ -344,6 +344,17 @@ class TargetBook:
             self.index(record.name).discard(old.cluster)
         self.links.readiness_stored(record.name, old, new, out)
 
+    def drop_target(self, module: str, old: Target, out: Outcome) -> None:
+        """Drop a Target of a module deleted already (deletions.py): what `store_target`
+        does with None, without the module's record (its counters went with it)."""
+        key = target_key(module, old.cluster)
+        self._unindex_target(old)
+        self.tables.targets.pop(key, None)
+        self._keep_report_ids(old)
+        out.target_status[key] = None
+        self.index(module).discard(old.cluster)
+        self.links.readiness_stored(module, old, None, out)
+
     def offline(self, target: Target) -> str | None:
         """Why a member that is not ready is not (runs.py `offline_reason`), for its document."""
         if target.ready:
@@ -551,20 +562,22 @@ class TargetBook:
         """The module-status document of `name` now, with what it holds (None: no such module)."""
         tables = self.tables
         record = tables.modules.get(name)
-        view = (
-            module_view(
-                record,
-                tables.now,
-                tables.runs.get(name),
-                calendar_break_glass(tables.freezes, record.namespace, tables.now),
-            )
-            if record is not None
-            else None
-        )
+        tombstone = tables.deleted_modules.get(name) if record is None else None
+        if tombstone is not None and tombstone.unassigning is None:
+            tombstone = None  # deleted to the end
+        view: dict[str, Any] | None = None
+        if record is not None:
+            glass = calendar_break_glass(tables.freezes, record.namespace, tables.now)
+            view = module_view(record, tables.now, tables.runs.get(name), glass)
+        elif tombstone is not None:  # its members' syncs still being removed (deletions.py)
+            view = deleting_view(tombstone, tables.now)
         queue = tables.held_queues.get(name)
         if queue is None:
             return view
-        return held_view(name, view, len(queue.ids), self.waiting_for(queue), tables.now)
+        why = None
+        if tombstone is not None:
+            why = f"waiting for the module's deletion to finish ({tombstone.members_left} members' syncs left)"
+        return held_view(name, view, len(queue.ids), self.waiting_for(queue), tables.now, why)
 
     def waiting_for(self, queue: HeldQueue) -> dict[int, int]:
         """The fleet positions the first held intent of `queue` waits for."""

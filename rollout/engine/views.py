@@ -27,10 +27,20 @@ from rollout.engine.approvals import approval_met, counted
 from rollout.engine.runs import budget_members, run_members_now
 from rollout.engine.stage_graph import edges, is_graph, needed, progress, running, waiting, wave_progress
 from rollout.engine.stage_graph import passed as graph_passed
-from rollout.engine.state import UNSTAGED, BreakGlass, FreezeRecord, ModuleRecord, RunRecord, StageCounts, Target
+from rollout.engine.state import (
+    UNSTAGED,
+    BreakGlass,
+    DeletedModule,
+    FreezeRecord,
+    ModuleRecord,
+    RunRecord,
+    StageCounts,
+    Target,
+)
 from rollout.engine.strategy import resolve_count, stages_of, wave_count, wave_seed, wave_size
 from rollout.wire.decision_reasons import Outstanding, WindowWait
 from rollout.wire.status import (
+    DELETING,
     PENDING,
     BreakGlassStatus,
     FollowedRange,
@@ -526,21 +536,48 @@ def format_positions(fleet: dict[int, int]) -> str:
     return ", ".join(f"partition {p} offset {o}" for p, o in sorted(fleet.items())) or "nothing"
 
 
+def deleting_view(tombstone: DeletedModule, now: float) -> dict[str, Any]:
+    """The status document of a module deleted while its members' syncs are removed, a
+    slice an event (deletions.py "Deletes per event"): phase Deleting, how many are left."""
+    where = f"up to cluster {tombstone.unassigning}" if tombstone.unassigning else "from the first cluster"
+    return ModuleStatus(
+        module=tombstone.name,
+        phase=DELETING,
+        kind=tombstone.kind,
+        namespace=tombstone.namespace or None,
+        waiting=(f"deleted: removing its sync from its {tombstone.members_left} members left, in name order ({where})"),
+        last_decision=f"{tombstone.kind or 'Module'} {tombstone.name} deleted",
+        observed_at=now,
+    ).as_json()
+
+
 def held_view(
-    name: str, view: dict[str, Any] | None, held_intents: int, waiting: dict[int, int], now: float
+    name: str,
+    view: dict[str, Any] | None,
+    held_intents: int,
+    waiting: dict[int, int],
+    now: float,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """`view` (a `module_view`; None: the module does not exist yet) with what the module
-    holds back: its status with `held`, or the pending shape (rollout/wire/status.py)."""
-    return held_status(name, None if view is None else ModuleStatus.read(view), held_intents, waiting, now).as_json()
+    holds back: its status with `held`, or the pending shape (rollout/wire/status.py).
+    `reason`: why, if not for cluster observations (a deletion under way: deletions.py)."""
+    status = None if view is None else ModuleStatus.read(view)
+    return held_status(name, status, held_intents, waiting, now, reason).as_json()
 
 
 def held_status(
-    name: str, status: ModuleStatus | None, held_intents: int, waiting: dict[int, int], now: float
+    name: str,
+    status: ModuleStatus | None,
+    held_intents: int,
+    waiting: dict[int, int],
+    now: float,
+    reason: str | None = None,
 ) -> ModuleStatus:
     held = Held(
         intents=held_intents,
         waiting_for={str(p): o for p, o in sorted(waiting.items())},
-        reason=f"waiting for cluster observations up to {format_positions(waiting)}",
+        reason=reason or f"waiting for cluster observations up to {format_positions(waiting)}",
     )
     if status is None:
         return ModuleStatus(module=name, phase=PENDING, reason=held.reason, held=held, observed_at=now)

@@ -72,6 +72,7 @@ class ReasonCode(StrEnum):
     DELETE_CANCELLED = "delete-cancelled"
     HELD_FOR_FLEET = "held-for-fleet"
     HELD_BEHIND_INTENTS = "held-behind-intents"
+    HELD_FOR_DELETION = "held-for-deletion"  # (deletions.py)
     # the stages (stages.py, window_gate.py, gate_results.py, restriction_rules.py)
     STAGE_STARTED = "stage-started"
     STAGE_SKIPPED = "stage-skipped"
@@ -427,6 +428,23 @@ class HeldForFleet(Reason):
     def sentence(self) -> str:
         upto = ", ".join(f"partition {p} offset {o}" for p, o in sorted(self.positions.items())) or "nothing"
         return f"{self.intent} held: waiting for cluster observations up to {upto}"
+
+
+class HeldForDeletion(Reason):
+    """An apply (`intent`: its event type) of `module` held while the module's deletion
+    still removes its syncs from `members` members (rollout/engine/deletions.py): it
+    creates the module again once they are all removed."""
+
+    code: Literal[ReasonCode.HELD_FOR_DELETION] = ReasonCode.HELD_FOR_DELETION
+    intent: str
+    module: str
+    members: int
+
+    def sentence(self) -> str:
+        return (
+            f"{self.intent} held: module {self.module} is still being deleted "
+            f"({self.members} members' syncs left to remove)"
+        )
 
 
 class HeldBehindIntents(Reason):
@@ -1063,6 +1081,7 @@ DecisionReason = Annotated[
     | DeleteWaitsForDependents
     | DeleteCancelled
     | HeldForFleet
+    | HeldForDeletion
     | HeldBehindIntents
     | StageStarted
     | StageSkipped

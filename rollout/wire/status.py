@@ -53,6 +53,9 @@ ROLLOUT_PHASES = (
 """The phases of a staged module (rollout.engine.state.Phase)."""
 PENDING = "Pending"
 """The phase of a module not staged yet (the pending shape)."""
+DELETING = "Deleting"
+"""The phase of a module deleted while its members' syncs are still being removed, a slice
+an event (rollout/engine/deletions.py; the pending shape, with `waiting` saying how many are left)."""
 FAILED_PHASES = frozenset({"Halted", "RollingBack", "RolledBack", "Aborted"})
 STAGE_STATES = ("Pending", "Running", "Soaking", "AwaitingApproval", "Succeeded")
 TARGET_STATES = (
@@ -444,7 +447,7 @@ class ModuleStatus(VersionedDocument):
     KIND = "module-status"
 
     module: str
-    phase: str  # ROLLOUT_PHASES, or PENDING
+    phase: str  # ROLLOUT_PHASES, or PENDING, or DELETING
     kind: ModuleKind | None = None  # None: not staged yet (pending)
     namespace: str | None = None
     generation: int | None = None  # the target generation; None: not staged yet

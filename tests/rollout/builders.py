@@ -826,10 +826,24 @@ def recount(fleet: Fleet, module_name: str) -> dict[str, Counter[str]]:
 
 def check_consistency(fleet: Fleet) -> None:
     """Assert the stored state is consistent with itself and with the published assemblages."""
+    deleted = fleet.state["deleted_modules"]
     for key, found in fleet.targets.items():
         assert key == target_key(found.module, found.cluster)
-        assert found.module in fleet.modules, f"target {key} of a deleted module"
         assert found.cluster in fleet.clusters, f"target {key} of a removed cluster"
+        if found.module in fleet.modules:
+            continue
+        # a module deleted: only while its members' syncs are removed, in name order
+        # (rollout/engine/deletions.py), and none before the cluster it stopped at
+        tombstone = deleted.get(found.module)
+        assert tombstone is not None and tombstone.unassigning is not None, f"target {key} of a deleted module"
+        assert found.cluster > tombstone.unassigning, f"target {key} passed by its module's deletion"
+        if found.assigned is not None:
+            assert (found.cluster, found.module) in fleet.assemblages, f"{key}: assigned, never sent"
+    for name, tombstone in deleted.items():
+        if tombstone.unassigning is not None:
+            left = sum(1 for found in fleet.targets.values() if found.module == name)
+            assert tombstone.members_left == left, f"{name}: {tombstone.members_left} members left, {left} found"
+            assert name not in fleet.modules, f"{name} exists and is being deleted"
     for name, record in fleet.modules.items():
         counted = recount(fleet, name)
         for stage_name in set(counted) | set(record.counts):

@@ -34,6 +34,7 @@ from rollout.wire.decision_reasons import (
     GatePassed,
     Halted,
     HeldBehindIntents,
+    HeldForDeletion,
     HeldForFleet,
     LiveValuesChanged,
     MemberVersion,
@@ -180,6 +181,10 @@ EXAMPLES: list[tuple[Reason, str]] = [
     (
         HeldForFleet(intent="ModuleApplied", positions={}),
         "ModuleApplied held: waiting for cluster observations up to nothing",
+    ),
+    (
+        HeldForDeletion(intent="ModuleApplied", module="api", members=4000),
+        "ModuleApplied held: module api is still being deleted (4000 members' syncs left to remove)",
     ),
     (
         HeldBehindIntents(intent="RolloutCommanded", earlier=2, module="api"),

@@ -420,3 +420,137 @@ def test_a_re_apply_to_5000_clusters_writes_at_most_a_slice_of_records_per_event
         assert len(outcome.assignments) <= MOVES_PER_EVENT
     assert fleet.record("app").resorting is None
     assert len(fleet.on("app", "v2")) == 2  # the canary started once every member was re-sorted
+
+
+# -- deletes per event (rule 9) ----------------------------------------------------------------
+
+
+def delete_the_rest(fleet: Fleet, name: str = "app") -> int:
+    """Feed the latest continuation asked for, one at a time, until `name`'s deletion removed
+    every member's sync; how many events that took."""
+    fed = 0
+    while (tombstone := fleet.state["deleted_modules"].get(name)) is not None and tombstone.unassigning is not None:
+        latest = next(outcome for outcome in reversed(fleet.outcomes) if outcome.dependency_events)
+        fleet.send(latest.dependency_events[-1])
+        fed += 1
+    return fed
+
+
+def unassigned(outcomes: list[Outcome]) -> list[str]:
+    return [a.cluster for outcome in outcomes for a in outcome.assignments if a.sync is None]
+
+
+def test_a_module_deleted_from_more_members_than_the_limit_removes_their_syncs_in_slices_in_name_order() -> None:
+    fleet = completed(12)
+    start = len(fleet.outcomes)
+    fleet.delete("app")
+    assert "app" not in fleet.modules  # deleted from the first slice on: nothing moves it any more
+    assert unassigned(fleet.outcomes[start:]) == ["c-00", "c-01", "c-02"]
+    status = fleet.status("app")
+    assert status["phase"] == "Deleting"
+    assert status["waiting"] == "deleted: removing its sync from its 9 members left, in name order (up to cluster c-02)"
+    assert delete_the_rest(fleet) == 3
+    assert all(len(outcome.assignments) <= LIMIT for outcome in fleet.outcomes[start:])
+    assert unassigned(fleet.outcomes[start:]) == [f"c-{i:02d}" for i in range(12)]
+    assert fleet.assigned("app") == {}
+    assert fleet.decisions[-1].action == DecisionAction.DELETED  # once the last member's sync is gone
+    assert fleet.module_status["app"] is None
+
+
+def test_a_sliced_delete_decides_what_one_unbounded_fold_decides() -> None:
+    runs = []
+    for limit in (LIMIT, None):
+        fleet = completed(12, limit=limit)
+        fleet.feedback = True
+        fleet.delete("app")
+        runs.append(fleet)
+    sliced, unbounded = runs
+    assert len(continuations(sliced)) > len(continuations(unbounded))
+    assert decided(sliced) == decided(unbounded)
+    assert sliced.assemblages == unbounded.assemblages
+    assert sliced.snapshot()["targets"] == unbounded.snapshot()["targets"] == {}
+
+
+def test_a_module_with_no_more_members_than_the_limit_is_deleted_in_one_event_whatever_the_fleet() -> None:
+    fleet = fleet_of(12, feedback=False)
+    joined(fleet, module("small", {"ring": "canary"}, "v1", stage("all", None)))
+    fleet.succeed_all("small", "v1")
+    fleet.delete("small")  # 2 members in a fleet of 12: no walk of the fleet, no continuation
+    assert fleet.last.dependency_events == []
+    assert fleet.assigned("small") == {} and fleet.module_status["small"] is None
+
+
+def test_a_cluster_removed_while_its_module_is_deleted_loses_the_modules_sync_at_once() -> None:
+    fleet = completed(12)
+    fleet.delete("app")
+    fleet.send(removed("c-09"))  # not reached yet by the slices, which walk the fleet it has left
+    assert fleet.revision("app", "c-09") is None and fleet.target("app", "c-09") is None
+    assert fleet.state["deleted_modules"]["app"].members_left == 8
+    delete_the_rest(fleet)
+    assert fleet.assigned("app") == {}
+
+
+def test_a_module_applied_again_while_it_is_deleted_is_held_until_its_syncs_are_removed() -> None:
+    fleet = completed(12)
+    generation = fleet.record("app").generation
+    fleet.delete("app")
+    fleet.send(app("v2"))
+    assert [d.because.code for d in fleet.last.decisions] == ["held-for-deletion"]
+    assert "app" not in fleet.modules
+    assert (
+        fleet.status("app")["held"]["reason"] == "waiting for the module's deletion to finish (9 members' syncs left)"
+    )
+    delete_the_rest(fleet)  # the last slice creates it again: a new module, joining the fleet
+    record = fleet.record("app")
+    assert record.generation == generation + 1 and record.revisions[record.target].revision == "v2"
+    fleet.feedback = True
+    fleet.send(*fleet.last.dependency_events)
+    assert fleet.on("app", "v2") == ["c-00", "c-01"] and fleet.on("app", "v1") == []  # no old Target kept
+
+
+def test_a_command_for_a_module_being_deleted_is_refused_as_for_a_deleted_module() -> None:
+    fleet = completed(12)
+    fleet.delete("app")
+    fleet.rollback("app")
+    assert fleet.last.rejections == ["module 'app' not found"]
+    assert fleet.state["deleted_modules"]["app"].members_left == 9
+
+
+def test_a_redelivered_continuation_of_a_delete_changes_nothing() -> None:
+    fleet = completed(12)
+    fleet.delete("app")
+    (first,) = fleet.last.dependency_events
+    fleet.send(first)
+    before = fleet.snapshot()
+    assert serialize(fleet.engine.handle(first)) == serialize(Outcome())
+    assert fleet.snapshot() == before
+
+
+def test_a_restart_in_the_middle_of_a_delete_goes_on_where_it_stopped() -> None:
+    fleet = completed(12)
+    fleet.delete("app")
+    fleet.send(fleet.last.dependency_events[-1])
+    fleet.restart()
+    assert delete_the_rest(fleet) == 2
+    assert fleet.assigned("app") == {} and fleet.targets == {}
+
+
+def test_a_delete_of_5000_members_writes_at_most_a_slice_of_records_per_event() -> None:
+    """The per-event bound at the engine's own limit: a module on 5,000 clusters deleted in
+    three events of at most MOVES_PER_EVENT target documents, decisions and assignments each."""
+    size = 5_000
+    fleet = Fleet()
+    fleet.check_each_event = False  # a recount of 5,000 targets after every event: too slow here
+    fleet.tick(T0)
+    fleet.send(*[cluster(f"c-{i:05d}", {"ring": "wave"}) for i in range(size)])
+    fleet.send(module("app", {}, "v1", stage("all", None)))
+    assert len(fleet.on("app", "v1")) == size
+    start = len(fleet.outcomes)
+    fleet.delete("app")
+    outcomes = fleet.outcomes[start:]
+    assert len(outcomes) == 3  # the delete and two continuations: 2,000 + 2,000 + 1,000 members
+    for outcome in outcomes:
+        assert len(outcome.target_status) <= MOVES_PER_EVENT
+        assert len(outcome.decisions) <= MOVES_PER_EVENT + 1  # and the module's deleted
+        assert len(outcome.assignments) <= MOVES_PER_EVENT
+    assert fleet.targets == {} and fleet.assigned("app") == {}

@@ -721,3 +721,45 @@ def test_outcomes_do_not_depend_on_the_hash_seed() -> None:
     assert len(results) == 1, results
     events = int(next(iter(results)).split()[0])
     assert events > 100
+
+
+@st.composite
+def plain_deletes(draw: st.DrawFn) -> dict[str, Any]:
+    """A plain rollout, then its module deleted — and applied again, or not."""
+    scenario = draw(plain_rollouts())
+    scenario["again"] = draw(st.booleans())
+    return scenario
+
+
+def deleted_after_rollout(scenario: dict[str, Any], fleet: Fleet) -> Run:
+    """`scenario` (plain_deletes) run on `fleet`: completed, deleted, perhaps applied again
+    (held while the deletion removes syncs, when sliced), then a tick."""
+    run = Run(scenario, fleet=fleet)
+    run.finish(new_revision=False)
+    (name,) = run.world.modules()
+    run.feed(run.world.event_for(("delete", name)))  # every member's sync removed (rule 9)
+    if scenario["again"]:
+        for event in run.world.events_for(("revision", name)):
+            run.feed(event)
+    run.feed(tick(run.fleet.now + 600))
+    return run
+
+
+@settings(
+    max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(plain_deletes())
+def test_deletes_sliced_at_two_decide_what_unbounded_folds_decide(scenario: dict[str, Any]) -> None:
+    """Deletes per event (rule 9): a module deleted from a fleet larger than the slice
+    removes its members' syncs over several events — the checker's invariants after each —
+    and decides what one unbounded fold decides, in the same order, whether or not it is
+    applied again after; a refold after a restart before every event decides the same."""
+    unbounded = deleted_after_rollout(scenario, Fleet())
+    sliced = deleted_after_rollout(scenario, Fleet(moves_per_event=2))
+    assert [(d.module, d.action, d.cluster, d.because) for d in sliced.fleet.decisions] == [
+        (d.module, d.action, d.cluster, d.because) for d in unbounded.fleet.decisions
+    ]
+    assert sliced.fleet.assemblages == unbounded.fleet.assemblages
+    assert sliced.fleet.snapshot()["targets"] == unbounded.fleet.snapshot()["targets"]
+    again = refold(sliced.journal, restart=True, moves_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in sliced.fleet.outcomes]
