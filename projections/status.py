@@ -43,7 +43,10 @@ matches the full hash it starts.
 
 Which objects. Kustomizations and HelmReleases labelled `app.kubernetes.io/managed-by=rollout` and
 `rollout.dev/assemblage=remote|proxy`; cluster and module come from their
-`rollout.dev/cluster` and `rollout.dev/module` labels. The reporter runs inside the
+`rollout.dev/cluster` and `rollout.dev/module` labels; a workload cluster's watch asks the
+API server for its own cluster's objects only (`rollout.dev/cluster=<cluster>`): several
+clusters behind one API server — LocalKube's in `benchmarks/appliers.py`, 100 per server —
+otherwise each received every other's objects and events, to drop them. The reporter runs inside the
 applier and reports only for the clusters its sink currently manages (`claim`/`release`),
 so applier replicas that share the clusters through the consumer group do not report the
 same change twice. Deduplication is in memory: after a restart the current state of every
@@ -409,7 +412,7 @@ class StatusReporter:
             on_list=on_list,
             on_event=on_event,
             what=f"proxy {kind.plural} in {cluster}",
-            label_selector=_selector("proxy"),
+            label_selector=f"{_selector('proxy')},{LABEL_CLUSTER}={cluster}",
             policy=self.policy,
             watch_timeout=self.watch_timeout,
             relist_backoff=self.retry_interval,

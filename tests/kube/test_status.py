@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from kubernetes_asyncio.client import CustomObjectsApi
@@ -13,8 +14,19 @@ from infra.topics import TopicNames
 from projections.publisher import KafkaPublisher
 from projections.status import StatusReporter, revision_matches, sync_state
 from rollout.wire.events import SyncStatusReported, parse_event
+from tests.kube.apiserver import KubeAPIServer
 from tests.kube.cluster import KubeCluster
-from tests.kube.conftest import FAST, NAMESPACE, AnyCluster, Workloads, eventually, make_sink, snapshot, sync
+from tests.kube.conftest import (
+    FAST,
+    NAMESPACE,
+    AnyCluster,
+    Workloads,
+    eventually,
+    make_sink,
+    put_kubeconfig_secret,
+    snapshot,
+    sync,
+)
 
 SHA1 = "3c5d2b5e0e1a9d1d1b6b1c0f1f2e3d4c5b6a7980"
 SHA256 = "a" * 64
@@ -208,3 +220,33 @@ async def _sorted(found: Any, expected: list[tuple[str, str, str, str]]) -> bool
     """Same events, exactly once each (order per module is what the topic keeps)."""
     events = await found
     return sorted(events) == sorted(expected)
+
+
+@pytest.mark.integration
+async def test_a_workload_clusters_status_watch_asks_the_api_server_for_that_clusters_objects_only(
+    fake_management: KubeAPIServer, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # two clusters behind one API server (LocalKube in benchmarks/appliers.py puts 100 there):
+    # each cluster's watches must not receive, and drop, the other's objects and events
+    shared = await KubeAPIServer("shared").start()
+    reporter = StatusReporter(
+        KafkaPublisher(kafka_bootstrap, TopicNames(topic_prefix).status), policy=FAST, retry_interval=0.2
+    )
+    sink = make_sink(fake_management, reporter=reporter)
+    try:
+        for cluster in ("c1", "c2"):
+            await put_kubeconfig_secret(fake_management, cluster, shared.kubeconfig_yaml())
+            await sink.write("ProxyAssemblage", cluster, snapshot("ProxyAssemblage", cluster, sync("podinfo")))
+        expected = [("c1", "podinfo", "6.7.0", "updating"), ("c2", "podinfo", "6.7.0", "updating")]
+        await eventually(lambda: _sorted(reports(kafka_bootstrap, TopicNames(topic_prefix).status), expected))
+
+        def reads(plural: str) -> list[str]:
+            return [unquote(path) for _, path in shared.requests_to(rf"/{plural}\?", method="GET")]
+
+        # per cluster: the converge's listing, the drift watch's and the status watch's list + watch
+        await eventually(lambda: len(reads("kustomizations")) >= 10 and len(reads("helmreleases")) >= 8)
+        for path in reads("kustomizations") + reads("helmreleases"):
+            assert "rollout.dev/cluster=c1" in path or "rollout.dev/cluster=c2" in path, path
+    finally:
+        await sink.close()
+        await shared.stop()
