@@ -4,7 +4,8 @@
                          reaches now: those it gained follow its lease, those it dropped run
                          out one lease after (a claim renews the holder's lease too)
     HolderHeartbeat   -> the holder's lease renewed until now + leaseSeconds: one record
-                         rewritten, whatever the number of clusters it claims
+                         rewritten, whatever the number of clusters it claims (a holder back
+                         after it expired: its clusters back, a slice an event)
     ClusterHeartbeat  -> the cluster's own Lease renewed until now + leaseSeconds
     ClusterHeartbeats -> the same for each cluster it names (what appliers sent before claims)
     Tick              -> leases whose time ran out expire (`expire_leases`, first of the clock's
@@ -51,8 +52,18 @@ settling are found with the holders' heaps, from one scan). A holder's own expir
 record, never sliced. The next ticks take the rest: a slice a tick, so at the default 10 s
 tick interval 50,000 clusters take 25 ticks. A cluster not taken yet is still ready —
 exactly as before its lease ran out; the stages move it if it is their turn (an update to a
-dead applier's cluster then waits, as any, for its report or its progressDeadline). A holder
-back before its clusters were all taken makes them all ready again (and `settling` None).
+dead applier's cluster then waits, as any, for its report or its progressDeadline).
+
+Holders back in slices. A holder back (its beat or a claim after it expired) brought every
+cluster it claims back in that one event, each one refreshing every module. Now it brings
+back at most `expiries_per_event` of them, in (chunk, name) order, every module concerned
+moving once after them (`_back`), keeping where it stopped on its record
+(`HolderLease.returning`); the next ticks bring the rest (`_bring_back_holders`, after the
+expiries' slices, in the same budget). A cluster not brought back yet stays not ready, as it
+was while its holder was dead. A holder that expires again meanwhile stops coming back
+(`returning` None) and its expiry's slices take its clusters offline; one back before its
+expiry's slices were done has `settling` None, and its return walks every cluster it claims
+(those not taken offline yet change nothing).
 
 A cluster claimed by several holders (handed from one applier replica to another, in
 either order) is reached while any of them is alive; one no holder claims any more keeps a
@@ -156,13 +167,14 @@ class Leases:
         self.holder_horizon = HOLDER_HORIZON  # an engine may be given another: tests use hours
         self.expiries_per_event = EXPIRIES_PER_EVENT  # lowered by tests
         self._settling: set[str] | None = None  # holders expired whose clusters are being taken offline
+        self._returning: set[str] | None = None  # holders back whose clusters are being brought back
         self._taken = 0  # clusters the tick being folded took (`expire_leases`)
 
     def reset_index(self) -> None:
         """Drop the expiry heaps; they are rebuilt lazily from the ClusterFacts and HolderLeases."""
         self._expiries = self._unclocked = None
         self._holder_expiries = self._holders_unclocked = self._dead_holders = None
-        self._settling = None
+        self._settling = self._returning = None
 
     def _lease_index(self) -> tuple[Expiries, set[str]]:
         if self._expiries is None or self._unclocked is None:
@@ -186,14 +198,17 @@ class Leases:
             or self._holders_unclocked is None
             or self._dead_holders is None
             or self._settling is None
+            or self._returning is None
         ):
             self._holder_expiries, self._holders_unclocked, self._dead_holders = [], set(), []
-            self._settling = set()
+            self._settling, self._returning = set(), set()
             holders = self.tables.holders
             for name in list(holders.keys()):
                 holder = holders[name]
                 if holder.expired and holder.settling is not None:
                     self._settling.add(name)
+                if not holder.expired and holder.returning is not None:
+                    self._returning.add(name)
                 if holder.expired:
                     if holder.expires_at is not None:  # always, once expired: only a tick expires
                         self._dead_holders.append((holder.expires_at, name))
@@ -221,7 +236,7 @@ class Leases:
             return  # redelivered
         self._renew_holder(event.holder, event.lease_seconds, event.id)
         if previous is not None and previous.expired:
-            self._settle_all(self.claimed_by(event.holder), None, out)
+            self._back(event.holder, out)
 
     def on_holder_claims(self, event: HolderClaims, out: Outcome) -> None:
         """Chunk `event.chunk` of the holder's claims is now `event.clusters`: the clusters
@@ -244,10 +259,66 @@ class Leases:
             self._set_claim(cluster, holder, claimed=False)
         previous = tables.holders.get(holder)
         released = self._renew_holder(holder, event.lease_seconds, None)  # a claim is a beat
-        concerned = after ^ before
-        if previous is not None and previous.expired:  # back: every cluster it claims
-            concerned |= set(self.claimed_by(holder))
-        self._settle_all(sorted(concerned), released, out, released_ones=before - after)
+        self._settle_all(sorted(after ^ before), released, out, released_ones=before - after)
+        if previous is not None and previous.expired:  # back: every cluster it claims, in slices
+            self._back(holder, out)
+
+    def _back(self, holder: str, out: Outcome) -> None:
+        """A holder back after it expired: its clusters brought back in slices, this event's
+        first (`HolderLease.returning`), every module concerned moving once after them."""
+        tables = self.tables
+        tables.holders[holder] = tables.holders[holder].model_copy(update={"returning": ""})
+        self._returning_index().add(holder)
+        self._taken = 0
+        self._expiring = {}
+        try:
+            self._bring_back_holders(out)
+        finally:
+            expiring, self._expiring = self._expiring, None
+        self._clusters_changed(expiring, out)
+
+    def _returning_index(self) -> set[str]:
+        """The holders back whose clusters are not all brought back yet; built with the holders'."""
+        self._holder_index()
+        assert self._returning is not None
+        return self._returning
+
+    def _bring_back_holders(self, out: Outcome) -> None:
+        """Holders back bring their clusters back, in holder then (chunk, name) order, until
+        this event took `expiries_per_event` clusters; each keeps where it stopped
+        (`HolderLease.returning`) and goes on at the next tick."""
+        tables = self.tables
+        returning = self._returning_index()
+        for name in sorted(returning):
+            holder = tables.holders.get(name)
+            if holder is None or holder.expired or holder.returning is None:
+                returning.discard(name)  # expired again, forgotten or done since
+                continue
+            last = self._walk_claims(name, holder.returning, out)
+            if last is not None:
+                tables.holders[name] = holder.model_copy(update={"returning": last})
+                return  # the rest at the next tick
+            tables.holders[name] = holder.model_copy(update={"returning": None})
+            returning.discard(name)
+
+    def _walk_claims(self, holder: str, cursor: str, out: Outcome) -> str | None:
+        """Settle `holder`'s clusters after `cursor` ("<chunk>/<cluster>", "" from the first)
+        in (chunk, name) order until this event took `expiries_per_event`; where it stopped,
+        or None when it went through them all."""
+        chunks = self.tables.holder_claims
+        start, after = (0, "") if not cursor else cursor.split("/", 1)
+        last = cursor
+        for index in range(int(start), CLAIM_CHUNKS):
+            chunk = chunks.get(claim_key(holder, index))
+            clusters = chunk.clusters if chunk is not None else []
+            first = bisect.bisect_right(clusters, after) if index == int(start) and after else 0
+            for cluster in clusters[first:]:
+                if self._taken >= self.expiries_per_event:
+                    return last
+                self._taken += 1
+                self._settle(cluster, None, out)
+                last = f"{index}/{cluster}"
+        return None
 
     def claimed_by(self, holder: str) -> list[str]:
         """Every cluster the holder's claims name, sorted (its chunks: at most CLAIM_CHUNKS)."""
@@ -283,6 +354,8 @@ class Leases:
             expires_at=now + seconds if clocked else None,
             beat_ids=remember(ids, beat_id, HOLDER_BEAT_IDS_KEPT) if beat_id is not None else list(ids),
             expires_live=live + seconds if clocked else None,
+            # still bringing its clusters back (`_back`): a beat meanwhile keeps it going
+            returning=previous.returning if previous is not None and not previous.expired else None,
         )
         expiries, unclocked = self._holder_index()
         expiry = lease.live_expiry()
@@ -429,13 +502,18 @@ class Leases:
             self._expire_own_leases(first, out)
             self._expire_holders(first, out)
             self._settle_expired_holders(out)
+            self._bring_back_holders(out)  # holders back: the slices their beat did not take
         finally:
             expiring, self._expiring = self._expiring, None
+        self._clusters_changed(expiring, out)
+        self.forget_dead_holders()
+
+    def _clusters_changed(self, expiring: dict[str, ClusterFacts], out: Outcome) -> None:
+        """Every module concerned refreshes the clusters whose readiness changed, then moves once."""
         changes = [(name, before, self.tables.clusters[name]) for name, before in expiring.items()]
         self.membership.clusters_changed(
             [(name, before, now) for name, before, now in changes if now.ready != before.ready], out
         )
-        self.forget_dead_holders()
 
     def _expire_own_leases(self, first: bool, out: Outcome) -> None:
         tables = self.tables
@@ -487,7 +565,7 @@ class Leases:
             if holder is None or holder.expired or holder.live_expiry() != expires_live or holder.expires_at is None:
                 continue  # renewed since, or expired already
             # expired: its clusters are taken offline in slices (`_settle_expired_holders`)
-            tables.holders[name] = holder.model_copy(update={"expired": True, "settling": ""})
+            tables.holders[name] = holder.model_copy(update={"expired": True, "settling": "", "returning": None})
             heapq.heappush(self._dead_index(), (holder.expires_at, name))
             self._settling_index().add(name)
 
@@ -502,26 +580,17 @@ class Leases:
         until this tick took `expiries_per_event` clusters; each keeps where it stopped
         (`HolderLease.settling`) and goes on at the next tick. A cluster not taken yet is
         still ready (leases.py "Mass expiries in slices")."""
-        tables, chunks = self.tables, self.tables.holder_claims
+        tables = self.tables
         settling = self._settling_index()
         for name in sorted(settling):
             holder = tables.holders.get(name)
             if holder is None or not holder.expired or holder.settling is None:
                 settling.discard(name)  # back, forgotten or done since
                 continue
-            start, after = (0, "") if not holder.settling else holder.settling.split("/", 1)
-            last = holder.settling
-            for index in range(int(start), CLAIM_CHUNKS):
-                chunk = chunks.get(claim_key(name, index))
-                clusters = chunk.clusters if chunk is not None else []
-                first = bisect.bisect_right(clusters, after) if index == int(start) and after else 0
-                for cluster in clusters[first:]:
-                    if self._taken >= self.expiries_per_event:
-                        tables.holders[name] = holder.model_copy(update={"settling": last})
-                        return  # the rest at the next tick
-                    self._taken += 1
-                    self._settle(cluster, None, out)
-                    last = f"{index}/{cluster}"
+            last = self._walk_claims(name, holder.settling, out)
+            if last is not None:
+                tables.holders[name] = holder.model_copy(update={"settling": last})
+                return  # the rest at the next tick
             tables.holders[name] = holder.model_copy(update={"settling": None})
             settling.discard(name)
 

@@ -277,6 +277,10 @@ class HolderLease(Record):
     # expired, its clusters not all taken offline yet (leases.py "Mass expiries in slices"):
     # "<chunk>/<cluster>" the last one it took, "" none yet; None: none left to take
     settling: str | None = None
+    # back after it expired, its clusters not all brought back yet (leases.py "Holders back in
+    # slices"): "<chunk>/<cluster>" the last one it brought back, "" none yet; None: none left.
+    # Written only while it is set
+    returning: str | None = added_field(None)
 
     def live_expiry(self) -> float | None:
         """When the lease runs out in live time (leases.py); None: not before the first tick."""

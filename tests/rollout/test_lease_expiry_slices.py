@@ -125,3 +125,77 @@ def test_a_holder_back_in_the_middle_of_a_mass_expiry_has_all_its_clusters_ready
     assert offline(fleet) == []
     fleet.run_for(30)
     assert offline(fleet) == [] and fleet.state["holders"]["a-0"].settling is None
+
+
+# -- holders back in slices ---------------------------------------------------------------------
+
+
+def test_a_holder_back_brings_its_clusters_back_a_slice_its_beat_then_a_slice_a_tick() -> None:
+    """Given a dead holder's seven clusters all offline, slice 3; when it beats again; then
+    its beat brings three back, in (chunk, name) order, and the next two ticks the rest —
+    each a readiness decision, the clusters not reached yet still offline."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    for _ in range(9):
+        fleet.run_for(10)
+    assert offline(fleet) == NAMES
+    order = in_claim_order(NAMES)
+    fleet.send(a.beat())
+    back: list[str] = []
+    for step in (3, 3, 1):
+        decided = [d.cluster for d in fleet.last.decisions if d.action == "readiness"]
+        assert sorted(decided) == sorted(order[len(back) : len(back) + step])
+        back += decided
+        assert sorted(offline(fleet)) == sorted(set(NAMES) - set(back))
+        assert fleet.state["holders"]["a-0"].returning is not None or step == 1
+        fleet.run_for(10)
+    assert offline(fleet) == [] and fleet.state["holders"]["a-0"].returning is None
+
+
+def test_a_sliced_return_ends_in_the_state_an_unsliced_one_reaches() -> None:
+    """Given the same fleet and a holder dead, then back, sliced at 3 and not; when the
+    ticks after its beat pass; then the clusters and targets are the same."""
+    a = Replica("a-0")
+    events = [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES), *a.reach(*NAMES), a.beat()]
+    events += [as_event(app()), command("app", "pause")]
+    events += [tick(1000.0 + seconds) for seconds in range(10, 101, 10)]
+    events += [a.beat(), *(tick(1100.0 + seconds) for seconds in range(10, 31, 10))]
+    fleets = [fleet_given(sliced, events) for sliced in (True, False)]
+    sliced_fleet, whole = fleets
+    assert offline(whole) == [] and offline(sliced_fleet) == []
+    per_event = [[sum(d.action == "readiness" for d in o.decisions) for o in f.outcomes] for f in fleets]
+    assert max(per_event[0]) == SLICE and max(per_event[1]) == len(NAMES)
+    assert sliced_fleet.snapshot()["clusters"] == whole.snapshot()["clusters"]
+    assert sliced_fleet.snapshot()["targets"] == whole.snapshot()["targets"]
+
+
+def test_a_holder_expiring_again_while_it_comes_back_takes_its_clusters_offline_again() -> None:
+    """Given a holder back, three of its seven clusters brought back; when it stops beating
+    again and its lease runs out; then no more come back, and the slices take them all offline."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    for _ in range(9):
+        fleet.run_for(10)
+    fleet.send(a.beat())
+    assert len(offline(fleet)) == 4
+    fleet.restart()  # where it stopped is on its record
+    for _ in range(12):
+        fleet.run_for(10)
+    assert offline(fleet) == NAMES
+    holder = fleet.state["holders"]["a-0"]
+    assert holder.expired and holder.returning is None and holder.settling is None
+
+
+def test_a_holder_beating_while_it_comes_back_goes_on_bringing_its_clusters_back() -> None:
+    """Given a holder back, three of its seven clusters brought back; when it beats again
+    before the ticks brought the rest; then the ticks still bring them all back."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    for _ in range(9):
+        fleet.run_for(10)
+    fleet.send(a.beat())
+    fleet.send(a.beat())  # its next beat, before any tick
+    assert len(offline(fleet)) == 4 and fleet.state["holders"]["a-0"].returning
+    fleet.run_for(10)
+    fleet.run_for(10)
+    assert offline(fleet) == [] and fleet.state["holders"]["a-0"].returning is None
