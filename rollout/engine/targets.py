@@ -480,7 +480,10 @@ class TargetBook:
         observed: ObservedValues | bool | None = True,
     ) -> tuple[Sync, MergedValues | None]:
         """The sync `generation` gives this cluster: bindings expanded and, for a Helm
-        release, values merged (with `observed`; True: what was last observed)."""
+        release, values merged (with `observed`; True: what was last observed). Without a
+        Helm release `release_sync` returns the expanded sync as it is, whatever the stage,
+        observed and first-sent values: those are not looked up then (the cluster's stage
+        evaluates every stage's selector — per move, in the fold of every status report)."""
         cluster = facts or ClusterFacts(name="", namespace=record.namespace)
         values = binding_values(
             record.spec.bindings,
@@ -489,11 +492,14 @@ class TargetBook:
             labels=cluster.labels,
             annotations=cluster.annotations,
         )
+        expanded = expand_sync(record.revisions[generation].sync, values)
+        if expanded.package.helm is None:
+            return expanded, None  # what release_sync answers for it
         if observed is True:
             observed = self.tables.observed_values.get(target_key(record.name, cluster.name))
         target = self.tables.targets.get(target_key(record.name, cluster.name))
         return release_sync(
-            expand_sync(record.revisions[generation].sync, values),
+            expanded,
             stage=stage_for(record, cluster.labels)[1],
             bindings=values,
             observed=observed or None,

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rollout.api.loading import ManifestError, load_manifests
 from rollout.api.manifests import Sync
 from rollout.values.bindings import expand_sync
-from rollout.values.releases import release_sync
+from rollout.values.releases import ObservedValues, release_sync
 
 GIT = {"url": "https://git.example.com/platform/app", "version": {"tag": "v1.2.0"}}
 OCI = {"url": "oci://registry.example.com/manifests/app", "version": {"tag": "v1.2.0"}}
@@ -341,6 +343,32 @@ def test_the_per_cluster_expansion_of_substitute_keeps_every_other_option() -> N
     expanded = expand_sync(sync, {"CLUSTER_NAME": "prod-eu-1"})
     assert expanded.package.kustomize.substitute == {"CLUSTER": "prod-eu-1"}
     assert expanded.model_copy(update={"package": sync.package}) == sync  # nothing else changed
+
+
+_words = st.text(alphabet="abcdefgh-$()_", max_size=12)
+_values = st.dictionaries(st.sampled_from(["replicas", "image", "tier"]), st.integers() | _words, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    substitute=st.dictionaries(st.sampled_from(["CLUSTER", "TIER", "REGION"]), _words, max_size=3),
+    stage=st.none() | _words,
+    bindings=st.dictionaries(st.sampled_from(["CLUSTER_NAME", "TIER"]), _words, max_size=2),
+    observed=st.none() | st.builds(ObservedValues, values=st.none() | _values, chart_defaults=st.none() | _values),
+    first_sent=st.none() | _values,
+)
+def test_a_sync_without_a_helm_release_is_assigned_as_expanded_whatever_the_stage_and_values(
+    substitute: dict[str, str],
+    stage: str | None,
+    bindings: dict[str, str],
+    observed: ObservedValues | None,
+    first_sent: dict[str, object] | None,
+) -> None:
+    """What `TargetBook.release_for` relies on to skip the cluster's stage and its observed
+    and first-sent values for a sync without a Helm release (rollout/engine/targets.py)."""
+    sync = expand_sync(load(kustomize(substitute=substitute, path="./deploy") if substitute else kustomize()), bindings)
+    released, merged = release_sync(sync, stage=stage, bindings=bindings, observed=observed, first_sent=first_sent)
+    assert (released, merged) == (sync, None)
 
 
 def test_the_per_cluster_release_keeps_every_option_of_the_helm_package_and_source() -> None:
