@@ -9,6 +9,8 @@
              --tick-interval S / --lease-seconds S (the worker's ticks, the appliers' leases:
              the product's defaults, 10 and 60), --rolled K (how many of the modules roll out),
              --no-restart, --keep DIR (keep the manifests, logs and sinks there),
+             --keep-topics (leave the fleet's topics on the broker at the end, their prefix
+             printed: `benchmarks/restart.py --prefix P` restarts a worker against them),
              --rollout-timeout S (default 900: past it, what stands is printed and the run goes on),
              --workers N (worker processes sharing the partitions, default 1: each stage's consumer
              group spreads them; per-worker RSS, partitions and restart-to-ready are printed),
@@ -21,7 +23,8 @@
              tree others edit meanwhile, a half-saved file would otherwise end up in a worker)
 
 Broker: ROLLOUT_BOOTSTRAP_SERVERS, or the local one (`rollout kafka start`). Every run creates
-its topics with a fresh random prefix (`rollout topics create`) and deletes them at the end.
+its topics with a fresh random prefix (`rollout topics create`) and deletes them at the end
+(unless --keep-topics).
 
 Nothing is published behind the product's back: manifests are generated as files and
 published with `rollout apply -f` (the clusters in two files — more for big fleets, 10,000
@@ -777,6 +780,7 @@ class Options:
     pause_during: str = "wave-2"  # the stage of the first measured module it is paused in
     pause_after: int = 1  # ... once that many of the stage's members succeeded
     pause_seconds: float = 60.0  # ... for this long (past the worker's 45 s session timeout: its groups expire)
+    keep_topics: bool = False  # the fleet's topics left on the broker at the end (`benchmarks/restart.py`)
 
 
 @dataclass
@@ -839,8 +843,11 @@ async def fleet_run(bootstrap: str, clusters: int, modules: int, rolled: int, op
     finally:
         for process in processes:
             stop(process)
-        with contextlib.suppress(Exception):
-            await delete_topics(bootstrap, prefix)
+        if options.keep_topics:
+            print(f"  topics kept on the broker: prefix {prefix} (--keep-topics)", flush=True)
+        else:
+            with contextlib.suppress(Exception):
+                await delete_topics(bootstrap, prefix)
         if options.keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
     return run
@@ -1311,6 +1318,12 @@ def main() -> None:
     parser.add_argument("--pause-seconds", type=float, default=60.0, help="... for this long")
     parser.add_argument("--keep", type=Path, help="keep the manifests, logs and sinks under this directory")
     parser.add_argument(
+        "--keep-topics",
+        action="store_true",
+        help="leave the fleet's topics on the broker at the end (their prefix is printed), e.g. for "
+        "benchmarks/restart.py",
+    )
+    parser.add_argument(
         "--from-commit",
         metavar="REV",
         help="run the rollout processes from `git archive REV` (a shared working tree that others edit "
@@ -1326,7 +1339,7 @@ def main() -> None:
                       args.keep, args.rollout_timeout, workers=args.workers,
                       static_membership=args.static_membership, installed_first=args.installed_first,
                       pause=args.pause, pause_during=args.pause_during, pause_after=args.pause_after,
-                      pause_seconds=args.pause_seconds)  # fmt: skip
+                      pause_seconds=args.pause_seconds, keep_topics=args.keep_topics)  # fmt: skip
     PARTITIONS = args.partitions
     scenario = SCENARIOS[args.scenario] if args.scenario else Scenario("grid", 0, 1)
     sizes = [int(c) for c in args.clusters.split(",")] if args.clusters else [scenario.clusters]
