@@ -99,6 +99,10 @@ def document(value: Any) -> bytes:
     return exact(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
 
 
+WARM_UP_CLUSTERS_PER_STEP = 5_000
+"""Clusters of the fleet a warm-up step looks up for one module (each a target decoded, when
+the cluster is a member): ~10-50 ms of the event loop, load permitting."""
+
 BATCH_WRITES = 20_000
 """The most records (outputs and state changes) one batch of a journal partition writes,
 give or take the last event's: the batch stops folding there and the rest of what was fetched
@@ -151,12 +155,15 @@ class DecidePartition:
 
     def warm_up(self) -> Iterator[str]:
         """Build a new engine's fleet-sized indexes before its first fold, one step at a time:
-        the fleet's names in order, then each module's members and queues (every cluster of
-        the fleet looked up: O(fleet) a step, ~0.5 s at 20,000 clusters). The stage yields to
-        the event loop between steps (streams/slots.py `warm_up`); built lazily inside a fold,
-        all of a partition's modules were one step — at 100,000 x 20 longer than the session
-        timeout. The indexes are the ones the fold would build on first use, from the same
-        mappings: nothing a decision sees changes."""
+        the fleet's names in order, then each module's members and queues,
+        WARM_UP_CLUSTERS_PER_STEP clusters of the fleet looked up a step (the module's name
+        yielded after each). The stage yields to the event loop between steps
+        (streams/slots.py `warm_up`); built lazily inside a fold, all of a partition's modules
+        were one step — at 100,000 x 20 longer than the session timeout — and then one module
+        a step still held the loop 3-14 s at 100,000 clusters, so that a restarted worker
+        answered /readyz only that long after its take-overs (issue 22). The indexes are the
+        ones the fold would build on first use, from the same mappings: nothing a decision
+        sees changes."""
         if not self.cold:
             return
         self.cold = False  # a warm-up cut short (a stop, a reset) leaves the rest to be built lazily
@@ -164,10 +171,10 @@ class DecidePartition:
         engine.book.fleet_after("", 0)
         yield "fleet"
         for module in sorted(self.state.mappings["modules"]):
-            if self.engine is not engine:  # reset meanwhile: the next fold warms the new one up
-                return
-            engine.book.index(module)
-            yield module
+            for _ in engine.book.index_steps(module, WARM_UP_CLUSTERS_PER_STEP):
+                if self.engine is not engine:  # reset meanwhile: the next fold warms the new one up
+                    return
+                yield module
 
     def process(self, records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int:
         """Fold the batch in one go: a module record copied by one event of the batch is

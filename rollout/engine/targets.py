@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -124,20 +125,40 @@ class TargetBook:
         members = self._members.get(module)
         if members is not None:
             return members
-        members = set()
-        self._members[module] = members
+        for _ in self.index_steps(module, clusters_per_step=None):
+            pass
+        return self._members[module]
+
+    def index_steps(self, module: str, clusters_per_step: int | None) -> Iterator[int]:
+        """Build `module`'s indexes as its first use would, `clusters_per_step` of the fleet's
+        clusters at a time (None: all in one), yielding the clusters looked up so far after
+        each slice — for a caller that lets other work run in between (the decider's warm-up
+        before its first fold after a take-over: one module of a 100,000-cluster partition
+        held the worker's event loop 3-14 s, its /readyz and heartbeats unanswered meanwhile).
+        The module counts as indexed only once every slice is in: a build cut short is built
+        again whole by `index` (what a slice added is found again, not added twice)."""
+        if module in self._members:
+            return
+        self.forget_module_indexes(module)
+        members: set[str] = set()
         self._updating[module] = set()
         self._held[module] = set()
         self._late[module] = set()
         self._not_ready[module] = set()
         self._waited[module] = set()
         targets = self.tables.targets
-        for cluster in list(self.tables.clusters.keys()):
-            target = targets.get(target_key(module, cluster))
-            if target is not None:
-                members.add(cluster)
-                self._index_target(target)
-        return members
+        clusters = list(self.tables.clusters.keys())
+        step = clusters_per_step or max(len(clusters), 1)
+        for start in range(0, len(clusters), step):
+            for cluster in clusters[start : start + step]:
+                target = targets.get(target_key(module, cluster))
+                if target is not None:
+                    members.add(cluster)
+                    self._index_target(target)
+            if start + step < len(clusters):
+                yield start + step
+        self._members[module] = members
+        yield len(clusters)
 
     def pending_queue(self, module: str, stage_index: int) -> PendingQueue:
         """The pending clusters of one stage (-1: unstaged) in moving order; the book's own

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import pytest
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from infra.observability import Metrics
 from infra.topics import TopicNames
-from rollout.wire.events import ClusterObserved
+from rollout.api.manifests import MANIFEST_ADAPTER
+from rollout.wire.events import ClusterObserved, ModuleApplied
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
 from tests.integration.chaos import cluster, module
@@ -95,3 +97,84 @@ async def test_the_stage_lets_the_event_loop_run_between_a_processors_warm_up_st
     assert len(seen) == 3
     assert seen[0] < seen[1] < seen[2], "the loop turned between the steps"
     assert stage.outputs(0) == [b"a"]
+
+
+def staged_module(name: str, canary: int) -> ModuleApplied:
+    """A module whose canary moves `canary` clusters at a time: the rest wait, pending."""
+    return ModuleApplied(
+        module=MANIFEST_ADAPTER.validate_python(
+            {
+                "apiVersion": "rollout.dev/v1alpha1",
+                "kind": "Module",
+                "metadata": {"name": name, "namespace": "fleet"},
+                "spec": {
+                    "selector": {},
+                    "sync": {"source": {"git": {"url": "https://example.com/app", "version": {"tag": "1.0.0"}}}},
+                    "rollout": {
+                        "stages": [
+                            {"name": "canary", "selector": {"matchLabels": {"tier": "0"}}, "maxConcurrency": canary},
+                            {"name": "rest", "maxConcurrency": 1},
+                        ]
+                    },
+                },
+            }
+        )
+    )
+
+
+def staged_decider() -> DecidePartition:
+    """Eleven clusters and two staged modules: members updating, pending in two queues."""
+    decider = DecidePartition(TopicPartition("journal", 0), TopicNames("t."), Metrics())
+    events = [ClusterObserved(cluster=cluster(i).cluster) for i in range(11)]
+    events += [staged_module("app", canary=1), staged_module("web", canary=2)]
+    records = [
+        ConsumerRecord("journal", 0, offset, 0, 0, None, event.to_bytes(), None, 0, 0, [])
+        for offset, event in enumerate(events)
+    ]
+    decider.process(records, len(records), Outputs("dead"))
+    decider.state.commit_batch()
+    return decider
+
+
+def indexes(decider: DecidePartition) -> dict[str, object]:
+    book = decider.engine.book
+    return {
+        name: getattr(book, name)
+        for name in ("_members", "_pending", "_updating", "_held", "_late", "_not_ready", "_waited")
+    }
+
+
+def built_lazily(decider: DecidePartition) -> dict[str, object]:
+    decider.reset()
+    for name in sorted(decider.state.mappings["modules"]):
+        decider.engine.book.index(name)
+    return indexes(decider)
+
+
+def test_a_warm_up_builds_a_module_in_slices_of_the_fleet_with_the_indexes_its_first_use_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decider = staged_decider()
+    lazily = built_lazily(decider)
+    assert lazily["_pending"], "the modules have clusters waiting: the queues are exercised"
+    monkeypatch.setattr("streams.decider.WARM_UP_CLUSTERS_PER_STEP", 4)
+    decider.reset()
+
+    steps = list(decider.warm_up())
+
+    assert steps == ["fleet", "app", "app", "app", "web", "web", "web"], "11 clusters: three slices a module"
+    assert indexes(decider) == lazily
+
+
+def test_a_module_build_cut_short_mid_fleet_is_built_again_whole_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    decider = staged_decider()
+    lazily = built_lazily(decider)
+    monkeypatch.setattr("streams.decider.WARM_UP_CLUSTERS_PER_STEP", 4)
+    decider.reset()
+    steps = decider.warm_up()
+    assert [next(steps), next(steps)] == ["fleet", "app"]  # app's first slice in, then a stop
+
+    assert "app" not in decider.engine.book._members, "half built: not taken for built"
+    decider.engine.book.index("app")
+    decider.engine.book.index("web")
+    assert indexes(decider) == lazily
