@@ -167,6 +167,14 @@ class _LazyCommitted(dict[str, Any]):
         value = dict.get(self, key, _DELETED)
         return default if value is _DELETED else self._value(key, value)
 
+    def peek(self, key: str, default: Any = None) -> Any:
+        """`get` for a scan over many records (the decider's index rebuild reads each target
+        of a module): a cold record is decoded for the caller and left as its bytes, and the
+        hot records stay the ones in use — read through `get`, a scan of a module's 100,000
+        targets pushed out the 50,000 hot ones, re-encoding each (~40 % of a warm-up)."""
+        value = dict.get(self, key, _DELETED)
+        return default if value is _DELETED else self._decoded(key, value)
+
     def pop(self, key: str, default: Any = _DELETED) -> Any:
         value = dict.pop(self, key, _DELETED)
         self._hot.pop(key, None)
@@ -296,6 +304,17 @@ class LayeredMapping(MutableMapping[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:
         value = self._lookup(key)
         return default if value is _DELETED else value
+
+    def peek(self, key: str, default: Any = None) -> Any:
+        """`get` for a scan over many records: committed values that keep only their most
+        recently used records decoded (`_LazyCommitted`) do not count it as a use."""
+        event, batch, sealed = self._event, self._batch, self._sealed
+        if key in event or key in batch or (sealed and key in sealed):
+            return self.get(key, default)
+        committed = self.committed
+        if isinstance(committed, _LazyCommitted):
+            return committed.peek(key, default)
+        return committed.get(key, default)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._lookup(key) is not _DELETED

@@ -27,6 +27,7 @@ The two tombstone tables (`removed_clusters`, `deleted_modules`) are each wrappe
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from typing import TypeVar
 
 from rollout.engine.state import (
     ClaimChunk,
@@ -130,3 +131,16 @@ class StateTables:
         record = stored.working_copy()
         private[record.name] = record
         return record
+
+
+Value = TypeVar("Value")
+
+
+def peek(table: MutableMapping[str, Value], key: str) -> Value | None:
+    """`table.get(key)` for a scan over many records (an index rebuild): a table that keeps
+    only its most recently used records decoded (the worker's targets: streams/state.py
+    `peek`) does not count the read as a use, so a scan does not push out the records in use.
+    Any other mapping (a dict in tests and `rollout replay`): its `get`."""
+    reader = getattr(table, "peek", None)
+    return reader(key) if reader is not None else table.get(key)
+

@@ -49,7 +49,7 @@ from rollout.engine.state import (
     target_key,
 )
 from rollout.engine.strategy import stage_for
-from rollout.engine.tables import StateTables
+from rollout.engine.tables import StateTables, peek
 from rollout.engine.views import calendar_break_glass, deleting_view, held_view, module_view, target_view
 from rollout.values.bindings import binding_values, expand_sync
 from rollout.values.layers import MergedValues
@@ -151,7 +151,7 @@ class TargetBook:
         step = clusters_per_step or max(len(clusters), 1)
         for start in range(0, len(clusters), step):
             for cluster in clusters[start : start + step]:
-                target = targets.get(target_key(module, cluster))
+                target = peek(targets, target_key(module, cluster))
                 if target is not None:
                     members.add(cluster)
                     self._index_target(target)

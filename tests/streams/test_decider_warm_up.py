@@ -19,6 +19,7 @@ from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.wire.events import ClusterObserved, ModuleApplied
 from streams.decider import DecidePartition
 from streams.outputs import Outputs
+from streams.state import _LazyCommitted
 from tests.integration.chaos import cluster, module
 from tests.streams.memory_stage import INPUT, Stage
 
@@ -132,8 +133,13 @@ def staged_decider() -> DecidePartition:
         for offset, event in enumerate(events)
     ]
     decider.process(records, len(records), Outputs("dead"))
+    STAGED_CHANGELOG[:] = decider.state.changelog()
     decider.state.commit_batch()
     return decider
+
+
+STAGED_CHANGELOG: list[tuple[bytes, bytes | None]] = []
+"""What `staged_decider` committed, as a new owner reads it from decide-state."""
 
 
 def indexes(decider: DecidePartition) -> dict[str, object]:
@@ -178,3 +184,25 @@ def test_a_module_build_cut_short_mid_fleet_is_built_again_whole_on_first_use(mo
     decider.engine.book.index("app")
     decider.engine.book.index("web")
     assert indexes(decider) == lazily
+
+
+def test_a_warm_up_of_restored_targets_leaves_the_hot_ones_hot_and_the_cold_ones_as_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lazily = built_lazily(staged_decider())
+    monkeypatch.setattr("streams.decider.HOT_RECORDS", {"targets": 3})
+    taken_over = DecidePartition(TopicPartition("journal", 0), TopicNames("t."), Metrics())
+    taken_over.state.restore(STAGED_CHANGELOG)
+    targets = taken_over.state.mappings["targets"]
+    in_use = ["app/k-000", "web/k-001"]
+    for key in in_use:  # read by a fold: hot
+        assert targets[key] is not None
+    committed = targets.committed
+    assert isinstance(committed, _LazyCommitted)
+    cold = committed.undecoded()
+
+    list(taken_over.warm_up())
+
+    assert list(committed._hot) == in_use, "the scan did not push out the records in use"
+    assert committed.undecoded() == cold, "every other target is still its bytes: none decoded and kept"
+    assert indexes(taken_over) == lazily
