@@ -11,11 +11,14 @@ last fetch of the previous partition returns — with aiokafka's default 500 ms 
 every take-over after the first waited ~0.5 s (four partitions of the throughput benchmark:
 1.9 s instead of 0.6 s). Paused, the partition is not polled while the reader is idle.
 (Not `unsubscribe()`: a `stop()` right after it hung in our tests, aiokafka's fetcher task
-cancelled but still waiting for the next assignment.)
+cancelled but still waiting for the next assignment.) A catch-up is bounded by its progress
+(`STALL_TIMEOUT` without a record), not by its length: a large partition's state under load
+takes what it takes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -25,12 +28,26 @@ from streams.state import PartitionState
 READ_WAIT_MS = 10
 """The reader's long poll: it only ever waits at the end of what a take-over reads."""
 
+STALL_TIMEOUT = 30.0
+"""A catch-up fails once no record came for this long (the broker not answering): it may take
+as long as its records take to fold — not a bound on the whole read, which cut the decider's
+1.2 million records of one 100,000-cluster partition short at 30 s under load, and its repair
+read them all again from the start (issue 22)."""
+
 
 class StateReader:
     """Reads a stage's compacted state topic (`read_committed`) for take-overs."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str, client_options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        client_id: str,
+        client_options: dict[str, Any],
+        stall_timeout: float = STALL_TIMEOUT,
+    ) -> None:
         self.topic = topic
+        self.stall_timeout = stall_timeout
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=None,
@@ -59,8 +76,17 @@ class StateReader:
                 return 0, start
             self.consumer.seek(tp, start)
             folded = 0
-            while await self.consumer.position(tp) < end:
+            clock = asyncio.get_running_loop().time
+            moved = clock()
+            while (position := await self.consumer.position(tp)) < end:
                 batch = await self.consumer.getmany(tp, timeout_ms=1000, max_records=20000)
+                if batch.get(tp):
+                    moved = clock()
+                elif clock() - moved > self.stall_timeout:
+                    raise TimeoutError(
+                        f"{self.topic}-{partition}: no state records for {self.stall_timeout:.0f} s at offset "
+                        f"{position} (reading up to {end})"
+                    )
                 folded += state.restore((r.key, r.value) for r in batch.get(tp, []) if r.offset < end)
             return folded, end
         finally:

@@ -3,10 +3,14 @@ repairs and stops, through the partitions' phases (streams/lifecycle.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from aiokafka import TopicPartition
 
 from streams.lifecycle import FIRST_REPAIR_BACKOFF, PartitionPhase
-from streams.memory_broker import FaultPoint
+from streams.memory_broker import FaultPoint, MemoryStateReader
+from streams.state import PartitionState
 from tests.streams.memory_stage import INPUT, OUTPUT, STATE, Stage
 
 P0, P1 = TopicPartition(INPUT, 0), TopicPartition(INPUT, 1)
@@ -219,3 +223,36 @@ async def test_a_commit_done_but_unanswered_is_read_back_by_the_repair_not_redon
     assert stage.outputs(0) == [b"a"]
     assert dict(state.mappings["echoed"]) == {"count": 1, "last": 0}, "caught up from the state topic"
     assert slot.position == 1
+
+
+async def test_a_state_catch_up_longer_than_the_take_over_timeout_is_not_cut_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A catch-up is bounded by its progress (the reader's), not by its length: bounded at
+    TAKE_OVER_TIMEOUT, a 100,000-cluster partition's state under load failed, and its repair
+    read it all again."""
+    stage = Stage()
+    worker = await stage.start_worker()
+    stage.produce(0, b"a")
+    await stage.run_until_quiet()
+    await stage.stop(worker)
+    monkeypatch.setattr("streams.delivery.TAKE_OVER_TIMEOUT", 0.5)
+    reads: list[int] = []  # the partitions read
+    catch_up = MemoryStateReader.catch_up
+
+    async def long_read(self: MemoryStateReader, state: PartitionState, partition: int, start: int) -> tuple[int, int]:
+        await asyncio.sleep(1.5)  # a large state, folded batch after batch
+        folded, end = await catch_up(self, state, partition, start)
+        reads.append(partition)
+        return folded, end
+
+    monkeypatch.setattr(MemoryStateReader, "catch_up", long_read)
+
+    successor = await stage.start_worker()
+    await successor.runner.step()
+
+    assert successor.runner.broken() == []
+    assert successor.runner.slots[P0].phase is PartitionPhase.READY
+    assert reads.count(0) == 1, "partition 0's state read once, not again by a repair"
+    state = successor.runner.slots[P0].processor.state
+    assert state is not None and state.mappings["echoed"]["count"] == 1
