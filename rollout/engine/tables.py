@@ -143,4 +143,3 @@ def peek(table: MutableMapping[str, Value], key: str) -> Value | None:
     Any other mapping (a dict in tests and `rollout replay`): its `get`."""
     reader = getattr(table, "peek", None)
     return reader(key) if reader is not None else table.get(key)
-
