@@ -110,6 +110,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from typing import Literal
 
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import Outcome, verdict
@@ -287,19 +288,7 @@ class Leases:
         """Holders back bring their clusters back, in holder then (chunk, name) order, until
         this event took `expiries_per_event` clusters; each keeps where it stopped
         (`HolderLease.returning`) and goes on at the next tick."""
-        tables = self.tables
-        returning = self._returning_index()
-        for name in sorted(returning):
-            holder = tables.holders.get(name)
-            if holder is None or holder.expired or holder.returning is None:
-                returning.discard(name)  # expired again, forgotten or done since
-                continue
-            last = self._walk_claims(name, holder.returning, out)
-            if last is not None:
-                tables.holders[name] = holder.model_copy(update={"returning": last})
-                return  # the rest at the next tick
-            tables.holders[name] = holder.model_copy(update={"returning": None})
-            returning.discard(name)
+        self._walk_holders(self._returning_index(), "returning", expired=False, out=out)
 
     def _walk_claims(self, holder: str, cursor: str, out: Outcome) -> str | None:
         """Settle `holder`'s clusters after `cursor` ("<chunk>/<cluster>", "" from the first)
@@ -580,19 +569,27 @@ class Leases:
         until this tick took `expiries_per_event` clusters; each keeps where it stopped
         (`HolderLease.settling`) and goes on at the next tick. A cluster not taken yet is
         still ready (leases.py "Mass expiries in slices")."""
+        self._walk_holders(self._settling_index(), "settling", expired=True, out=out)
+
+    def _walk_holders(
+        self, walking: set[str], cursor: Literal["settling", "returning"], *, expired: bool, out: Outcome
+    ) -> None:
+        """Go on with the holders in `walking` (in name order) whose `cursor` is set, while
+        they are still `expired` (settling) or still not (returning), until this event took
+        `expiries_per_event` clusters; a holder that stopped keeps where it stopped, one
+        done, expired again or back, or forgotten, leaves `walking`."""
         tables = self.tables
-        settling = self._settling_index()
-        for name in sorted(settling):
+        for name in sorted(walking):
             holder = tables.holders.get(name)
-            if holder is None or not holder.expired or holder.settling is None:
-                settling.discard(name)  # back, forgotten or done since
+            where = getattr(holder, cursor) if holder is not None else None
+            if holder is None or holder.expired != expired or where is None:
+                walking.discard(name)
                 continue
-            last = self._walk_claims(name, holder.settling, out)
+            last = self._walk_claims(name, where, out)
+            tables.holders[name] = holder.model_copy(update={cursor: last})
             if last is not None:
-                tables.holders[name] = holder.model_copy(update={"settling": last})
                 return  # the rest at the next tick
-            tables.holders[name] = holder.model_copy(update={"settling": None})
-            settling.discard(name)
+            walking.discard(name)
 
     def forget_dead_holders(self) -> None:
         """Every holder whose lease expired `holder_horizon` ago or longer is forgotten, in
