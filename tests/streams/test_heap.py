@@ -226,9 +226,12 @@ def test_a_frozen_population_that_doubled_is_settled_even_over_the_budget() -> N
 def test_cyclic_garbage_stuck_among_frozen_objects_stays_below_a_quarter_of_the_last_full_settle() -> None:
     """An hour of frozen cycles dropped every 30 s, a twentieth of the heap each time: at every
     look (the worker's default interval) the frozen population is under 1.25 times the live
-    heap, give or take one round."""
+    heap, give or take one round — while settles fit their budget: an hour-long session makes
+    it so whatever the machine's load (a settle of this test's heap under `nice 19` at load 9
+    was estimated over the default session's quarter, and deferred — `plan`'s other branches
+    have their own tests)."""
     clock = Clock()
-    heap = Heap(clock=clock)
+    heap = Heap(clock=clock, session_timeout=3600.0)
     heap.settle()
     live = gc.get_freeze_count()  # all alive: only garbage is added below
     for _ in range(120):
