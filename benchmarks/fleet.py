@@ -984,6 +984,9 @@ async def body(
               f"    journal → decision {spread(latency.journal_to_decision, ps=(50, 90, 99))}  (the decider)",
               flush=True)  # fmt: skip
 
+        for worker in workers:
+            print(f"  {worker.name}'s batches by stage (its /metrics): {stage_batches(web_port(worker))}", flush=True)
+
         # 5. restart-to-ready
         hwm = {w.name: rss_bytes(w.pid, "VmHWM") for w in workers}
         run.metrics["rss_hwm_gib"] = max(run.metrics["rss_hwm_gib"], max(hwm.values()) / GIB)
@@ -994,7 +997,7 @@ async def body(
               f"fleet's: {per_target / 1024:.1f} KiB per target, all workers together ({targets} = {clusters} "
               f"clusters x {modules} modules)", flush=True)  # fmt: skip
         if len(workers) > 1:
-            print(f"  partitions per worker (decide, as last taken over): {partitions_held(workers)}", flush=True)
+            print(f"  partitions per worker (decide, held at the end): {partitions_held(workers)}", flush=True)
         worker_logs = [w.text() for w in workers]
         if options.restart:
             for worker in workers:
@@ -1192,17 +1195,92 @@ def web_port(process: Process) -> int:
     return int(arguments[arguments.index("--web-port") + 1])
 
 
+def stage_batches(port: int) -> str:
+    """Per stage, from the worker's histograms (streams/slots.py): transactions, input records
+    folded in each (mean), how long a fold held the event loop and a transaction took (mean,
+    p99 as the bucket bound it falls under) — or why they are not there (an older worker)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError as error:
+        return f"not read ({error})"
+    series: dict[tuple[str, str], dict[str, Any]] = {}
+    pattern = r"^rollout_(batch_records|fold_seconds|transaction_seconds)_(bucket|sum|count)\{([^}]*)\} (\S+)$"
+    for name, part, labels, value in re.findall(pattern, text, re.MULTILINE):
+        stage = re.search(r'stage="([^"]*)"', labels)
+        entry = series.setdefault((name, stage.group(1) if stage else ""), {"buckets": []})
+        if part == "bucket":
+            entry["buckets"].append((float(re.search(r'le="([^"]*)"', labels).group(1)), float(value)))  # type: ignore[union-attr]
+        else:
+            entry[part] = float(value)
+    if not series:
+        return "none (this worker has no batch histograms)"
+
+    def p99(entry: dict[str, Any]) -> float:
+        count = entry.get("count", 0.0)
+        return next((bound for bound, seen in sorted(entry["buckets"]) if seen >= 0.99 * count), float("inf"))
+
+    parts = []
+    for stage in sorted({stage for _, stage in series}):
+        records, fold, transaction = (series.get((name, stage), {"buckets": []}) for name in
+                                      ("batch_records", "fold_seconds", "transaction_seconds"))  # fmt: skip
+        count = max(transaction.get("count", 0.0), 1.0)
+        each = records.get("sum", 0) / max(records.get("count", 0), 1)
+        fold_ms = 1000 * fold.get("sum", 0) / max(fold.get("count", 0), 1)
+        parts.append(
+            f"{stage} {transaction.get('count', 0):.0f} transactions, {each:.0f} records each; fold mean "
+            f"{fold_ms:.0f} ms, p99 ≤ {p99(fold):g} s; transaction mean "
+            f"{1000 * transaction.get('sum', 0) / count:.0f} ms, p99 ≤ {p99(transaction):g} s"
+        )
+    return "; ".join(parts)
+
+
 def partitions_held(workers: list[Process]) -> str:
-    """Per worker, the decide partitions it holds — the last take-over of each partition in
-    any log wins — and the state records each restored then (its facts and targets)."""
-    owner: dict[str, tuple[str, int]] = {}
-    for worker in workers:
-        for partition, records in re.findall(r"decide \S+?-(\d+): state restored \((\d+) records", worker.text()):
-            owner[partition] = (worker.name, int(records))
+    """Per worker, the decide partitions it holds at the end, and the state records each
+    folded when that worker last restored it from the state topic.
+
+    Read from every worker's log in time order (the lines' own timestamps): a partition is
+    held by whoever was assigned it last and has not had it revoked since. (It read the logs
+    one worker after the other and kept the last take-over found, so the second worker's
+    take-overs won whatever their time: with two workers started together, the first to
+    join takes all four partitions, the second takes half of them a few seconds later, and
+    the first takes its half back — printed as the second worker holding all four, each with
+    "0 records", the fold of a partition taken back with its state kept.)"""
+    return describe_partitions_held({worker.name: worker.text() for worker in workers})
+
+
+_DECIDE_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+\s+rollout\.delivery: decide"
+    r"(?::\s+(?P<change>assigned|revoked) (?P<partitions>.*)"
+    r"| \S+?-(?P<partition>\d+): state restored \((?P<records>\d+) records)",
+    re.MULTILINE,
+)
+
+
+def describe_partitions_held(logs: dict[str, str]) -> str:
+    """`partitions_held` on the workers' log texts (by worker name)."""
+    events: list[tuple[str, int, str, re.Match[str]]] = []
+    for order, (name, text) in enumerate(sorted(logs.items())):
+        events.extend((match.group(1), order, name, match) for match in _DECIDE_LINE.finditer(text))
+    owner: dict[int, str] = {}
+    restored: dict[tuple[str, int], int] = {}  # (worker, partition) -> records of its last fold that read any
+    for _, _, name, match in sorted(events, key=lambda event: event[:2]):
+        if match.group("partition") is not None:
+            records = int(match.group("records"))
+            key = (name, int(match.group("partition")))
+            if records or key not in restored:
+                restored[key] = records
+            continue
+        partitions = [int(number) for number in re.findall(r"-(\d+)(?:,|$)", match.group("partitions").strip())]
+        for partition in partitions:
+            if match.group("change") == "assigned":
+                owner[partition] = name
+            elif owner.get(partition) == name:
+                del owner[partition]
     held: dict[str, list[str]] = {}
-    for partition, (name, records) in sorted(owner.items(), key=lambda item: int(item[0])):
-        held.setdefault(name, []).append(f"{partition} ({records} records)")
-    return "; ".join(f"{name}: {', '.join(parts)}" for name, parts in sorted(held.items()))
+    for partition, name in sorted(owner.items()):
+        held.setdefault(name, []).append(f"{partition} ({restored.get((name, partition), 0)} records restored)")
+    return "; ".join(f"{name}: {', '.join(parts)}" for name, parts in sorted(held.items())) or "none"
 
 
 async def restart(

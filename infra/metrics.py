@@ -63,6 +63,7 @@ disable_created_metrics()
 
 PHASES: tuple[str, ...] = ROLLOUT_PHASES
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 20000)
 STAGE_BUCKETS = (1.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
 ModuleRecords = Callable[[], Iterable[ModuleRecord]]
@@ -125,6 +126,30 @@ class Metrics:
         self.decision_latency = Histogram(
             "rollout_decision_latency_seconds",
             "Seconds from the oldest input record of a batch (its Kafka timestamp) to the commit of its outputs",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        # a stage's batches (streams/slots.py): what one transaction folded, how long the fold
+        # held the event loop (the worker's stages share it: a long fold delays every other
+        # stage's fetches and transaction round trips), and the transaction's begin → commit
+        self.batch_records = Histogram(
+            "rollout_batch_records",
+            "Input records folded into one transaction, by stage",
+            ["stage"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.fold_seconds = Histogram(
+            "rollout_fold_seconds",
+            "Seconds one batch's fold held the event loop, by stage",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.transaction_seconds = Histogram(
+            "rollout_transaction_seconds",
+            "Seconds from a batch's transaction begun to committed, by stage",
             ["stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,
