@@ -300,15 +300,23 @@ def spawn(name: str, args: list[str], log: Path, env: dict[str, str]) -> Process
 
 
 def start_worker(
-    env: dict[str, str], log: Path, port: int, tick: float, name: str = "worker", instance_id: str | None = None
+    env: dict[str, str],
+    log: Path,
+    port: int,
+    tick: float,
+    name: str = "worker",
+    instance_id: str | None = None,
+    stages: str | None = None,
 ) -> Process:
     static = ["--instance-id", instance_id] if instance_id is not None else []
+    only = ["--stages", stages] if stages is not None else []
     return spawn(
         name,
-        ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS), *static],
+        ["worker", "--web-port", str(port), "--tick-interval", str(tick), "--partitions", str(PARTITIONS), *static,
+         *only],
         log,
         env,
-    )
+    )  # fmt: skip
 
 
 async def until_logged(process: Process, text: str, timeout: float) -> float:
@@ -783,6 +791,7 @@ class Options:
     rollout_timeout_s: float
     ready_timeout_s: float = 300
     workers: int = 1  # worker processes sharing the partitions (one consumer group per stage)
+    split_stages: bool = False  # two worker processes: `--stages route` and `--stages decide,assemble`
     static_membership: bool = False  # each worker started with --instance-id (the same after the restart)
     # the modules that do not roll out applied first, and joined, before the measured ones are
     installed_first: bool = False
@@ -1167,6 +1176,12 @@ def start_workers(env: dict[str, str], workdir: Path, options: Options, log_name
     def instance(i: int) -> str | None:
         return f"fleet-worker-{i}" if options.static_membership else None
 
+    if options.split_stages:  # `rollout worker --stages`: the router on a core of its own
+        return [
+            start_worker(env, workdir / f"{log_name}-{part}.log", free_port(), options.tick_s, name=f"worker-{part}",
+                         instance_id=instance(i), stages=stages)
+            for i, (part, stages) in enumerate((("route", "route"), ("decide", "decide,assemble")))
+        ]  # fmt: skip
     if options.workers == 1:
         return [start_worker(env, workdir / f"{log_name}.log", free_port(), options.tick_s, instance_id=instance(0))]
     return [
@@ -1381,6 +1396,11 @@ def main() -> None:
         "--workers", type=int, default=1, help="worker processes sharing the partitions (their groups spread them)"
     )
     parser.add_argument(
+        "--split-stages",
+        action="store_true",
+        help="two worker processes, `--stages route` and `--stages decide,assemble` (instead of --workers)",
+    )
+    parser.add_argument(
         "--static-membership",
         action="store_true",
         help="start each worker with --instance-id (the same after the restart: it takes its partitions "
@@ -1429,7 +1449,7 @@ def main() -> None:
     if not bootstrap:
         sys.exit("no broker: run `rollout kafka start` or set ROLLOUT_BOOTSTRAP_SERVERS")
     options = Options(args.appliers, args.idle_seconds, args.tick_interval, args.lease_seconds, not args.no_restart,
-                      args.keep, args.rollout_timeout, workers=args.workers,
+                      args.keep, args.rollout_timeout, workers=args.workers, split_stages=args.split_stages,
                       static_membership=args.static_membership, installed_first=args.installed_first,
                       pause=args.pause, pause_during=args.pause_during, pause_after=args.pause_after,
                       pause_seconds=args.pause_seconds, keep_topics=args.keep_topics)  # fmt: skip

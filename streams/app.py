@@ -50,14 +50,6 @@ from streams.router import RoutePartition
 
 log = logging.getLogger("rollout.worker")
 
-DECIDE_FOLD_BUDGET = 0.15
-"""Seconds of the event loop one decider batch's fold may take, about (streams/slots.py
-`BatchCommitter._bounded`): a decider batch in a rollout moves a cluster per status report,
-~0.3 ms each, and a whole fetch of them held the loop the router, the assembler and every
-transaction's round trips share for seconds. The router (microseconds a record) and the
-assembler (whose batches coalesce a cluster's moves into one snapshot: smaller ones would
-send the appliers more snapshots) fold whole fetches."""
-
 
 def stage_specs(settings: Settings, metrics: Metrics) -> list[StageSpec]:
     """The specs of the stages `settings.stages` names, in pipeline order."""
@@ -94,7 +86,6 @@ def _all_stage_specs(settings: Settings, metrics: Metrics) -> list[StageSpec]:
             dead_letter_topic=topics.dead_letters,
             new_processor=lambda tp: DecidePartition(tp, topics, metrics),
             state_topic=topics.name("decide_state"),
-            fold_budget=DECIDE_FOLD_BUDGET,
         ),
         StageSpec(
             name="assemble",

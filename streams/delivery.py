@@ -119,7 +119,6 @@ class StageSpec:
     new_processor: Callable[[TopicPartition], PartitionProcessor]
     state_topic: str | None = None  # compacted; its partition p holds input partition p's state
     process_idle: bool = False  # also called (no records) when only the position moved
-    fold_budget: float | None = None  # seconds a batch's fold may hold the event loop, about (slots.py `_bounded`)
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -176,7 +175,6 @@ class StageRunner:
             duplicates=duplicates,
             position=self._position,
             clock=clock,
-            fold_budget=spec.fold_budget,
         )
         self.session_timeout = session_timeout
         self.instance_id = instance_id

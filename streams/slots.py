@@ -73,9 +73,6 @@ log = logging.getLogger("rollout.delivery")
 
 PERMANENT_ERRORS = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
 POISON_REASON = "its outputs cannot be written (larger than the broker accepts); input skipped"
-MIN_FOLD = 100
-"""The fewest input records a batch bounded by its fold budget folds (`BatchCommitter._bounded`):
-a transaction costs its round trips whatever it holds."""
 
 
 class PartitionProcessor(Protocol):
@@ -157,7 +154,6 @@ class Slot:
     reason: str = ""  # why it broke, the last time it did
     repair: RepairSchedule = field(default_factory=RepairSchedule)
     isolation: Isolation = field(default_factory=Isolation)
-    fold_cost: float = 0.0  # seconds of fold per input record, as last measured (`BatchCommitter.fold_budget`)
     _phase: PartitionPhase = field(default=PartitionPhase.SUSPENDED, init=False, repr=False)
 
     @property
@@ -219,8 +215,6 @@ class BatchCommitter:
     """Folds each batch of a stage's partitions and commits it in a transaction (see the
     module doc); `position(tp)` is the consumer's position (past transaction markers)."""
 
-    min_fold = MIN_FOLD  # lowered by tests
-
     def __init__(
         self,
         *,
@@ -232,7 +226,6 @@ class BatchCommitter:
         duplicates: Counter,
         position: Callable[[TopicPartition], Awaitable[int]],
         clock: Callable[[], float] = time.monotonic,
-        fold_budget: float | None = None,
     ) -> None:
         self.stage = stage
         self.group_id = group_id
@@ -243,7 +236,9 @@ class BatchCommitter:
         self.latency = metrics.decision_latency.labels(stage)
         self.position = position
         self.clock = clock  # when a broken partition is repaired
-        self.fold_budget = fold_budget  # seconds one fold may hold the event loop, about (`_bounded`)
+        # what each transaction folded, how long its fold held the event loop — which the
+        # worker's stages share: the other stages' fetches and every transaction's round
+        # trips wait for it — and how long the transaction took (README, Performance)
         self.batch_records = metrics.batch_records.labels(stage)
         self.fold_seconds = metrics.fold_seconds.labels(stage)
         self.transaction_seconds = metrics.transaction_seconds.labels(stage)
@@ -288,9 +283,6 @@ class BatchCommitter:
         slot.position = prepared.end
         slot.inflight = asyncio.create_task(self._commit(slot, prepared), name=f"{self.stage} {name(slot.tp)}")
         if prepared.rest:  # the processor stopped at its bound: the rest is the next transaction
-            # ... folded once the event loop has run: the other stages' fetches and transaction
-            # round trips, and this one's first, go on between the two folds
-            await asyncio.sleep(0)
             return await self.transact(slot, prepared.rest, end, wait=wait)
         return await self.settle(slot) if wait else True
 
@@ -314,17 +306,10 @@ class BatchCommitter:
         rest: list[ConsumerRecord] = []
         try:
             live = [r for r in records if r.offset not in poison]
-            bound = self._bounded(slot, len(live))
             started = time.perf_counter()
-            folded = processor.process(live[:bound] if bound < len(live) else live, end, out)
-            if folded is None and bound < len(live):
-                folded = bound
-            took = time.perf_counter() - started
-            count = len(live) if folded is None else folded
-            if count:
-                slot.fold_cost = took / count
-                self.batch_records.observe(count)
-            self.fold_seconds.observe(took)
+            folded = processor.process(live, end, out)
+            self.fold_seconds.observe(time.perf_counter() - started)
+            self.batch_records.observe(len(live) if folded is None else folded)
             if folded is not None and 0 < folded < len(live):  # stopped at its bound
                 cut = live[folded].offset
                 records, rest, end = (
@@ -345,27 +330,6 @@ class BatchCommitter:
             return error
         state_records = [OutRecord(self.state_topic, k, v, slot.tp.partition) for k, v in changes]
         return Prepared(records, end, out.all(), state_records, out.dead_letters, rest)
-
-    def _bounded(self, slot: Slot, records: int) -> int:
-        """How many of a batch's `records` to fold in one go: all of them, or with a
-        `fold_budget` as many as the partition's last measured cost per record fits in it
-        (`MIN_FOLD` at least); the rest is the next transaction's, folded after the event
-        loop ran (`transact`).
-
-        Why: a stage's fold holds the event loop, and the worker's stages share it. A
-        decider batch was a whole fetch — thousands of status reports, each moving a cluster
-        in a rollout (~0.3 ms) — folded in one go, the four partitions of a step one after
-        the other: seconds during which the router's and the assembler's fetches and the
-        round trips of every transaction waited (a transaction is five of them, one after
-        the other). In the 100-concurrent-rollouts benchmark a status report took 3.7 s
-        (p50) to pass the router, which folds it in microseconds. Where a batch ends changes
-        no decision — the engine folds the same events in the same order (batches are only
-        what commits together); a smaller one costs a transaction's round trips more and
-        what the stage writes once per batch (a module's status document)."""
-        budget = self.fold_budget
-        if budget is None or slot.fold_cost <= 0.0:
-            return records
-        return max(self.min_fold, int(budget / slot.fold_cost))
 
     async def _commit(self, slot: Slot, batch: Prepared) -> bool:
         """The sealed batch's transaction; on success its state is committed."""

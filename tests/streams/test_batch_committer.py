@@ -26,7 +26,7 @@ class Partition:
     """One input partition of a stage, its slot READY with two producers, and a committer;
     `read()` is what a fetch from the slot's position brings."""
 
-    def __init__(self, *, stateful: bool = True, commit_hops: int = 1, fold_budget: float | None = None) -> None:
+    def __init__(self, *, stateful: bool = True, commit_hops: int = 1) -> None:
         self.broker = MemoryBroker(max_message_bytes=MAX_MESSAGE_BYTES, commit_hops=commit_hops)
         for topic in (INPUT, OUTPUT, STATE, DEAD):
             self.broker.create_topic(topic, 1)
@@ -45,7 +45,6 @@ class Partition:
             duplicates=Counter("duplicates", "", ["stage"], registry=self.registry),
             position=self._position,
             clock=lambda: self.now,
-            fold_budget=fold_budget,
         )
 
     async def ready(self) -> Partition:
@@ -129,53 +128,23 @@ async def test_a_batch_its_processor_stops_short_of_is_committed_in_transactions
     assert partition.slot.position == partition.slot.committed_position == 5
 
 
-async def test_a_batch_longer_than_its_fold_budget_is_committed_in_parts_the_event_loop_running_between() -> None:
-    partition = await Partition(commit_hops=5, fold_budget=0.0).ready()
-    partition.committer.min_fold = 2
-    partition.slot.fold_cost = 1.0  # as measured on the last batch: the budget fits the fewest records
-    turns = 0  # the event loop's turns so far
-    folds: list[int] = []  # ... at each fold
-    process = partition.processor.process
-
-    def counted(records: Sequence[ConsumerRecord], position: int, out: Outputs) -> int | None:
-        folds.append(turns)
-        return process(records, position, out)
-
-    async def loop_turns() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    partition.processor.process = counted  # type: ignore[method-assign]
+async def test_each_transaction_reports_what_it_folded_how_long_the_fold_held_the_loop_and_how_long_it_took() -> None:
+    partition = await Partition(commit_hops=5).ready()
+    partition.processor.bound = 2
     partition.arrive(b"a", b"b", b"c", b"d", b"e")
-    counting = asyncio.create_task(loop_turns())
-    await asyncio.sleep(0)
-    try:
-        await partition.deliver(partition.read())
-        assert await partition.committer.settle(partition.slot)
-    finally:
-        counting.cancel()
 
-    assert partition.outputs() == [b"a", b"b", b"c", b"d", b"e"]  # each once, in order
-    assert partition.committed_count() == 5
-    positions = [r.value for r in partition.broker.committed_records(STATE, 0) if r.key == b"tracking:position"]
-    assert [json.loads(p)["offset"] for p in positions] == [2, 4, 5]  # one transaction per part
-    assert folds[0] < folds[1] < folds[2], "the event loop ran between the folds"
-    assert partition.slot.fold_cost > 0.0  # measured again on each part
-    assert partition.committer.batch_records._sum.get() == 5
+    await partition.deliver(partition.read())
+    assert await partition.committer.settle(partition.slot)
 
-
-async def test_without_a_fold_budget_or_a_measured_cost_a_batch_is_folded_whole() -> None:
-    for budget, cost in ((None, 1.0), (0.0, 0.0)):
-        partition = await Partition(fold_budget=budget).ready()
-        partition.committer.min_fold = 2
-        partition.slot.fold_cost = cost
-        partition.arrive(b"a", b"b", b"c", b"d", b"e")
-        await partition.deliver(partition.read())
-        assert await partition.committer.settle(partition.slot)
-        positions = [r.value for r in partition.broker.committed_records(STATE, 0) if r.key == b"tracking:position"]
-        assert [json.loads(p)["offset"] for p in positions] == [5]
+    committer = partition.committer
+    records = committer.batch_records.collect()[0].samples
+    assert {s.name: s.value for s in records if s.name.endswith(("_count", "_sum"))} == {
+        "rollout_batch_records_count": 3.0,  # the three transactions of the processor's bound
+        "rollout_batch_records_sum": 5.0,
+    }
+    for histogram in (committer.fold_seconds, committer.transaction_seconds):
+        samples = {s.name.rsplit("_", 1)[1]: s.value for s in histogram.collect()[0].samples if "_bucket" not in s.name}
+        assert samples["count"] == 3.0 and samples["sum"] > 0.0
 
 
 async def test_the_next_batch_is_folded_while_the_previous_transaction_is_in_flight() -> None:
