@@ -791,7 +791,7 @@ class Options:
     rollout_timeout_s: float
     ready_timeout_s: float = 300
     workers: int = 1  # worker processes sharing the partitions (one consumer group per stage)
-    split_stages: bool = False  # two worker processes: `--stages route` and `--stages decide,assemble`
+    split_stages: str = ""  # worker processes by their stages, e.g. "route/decide,assemble" (`--split-stages`)
     static_membership: bool = False  # each worker started with --instance-id (the same after the restart)
     # the modules that do not roll out applied first, and joined, before the measured ones are
     installed_first: bool = False
@@ -1176,11 +1176,11 @@ def start_workers(env: dict[str, str], workdir: Path, options: Options, log_name
     def instance(i: int) -> str | None:
         return f"fleet-worker-{i}" if options.static_membership else None
 
-    if options.split_stages:  # `rollout worker --stages`: the router on a core of its own
+    if options.split_stages:  # `rollout worker --stages`: e.g. the router on a core of its own
         return [
-            start_worker(env, workdir / f"{log_name}-{part}.log", free_port(), options.tick_s, name=f"worker-{part}",
-                         instance_id=instance(i), stages=stages)
-            for i, (part, stages) in enumerate((("route", "route"), ("decide", "decide,assemble")))
+            start_worker(env, workdir / f"{log_name}-{stages.split(',')[0]}.log", free_port(), options.tick_s,
+                         name=f"worker-{stages.split(',')[0]}", instance_id=instance(i), stages=stages)
+            for i, stages in enumerate(options.split_stages.split("/"))
         ]  # fmt: skip
     if options.workers == 1:
         return [start_worker(env, workdir / f"{log_name}.log", free_port(), options.tick_s, instance_id=instance(0))]
@@ -1397,8 +1397,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--split-stages",
-        action="store_true",
-        help="two worker processes, `--stages route` and `--stages decide,assemble` (instead of --workers)",
+        nargs="?",
+        const="route/decide,assemble",
+        default="",
+        help="a worker process per group of stages, e.g. route/decide,assemble (the default) or route/decide/assemble "
+        "(`rollout worker --stages`; instead of --workers)",
     )
     parser.add_argument(
         "--static-membership",
