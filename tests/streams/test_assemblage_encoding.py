@@ -121,7 +121,7 @@ def test_a_move_encodes_only_the_sync_that_changed_and_the_others_come_from_the_
 
 
 def test_the_table_holds_at_most_its_capacity_and_encodes_an_evicted_sync_again_the_same() -> None:
-    encoded = EncodedSyncs(capacity=10)
+    encoded = EncodedSyncs(capacity=10, clusters=0)  # no cluster's forms kept: every sync through the table
     record: AssemblageRecord | None = None
     for n in range(30):
         record, _ = assemble(record, assignment("eu-1", f"m-{n:03d}", "1.0.0"))
@@ -131,6 +131,66 @@ def test_the_table_holds_at_most_its_capacity_and_encodes_an_evicted_sync_again_
     assert encoded.record_json(record) == first == stored.encode(record)
     assert len(encoded) == 10
     assert encoded.encoded == 60  # nothing reused: 30 syncs through a table of 10, twice
+
+
+def test_a_move_looks_up_only_the_changed_sync_and_joins_the_clusters_kept_pieces() -> None:
+    encoded = EncodedSyncs()
+    record: AssemblageRecord | None = None
+    for n in range(100):
+        record, _ = assemble(record, assignment("eu-1", f"m-{n:03d}", "1.0.0"))
+    assert record is not None
+    encoded.record_json(record)
+    encoded.snapshot_json(record, "ProxyAssemblage")
+    looked_up = encoded.encoded + encoded.reused
+
+    moved, _ = assemble(record, assignment("eu-1", "m-042", "1.1.0"))
+    assert encoded.record_json(moved) == stored.encode(moved)
+    assert encoded.snapshot_json(moved, "ProxyAssemblage") == orjson.dumps(
+        snapshot(moved, "ProxyAssemblage").model_dump(mode="json", by_alias=True),  # type: ignore[union-attr]
+        option=orjson.OPT_SORT_KEYS,
+    )
+    # m-042's new sync: encoded once, then its snapshot form from the table; the 99 others not looked up
+    assert encoded.encoded + encoded.reused - looked_up <= 3
+
+
+moves = st.lists(
+    st.tuples(
+        st.sampled_from(["eu-1", "eu-2"]),
+        st.sampled_from(["m-a", "m-b", "m-c", "m-d"]),
+        st.sampled_from(["1", "2", None]),
+        st.booleans(),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(moves, st.integers(min_value=0, max_value=3), st.integers(min_value=1, max_value=8))
+def test_records_moved_in_any_order_encode_as_pydantic_and_orjson_write_them(
+    steps: list[tuple[str, str, str | None, bool]], clusters: int, capacity: int
+) -> None:
+    """Modules assigned, moved, removed and assigned again, over clusters whose kept forms
+    are evicted (`clusters`) and syncs that leave the table (`capacity`), some versions of a
+    record never encoded (a batch publishes its last): every state record and snapshot is
+    the bytes pydantic and orjson write, in the record's own module order."""
+    encoded = EncodedSyncs(capacity=capacity, clusters=clusters)
+    records: dict[str, AssemblageRecord | None] = {"eu-1": None, "eu-2": None}
+    for cluster, module, tag, published_now in steps:
+        moved = assignment(cluster, module, tag or "0")
+        if tag is None:
+            moved = moved.model_copy(update={"sync": None})
+        record, _ = assemble(records[cluster], moved)
+        records[cluster] = record
+        if not published_now:
+            continue
+        assert encoded.record_json(record) == stored.encode(record)
+        published = snapshot(record, "ProxyAssemblage")
+        expected = (
+            None
+            if published is None
+            else orjson.dumps(published.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
+        )
+        assert encoded.snapshot_json(record, "ProxyAssemblage") == expected
 
 
 def test_the_assemblers_changelog_writes_its_records_as_stored_encode_writes_them() -> None:
