@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from aiokafka import AIOKafkaClient
@@ -91,69 +92,71 @@ SUFFIXES: dict[str, str] = {spec.role: spec.suffix for spec in TOPICS}
 
 @dataclass(frozen=True)
 class TopicNames:
+    """The topic names under `prefix`; each role's name computed once (read per record sent)."""
+
     prefix: str
 
     def name(self, role: str) -> str:
         """The topic of `role` (a `TopicSpec.role`), e.g. "journal" → "rollout.journal"."""
         return self.prefix + SUFFIXES[role]
 
-    @property
+    @cached_property
     def intents(self) -> str:
         return self.name("intents")
 
-    @property
+    @cached_property
     def clusters(self) -> str:
         return self.name("clusters")
 
-    @property
+    @cached_property
     def status(self) -> str:
         return self.name("status")
 
-    @property
+    @cached_property
     def ticks(self) -> str:
         return self.name("ticks")
 
-    @property
+    @cached_property
     def heartbeats(self) -> str:
         return self.name("heartbeats")
 
-    @property
+    @cached_property
     def dependencies(self) -> str:
         return self.name("dependencies")
 
-    @property
+    @cached_property
     def journal(self) -> str:
         return self.name("journal")
 
-    @property
+    @cached_property
     def assignments(self) -> str:
         return self.name("assignments")
 
-    @property
+    @cached_property
     def remote(self) -> str:
         return self.name("remote")
 
-    @property
+    @cached_property
     def proxy(self) -> str:
         return self.name("proxy")
 
-    @property
+    @cached_property
     def module_status(self) -> str:
         return self.name("module_status")
 
-    @property
+    @cached_property
     def targets(self) -> str:
         return self.name("targets")
 
-    @property
+    @cached_property
     def decisions(self) -> str:
         return self.name("decisions")
 
-    @property
+    @cached_property
     def dead_letters(self) -> str:
         return self.name("dead_letters")
 
-    @property
+    @cached_property
     def verdicts(self) -> str:
         return self.name("verdicts")
 

@@ -175,12 +175,24 @@ class DecisionChain:
     def link(self, body: Mapping[str, Any]) -> bytes:
         """The stored document of the decision `body` (its id and fields), linked to the
         head; the head moves to it."""
+        return self.link_all([body])[0]
+
+    def link_all(self, bodies: Iterable[Mapping[str, Any]]) -> list[bytes]:
+        """The stored documents of the decisions `bodies`, in order, each linked to the one
+        before it, the first to the head; the head moves to the last — read and written once
+        (an event's decisions: a status report makes two, each head a model and a state write)."""
         head = self.head
-        linked = {**body, "chain": self.chain, "seq": head.seq, "prev": head.hash}
-        digest = hashlib.sha256(canonical(linked)).hexdigest()
-        self.heads[HEAD_KEY] = ChainHead.model_construct(hash=digest, seq=head.seq + 1)  # valid by construction
-        linked["hash"] = digest
-        return exact(canonical(linked))  # held until its batch commits: of its own size
+        seq, prev = head.seq, head.hash
+        documents = []
+        for body in bodies:
+            linked = {**body, "chain": self.chain, "seq": seq, "prev": prev}
+            prev = hashlib.sha256(canonical(linked)).hexdigest()
+            linked["hash"] = prev
+            documents.append(exact(canonical(linked)))  # held until its batch commits: of its own size
+            seq += 1
+        if documents:
+            self.heads[HEAD_KEY] = ChainHead.model_construct(hash=prev, seq=seq)  # valid by construction
+        return documents
 
 
 # -- verifying ---------------------------------------------------------------------------

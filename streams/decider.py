@@ -50,6 +50,7 @@ from rollout.wire.events import (
     SyncStatusReported,
     parse_journal_event,
 )
+from streams.assignment_encoding import AssignmentEncoder
 from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain, decision_body
 from streams.outputs import Outputs, exact
 from streams.state import PartitionState
@@ -134,6 +135,7 @@ class DecidePartition:
         self.metrics = metrics
         self.state = PartitionState(state_mappings(), lazy=LAZY_MAPPINGS, shared=SHARED_MAPPINGS, hot=HOT_RECORDS)
         self.chain = DecisionChain(self.partition, self.state.mappings[CHAIN_MAPPING])
+        self.assignments = AssignmentEncoder()
         self.engine = self._new_engine()
         self.cold = True  # the engine's indexes are not built (`warm_up`)
 
@@ -252,15 +254,16 @@ class DecidePartition:
 
     def _publish(self, outcome: Outcome, record: ConsumerRecord, out: Outputs) -> None:
         topics = self.topics
-        for assignment in outcome.assignments:
-            out.send(
-                topics.assignments,
-                assignment.cluster.encode(),
-                assignment.model_dump_json(by_alias=True).encode(),
-            )
-        for index, decision in enumerate(outcome.decisions):
-            body = decision_body(self.partition, record.offset, index, decision)
-            out.send(topics.decisions, decision.module.encode(), self.chain.link(body))
+        for assignment in outcome.assignments:  # its sync encoded once a wave (streams/assignment_encoding.py)
+            out.send(topics.assignments, assignment.cluster.encode(), self.assignments.encode(assignment))
+        if outcome.decisions:
+            partition, offset = self.partition, record.offset
+            bodies = [
+                decision_body(partition, offset, index, decision) for index, decision in enumerate(outcome.decisions)
+            ]
+            decisions = topics.decisions
+            for decision, linked in zip(outcome.decisions, self.chain.link_all(bodies), strict=True):
+                out.send(decisions, decision.module.encode(), linked)
         for event in outcome.dependency_events:  # to another module's partition, via the router
             own = isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted | ReleaseStageApproved)
             receiver = event.module if own else event.dependent

@@ -98,12 +98,12 @@ class Reports:
         stored = tables.modules.get(event.module)
         status = self._counted_status(event, stored, target) if count and stored is not None else None
         if status is None:
-            tables.targets[key] = target.model_copy(update={"report_ids": ids})  # only the id is new
+            tables.targets[key] = target.updated({"report_ids": ids})  # only the id is new
             return
         assert stored is not None
         record = tables.working_module(stored)
         book.index(record.name)
-        new = target.model_copy(update={"status": status, "status_message": event.message or "", "report_ids": ids})
+        new = target.updated({"status": status, "status_message": event.message or "", "report_ids": ids})
         if status == "failed" and target.status != "failed":
             book.decide(
                 record,

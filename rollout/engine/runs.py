@@ -170,7 +170,7 @@ class Runs:
         return run
 
     def members(self, record: ModuleRecord, stage: str, present: int) -> int:
-        return budget_members(self.current(record), stage, present)
+        return budget_members(self.tables.runs.get(record.name), stage, present)  # `current`, asked per budget
 
     def late(self, record: ModuleRecord, cluster: str) -> LateJoin | None:
         """Where a cluster that became a member just now stands under the module's

@@ -61,7 +61,7 @@ from rollout.engine.runs import Runs, run_members_now
 from rollout.engine.stage_graph import announced, is_graph, progress, wait_key
 from rollout.engine.stage_graph import passed as graph_passed
 from rollout.engine.stage_graph import waiting as graph_waiting
-from rollout.engine.state import LateJoin, ModuleRecord, Phase, StageProgress, Target, target_key
+from rollout.engine.state import LateJoin, ModuleRecord, Phase, StageCounts, StageProgress, Target, target_key
 from rollout.engine.strategy import resolve_count, stages_of, started
 from rollout.engine.tables import StateTables
 from rollout.engine.targets import TargetBook
@@ -212,7 +212,11 @@ class StageMachine:
         """(maxConcurrency, maxFailures) of stage `index`, resolved against the run's fixed
         members there (runs.py): churn during the run does not move them."""
         stage = stages_of(record)[index]
-        members = self.runs.members(record, stage.name, run_members_now(self.book.counts(record, stage.name)))
+        return self._stage_budget(record, stage, self.book.counts(record, stage.name))
+
+    def _stage_budget(self, record: ModuleRecord, stage: Stage, counts: StageCounts) -> tuple[int, int]:
+        """`budget` of `stage`, whose counters are `counts`."""
+        members = self.runs.members(record, stage.name, run_members_now(counts))
         return stage_budget(stage.max_concurrency, stage.max_failures, members)
 
     def completed(self, record: ModuleRecord) -> bool:
@@ -273,7 +277,7 @@ class StageMachine:
             return
         while True:
             for index in range(min(record.stage_index, len(stages) - 1) + 1):
-                if self.stage_open(record, index):
+                if index < record.stage_index or record.stage_started:  # `stage_open` of a chain
                     self.fill(record, index, out)
             if self.completed(record):
                 # late joiners and clusters back from not-ready still get moved above; the
@@ -358,11 +362,12 @@ class StageMachine:
         pending, updating or blocked, or failures over its budget) and whether it passed:
         soaked its minSuccessTime and its health gates passed for it."""
         counts = self.book.counts(record, stage.name)
-        _, max_failures = self.budget(record, index)
         # offline members it waits for count as waiting too (offline_waits.py)
         waiting = counts.pending + counts.updating + counts.blocked + counts.awaiting_release + counts.awaited
-        done = waiting == 0 and counts.failed <= max_failures
-        if not done:
+        if waiting:
+            return None, False  # most reports: its budget is not asked
+        _, max_failures = self._stage_budget(record, stage, counts)
+        if counts.failed > max_failures:
             return None, False
         now = self.tables.now
         if done_at is None:
@@ -529,7 +534,9 @@ class StageMachine:
         stages = stages_of(record)
         for index in self.started_stages(record):
             counts = self.book.counts(record, stages[index].name)
-            _, max_failures = self.budget(record, index)
+            if not counts.failed:
+                continue  # within any budget (maxFailures is never negative): no budget resolved
+            _, max_failures = self._stage_budget(record, stages[index], counts)
             if counts.failed > max_failures:
                 cause = FailureBudgetExceeded(stage=stages[index].name, failed=counts.failed, max_failures=max_failures)
                 on_failure = record.spec.rollout.on_failure if record.spec.rollout else "Halt"
@@ -545,17 +552,25 @@ class StageMachine:
         """Move stage `index`'s pending clusters to the target, in order, within its budget."""
         book = self.book
         stage = stages_of(record)[index]
-        concurrency, _ = self.budget(record, index)
         queue = book.pending_queue(record.name, index)
         counts = book.counts(record, stage.name)
+        if not queue and stage.waves is None:
+            # nothing to move — a stage filled already, at most status reports: what the gates
+            # below do when nothing moves (a window or freeze left, none entered), no budget
+            self.windows.window_open(record, stage, out, moving=False)
+            self.freezes.may_move(record, out, moving=False)
+            return
+        concurrency, _ = self._stage_budget(record, stage, counts)
         revision = record.revisions[record.target].revision
         moving = bool(queue) and counts.updating < concurrency
         if not self.windows.window_open(record, stage, out, moving=moving):
             return  # outside its maintenance windows (window_gate.py)
         if not self.freezes.may_move(record, out, moving=moving):
             return  # inside a deny window of a freeze calendar (freeze_gate.py)
-        members = self.runs.members(record, stage.name, run_members_now(counts))  # the run's fixed set (runs.py)
-        room = self.waves.room(record, index, stage, queue, counts, members, out)  # its waves (waves.py)
+        room = None  # its waves (waves.py), resolved against the run's fixed set (runs.py)
+        if stage.waves is not None:
+            members = self.runs.members(record, stage.name, run_members_now(counts))
+            room = self.waves.room(record, index, stage, queue, counts, members, out)
         limit = None if room is None else started(counts) + room
         targets = self.tables.targets
         while queue and counts.updating < concurrency:

@@ -157,6 +157,16 @@ class Record(BaseModel):
             values[name] = copier(values[name])
         return copied
 
+    def updated(self, changes: dict[str, Any]) -> Self:
+        """`self.model_copy(update=changes)` without its generic steps (`_shallow_copy`): a
+        status report copies its target twice — once for the report, once for the next move —
+        and model_copy cost ~3 µs of it. `changes` are field values, not validated (as
+        model_copy's are not)."""
+        copied = _shallow_copy(self)
+        copied.__dict__.update(changes)
+        copied.__pydantic_fields_set__.update(changes)
+        return copied
+
 
 _set = object.__setattr__
 

@@ -57,6 +57,9 @@ from rollout.values.releases import ObservedValues, read_only_values, release_sy
 from rollout.wire.assemblages import ASSEMBLAGE_FOR, AssignedSync
 from rollout.wire.decision_reasons import DecisionReason, ValuesRefused, render
 
+ASSIGNED_SYNCS_KEPT = 4_096
+"""Modules whose last AssignedSync the book keeps to give again (`assigned_sync`)."""
+
 PendingQueue = list[tuple[int, int, str]]  # (unsorted?, sort key, cluster), ascending: the cluster is entry[2]
 """One tuple per pending target (a fleet-sized index: 64 bytes an entry, not 120 with the
 cluster beside its sort tuple)."""
@@ -87,6 +90,7 @@ class TargetBook:
         self._late: dict[str, set[str]] = {}  # late joiners kept out of the run (runs.py)
         self._not_ready: dict[str, set[str]] = {}  # category not_ready (offline, not waited for)
         self._waited: dict[str, set[str]] = {}  # offline_until or offline_failed set (runs.py)
+        self._assigned: dict[str, AssignedSync] = {}  # each module's last (`assigned_sync`)
 
     def reset_indexes(self) -> None:
         """Drop every derived in-memory index; they are rebuilt lazily from the mappings."""
@@ -423,8 +427,8 @@ class TargetBook:
             record.revisions[old_generation].assigned -= 1
         if generation is not None:
             record.revisions[generation].assigned += 1
-        new = target.model_copy(
-            update={
+        new = target.updated(
+            {
                 "assigned": generation,
                 "status": "updating" if generation is not None else "none",
                 "status_message": "",
@@ -462,14 +466,29 @@ class TargetBook:
         return new
 
     def assigned_sync(self, record: ModuleRecord, generation: int, facts: ClusterFacts | None) -> AssignedSync:
+        """What `generation` assigns to the cluster of `facts`. Without bindings to expand or
+        Helm values to merge, that is the revision's own sync for every cluster: the module's
+        last AssignedSync is given again when it is equal (a frozen model, validated once),
+        so that every assignment of a module's wave shares one — and the decider encodes it
+        once (streams/decider.py)."""
         sync, _ = self.release_for(record, generation, facts)
-        return AssignedSync(
-            module=record.name,
-            module_namespace=record.namespace,
-            revision=record.revisions[generation].revision,
-            generation=generation,
-            sync=sync,
+        revision = record.revisions[generation].revision
+        last = self._assigned.get(record.name)
+        if (
+            last is not None
+            and last.sync is sync
+            and last.generation == generation
+            and last.revision == revision
+            and last.module_namespace == record.namespace
+        ):
+            return last
+        assigned = AssignedSync(
+            module=record.name, module_namespace=record.namespace, revision=revision, generation=generation, sync=sync
         )
+        if len(self._assigned) >= ASSIGNED_SYNCS_KEPT:
+            self._assigned.clear()  # modules gone: bounded, whatever the installation's age
+        self._assigned[record.name] = assigned
+        return assigned
 
     def resent_sync(
         self, record: ModuleRecord, target: Target, facts: ClusterFacts | None, out: Outcome

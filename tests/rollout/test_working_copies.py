@@ -99,3 +99,14 @@ def test_the_shallow_copy_is_what_model_copy_makes() -> None:
         for slot in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
             assert getattr(ours, slot) == getattr(theirs, slot), slot
         assert isinstance(ours, BaseModel) and ours.model_dump_json() == theirs.model_dump_json()
+
+
+def test_an_updated_copy_is_what_model_copy_with_an_update_makes() -> None:
+    for record in records(busy_fleet()):
+        fields = list(type(record).model_fields)
+        changes = {name: getattr(record, name) for name in fields[-2:]}  # values of the right types
+        ours, theirs = record.updated(changes), record.model_copy(update=changes)
+        assert ours.__dict__ == theirs.__dict__ and ours.__dict__ is not record.__dict__
+        for slot in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+            assert getattr(ours, slot) == getattr(theirs, slot), slot
+        assert ours.model_dump_json(exclude_unset=True) == theirs.model_dump_json(exclude_unset=True)
