@@ -70,9 +70,13 @@ class Outputs:
     def extend(self, other: Outputs) -> None:
         """Append what `other` produced, as if it had been sent here after what is here."""
         self.records.extend(other.records)
-        self.size += sum(_size(record.key, record.value) for record in other.records)
-        for key, record in other.latest.items():
-            self.send_latest(record.topic, key[1], record.value)
+        if not self.latest:  # a stage's batch into its fresh outputs: `other`'s as they are
+            self.latest.update(other.latest)
+            self.size += other.size  # its records' and its latest records' bytes
+        else:
+            self.size += sum(_size(record.key, record.value) for record in other.records)
+            for key, record in other.latest.items():
+                self.send_latest(record.topic, key[1], record.value)
         self.dead_letters += other.dead_letters
 
     def all(self) -> list[OutRecord]:

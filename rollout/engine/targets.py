@@ -32,7 +32,7 @@ from sortedcontainers import SortedList
 
 from rollout.api.manifests import Sync
 from rollout.engine.dependency_links import DependencyLinks, dependents_ready, release_failed, release_skipped
-from rollout.engine.outcome import DEFERRED, Assignment, Decision, DecisionAction, Outcome
+from rollout.engine.outcome import DEFERRED, DecisionAction, Outcome, assignment, decision
 from rollout.engine.runs import offline_reason
 from rollout.engine.state import (
     REPORT_IDS_KEPT,
@@ -439,7 +439,7 @@ class TargetBook:
         facts = self.tables.clusters.get(target.cluster)
         revision = record.revisions[generation].revision if generation is not None else None
         out.assignments.append(
-            Assignment(
+            assignment(  # not validated again: the engine's own typed values (outcome.py)
                 cluster_namespace=facts.namespace if facts else record.namespace,
                 cluster=target.cluster,
                 module=record.name,
@@ -579,7 +579,7 @@ class TargetBook:
         facts in its model."""
         reason = render(because)
         out.decisions.append(
-            Decision(
+            decision(  # not validated again: the engine's own typed values (outcome.py)
                 module=record.name,
                 action=action,
                 reason=reason,
