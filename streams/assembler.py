@@ -23,7 +23,9 @@ assignment's sync is decoded once and shared by every cluster assigned an equal 
 (streams/assignment_decoding.py), and the snapshot is not built as a model only to be
 encoded by the table (`assemble_record`): one partition's share of that benchmark
 (benchmarks/assembler_moves.py, 250 clusters x 100 modules moving), 669-786 → 197-200 µs of
-CPU a move, peak RSS 411 → 174 MiB, the same bytes written.
+CPU a move, peak RSS 411 → 174 MiB, the same bytes written. Then each cluster's syncs kept
+as encoded pieces in order (`_KindForms`, same module), so that a move joins them instead of
+looking each sync up: 172-196 → 63-65 µs.
 """
 
 from __future__ import annotations
