@@ -110,9 +110,9 @@ def decision(
         "cluster": cluster,
         "revision": revision,
         "generation": generation,
-        "at": at,
+        "at": float(at),  # as validation makes an int of a clock set by hand
         "stage": stage,
-        "stage_seconds": stage_seconds,
+        "stage_seconds": None if stage_seconds is None else float(stage_seconds),
     }
     return _trusted(Decision, {**given, "user": None, "via": None}, set(given))
 
