@@ -40,7 +40,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from fleet_memory import fold
 
 from infra.observability import Metrics
-from infra.topics import TopicNames, ensure_topics, delete_topics
+from infra.topics import TopicNames, delete_topics, ensure_topics
 from streams.decider import DecidePartition
 from streams.restore import StateReader
 
@@ -89,7 +89,7 @@ async def fill(bootstrap: str, topic: str, batches: list[list[tuple[bytes, bytes
 async def take_over(bootstrap: str, names: TopicNames, profile: cProfile.Profile | None) -> tuple[int, float, float]:
     decider = DecidePartition(TopicPartition(names.journal, 0), names, Metrics())
     assert decider.state is not None
-    reader = StateReader(bootstrap, names.name('decide_state'), "take-over-bench", {})
+    reader = StateReader(bootstrap, names.name("decide_state"), "take-over-bench", {})
     await reader.start()
     try:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -123,9 +123,10 @@ async def main_async(args: argparse.Namespace) -> None:
             batches = changelog_records(Path(directory) / "decide-state-0.bin")
         await ensure_topics(bootstrap, prefix, 1)
         started = time.perf_counter()
-        sent = await fill(bootstrap, names.name('decide_state'), batches)
+        topic = names.name("decide_state")
+        sent = await fill(bootstrap, topic, batches)
         del batches
-        print(f"produced {sent:,} records to {names.name('decide_state')} in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"produced {sent:,} records to {topic} in {time.perf_counter() - started:.1f} s", flush=True)
     try:
         for run in range(args.runs):
             folded_n, wall, cpu = await take_over(bootstrap, names, None)

@@ -185,6 +185,8 @@ class StageRunner:
         self.consumer: StageConsumer | None = None
         self.reader: StateReading | None = None
         self.on_assignment: Callable[[set[TopicPartition]], None] | None = None
+        self._taking_over: asyncio.Task[None] | None = None  # the last assignment's take-overs
+        self._caught_up: list[Slot] = []  # by that task: made READY by the next step
         self._offsets_task: asyncio.Task[None] | None = None
 
     @property
@@ -216,6 +218,7 @@ class StageRunner:
             self.lock.release()
         if self._offsets_task is not None:
             self._offsets_task.cancel()
+        await self._cancel_take_overs()
         slots = list(self.partitions.values())
         # the transactions in flight end (or fail) together, within one bound
         await self._settle_all(slots)
@@ -248,12 +251,17 @@ class StageRunner:
         # 100 ms per batch (a trace of a status round: 57 ms idle with 453 journal records
         # committed). A batch's size is bounded by BATCH_BYTES_PER_PARTITION instead.
         batch = await self.consumer.getmany(timeout_ms=timeout_ms)
+        taking_over = self._taking_over
+        if timeout_ms and taking_over is not None and not taking_over.done():
+            # the take-overs in flight (an assignment's task) may end within a poll's wait:
+            # their partitions are then delivered from this step on, not the next
+            await asyncio.wait([taking_over], timeout=timeout_ms / 1000)
         async with self.lock:
-            # A partition repaired now was sought back to its tracked position: what this
+            # A partition taken over or repaired now was sought to its tracked position: what this
             # fetch brought of it was read before that, from wherever the consumer was (past
             # the batch that broke it) — delivered, it would skip the inputs in between.
             # The next fetch reads them from the tracked position.
-            repaired = await self._repair_broken()
+            repaired = self._resume_caught_up() | await self._repair_broken()
             work: list[tuple[Slot, list[ConsumerRecord]]] = []
             for tp, records in batch.items():
                 slot = self.partitions.get(tp)
@@ -286,6 +294,7 @@ class StageRunner:
 
     async def revoke(self, revoked: list[TopicPartition]) -> None:
         async with self.lock:  # waits for the batch being folded
+            await self._cancel_take_overs()
             letting_go = [slot for tp in revoked if (slot := self.partitions.get(tp)) and slot.phase.owned]
             await self._settle_all(letting_go)  # their last transactions end first
             for slot in letting_go:
@@ -295,7 +304,20 @@ class StageRunner:
                 log.info("%s: revoked %s", self.spec.name, _names(revoked))
 
     async def assign(self, assigned: list[TopicPartition]) -> None:
+        """Own `assigned`: each partition is paused and TAKING_OVER, and its take-over runs in
+        a task of its own (`taken_over()` awaits it) — not in this callback. aiokafka calls
+        it in the middle of its rejoin, with the member's heartbeats stopped until it
+        returns: a take-over of the decider's state at 100,000 x 20 (~70 s under load) held
+        it past the session timeout, and the group expelled the worker right after it was
+        ready (issue 22). Returning at once, the member heartbeats while it catches up, and
+        answers the next rebalance within its rebalance timeout (`revoke` cancels the
+        take-overs in flight)."""
         async with self.lock:
+            if await self._cancel_take_overs():  # an earlier assignment's, still going (no revoke between)
+                for slot in self.partitions.values():
+                    if slot.phase is PartitionPhase.TAKING_OVER:
+                        await self._close_producer(slot)
+                        slot.fail(self.spec.name, RuntimeError("take-over cancelled by a new assignment"), self.clock())
             taken: list[Slot] = []
             for tp in sorted(assigned):
                 slot = self.partitions.get(tp)
@@ -305,26 +327,92 @@ class StageRunner:
                     except Exception:  # cannot even hold the partition: a bug, and loud
                         log.exception("%s %s: cannot set up the partition", self.spec.name, name(tp))
                         raise
+                slot.enter(PartitionPhase.TAKING_OVER)
                 taken.append(slot)
-            await asyncio.gather(*(self._take_over_or_fail(slot) for slot in taken))
+            if taken and self.consumer is not None:
+                # not fetched while taken over: what a fetch brought meanwhile would be read
+                # from the group offset and dropped (not delivering); resumed once sought
+                self.consumer.pause(*(slot.tp for slot in taken))
             for tp, slot in list(self.partitions.items()):
                 if slot.phase is PartitionPhase.SUSPENDED:
                     # another worker owns it now: what we hold may go stale; rebuilt if it returns
                     del self.partitions[tp]
                     _release(slot)
-            self.joined.set()
-            if self.on_assignment is not None:
-                self.on_assignment(set(self.slots))
-            log.info("%s: assigned %s", self.spec.name, _names(assigned))
+            self._taking_over = asyncio.create_task(
+                self._take_over_assigned(taken, assigned), name=f"{self.spec.name}-take-over"
+            )
 
-    async def _take_over_or_fail(self, slot: Slot) -> None:
-        """Take `slot` over, bounded: READY, or BROKEN (and repaired later)."""
-        slot.enter(PartitionPhase.TAKING_OVER)
+    async def taken_over(self) -> None:
+        """Wait for the take-overs of the last assignment (READY, or BROKEN and repaired later)."""
+        task = self._taking_over
+        if task is not None:
+            await asyncio.wait([task])
+        async with self.lock:
+            self._resume_caught_up()
+
+    async def _take_over_assigned(self, taken: list[Slot], assigned: list[TopicPartition]) -> None:
+        await asyncio.gather(*(self._take_over_or_fail(slot, locked=False) for slot in taken))
+        self.joined.set()
+        if self.on_assignment is not None:
+            self.on_assignment(set(self.slots))
+        log.info("%s: assigned %s", self.spec.name, _names(assigned))
+
+    async def _cancel_take_overs(self) -> bool:
+        """Stop the take-overs in flight (a revoke, a new assignment, a stop): whether any was;
+        their partitions stay TAKING_OVER for the caller to let go. What a cancelled catch-up
+        folded stays, with the state position it started from: the next catch-up reads
+        those records again (a compacted topic's records folded again in order leave the
+        same state) and resets the processor's caches."""
+        task, self._taking_over = self._taking_over, None
+        self._caught_up = []
+        if task is None or task.done():
+            return False
+        task.cancel()
+        await asyncio.wait([task])
+        self._caught_up = []
+        return True
+
+    async def _take_over_or_fail(self, slot: Slot, *, locked: bool = True) -> None:
+        """Take `slot` over, bounded: READY, or BROKEN (and repaired later). `locked`: the
+        caller holds `lock` (a repair, within a step) and the partition is READY on return;
+        otherwise (an assignment's task) the fencing and the catch-up run beside the
+        stage's batches, and the last move — seek, resume, READY — is the next step's
+        (`_resume_caught_up`, holding `lock`, between two batches). Not this task's, taking
+        `lock` itself: a revoke holds it while it cancels this task, and a cancellation
+        `asyncio.wait_for` swallows (Python 3.11) left the task waiting for the lock, the
+        revoke for the task (found by tests/streams/test_delivery_machine.py)."""
+        if slot.phase is not PartitionPhase.TAKING_OVER:
+            slot.enter(PartitionPhase.TAKING_OVER)
         try:
             await self._take_over(slot)
         except Exception as error:
             await self._close_producer(slot)
             slot.fail(self.spec.name, error, self.clock())
+            return
+        if locked:
+            self._resume(slot)
+        else:
+            self._caught_up.append(slot)
+
+    def _resume_caught_up(self) -> set[TopicPartition]:
+        """Make the partitions whose take-over task caught up READY (called holding `lock`);
+        the partitions resumed."""
+        caught_up, self._caught_up = self._caught_up, []
+        resumed: set[TopicPartition] = set()
+        for slot in caught_up:
+            if slot.phase is PartitionPhase.TAKING_OVER and self.partitions.get(slot.tp) is slot:
+                self._resume(slot)
+                resumed.add(slot.tp)
+        return resumed
+
+    def _resume(self, slot: Slot) -> None:
+        """The take-over's last move: delivering from the position it found."""
+        assert self.consumer is not None
+        slot.committed_position = slot.position
+        self.consumer.seek(slot.tp, slot.position)
+        self.consumer.resume(slot.tp)
+        slot.enter(PartitionPhase.READY)
+        slot.repair.succeeded()
 
     async def _take_over(self, slot: Slot) -> None:
         """Fence the previous owner, fold the state it committed, seek to its position.
@@ -378,10 +466,6 @@ class StageRunner:
             )
         else:
             slot.position = committed or 0
-        slot.committed_position = slot.position
-        self.consumer.seek(slot.tp, slot.position)
-        slot.enter(PartitionPhase.READY)
-        slot.repair.succeeded()
 
     async def _refuse_a_gap(self, slot: Slot) -> None:
         """A stateful stage's state covers its input below the tracked position, and nothing
@@ -463,8 +547,11 @@ class StageRunner:
 
     @property
     def healthy(self) -> bool:
-        """Joined its group, and no owned partition is broken."""
-        return self.joined.is_set() and all(s.broken is None for s in self.partitions.values())
+        """Joined its group, and every owned partition taken over (none broken, none still
+        catching up)."""
+        return self.joined.is_set() and all(
+            s.broken is None and s.phase is not PartitionPhase.TAKING_OVER for s in self.partitions.values()
+        )
 
     def broken(self) -> list[str]:
         return [f"{name(s.tp)}: {s.broken}" for s in self.partitions.values() if s.broken is not None]

@@ -365,6 +365,7 @@ class MemoryConsumer:
         self.unaware_polls = 0  # expelled: polls left before it finds out
         self._listener: ConsumerRebalanceListener | None = None
         self._positions: dict[TopicPartition, int] = {}
+        self._paused: set[TopicPartition] = set()
 
     async def start(self) -> None:
         await self.broker.hop()
@@ -383,7 +384,7 @@ class MemoryConsumer:
         await self.group.sync(self)
         fetched: dict[TopicPartition, list[Any]] = {}
         for tp in sorted(self._positions):
-            if partitions and tp not in partitions:
+            if (partitions and tp not in partitions) or tp in self._paused:
                 continue
             records, self._positions[tp] = self.broker.read_committed(tp, self._positions[tp], self.max_records)
             if records:
@@ -409,6 +410,15 @@ class MemoryConsumer:
             raise IllegalStateError(f"Partition {partition} is not assigned")
         self._positions[partition] = offset
 
+    def pause(self, *partitions: TopicPartition) -> None:
+        for partition in partitions:
+            if partition not in self._positions:
+                raise IllegalStateError(f"Partition {partition} is not assigned")
+        self._paused.update(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._paused.difference_update(partitions)
+
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         self._check_open()
         await self.broker.hop()
@@ -429,9 +439,11 @@ class MemoryConsumer:
         if self._listener is not None and not self.closed:
             await self._listener.on_partitions_revoked(revoked)
         self._positions.clear()
+        self._paused.clear()
 
     async def assign(self, partitions: list[TopicPartition]) -> None:
         self._positions = {tp: self.group.offsets.get(tp, 0) for tp in partitions}
+        self._paused.clear()  # a new assignment's partitions are fetchable (as aiokafka's)
         if self._listener is not None:
             await self._listener.on_partitions_assigned(sorted(partitions))
 

@@ -39,6 +39,7 @@ async def test_a_partition_taken_back_unchanged_folds_nothing_keeps_its_caches_a
 
     await worker.runner.revoke([P0, P1])  # expelled: the group's callbacks, as aiokafka calls them
     await worker.runner.assign([P0, P1])
+    await worker.runner.taken_over()
 
     for tp, slot in slots.items():
         assert worker.runner.slots[tp] is slot and slot.phase is PartitionPhase.READY
@@ -62,6 +63,7 @@ async def test_a_partition_taken_back_after_its_state_was_written_elsewhere_refo
     await worker.runner.revoke([P0, P1])
     stage.broker.produce(STATE, 0, [b"41"], key=b"echoed:count")  # another owner's commit, meanwhile
     await worker.runner.assign([P0, P1])
+    await worker.runner.taken_over()
 
     assert slot.processor.resets == resets + 1  # type: ignore[attr-defined]
     state = slot.processor.state

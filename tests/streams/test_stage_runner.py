@@ -24,7 +24,8 @@ async def test_an_assigned_partition_is_taken_over_and_ready_at_its_tracked_posi
     await stage.stop(first)
 
     second = await stage.start_worker()
-    await second.runner.step()
+    await second.runner.step()  # joins: the take-over runs in a task of its own
+    await second.runner.taken_over()
 
     assert second.runner.joined.is_set() and second.runner.healthy
     slot = second.runner.slots[P0]
@@ -44,7 +45,9 @@ async def test_a_new_owner_fences_the_previous_owner_and_nothing_it_began_is_see
     stage.broker.group("echo").expel(zombie.transport.consumers[0], unaware_polls=1)  # ...and it is out
 
     owner = await stage.start_worker()
-    await owner.runner.step()  # the group's rebalance: the partition is the owner's, fenced, redone
+    await owner.runner.step()  # the group's rebalance: the partition is the owner's, fenced...
+    await owner.runner.taken_over()
+    await owner.runner.step()  # ...and redone
     await stage.settle()
 
     assert zombie.runner.slots[P0].phase is PartitionPhase.BROKEN
@@ -250,6 +253,7 @@ async def test_a_state_catch_up_longer_than_the_take_over_timeout_is_not_cut_sho
 
     successor = await stage.start_worker()
     await successor.runner.step()
+    await successor.runner.taken_over()
 
     assert successor.runner.broken() == []
     assert successor.runner.slots[P0].phase is PartitionPhase.READY
