@@ -12,8 +12,11 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from prometheus_client import CollectorRegistry, Counter
 
-from streams.delivery import StageSpec
+from infra.observability import Metrics
+from streams.delivery import StageRunner, StageSpec
+from streams.lifecycle import PartitionPhase
 from streams.restore import StateReader
 from streams.state import PartitionState, Tracking
 from tests.integration.stack import stage_runner
@@ -129,6 +132,68 @@ async def test_a_stage_takes_every_partition_over_from_its_state_topic(kafka_boo
         assert runner.reader is not None
         paused = runner.reader.consumer.paused()  # the partitions are taken over at once, read one at a time
         assert len(paused) == 1 and next(iter(paused)).topic == state_topic, "the last one read, paused"
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await runner.stop()
+
+
+async def test_a_take_over_longer_than_the_session_keeps_the_worker_in_its_group(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiokafka sends no heartbeat while its assignment callback runs: a take-over run in it
+    that outlasted the session (the decider's at 100,000 x 20 under load: ~70 s, 45 s
+    sessions) got the worker expelled right after it was ready, and it took its partitions
+    over again (issue 22). The take-over runs beside the group's heartbeats instead."""
+    topic = f"take-over-long-{uuid.uuid4().hex[:8]}"
+    state_topic = f"{topic}.state"
+    await _topics(kafka_bootstrap, topic, state_topic)
+    await _write_state(kafka_bootstrap, state_topic)
+    session = 6.0  # the broker's least (group.min.session.timeout.ms)
+    catch_up = StateReader.catch_up
+
+    async def slow_catch_up(self: StateReader, state: PartitionState, partition: int, start: int) -> tuple[int, int]:
+        await asyncio.sleep(1.5 * session / PARTITIONS)  # a large state under load: 1.5 sessions in all
+        return await catch_up(self, state, partition, start)
+
+    monkeypatch.setattr(StateReader, "catch_up", slow_catch_up)  # fault injection: a slow broker/CPU
+    spec = StageSpec(
+        name="counting",
+        topics=(topic,),
+        group_id=f"{topic}.group",
+        dead_letter_topic=f"{topic}.dead",
+        new_processor=lambda tp: Counting(),
+        state_topic=state_topic,
+    )
+    duplicates = Counter("duplicates", "", ["stage"], registry=CollectorRegistry())
+    runner = StageRunner(
+        spec, bootstrap=kafka_bootstrap, metrics=Metrics(), duplicates=duplicates, session_timeout=session
+    )
+    revoked: list[list[TopicPartition]] = []
+    revoke = runner.revoke
+
+    async def noting_revoke(partitions: list[TopicPartition]) -> None:
+        if partitions:
+            revoked.append(partitions)
+        await revoke(partitions)
+
+    runner.revoke = noting_revoke  # type: ignore[method-assign]
+    await runner.start()
+    running = asyncio.create_task(runner.run())
+    try:
+        await asyncio.wait_for(runner.joined.wait(), timeout=120)
+        for _ in range(100):  # the next step makes the caught-up partitions READY
+            if runner.healthy:
+                break
+            await asyncio.sleep(0.1)
+        assert runner.healthy, runner.broken()
+        await asyncio.sleep(2 * session)  # expelled, the next heartbeat finds out and the group rebalances
+        assert revoked == [], f"expelled after its take-over: revoked {revoked}"
+        assert sorted(tp.partition for tp in runner.slots) == list(range(PARTITIONS))
+        for tp, slot in runner.slots.items():
+            state = slot.processor.state
+            assert state is not None and slot.phase is PartitionPhase.READY
+            assert dict(state.mappings["counts"].committed) == _expected(tp.partition)
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
