@@ -34,7 +34,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from fleet_memory import fold
@@ -111,7 +110,7 @@ async def main_async(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="take-over-") as directory:
             started = time.perf_counter()
             folded = fold(
-                SimpleNamespace(
+                argparse.Namespace(
                     clusters=args.clusters, modules=args.modules, partitions=1, directory=directory, trace=False,
                     rollout=False,
                 )

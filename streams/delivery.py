@@ -314,10 +314,11 @@ class StageRunner:
         take-overs in flight)."""
         async with self.lock:
             if await self._cancel_take_overs():  # an earlier assignment's, still going (no revoke between)
-                for slot in self.partitions.values():
-                    if slot.phase is PartitionPhase.TAKING_OVER:
-                        await self._close_producer(slot)
-                        slot.fail(self.spec.name, RuntimeError("take-over cancelled by a new assignment"), self.clock())
+                for cancelled in self.partitions.values():
+                    if cancelled.phase is PartitionPhase.TAKING_OVER:
+                        await self._close_producer(cancelled)
+                        error = RuntimeError("take-over cancelled by a new assignment")
+                        cancelled.fail(self.spec.name, error, self.clock())
             taken: list[Slot] = []
             for tp in sorted(assigned):
                 slot = self.partitions.get(tp)

@@ -177,7 +177,7 @@ async def test_a_take_over_longer_than_the_session_keeps_the_worker_in_its_group
             revoked.append(partitions)
         await revoke(partitions)
 
-    runner.revoke = noting_revoke  # type: ignore[method-assign]
+    runner.revoke = noting_revoke  # type: ignore[method-assign,assignment]
     await runner.start()
     running = asyncio.create_task(runner.run())
     try:
