@@ -180,9 +180,12 @@ class EncodedSyncs:
             reordered = True
         if reordered:
             forms.order = None
-            if list(pieces) != list(syncs):  # a module gone and back: the record's order
-                forms.refs = {module: refs[module] for module in syncs}
-                forms.pieces = {module: pieces[module] for module in syncs}
+        # the record's own order, whatever changed since the last encoding: a module gone and
+        # back between two encodings is where it was, and its sync may be the very object it
+        # was (a wave's shared `AssignedSync`), so neither a new module nor a stale sync says so
+        if list(pieces) != list(syncs):
+            forms.refs = {module: refs[module] for module in syncs}
+            forms.pieces = {module: pieces[module] for module in syncs}
         forms.record = weakref.ref(record)
         return forms
 

@@ -153,6 +153,22 @@ def test_a_move_looks_up_only_the_changed_sync_and_joins_the_clusters_kept_piece
     assert encoded.encoded + encoded.reused - looked_up <= 3
 
 
+def test_a_module_gone_and_back_between_two_encodings_is_encoded_where_the_record_now_has_it() -> None:
+    """m-a removed and assigned again with the very sync it had (a wave's shared
+    `AssignedSync`) while no version was encoded: the same modules, the same syncs, another
+    order — the record's, not the one last encoded (found by the property below)."""
+    encoded = EncodedSyncs()
+    first = assignment("eu-1", "m-a", "1")
+    record, _ = assemble(None, first)
+    record, _ = assemble(record, assignment("eu-1", "m-b", "1"))
+    assert encoded.record_json(record) == stored.encode(record)
+    record, _ = assemble(record, first.model_copy(update={"sync": None}))
+    record, _ = assemble(record, first)
+    assert list(record.syncs["ProxyAssemblage"]) == ["m-b", "m-a"]
+
+    assert encoded.record_json(record) == stored.encode(record)
+
+
 moves = st.lists(
     st.tuples(
         st.sampled_from(["eu-1", "eu-2"]),
