@@ -170,6 +170,7 @@ from rollout.wire.events import (
     HelmValuesObserved,
     HolderClaims,
     HolderHeartbeat,
+    LeasesContinued,
     ModuleApplied,
     ModuleDeleted,
     PromotionObserved,
@@ -287,6 +288,7 @@ class RolloutEngine:
         membership.removed_from_deletions = deletions.cluster_removed  # a removed cluster's sync of a module deleted
         self.intents = ModuleIntents(tables, book, stages, membership, self.rules, deletions)
         self.dependencies = DependencyIntents(tables, book, stages, self.intents, self.links)
+        stages.tell_dependents = self.dependencies.tell_next  # a first tell, in slices
         self.causal = CausalOrder(tables, book, self.apply_intent)
         deletions.release_held = self.causal.release  # applies held while it was being deleted
         self.tombstones = Tombstones(tables)  # its `horizon` may be set per engine (tests)
@@ -342,6 +344,7 @@ class RolloutEngine:
             ReleasePromoted: self.dependencies.on_release_promoted,
             ReleaseStageApproved: self.intents.on_release_stage_approved,
             RolloutContinued: self.on_continued,
+            LeasesContinued: self.leases.on_continued,
         }
 
     def handle(self, event: Any) -> Outcome:

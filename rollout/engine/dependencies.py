@@ -21,8 +21,8 @@ The rules (docs/rollout-semantics.md, "Dependencies"):
   `delete-waits`) until the last dependent unlinks (a dependent is deleted, or drops A
   from `dependsOn`); applying it again cancels the deletion.
 * A dependency learns of a new dependent (its first DependentLinked) and reports its
-  readiness on every member to it at once; then each change as it happens. It keeps
-  reporting to dependents that unlinked (they may link again; their partition keeps
+  readiness on every member to it — in slices (below); then each change as it happens. It
+  keeps reporting to dependents that unlinked (they may link again; their partition keeps
   the upstream state current).
 * Causal order across partitions: B applied together with A (one `rollout apply`) names
   A's intent in `ModuleApplied.after`. B then trusts none of A's readiness (its moves wait,
@@ -32,6 +32,21 @@ The rules (docs/rollout-semantics.md, "Dependencies"):
   never a move on a readiness A had before the apply.
 * Cycles are refused when applied with the modules the CLI knows (dependency_graph.py):
   a partition only sees its own modules, so the engine cannot see a cycle across them.
+
+First tells in slices (docs/rollout-semantics.md, "How a rollout moves", rule 10). A first
+link told the new dependent the module's readiness on every member in that one event: at
+100,000 members, 100,000 DependencyReported in one transaction. Now `tell_next` tells it
+the fleet's clusters in name order within the event's moves (stages.py "Moves per event":
+the budget a join, a re-sort and a deletion spend too) — a module with no more members than
+the event has moves tells them all without walking the fleet — and the link keeps the last
+cluster considered (`DependentLink.telling`); at the limit the module asks to be continued
+(`may_move`), and its next `advance` (StageMachine.advance calls `tell_next` first) goes
+on. A member not told yet is blocked for the dependent, as it was before the link arrived;
+one whose readiness changes meanwhile is told at once (dependency_links.py), and again
+when the slices reach it. The answer a dependent applied with the module awaits
+(DependencyCurrent) goes with the last slice, after its reports: sent between two slices,
+it would overtake those still to come. Cost: O(the event's moves) a slice, plus a look at
+the module's dependents on each `advance` (a few links).
 
 How it composes (core.py): an apply or a delete of a module goes through
 `DependencyIntents.on_module_applied` / `on_module_deleted`, which call `ModuleIntents`
@@ -148,7 +163,7 @@ class DependencyIntents:
     def _answer_waiting(self, name: str, event_id: str, out: Outcome) -> None:
         links = self.tables.dependents.get(name)
         for dependent, link in sorted(links.links.items()) if links is not None else []:
-            if link.after == event_id:  # a dependent applied with this intent waits for it
+            if link.after == event_id and link.telling is None:  # waits for it (a first tell: at its end)
                 self._answer(name, dependent, event_id, out)
 
     def on_release_promoted(self, event: ReleasePromoted, out: Outcome) -> None:
@@ -216,24 +231,87 @@ class DependencyIntents:
         known = links.links.get(event.dependent)
         if known is not None and event.seq <= known.seq:
             return  # stale, or redelivered
-        link = DependentLink(linked=event.linked, seq=event.seq, after=event.after, peer=event.peer)
+        stored = tables.modules.get(event.module)
+        here = stored is not None and stored.partition == tables.partition
+        first = stored is not None and here and known is None  # a new dependent learns where it is ready now
+        telling = "" if first else known.telling if known is not None else None  # a first tell goes on
+        link = DependentLink(linked=event.linked, seq=event.seq, after=event.after, peer=event.peer, telling=telling)
         links = links.model_copy(update={"links": {**links.links, event.dependent: link}})
         tables.dependents[event.module] = links
-        record = tables.modules.get(event.module)
-        here = record is not None and record.partition == tables.partition
-        if record is not None and here and known is None:  # a new dependent learns where it is ready now
-            for cluster in sorted(self.book.index(record.name)):
-                target = tables.targets[target_key(record.name, cluster)]
-                state = (target.dependents_ready, target.release_failed, target.release_skipped)
-                if any(state):
-                    self.links.tell_dependents(record.name, cluster, *state, out, only=event.dependent)
-        if event.after is not None and self._intent_folded(event.module, event.after):
-            self._answer(event.module, event.dependent, event.after, out)  # after the reports above
-        if record is None or not here:
+        if first and stored is not None:
+            record = stored.working_copy()
+            self.tell_next(record, out)  # in slices: the module continues itself at the limit
+            if record.continuations != stored.continuations:
+                self.book.save_module(record, out)
+        link = tables.dependents[event.module].links[event.dependent]
+        if link.telling is None and link.after is not None and self._intent_folded(event.module, link.after):
+            self._answer(event.module, event.dependent, link.after, out)  # after the reports above
+        current = tables.modules.get(event.module)
+        if current is None or not here:
             return  # not (yet) here: it reports as its clusters become ready
-        if record.deleting is not None and not links.holding():
-            deletion = ModuleDeleted(id=record.deleting, at=event.at, kind=record.kind, name=record.name)
-            self._delete_now(record, deletion, out)
+        links = tables.dependents[event.module]
+        if current.deleting is not None and not links.holding():
+            deletion = ModuleDeleted(id=current.deleting, at=event.at, kind=current.kind, name=current.name)
+            self._delete_now(current, deletion, out)
+
+    def tell_next(self, record: ModuleRecord, out: Outcome) -> None:
+        """First tells in slices (StageMachine.advance calls it first): each dependent linked
+        anew (`DependentLink.telling` set) is told `record`'s readiness on its next members,
+        in name order, one move of this event's each; at the limit the module asks to be
+        continued (stages.py `may_move`) and the link keeps the last cluster considered.
+        Once every member was told, the answer the dependent waits for, if its intent was
+        folded here, goes after the reports (DependencyCurrent)."""
+        tables = self.tables
+        links = tables.dependents.get(record.name)
+        if links is None or all(link.telling is None for link in links.links.values()):
+            return
+        if record.partition != tables.partition:
+            return
+        for dependent in sorted(links.links):
+            link = tables.dependents[record.name].links[dependent]
+            if link.telling is None:
+                continue
+            cursor = self._tell_slice(record, dependent, link.telling, out)
+            links = tables.dependents[record.name]
+            link = links.links[dependent].model_copy(update={"telling": cursor})
+            tables.dependents[record.name] = links.model_copy(update={"links": {**links.links, dependent: link}})
+            if cursor is not None:
+                return  # this event's moves are spent: the rest in the module's continuation
+            if link.after is not None and self._intent_folded(record.name, link.after):
+                self._answer(record.name, dependent, link.after, out)
+
+    def _tell_slice(self, record: ModuleRecord, dependent: str, cursor: str, out: Outcome) -> str | None:
+        """Tell `dependent` where `record`'s module is ready (or, a Release member, failed or
+        skipped) on its members after `cursor`, as many clusters of the fleet as this
+        event's moves allow; the last cluster considered, or None once none is left. A
+        module with no more members than the event has moves tells them all without
+        walking the fleet (as a deletion does: deletions.py)."""
+        stages, book = self.stages, self.book
+        members = book.index(record.name)
+        if len(members) <= stages.moves_left:
+            clusters = sorted(cluster for cluster in members if cluster > cursor)
+            stages.moves_left -= len(clusters)
+            for cluster in clusters:
+                self._tell(record.name, cluster, dependent, out)
+            return None
+        last, more = cursor, False
+        for cluster in book.fleet_after(cursor, stages.moves_left + 1):
+            if not stages.may_move(record, out):  # after the reports so far: they come first
+                more = True
+                break
+            self._tell(record.name, cluster, dependent, out)
+            last = cluster
+        return last if more else None
+
+    def _tell(self, module: str, cluster: str, dependent: str, out: Outcome) -> None:
+        """Tell `dependent` where `module` is on `cluster`, if it is ready (or, a Release
+        member, failed or skipped) there: else it is what the dependent assumes."""
+        target = self.tables.targets.get(target_key(module, cluster))
+        if target is None:
+            return  # a cluster of the fleet the module does not cover
+        state = (target.dependents_ready, target.release_failed, target.release_skipped)
+        if any(state):
+            self.links.tell_dependents(module, cluster, *state, out, only=dependent)
 
     def on_dependency_current(self, event: DependencyCurrent, out: Outcome) -> None:
         """`event.module` folded the intent the dependent awaits: its readiness counts again."""

@@ -124,6 +124,9 @@ class StageMachine:
         # re-sorts the next members of a module re-sorting them (core.py sets it to
         # Membership.resort_next: "Re-sorts per event" there)
         self.resort_members: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
+        # tells the next members' readiness to dependents linked anew (core.py sets it to
+        # DependencyIntents.tell_next: "First tells in slices" there)
+        self.tell_dependents: Callable[[ModuleRecord, Outcome], None] = lambda record, out: None
         # how long a stage waits for its offline members (offline_waits.py)
         self.offline = OfflineWaits(tables, book, self.stage_running)
         # a late joiner released into a run joins as any member would (membership.py
@@ -227,6 +230,7 @@ class StageMachine:
         """Make every move the strategy allows now, then settle the phase."""
         book = self.book
         book.index(record.name)  # the pending queues may be cold after a restart
+        self.tell_dependents(record, out)  # a first tell under way: its next slice first
         if record.joining is not None:
             self.join_members(record, out)  # within this event's moves; it continues itself
             if record.joining is not None:

@@ -775,6 +775,9 @@ class DependentLink(Record):
     # the module's intent the dependent waits to hear was folded (DependentLinked.after);
     # None once answered (DependencyCurrent) or when it waits for none
     after: str | None = None
+    # its first tell (dependencies.py "First tells in slices"): the last cluster of the
+    # fleet considered ("" none yet); None once every member was told (or never linked anew)
+    telling: str | None = added_field(None)
 
 
 class Dependents(Record):

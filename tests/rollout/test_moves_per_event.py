@@ -10,8 +10,8 @@ from typing import Any
 
 from rollout.engine.outcome import DecisionAction, Outcome
 from rollout.engine.stages import MOVES_PER_EVENT
-from rollout.wire.events import RolloutContinued
-from tests.rollout.builders import T0, Fleet, cluster, module, promotion, removed, serialize, stage
+from rollout.wire.events import DependencyCurrent, DependencyReported, DependentLinked, RolloutContinued
+from tests.rollout.builders import T0, Fleet, applied, cluster, module, promotion, removed, serialize, stage
 
 LIMIT = 3
 
@@ -554,3 +554,106 @@ def test_a_delete_of_5000_members_writes_at_most_a_slice_of_records_per_event() 
         assert len(outcome.decisions) <= MOVES_PER_EVENT + 1  # and the module's deleted
         assert len(outcome.assignments) <= MOVES_PER_EVENT
     assert fleet.targets == {} and fleet.assigned("app") == {}
+
+
+# -- rule 10: first tells per event ----------------------------------------------------------
+
+
+def dependent(tag: str = "d1") -> Any:
+    """A module depending on app, on every cluster of the fleet."""
+    return module("dep", {}, tag, stage("all", None), depends_on=["app"])
+
+
+def told(outcomes: list[Outcome]) -> list[list[str]]:
+    """Per event, the clusters app told dep it is ready on."""
+    return [
+        [e.cluster for e in outcome.dependency_events if isinstance(e, DependencyReported) and e.dependent == "dep"]
+        for outcome in outcomes
+    ]
+
+
+def linked(fleet: Fleet) -> DependentLinked:
+    """The DependentLinked the last event sent (feedback off)."""
+    return next(event for event in fleet.last.dependency_events if isinstance(event, DependentLinked))
+
+
+def test_a_new_dependent_is_told_where_its_dependency_is_ready_in_slices_in_name_order() -> None:
+    fleet = completed(12)  # app ready on all 12
+    start = len(fleet.outcomes)
+    fleet.feedback = True
+    fleet.send(dependent())
+    slices = [clusters for clusters in told(fleet.outcomes[start:]) if clusters]
+    assert all(len(clusters) <= LIMIT for clusters in slices)  # each event tells at most a slice
+    assert len(slices) == 4 and [c for clusters in slices for c in clusters] == [f"c-{i:02d}" for i in range(12)]
+    assert all(link.telling is None for link in fleet.state["dependents"]["app"].links.values())
+    assert all(fleet.state["upstream"][f"app/c-{i:02d}"].ready for i in range(12))
+    fleet.succeed_all("dep", "d1")
+    assert fleet.phase("dep") == "Complete"
+
+
+def test_a_sliced_first_tell_decides_what_one_unbounded_fold_decides() -> None:
+    runs = []
+    for limit in (LIMIT, None):
+        fleet = completed(12, limit=limit)
+        fleet.feedback = True
+        fleet.send(dependent())
+        fleet.succeed_all("dep", "d1")
+        runs.append(fleet)
+    sliced, unbounded = runs
+    assert len(continuations(sliced)) > len(continuations(unbounded))
+    assert decided(sliced) == decided(unbounded)
+    assert sliced.assemblages == unbounded.assemblages
+    assert sliced.snapshot()["upstream"] == unbounded.snapshot()["upstream"]
+
+
+def test_a_new_dependent_of_a_module_with_few_members_is_told_in_one_event_whatever_the_fleet() -> None:
+    fleet = fleet_of(12, feedback=False)
+    joined(fleet, module("app", {"ring": "canary"}, "v1", stage("all", None)))
+    fleet.succeed_all("app", "v1")  # app on 2 clusters of 12
+    fleet.send(dependent())
+    outcome = fleet.send(linked(fleet))  # the DependentLinked, in app's partition: no walk of the fleet
+    assert told([outcome]) == [["c-00", "c-01"]]
+    assert not any(isinstance(event, RolloutContinued) for event in outcome.dependency_events)
+
+
+def test_a_dependent_awaiting_its_dependencys_apply_hears_it_after_the_last_slice_of_its_first_tell() -> None:
+    fleet = completed(12)
+    again = applied(app())  # app applied again as it was, with its new dependent in one apply
+    fleet.send(again)
+    fleet.send(applied(dependent(), after={"app": again.id}))
+    first, awaiting = [event for event in fleet.last.dependency_events if isinstance(event, DependentLinked)]
+    assert awaiting.after == again.id
+    fleet.send(first)  # the first tell starts: a slice, and app asks to be continued
+    continuation = fleet.last.dependency_events[-1]
+    fleet.send(awaiting)  # dep asks for its answer while the tell goes on: none yet
+    assert not any(isinstance(event, DependencyCurrent) for event in fleet.last.dependency_events)
+    fleet.feedback = True
+    fleet.send(continuation)  # the slices after: the answer with the last, after its reports
+    answered = [o for o in fleet.outcomes if any(isinstance(e, DependencyCurrent) for e in o.dependency_events)]
+    assert told(answered) == [["c-09", "c-10", "c-11"]]
+    assert isinstance(answered[0].dependency_events[-1], DependencyCurrent)
+    assert [c for clusters in told(fleet.outcomes) for c in clusters] == [f"c-{i:02d}" for i in range(12)]
+    assert fleet.record("dep").awaiting == {}
+
+
+def test_a_redelivered_continuation_of_a_first_tell_changes_nothing() -> None:
+    fleet = completed(12)
+    fleet.send(dependent())
+    fleet.send(linked(fleet))  # the DependentLinked: a first slice, then a continuation
+    continuation = fleet.last.dependency_events[-1]
+    assert isinstance(continuation, RolloutContinued)
+    fleet.send(continuation)
+    state = fleet.snapshot()
+    assert serialize(fleet.engine.handle(continuation)) == serialize(Outcome())
+    assert fleet.snapshot() == state
+
+
+def test_a_restart_in_the_middle_of_a_first_tell_goes_on_where_it_stopped() -> None:
+    fleet = completed(12)
+    fleet.send(dependent())
+    fleet.send(linked(fleet))
+    assert fleet.state["dependents"]["app"].links["dep"].telling == "c-02"
+    fleet.restart()
+    fleet.feedback = True
+    fleet.send(fleet.last.dependency_events[-1])
+    assert [c for clusters in told(fleet.outcomes) for c in clusters] == [f"c-{i:02d}" for i in range(12)]
