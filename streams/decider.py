@@ -39,20 +39,17 @@ from rollout.engine.outcome import DEFERRED, Decision
 from rollout.engine.state import ENGINE_MAPPINGS
 from rollout.wire.decision_actions import DecisionAction
 from rollout.wire.events import (
-    DependentLinked,
     EventRejected,
     ModuleApplied,
     ModuleDeleted,
-    ReleasePromoted,
-    ReleaseStageApproved,
     RolloutCommanded,
-    RolloutContinued,
     SyncStatusReported,
     parse_journal_event,
 )
 from streams.assignment_encoding import AssignmentEncoder
 from streams.chain import CHAIN_MAPPING, ChainHead, DecisionChain, decision_body
 from streams.outputs import Outputs, exact
+from streams.router import journal_key
 from streams.state import PartitionState
 from streams.verdicts import refusal_document, verdict_document
 
@@ -265,9 +262,7 @@ class DecidePartition:
             for decision, linked in zip(outcome.decisions, self.chain.link_all(bodies), strict=True):
                 out.send(decisions, decision.module.encode(), linked)
         for event in outcome.dependency_events:  # to another module's partition, via the router
-            own = isinstance(event, DependentLinked | RolloutContinued | ReleasePromoted | ReleaseStageApproved)
-            receiver = event.module if own else event.dependent
-            out.send(topics.dependencies, receiver.encode(), event.to_bytes())
+            out.send(topics.dependencies, journal_key(event).encode(), event.to_bytes())
         for key, status in sorted(outcome.target_status.items()):
             out.send_latest(topics.targets, key.encode(), None if status is None else document(status))
         if outcome.verdicts:

@@ -49,6 +49,7 @@ from rollout.wire.events import (
     HelmValuesObserved,
     HolderClaims,
     HolderHeartbeat,
+    LeasesContinued,
     ModuleApplied,
     ModuleDeleted,
     PromotionObserved,
@@ -92,6 +93,7 @@ TOPIC_ROLE: dict[type, str] = {
     DependencyReported: "dependencies",
     DependencyCurrent: "dependencies",
     RolloutContinued: "dependencies",
+    LeasesContinued: "dependencies",
     GateEvaluated: "status",
     PromotionObserved: "status",
     ReleasePromotionObserved: "status",
@@ -157,7 +159,14 @@ def journal_key(event: Any) -> str:
         return event.module  # the dependency's partition; a continuation's own; a release member's
     if isinstance(event, DependencyReported | DependencyCurrent):
         return event.dependent  # the dependent's partition
+    if isinstance(event, LeasesContinued):
+        return leases_key(event.partition)  # routed to the partition it names, not by key
     return "tick"
+
+
+def leases_key(partition: int) -> str:
+    """The key of a LeasesContinued for journal `partition` (on the dependencies topic and the journal)."""
+    return f"leases/{partition}"
 
 
 class RoutePartition:
@@ -186,12 +195,18 @@ class RoutePartition:
                 if expected != self.role:
                     raise EventRejected(f"{event.type} events belong on {self.topics.name(expected)}")
                 key = journal_key(event).encode()
+                if isinstance(event, LeasesContinued) and event.partition >= self.partitions:
+                    raise EventRejected(
+                        f"LeasesContinued for journal partition {event.partition}: the journal has {self.partitions}"
+                    )
             except EventRejected as rejected:
                 out.reject(rejected.reason, record, STAGE)
                 continue
             if isinstance(event, BROADCAST):
                 for partition in range(self.partitions):
                     out.send(journal, key, record.value, partition=partition)
+            elif isinstance(event, LeasesContinued):  # the partition whose leases it continues
+                out.send(journal, key, record.value, partition=event.partition)
             else:
                 out.send(journal, key, record.value)
         if self.role == "clusters" and position > self.fleet_seen:

@@ -49,16 +49,26 @@ for the next tick; then each holder expired, by name, its clusters in (chunk, na
 the holder keeping where it stopped on its record (`HolderLease.settling`: "" none taken,
 "<chunk>/<cluster>" the last, None all) so that a restart goes on from there (the holders
 settling are found with the holders' heaps, from one scan). A holder's own expiry is one
-record, never sliced. The next ticks take the rest: a slice a tick, so at the default 10 s
-tick interval 50,000 clusters take 25 ticks. A cluster not taken yet is still ready —
-exactly as before its lease ran out; the stages move it if it is their turn (an update to a
-dead applier's cluster then waits, as any, for its report or its progressDeadline).
+record, never sliced. A cluster not taken yet is still ready — exactly as before its lease
+ran out; the stages move it if it is their turn (an update to a dead applier's cluster then
+waits, as any, for its report or its progressDeadline).
+
+Continued without ticks. The rest were taken by the next ticks, a slice a tick: at the
+default 10 s tick interval 50,000 clusters took 25 ticks, about four minutes. Now an event
+that took a slice and left clusters to take or bring back asks for a `LeasesContinued`
+(`_continue_if_left`), which the decider publishes on the dependencies topic and the router
+writes into the journal partition it names (leases expire in every partition alike: no
+module key reaches the right one); folded, it takes the next slice (`on_continued`) — no
+time passes on it — and asks for the next. The requests are numbered in the partition's
+`sequences` (SLICES_ASKED, SLICES_ANSWERED): one outstanding at a time, only the latest
+unanswered acting, so a redelivered one changes nothing and a replay refolds the same
+slices. Ticks meanwhile still take a slice each.
 
 Holders back in slices. A holder back (its beat or a claim after it expired) brought every
 cluster it claims back in that one event, each one refreshing every module. Now it brings
 back at most `expiries_per_event` of them, in (chunk, name) order, every module concerned
 moving once after them (`_back`), keeping where it stopped on its record
-(`HolderLease.returning`); the next ticks bring the rest (`_bring_back_holders`, after the
+(`HolderLease.returning`); its continuations (and ticks) bring the rest (`_bring_back_holders`, after the
 expiries' slices, in the same budget). A cluster not brought back yet stays not ready, as it
 was while its holder was dead. A holder that expires again meanwhile stops coming back
 (`returning` None) and its expiry's slices take its clusters offline; one back before its
@@ -110,8 +120,10 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Mapping
 from typing import Literal
 
+from rollout.api.windows import iso
 from rollout.engine.membership import Membership
 from rollout.engine.outcome import Outcome, verdict
 from rollout.engine.stages import MOVES_PER_EVENT
@@ -126,6 +138,7 @@ from rollout.engine.state import (
     HolderLease,
     Lease,
     RemovedCluster,
+    Sequence,
     claim_key,
     remember,
 )
@@ -138,6 +151,7 @@ from rollout.wire.events import (
     ClusterHeartbeats,
     HolderClaims,
     HolderHeartbeat,
+    LeasesContinued,
 )
 
 Expiries = list[tuple[float, str]]  # a heap of (expires_at, name); may hold stale entries
@@ -145,6 +159,12 @@ Expiries = list[tuple[float, str]]  # a heap of (expires_at, name); may hold sta
 EXPIRIES_PER_EVENT = MOVES_PER_EVENT
 """Clusters one Tick takes offline at most (leases.py "Mass expiries in slices"): as many as
 an event moves, so a mass expiry's membership refresh is bounded as a join's or a re-sort's."""
+
+SLICES_ASKED = "lease-slices"
+"""The `sequences` entry numbering the partition's LeasesContinued requests."""
+
+SLICES_ANSWERED = "lease-slices-answered"
+"""The `sequences` entry holding the latest LeasesContinued that acted."""
 
 HOLDER_HORIZON = TOMBSTONE_HORIZON
 """Seconds of engine time a holder whose lease expired is kept before it is forgotten: as
@@ -277,6 +297,49 @@ class Leases:
         finally:
             expiring, self._expiring = self._expiring, None
         self._clusters_changed(expiring, out)
+        self._continue_if_left(out)
+
+    def on_continued(self, event: LeasesContinued, out: Outcome) -> None:
+        """The partition's latest request to be continued: the next slice of the expiries
+        due and of the holders settling or coming back — as a tick would take it, with no
+        time passing (the clock moves only on Ticks)."""
+        sequences = self.tables.sequences
+        if event.partition != self.tables.partition:
+            return  # another partition's (misrouted): its own journal has it
+        if event.slice != _count(sequences, SLICES_ASKED) or _count(sequences, SLICES_ANSWERED) >= event.slice:
+            return  # superseded, or redelivered: changes nothing
+        sequences[SLICES_ANSWERED] = Sequence(next=event.slice)
+        self._expiring = {}
+        self._taken = 0
+        try:
+            self._expire_own_leases(False, out)
+            self._settle_expired_holders(out)
+            self._bring_back_holders(out)
+        finally:
+            expiring, self._expiring = self._expiring, None
+        self._clusters_changed(expiring, out)
+        self._continue_if_left(out)
+
+    def _continue_if_left(self, out: Outcome) -> None:
+        """After a slice: if clusters are left to take offline or bring back, ask for a
+        LeasesContinued to this partition — once: while one is outstanding, it carries on."""
+        expiries, _ = self._lease_index()
+        due = bool(expiries) and expiries[0][0] <= self.tables.live  # (an entry may be stale: one empty slice)
+        if not (due or self._settling_index() or self._returning_index()):
+            return
+        tables = self.tables
+        asked = _count(tables.sequences, SLICES_ASKED)
+        if _count(tables.sequences, SLICES_ANSWERED) != asked:
+            return  # one is outstanding
+        tables.sequences[SLICES_ASKED] = Sequence(next=asked + 1)
+        out.dependency_events.append(
+            LeasesContinued(
+                id=f"leases-{tables.partition}-{asked + 1}",
+                at=iso(tables.now) or "",
+                partition=tables.partition,
+                slice=asked + 1,
+            )
+        )
 
     def _returning_index(self) -> set[str]:
         """The holders back whose clusters are not all brought back yet; built with the holders'."""
@@ -495,6 +558,7 @@ class Leases:
         finally:
             expiring, self._expiring = self._expiring, None
         self._clusters_changed(expiring, out)
+        self._continue_if_left(out)
         self.forget_dead_holders()
 
     def _clusters_changed(self, expiring: dict[str, ClusterFacts], out: Outcome) -> None:
@@ -629,3 +693,9 @@ class Leases:
             return
         if facts.ready != previous.ready:
             self.membership.cluster_changed(facts.name, previous, facts, out)
+
+
+def _count(sequences: Mapping[str, Sequence], name: str) -> int:
+    """The number kept in `sequences[name]` (0 if none)."""
+    found = sequences.get(name)
+    return found.next if found is not None else 0

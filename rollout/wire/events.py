@@ -27,7 +27,8 @@ Inputs arrive on six topics, each event a JSON object with a `type` discriminato
   another's partition; ReleasePromoted, a release's new combination from its leader;
   ReleaseStageApproved, a release's stage approved for every member, from its leader;
   RolloutContinued, to the module's own partition: a stage's moves
-  carried on past the per-event limit.
+  carried on past the per-event limit; LeasesContinued, to the journal partition it names:
+  a mass lease expiry's (or a holder's return's) next slice, without waiting for a Tick.
 
 Every event carries an `id` (unique per event, so that duplicates can be recognised) and
 `at`, the producer's wall-clock time — informational only: decisions read time from Tick
@@ -709,6 +710,20 @@ class RolloutContinued(EventBase):
         return check_dns1123_label(value)
 
 
+class LeasesContinued(EventBase):
+    """Engine-written, through the dependencies topic, to journal partition `partition`
+    (rollout/engine/leases.py, "Mass expiries in slices"): the fold that asked for it took a
+    slice of a mass lease expiry — or of a holder's clusters coming back — and clusters are
+    left, so this event takes the next slice as soon as it is folded, not at the next Tick.
+    Leases expire in every journal partition alike, so it names its partition (the router
+    routes it there, not by key). `slice` numbers the partition's requests: only the latest
+    unanswered one acts, so a redelivered or superseded continuation changes nothing."""
+
+    type: Literal["LeasesContinued"] = "LeasesContinued"
+    partition: int = Field(ge=0)
+    slice: int = Field(ge=1)
+
+
 class GateEvaluated(EventBase):
     """A health gate's result (rollout/api/gates.py), from `rollout gate-runner`, on the
     sync-status topic keyed by module: gate `gate` of stage `stage` of `module`, for the
@@ -931,6 +946,7 @@ InputEvent = Annotated[
     | DependencyReported
     | DependencyCurrent
     | RolloutContinued
+    | LeasesContinued
     | GateEvaluated
     | PromotionObserved
     | ReleasePromotionObserved

@@ -1,17 +1,32 @@
 """A mass lease expiry is taken in slices (docs/rollout-semantics.md, "Cluster leases", rule
 "Mass expiries in slices"): a Tick takes at most EXPIRIES_PER_EVENT clusters offline —
 the clusters' own leases earliest first, then each expired holder's clusters in (chunk,
-name) order — and the next ticks take the rest, each holder keeping where it stopped on its
-record (EXPIRIES_PER_EVENT = MOVES_PER_EVENT). A cluster not taken yet is still ready. One
-given/when/then test per rule; the slice is lowered to 3 so that seven clusters take three
-ticks."""
+name) order — and its LeasesContinued (or the next ticks, whichever comes first) the rest,
+each holder keeping where it stopped on its record (EXPIRIES_PER_EVENT = MOVES_PER_EVENT). A
+cluster not taken yet is still ready. One given/when/then test per rule; the slice is
+lowered to 3 so that seven clusters take three events. Most tests hold the continuations
+back (`fleet.feedback` off: a router slower than the ticks), so that the ticks take the
+slices; those under "Continued without ticks" feed them back."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rollout.wire.events import claim_chunk
-from tests.rollout.builders import Fleet, as_event, cluster, command, heartbeat, module, observed, stage, tick
+from rollout.engine.outcome import Outcome
+from rollout.wire.events import LeasesContinued, claim_chunk
+from tests.rollout.builders import (
+    Fleet,
+    as_event,
+    cluster,
+    command,
+    heartbeat,
+    module,
+    next_id,
+    observed,
+    serialize,
+    stage,
+    tick,
+)
 from tests.rollout.test_holder_leases import Replica
 
 WAVE = {"ring": "wave"}
@@ -25,15 +40,17 @@ NAMES = [f"w{i}" for i in range(7)]
 SLICE = 3
 
 
-def fleet_of(sliced: bool, *items: Any) -> Fleet:
-    fleet = fleet_given(sliced, [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES), *items])
+def fleet_of(sliced: bool, *items: Any, continued: bool = False) -> Fleet:
+    events = [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES), *items]
+    fleet = fleet_given(sliced, events, continued=continued)
     fleet.send(app())
     fleet.pause("app")
     return fleet
 
 
-def fleet_given(sliced: bool, events: list[Any]) -> Fleet:
+def fleet_given(sliced: bool, events: list[Any], *, continued: bool = False) -> Fleet:
     fleet = Fleet()
+    fleet.feedback = continued  # off: the continuations never come, the ticks take the slices
     if sliced:
         fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = SLICE
     fleet.send(*events)
@@ -199,3 +216,130 @@ def test_a_holder_beating_while_it_comes_back_goes_on_bringing_its_clusters_back
     fleet.run_for(10)
     fleet.run_for(10)
     assert offline(fleet) == [] and fleet.state["holders"]["a-0"].returning is None
+
+
+# -- continued without ticks ----------------------------------------------------------------------
+
+
+def readiness_per_event(outcomes: list[Outcome]) -> list[list[str]]:
+    return [[d.cluster for d in o.decisions if d.action == "readiness"] for o in outcomes]
+
+
+def in_slices(names: list[str]) -> list[list[str]]:
+    """`names` in claim order, cut into slices, each sorted (a slice's decisions come by name)."""
+    order = in_claim_order(names)
+    return [sorted(order[start : start + SLICE]) for start in range(0, len(order), SLICE)]
+
+
+def continued(fleet: Fleet) -> list[LeasesContinued]:
+    return [event for event in fleet.journal if isinstance(event, LeasesContinued)]
+
+
+def test_a_mass_expiry_continues_itself_a_slice_an_event_without_waiting_for_a_tick() -> None:
+    """Given a holder claiming seven clusters, slice 3, its continuations folded as they come;
+    when its lease runs out; then the tick that expires it takes three clusters offline, its
+    LeasesContinued three more and the next the last — in (chunk, name) order, no other tick
+    in between, no event taking more than a slice."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat(), continued=True)
+    fleet.run_for(50)
+    start, ticks = len(fleet.outcomes), len([e for e in fleet.journal if e.type == "Tick"])
+    fleet.run_for(10)  # one tick
+    assert len([e for e in fleet.journal if e.type == "Tick"]) == ticks + 1
+    taken = [clusters for clusters in readiness_per_event(fleet.outcomes[start:]) if clusters]
+    assert [sorted(clusters) for clusters in taken] == in_slices(NAMES)
+    assert [event.slice for event in continued(fleet)] == [1, 2]
+    assert offline(fleet) == NAMES and fleet.state["holders"]["a-0"].settling is None
+
+
+def test_own_leases_running_out_at_once_continue_themselves_without_waiting_for_a_tick() -> None:
+    """Given seven clusters on their own leases renewed together, slice 3, continuations
+    folded; when their beats stop; then one tick and its continuations take them all, by name."""
+    fleet = fleet_of(True, *(heartbeat(name) for name in NAMES), continued=True)
+    fleet.run_for(50)
+    start = len(fleet.outcomes)
+    fleet.run_for(10)
+    taken = [clusters for clusters in readiness_per_event(fleet.outcomes[start:]) if clusters]
+    assert taken == [NAMES[:3], NAMES[3:6], NAMES[6:]]
+
+
+def test_a_holder_back_brings_its_clusters_back_a_slice_an_event_without_waiting_for_a_tick() -> None:
+    """Given a dead holder's seven clusters all offline, slice 3, continuations folded; when
+    it beats again; then its beat brings three back and its continuations the rest, before
+    any tick."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat(), continued=True)
+    fleet.run_for(90)
+    assert offline(fleet) == NAMES
+    start = len(fleet.outcomes)
+    fleet.send(a.beat())
+    back = [clusters for clusters in readiness_per_event(fleet.outcomes[start:]) if clusters]
+    assert [sorted(clusters) for clusters in back] == in_slices(NAMES)
+    assert all(e.type != "Tick" for e in fleet.journal[start:])
+    assert offline(fleet) == [] and fleet.state["holders"]["a-0"].returning is None
+
+
+def test_a_continued_mass_expiry_ends_in_the_state_a_tick_by_tick_one_reaches() -> None:
+    """Given the same fleet, holder and own leases, sliced at 3, continued and tick by tick,
+    and unsliced; when the leases run out, then the holder comes back; then the clusters and
+    targets are the same each time."""
+    a = Replica("a-0")
+    events = [tick(1000.0), *(observed(cluster(name, WAVE)) for name in NAMES)]
+    events += [*a.reach(*NAMES[:5]), a.beat(), heartbeat("w5"), heartbeat("w6"), as_event(app())]
+    events += [command("app", "pause"), *(tick(1000.0 + seconds) for seconds in range(10, 101, 10))]
+    middle = [fleet_given(sliced, events, continued=c) for sliced, c in ((True, True), (True, False), (False, True))]
+    assert all(offline(fleet) == NAMES for fleet in middle)
+    back = [a.beat(), *(tick(1100.0 + seconds) for seconds in range(10, 31, 10))]
+    for fleet in middle:
+        fleet.send(*back)
+    continued_fleet, ticked, whole = middle
+    assert continued(continued_fleet) and not continued(whole)
+    for fleet in (ticked, whole):
+        assert continued_fleet.snapshot()["clusters"] == fleet.snapshot()["clusters"]
+        assert continued_fleet.snapshot()["targets"] == fleet.snapshot()["targets"]
+
+
+def test_a_redelivered_lease_continuation_changes_nothing() -> None:
+    """Given a mass expiry's first continuation folded; when it is delivered again; then
+    nothing is emitted and the state is unchanged."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    fleet.run_for(60)
+    (first,) = [e for e in fleet.last.dependency_events if isinstance(e, LeasesContinued)]
+    fleet.send(first)
+    assert len(offline(fleet)) == 6
+    state = fleet.snapshot()
+    assert serialize(fleet.engine.handle(first)) == serialize(Outcome())
+    assert fleet.snapshot() == state
+
+
+def test_a_lease_continuation_for_another_partition_or_not_asked_for_changes_nothing() -> None:
+    """Given a mass expiry taken a slice; when a LeasesContinued naming another partition,
+    or a slice never asked for, arrives; then it changes nothing."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    fleet.run_for(60)
+    state = fleet.snapshot()
+    for stray in (
+        LeasesContinued(id=next_id(), at="2026-01-01T00:00:00Z", partition=1, slice=1),
+        LeasesContinued(id=next_id(), at="2026-01-01T00:00:00Z", partition=0, slice=2),
+    ):
+        assert serialize(fleet.engine.handle(stray)) == serialize(Outcome())
+    assert fleet.snapshot() == state
+
+
+def test_a_restart_between_lease_continuations_goes_on_where_it_stopped() -> None:
+    """Given a mass expiry taken a slice and its continuation not folded yet; when the engine
+    restarts from its stored state and the continuation arrives; then it takes the next
+    slice, and its own continuation the last."""
+    a = Replica("a-0")
+    fleet = fleet_of(True, *a.reach(*NAMES), a.beat())
+    fleet.run_for(60)
+    (first,) = [e for e in fleet.last.dependency_events if isinstance(e, LeasesContinued)]
+    fleet.restart()
+    fleet.feedback = True
+    start = len(fleet.outcomes)
+    fleet.send(first)
+    taken = [clusters for clusters in readiness_per_event(fleet.outcomes[start:]) if clusters]
+    assert [sorted(clusters) for clusters in taken] == in_slices(NAMES)[1:]
+    assert offline(fleet) == NAMES

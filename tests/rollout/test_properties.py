@@ -72,10 +72,14 @@ from rollout.wire.events import CalendarBreakGlass, ModuleApplied, RestrictionDe
 from rollout.wire.status import SETTLED_RUN_STATES
 from tests.rollout.builders import (
     Fleet,
+    applied,
     command,
     gate_result,
+    module,
     next_id,
+    reported,
     serialize,
+    stage,
     tick,
 )
 from tests.rollout.invariants import Checker
@@ -469,11 +473,12 @@ def test_folds_sliced_at_two_with_late_continuations_keep_the_invariants(scenari
 @settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_clusters=20, max_steps=60))
 def test_mass_lease_expiries_sliced_at_two_keep_the_invariants_and_replay(scenario: dict[str, Any]) -> None:
-    """Lease expiries taken two clusters a tick (leases.py "Mass expiries in slices"), the
+    """Lease expiries taken two clusters an event (leases.py "Mass expiries in slices"), the
     fleet's holders and own leases running out, coming back and going again between the
-    slices: the invariants hold after every event (a tick takes at most a slice), every
-    rollout completes, a refold after a restart before every event decides the same, and
-    a suffix redelivered changes nothing."""
+    slices, each slice's LeasesContinued fed back as the router would: the invariants hold
+    after every event (a tick or a continuation takes at most a slice), every rollout
+    completes, a refold after a restart before every event decides the same (the
+    continuations are in the journal), and a suffix redelivered changes nothing."""
     fleet = Fleet()
     fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = 2
     sliced = Run(scenario, fleet=fleet)
@@ -484,6 +489,31 @@ def test_mass_lease_expiries_sliced_at_two_keep_the_invariants_and_replay(scenar
     assert again.snapshot() == fleet.snapshot()
     expected = fleet.snapshot()
     for start in range(0, len(journal), 5):
+        for position in range(start, len(journal)):
+            assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
+        assert fleet.snapshot() == expected, f"suffix from {start} changed the state"
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_clusters=20, max_steps=60))
+def test_mass_lease_expiries_continued_one_event_late_keep_the_invariants_and_replay(scenario: dict[str, Any]) -> None:
+    """The same, with every event the engine feeds back — LeasesContinued among them —
+    arriving one event late (the router slower than the ticks, beats and claims): ticks,
+    beats, claims and reports fall between a mass expiry's or a return's slices, a tick
+    takes a slice while a continuation is outstanding. The invariants hold after every
+    event, every rollout completes, a refold after a restart before every event decides the
+    same, and a suffix redelivered changes nothing."""
+    fleet = Fleet()
+    fleet.expiries_per_event = fleet.engine.leases.expiries_per_event = 2
+    fleet.late_feedback = True
+    late = Run(scenario, fleet=fleet)
+    fleet.late_feedback = False
+    late.finish(new_revision=True)
+    journal = late.journal
+    again = refold(journal, restart=True, expiries_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in fleet.outcomes]
+    expected = fleet.snapshot()
+    for start in range(0, len(journal), 7):
         for position in range(start, len(journal)):
             assert serialize(fleet.engine.handle(journal[position])) == serialize(Outcome())
         assert fleet.snapshot() == expected, f"suffix from {start} changed the state"
@@ -761,5 +791,69 @@ def test_deletes_sliced_at_two_decide_what_unbounded_folds_decide(scenario: dict
     ]
     assert sliced.fleet.assemblages == unbounded.fleet.assemblages
     assert sliced.fleet.snapshot()["targets"] == unbounded.fleet.snapshot()["targets"]
+    again = refold(sliced.journal, restart=True, moves_per_event=2)
+    assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in sliced.fleet.outcomes]
+
+
+@st.composite
+def plain_first_tells(draw: st.DrawFn) -> dict[str, Any]:
+    """A plain rollout, then a module depending on it applied — alone, or together with a
+    new revision of it (waiting for its answer) — and both settled."""
+    scenario = draw(plain_rollouts())
+    scenario["dependent_selector"] = draw(st.sampled_from([{}, {"env": "prod"}]))
+    scenario["with_revision"] = draw(st.booleans())
+    return scenario
+
+
+def told_after_rollout(scenario: dict[str, Any], fleet: Fleet) -> Run:
+    """`scenario` (plain_first_tells) run on `fleet`: completed, then `dep` (dependsOn the
+    module) applied — its first DependentLinked tells it where the module is ready, in
+    slices when sliced (dependencies.py "First tells in slices") — then every update of
+    either succeeding, time passing, until nothing moves."""
+    run = Run(scenario, fleet=fleet)
+    run.finish(new_revision=False)
+    (name,) = run.world.modules()
+    after: dict[str, str] = {}
+    if scenario["with_revision"]:
+        for event in run.world.events_for(("revision", name)):
+            run.feed(event)
+            if isinstance(event, ModuleApplied):
+                after = {name: event.id}
+    manifest = module("dep", scenario["dependent_selector"], "d1", stage("all", None), depends_on=[name])
+    run.feed(applied(manifest, after=after))
+    for _ in range(40):
+        settled = [*run.world.settle(name, 1_000, 0)]
+        settled += [
+            reported("dep", t.cluster, "d1", "succeeded")
+            for t in sorted(run.fleet.targets.values(), key=lambda t: t.cluster)
+            if t.module == "dep" and t.status == "updating"
+        ]
+        if not settled and run.fleet.record("dep").phase == "Complete":
+            break
+        for event in settled:
+            run.feed(event)
+        run.feed(tick(run.fleet.now + 600))
+    return run
+
+
+@settings(
+    max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(plain_first_tells())
+def test_first_tells_sliced_at_two_decide_what_unbounded_folds_decide(scenario: dict[str, Any]) -> None:
+    """First tells per event (rule 10): a dependent linked anew is told where its dependency
+    is ready over several events, two clusters each — with the checker's invariants after
+    each — and both modules decide what one unbounded fold decides, in the same order; the
+    dependent hears the answer it awaits only after the last slice; a refold after a restart
+    before every event decides the same."""
+    unbounded = told_after_rollout(scenario, Fleet())
+    sliced = told_after_rollout(scenario, Fleet(moves_per_event=2))
+    assert [(d.module, d.action, d.cluster, d.because) for d in sliced.fleet.decisions] == [
+        (d.module, d.action, d.cluster, d.because) for d in unbounded.fleet.decisions
+    ]
+    assert sliced.fleet.assemblages == unbounded.fleet.assemblages
+    assert sliced.fleet.snapshot()["upstream"] == unbounded.fleet.snapshot()["upstream"]
+    assert sliced.fleet.record("dep").phase == unbounded.fleet.record("dep").phase
+    assert all(link.telling is None for link in sliced.fleet.state["dependents"]["app"].links.values())
     again = refold(sliced.journal, restart=True, moves_per_event=2)
     assert [serialize(o) for o in again.outcomes] == [serialize(o) for o in sliced.fleet.outcomes]

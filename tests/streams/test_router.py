@@ -16,6 +16,7 @@ from rollout.wire.events import (
     FleetSeen,
     HolderClaims,
     HolderHeartbeat,
+    LeasesContinued,
     SyncStatusReported,
     Tick,
     claim_chunk,
@@ -115,3 +116,16 @@ def test_a_malformed_heartbeats_event_is_one_dead_letter_naming_the_field() -> N
     assert "clusters" in letters[0]["reason"] and "more than once" in letters[0]["reason"]
     assert "clusters" in letters[1]["reason"]
     assert [r.value for r in out.all() if r.topic == TOPICS.journal] == [good] * PARTITIONS
+
+
+def test_a_lease_continuation_goes_to_the_journal_partition_it_names() -> None:
+    """LeasesContinued (rollout/engine/leases.py): a partition's next slice of a mass lease
+    expiry goes back to that partition, whatever its key hashes to; one naming a partition
+    the journal does not have is a dead letter saying so."""
+    values = [LeasesContinued(partition=partition, slice=1).to_bytes() for partition in (2, 0, 3)]
+    out = route(TOPICS.dependencies, *values)
+    journal = [(r.key, r.partition) for r in out.all() if r.topic == TOPICS.journal]
+    assert journal == [(b"leases/2", 2), (b"leases/0", 0)]
+    assert out.dead_letters == 1
+    (dead,) = [json.loads(r.value or b"") for r in out.all() if r.topic == TOPICS.dead_letters]
+    assert "LeasesContinued for journal partition 3: the journal has 3" in dead["reason"]
