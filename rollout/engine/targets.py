@@ -133,6 +133,18 @@ class TargetBook:
             pass
         return self._members[module]
 
+    def index_new_module(self, module: str) -> None:
+        """`module` was just created: it has no Target yet (a deleted module's are all dropped
+        before an apply of it is let through: deletions.py), so its indexes start empty —
+        not built by looking every cluster of the fleet up (`index`), an apply's one
+        fleet-sized step (100,000 lookups at 100,000 clusters)."""
+        if module in self._members:
+            return
+        self.forget_module_indexes(module)
+        self._members[module] = set()
+        for index in (self._updating, self._held, self._late, self._not_ready, self._waited):
+            index[module] = set()
+
     def index_steps(self, module: str, clusters_per_step: int | None) -> Iterator[int]:
         """Build `module`'s indexes as its first use would, `clusters_per_step` of the fleet's
         clusters at a time (None: all in one), yielding the clusters looked up so far after

@@ -657,3 +657,23 @@ def test_a_restart_in_the_middle_of_a_first_tell_goes_on_where_it_stopped() -> N
     fleet.feedback = True
     fleet.send(fleet.last.dependency_events[-1])
     assert [c for clusters in told(fleet.outcomes) for c in clusters] == [f"c-{i:02d}" for i in range(12)]
+
+
+class LookedUp(dict[str, Any]):
+    """The targets table, counting the lookups."""
+
+    looked = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.looked += 1
+        return super().get(key, default)
+
+
+def test_a_module_applied_looks_up_no_more_targets_than_the_clusters_its_first_slice_joins() -> None:
+    fleet = fleet_of(12, feedback=False)
+    targets = LookedUp(fleet.targets)
+    fleet.state["targets"] = targets
+    fleet.engine = fleet._new_engine()
+    fleet.send(app())  # a new module has no Target: its indexes start empty, no look at the fleet
+    assert targets.looked <= 2 * LIMIT
+    assert fleet.record("app").joining == "c-02"

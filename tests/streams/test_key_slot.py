@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.partitioner import murmur2 as kafka_murmur2
 
-from streams.outputs import key_slot
+from streams.outputs import key_slot, murmur2
 
 
 def test_keyed_outputs_land_where_the_default_partitioner_puts_them() -> None:
@@ -26,3 +27,10 @@ def test_a_known_key_keeps_its_partition() -> None:
 
 def test_an_unkeyed_output_goes_to_the_first_partition() -> None:
     assert key_slot(None, 4) == 0
+
+
+def test_murmur2_is_kafkas_for_keys_of_every_length_and_byte() -> None:
+    rng = random.Random(7)
+    keys = [rng.randbytes(length) for length in range(0, 70) for _ in range(20)]
+    keys += [f"app-{i % 20}/cluster-{i:06d}".encode() for i in range(2_000)] + [bytes([255] * 9), bytes(8)]
+    assert [murmur2(key) for key in keys] == [kafka_murmur2(key) for key in keys]
