@@ -3,7 +3,9 @@ applied to more clusters than one fold may join joins them in slices (membership
 stage of more clusters than one fold may move starts in the event that opens it; both carry
 on in RolloutContinued events the decider sends itself through the dependencies topic and the
 router. Every member is moved exactly once, the slices are in the journal, and `rollout
-replay --check` refolds the same decisions from it.
+replay --check` refolds the same decisions from it. A mass lease expiry larger than one fold
+(rollout/engine/leases.py) continues itself the same way, with a LeasesContinued the router
+writes into the journal partition it names.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 from infra import client
 from rollout.api.manifests import MANIFEST_ADAPTER
 from rollout.engine.stages import MOVES_PER_EVENT
-from rollout.wire.events import ClusterObserved, ModuleApplied
+from rollout.wire.events import ClusterObserved, HolderClaims, HolderHeartbeat, ModuleApplied, claim_chunk
 from rollout_cli.main import cli
 from tests.integration.stack import Stack, started, wait_for
 
@@ -92,6 +94,45 @@ def test_a_stage_larger_than_one_fold_moves_every_member_once_in_slices_and_repl
         d["id"].rsplit("-", 1)[0] for d in (r.json() for r in stack.records("decisions")) if d["action"] == "joined"
     )
     assert sorted(joins.values()) == [300, 2000], joins  # 2,000 in the apply's event, 300 in the next
+
+    replay = CliRunner().invoke(cli, ["replay", "--check"], env=stack.env, catch_exceptions=False)
+    assert replay.exit_code == 0, replay.output
+
+
+def test_a_mass_lease_expiry_larger_than_one_fold_continues_itself_in_each_partition_and_replays(
+    stack: Stack,
+) -> None:
+    names = [f"edge-{i:05d}" for i in range(CLUSTERS)]
+    asyncio.run(client.publish(stack.bootstrap, stack.topics.clusters, [(n, observed(n)) for n in names]))
+    holder = "applier-gone"
+    for chunk in sorted({claim_chunk(name) for name in names}):
+        claimed = [name for name in names if claim_chunk(name) == chunk]
+        stack.send(
+            "heartbeats",
+            f"{holder}/{chunk}",
+            HolderClaims(holder=holder, chunk=chunk, clusters=claimed, lease_seconds=5),
+        )
+    stack.send("heartbeats", holder, HolderHeartbeat(holder=holder, lease_seconds=5))  # then it dies: no more beats
+
+    def settled() -> list[dict[str, object]] | None:  # both partitions expired it and took every cluster
+        latest = {}
+        for r in stack.records("decide_state"):
+            if r.key == f"holders:{holder}":
+                latest[r.partition] = r.json() or {}
+        done = [h for h in latest.values() if h.get("expired") and h.get("settling") is None]
+        return done if len(done) == 2 else None
+
+    wait_for("the holder's clusters taken offline in both partitions", settled, timeout=180, interval=2)
+    continued = [(r.partition, r.json()) for r in stack.records("journal") if b'"LeasesContinued"' in (r.value or b"")]
+    # 2,300 clusters, 2,000 an event: each partition asked for the next slice, to itself
+    assert {partition for partition, _ in continued} == {0, 1}
+    assert all(event["partition"] == partition for partition, event in continued), continued
+    facts = {}
+    for r in stack.records("decide_state"):
+        if (r.key or "").startswith("clusters:edge-"):
+            facts[(r.partition, r.key)] = r.json() or {}
+    assert len(facts) == 2 * CLUSTERS
+    assert all(not f.get("ready", False) and (f.get("lease") or {}).get("expired") for f in facts.values())
 
     replay = CliRunner().invoke(cli, ["replay", "--check"], env=stack.env, catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
