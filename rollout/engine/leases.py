@@ -299,6 +299,35 @@ class Leases:
         self._clusters_changed(expiring, out)
         self._continue_if_left(out)
 
+    def _own_lease_due(self) -> bool:
+        """Whether a cluster's own lease ran out and was not taken yet. The stale entries on
+        top of the heap (leases renewed, claimed or expired since) are dropped first: the
+        answer is the state's, not the index's — a restarted engine's heap has none of them,
+        and a continuation asked for by one engine and not by the other would slice the
+        rest differently."""
+        expiries, _ = self._lease_index()
+        live, clusters = self.tables.live, self.tables.clusters
+        while expiries and expiries[0][0] <= live:
+            expires_live, name = expiries[0]
+            facts = clusters.get(name)
+            lease = facts.lease if facts is not None else None
+            if facts is None or lease is None or lease.expired or lease.claimed or lease.live_expiry() != expires_live:
+                heapq.heappop(expiries)  # stale: `_expire_own_leases` would skip it
+                continue
+            return True
+        return False
+
+    def _walk_left(self, walking: set[str], cursor: Literal["settling", "returning"], *, expired: bool) -> bool:
+        """Whether a holder in `walking` still has clusters to walk (`_walk_holders`): from the
+        holders' records, not the set — which may still name one done, back or expired again
+        (a restarted engine's would not)."""
+        holders = self.tables.holders
+        for name in walking:
+            holder = holders.get(name)
+            if holder is not None and holder.expired == expired and getattr(holder, cursor) is not None:
+                return True
+        return False
+
     def on_continued(self, event: LeasesContinued, out: Outcome) -> None:
         """The partition's latest request to be continued: the next slice of the expiries
         due and of the holders settling or coming back — as a tick would take it, with no
@@ -323,9 +352,9 @@ class Leases:
     def _continue_if_left(self, out: Outcome) -> None:
         """After a slice: if clusters are left to take offline or bring back, ask for a
         LeasesContinued to this partition — once: while one is outstanding, it carries on."""
-        expiries, _ = self._lease_index()
-        due = bool(expiries) and expiries[0][0] <= self.tables.live  # (an entry may be stale: one empty slice)
-        if not (due or self._settling_index() or self._returning_index()):
+        left = self._own_lease_due()
+        left = left or self._walk_left(self._settling_index(), "settling", expired=True)
+        if not (left or self._walk_left(self._returning_index(), "returning", expired=False)):
             return
         tables = self.tables
         asked = _count(tables.sequences, SLICES_ASKED)
