@@ -240,20 +240,7 @@ def restore(args: argparse.Namespace) -> dict[str, Any]:
     cpu = 0.0
     for number, part in enumerate(parts):
         started = time.perf_counter()
-        raw = (Path(args.directory) / f"decide-state-{number}.bin").read_bytes()
-        read: list[tuple[bytes, bytes | None]] = []
-        at = 0
-        while at < len(raw):
-            klen, vlen = struct.unpack_from(">II", raw, at)
-            at += 8
-            key = raw[at : at + klen]
-            at += klen
-            if vlen == 0xFFFFFFFF:
-                read.append((key, None))
-            else:
-                read.append((key, raw[at : at + vlen]))
-                at += vlen
-        del raw
+        read = read_changelog(Path(args.directory) / f"decide-state-{number}.bin")
         read_s += time.perf_counter() - started
         started, cpu_started = time.perf_counter(), time.process_time()
         records += part.decider.state.restore(read)
@@ -288,6 +275,25 @@ def restore(args: argparse.Namespace) -> dict[str, Any]:
         "first_report_s": first,
         "rss_after_first": rss_mib(),
     }
+
+
+def read_changelog(path: Path) -> list[tuple[bytes, bytes | None]]:
+    """A changelog file this benchmark wrote: (key, value) records, None a tombstone
+    (lengths as two big-endian u32, 0xFFFFFFFF for no value)."""
+    raw = path.read_bytes()
+    records: list[tuple[bytes, bytes | None]] = []
+    at = 0
+    while at < len(raw):
+        klen, vlen = struct.unpack_from(">II", raw, at)
+        at += 8
+        key = raw[at : at + klen]
+        at += klen
+        if vlen == 0xFFFFFFFF:
+            records.append((key, None))
+        else:
+            records.append((key, raw[at : at + vlen]))
+            at += vlen
+    return records
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ import cProfile
 import io
 import os
 import pstats
-import struct
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from fleet_memory import fold
+from fleet_memory import fold, read_changelog
 
 from infra.observability import Metrics
 from infra.topics import TopicNames, delete_topics, ensure_topics
@@ -46,19 +45,7 @@ from streams.restore import StateReader
 
 def changelog_records(path: Path) -> list[list[tuple[bytes, bytes | None]]]:
     """fleet_memory's changelog file, as the batches (transactions) the decider wrote."""
-    raw = path.read_bytes()
-    records: list[tuple[bytes, bytes | None]] = []
-    at = 0
-    while at < len(raw):
-        klen, vlen = struct.unpack_from(">II", raw, at)
-        at += 8
-        key = raw[at : at + klen]
-        at += klen
-        if vlen == 0xFFFFFFFF:
-            records.append((key, None))
-        else:
-            records.append((key, raw[at : at + vlen]))
-            at += vlen
+    records = read_changelog(path)
     # the file does not mark batches: transactions of 2,000, the decider's batches' order of size
     return [records[i : i + 2000] for i in range(0, len(records), 2000)]
 
