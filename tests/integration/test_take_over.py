@@ -82,6 +82,18 @@ async def _until_markers_written(bootstrap: str, topic: str) -> None:
         await reader.stop()
 
 
+def _counting_stage(topic: str, state_topic: str) -> StageSpec:
+    """The counting stage over `topic`, its state on `state_topic`."""
+    return StageSpec(
+        name="counting",
+        topics=(topic,),
+        group_id=f"{topic}.group",
+        dead_letter_topic=f"{topic}.dead",
+        new_processor=lambda tp: Counting(),
+        state_topic=state_topic,
+    )
+
+
 def _expected(p: int) -> dict[str, int]:
     return {f"{p}-{n}": n for n in range(p + 2)}
 
@@ -110,14 +122,7 @@ async def test_a_stage_takes_every_partition_over_from_its_state_topic(kafka_boo
     state_topic = f"{topic}.state"
     await _topics(kafka_bootstrap, topic, state_topic)
     await _write_state(kafka_bootstrap, state_topic)
-    spec = StageSpec(
-        name="counting",
-        topics=(topic,),
-        group_id=f"{topic}.group",
-        dead_letter_topic=f"{topic}.dead",
-        new_processor=lambda tp: Counting(),
-        state_topic=state_topic,
-    )
+    spec = _counting_stage(topic, state_topic)
     runner = stage_runner(kafka_bootstrap, spec)
     await runner.start()
     running = asyncio.create_task(runner.run())
@@ -157,14 +162,7 @@ async def test_a_take_over_longer_than_the_session_keeps_the_worker_in_its_group
         return await catch_up(self, state, partition, start)
 
     monkeypatch.setattr(StateReader, "catch_up", slow_catch_up)  # fault injection: a slow broker/CPU
-    spec = StageSpec(
-        name="counting",
-        topics=(topic,),
-        group_id=f"{topic}.group",
-        dead_letter_topic=f"{topic}.dead",
-        new_processor=lambda tp: Counting(),
-        state_topic=state_topic,
-    )
+    spec = _counting_stage(topic, state_topic)
     duplicates = Counter("duplicates", "", ["stage"], registry=CollectorRegistry())
     runner = StageRunner(
         spec, bootstrap=kafka_bootstrap, metrics=Metrics(), duplicates=duplicates, session_timeout=session
